@@ -1,0 +1,57 @@
+import { Hono } from 'hono';
+import { NotFound } from './domain/errors.ts';
+import type { AppEnv, RouteContext } from './http/env.ts';
+import { errorResponse } from './http/errors.ts';
+import { OpenApiRegistry } from './http/openapi.ts';
+import { deploymentRoutes } from './routes/deployments.ts';
+import { healthRoutes } from './routes/health.ts';
+import { integrationRoutes } from './routes/integrations.ts';
+import { listenerRoutes } from './routes/listeners.ts';
+import { revisionRoutes } from './routes/revisions.ts';
+import { tracingProjectRoutes } from './routes/tracing-projects.ts';
+import { workspaceRoutes } from './routes/workspaces.ts';
+import type { Services } from './services.ts';
+
+/** Paths under /v1 and /v2 that authenticate otherwise than by API key. */
+export type PublicPath = (path: string) => boolean;
+
+/**
+ * Builds the HTTP app from the services: one auth middleware, one error mapping, routes by
+ * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
+ */
+export function createApp(services: Services, options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[] } = {}) {
+  const app = new Hono<AppEnv>();
+  const docs = new OpenApiRegistry();
+  const ctx: RouteContext = { app, services, docs };
+  const isPublic = (path: string) => (options.publicPaths ?? []).some((test) => test(path));
+
+  app.onError((error, c) => errorResponse(error, c, services.log));
+  app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services.log));
+
+  app.use('/v1/*', async (c, next) => {
+    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
+    await next();
+  });
+  app.use('/v2/*', async (c, next) => {
+    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
+    await next();
+  });
+
+  healthRoutes(ctx);
+  workspaceRoutes(ctx);
+  deploymentRoutes(ctx);
+  revisionRoutes(ctx);
+  listenerRoutes(ctx);
+  integrationRoutes(ctx);
+  tracingProjectRoutes(ctx);
+  for (const register of options.extraRoutes ?? []) register(ctx);
+  return app;
+}
+
+function apiKeyOf(headers: Headers): string | undefined {
+  const key = headers.get('x-api-key');
+  if (key) return key.trim();
+  const authorization = headers.get('authorization');
+  const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  return bearer?.[1];
+}

@@ -1,0 +1,39 @@
+import { z } from 'zod';
+
+const optional = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
+
+/** The server's settings: parsed once from the environment at start; nothing else reads `process.env`. */
+export const Config = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().default('127.0.0.1'),
+  DATABASE_URL: z.string().default('./data/control-plane.db'),
+  BOOTSTRAP_API_KEY: optional,
+  PUBLIC_URL: optional,
+  GITHUB_WEBHOOK_SECRET: optional,
+  GITHUB_WEBHOOK_SECRET_PREVIOUS: optional,
+  SANDBOX_STAGE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1000),
+  ENCRYPTION_KEY: optional,
+  LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  /** `FULL` keeps every acknowledged write across a power loss; `NORMAL` only across a process crash. */
+  SQLITE_SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
+  /** Domain under which `github` deployments get their automatic `custom_url`. */
+  DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
+});
+export type Config = z.infer<typeof Config>;
+
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const result = Config.safeParse(env);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return result.data;
+}
+
+/** `PUBLIC_URL`, or where this server listens when it is not set. */
+export function publicUrl(config: Config, port: number): string {
+  return (config.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, '');
+}

@@ -1,0 +1,41 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+const VERSION = 'v1';
+
+/**
+ * AES-256-GCM encryption of values kept at rest (deployment secrets, OAuth client secrets and
+ * tokens). The output is `v1:<iv>:<tag>:<ciphertext>` in base64url, so the format can change later.
+ */
+export class SecretBox {
+  readonly #key: Buffer;
+
+  constructor(key: Buffer) {
+    if (key.length !== 32) throw new Error('The encryption key must be 32 bytes');
+    this.#key = key;
+  }
+
+  encrypt(plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.#key, iv);
+    const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return [VERSION, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join(':');
+  }
+
+  decrypt(sealed: string): string {
+    const [version, iv, tag, ciphertext] = sealed.split(':');
+    if (version !== VERSION || iv === undefined || tag === undefined || ciphertext === undefined) {
+      throw new Error('Unrecognised encrypted value');
+    }
+    const decipher = createDecipheriv('aes-256-gcm', this.#key, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+  }
+
+  encryptJson(value: unknown): string {
+    return this.encrypt(JSON.stringify(value));
+  }
+
+  decryptJson<T>(sealed: string): T {
+    return JSON.parse(this.decrypt(sealed)) as T;
+  }
+}

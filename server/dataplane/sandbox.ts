@@ -1,0 +1,120 @@
+import { withResourceSpecDefaults } from '../../shared/schemas/resource-spec.ts';
+import type { Logger } from '../logger.ts';
+import type { DeploymentRecord, RevisionRecord } from '../store/types.ts';
+import type { DataPlane, StageControl } from './types.ts';
+
+export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
+
+/**
+ * SIMULATED data plane. It builds and runs nothing: each stage only waits `stageMs` and writes log
+ * lines that say they are simulated. It exists so the control plane, the Action and scripts can be
+ * exercised end to end without a cluster. A secret `SANDBOX_FAIL_STAGE` = `build` or `deploy`
+ * fails that stage on purpose.
+ */
+export class SandboxDataPlane implements DataPlane {
+  readonly name = 'sandbox';
+  readonly #stageMs: number;
+  readonly #log: Logger;
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #stopped = false;
+
+  constructor(options: { stageMs: number; log: Logger }) {
+    this.#stageMs = options.stageMs;
+    this.#log = options.log;
+  }
+
+  run(revision: RevisionRecord, deployment: DeploymentRecord, control: StageControl): void {
+    this.#carry(revision, deployment, control).catch((error: unknown) => {
+      if (this.#stopped) return;
+      this.#log.error('sandbox: stage failed unexpectedly', { revision_id: revision.id, error: String(error) });
+      void control
+        .transition({
+          revisionId: revision.id,
+          from: ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'],
+          to: revision.source === 'github' && ['AWAITING_BUILD', 'BUILDING'].includes(revision.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED',
+          statusMessage: 'The sandbox data plane failed unexpectedly; see the server log.',
+        })
+        .catch(() => undefined);
+    });
+  }
+
+  async #carry(start: RevisionRecord, deployment: DeploymentRecord, control: StageControl): Promise<void> {
+    const failStage = start.secrets.find((secret) => secret.name === FAIL_STAGE_SECRET)?.value;
+    const config = start.source_revision_config;
+    let status = start.status;
+    const id = start.id;
+    // Each step is a compare-and-set: a null answer means the revision moved on (interrupted), so stop.
+    const step = async (from: typeof status, to: typeof status, logs: Array<{ type: 'build' | 'deploy'; level: 'info' | 'error'; message: string }>, statusMessage: string | null = null) => {
+      const moved = await control.transition({ revisionId: id, from: [from], to, statusMessage, logs });
+      if (!moved) return false;
+      status = to;
+      return true;
+    };
+
+    if (status === 'AWAITING_BUILD') {
+      const what = `${deployment.source_config.repo_url}@${config.repo_ref} (${config.graph_config_path})`;
+      if (!(await step('AWAITING_BUILD', 'BUILDING', [{ type: 'build', level: 'info', message: `sandbox: simulated build of ${what}; nothing is cloned or built` }]))) return;
+    }
+    if (status === 'BUILDING') {
+      if (!(await this.#wait())) return;
+      if (failStage === 'build') {
+        await step('BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }], 'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).');
+        return;
+      }
+      if (!(await step('BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }]))) return;
+    }
+    if (status === 'AWAITING_DEPLOY') {
+      const image = imageOf(start, deployment);
+      const spec = deployment.source === 'external_docker' && start.resource_spec ? withResourceSpecDefaults(start.resource_spec) : null;
+      const scale = spec ? ` with ${spec.min_scale ?? 1}-${spec.max_scale ?? spec.min_scale ?? 1} replicas` : '';
+      if (!(await step('AWAITING_DEPLOY', 'DEPLOYING', [{ type: 'deploy', level: 'info', message: `sandbox: simulated deploy of ${image}${scale}; nothing is started` }]))) return;
+    }
+    if (status === 'DEPLOYING') {
+      if (!(await this.#wait())) return;
+      if (failStage === 'deploy') {
+        await step('DEPLOYING', 'DEPLOY_FAILED', [{ type: 'deploy', level: 'error', message: 'sandbox: deploy failed on purpose (secret SANDBOX_FAIL_STAGE=deploy)' }], 'Deploy failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=deploy).');
+        return;
+      }
+      await step('DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
+    }
+  }
+
+  /** Waits one stage; false when the data plane was stopped meanwhile. */
+  #wait(): Promise<boolean> {
+    if (this.#stopped) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        resolve(!this.#stopped);
+      }, this.#stageMs);
+      this.#timers.add(timer);
+    });
+  }
+
+  async teardown(deployment: DeploymentRecord): Promise<void> {
+    this.#log.info('sandbox: simulated teardown', { deployment_id: deployment.id });
+    await this.#wait();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+  }
+}
+
+function imageOf(revision: RevisionRecord, deployment: DeploymentRecord): string {
+  if (revision.source_revision_config.image_uri) return revision.source_revision_config.image_uri;
+  return `the build of ${deployment.name}`;
+}
+
+/**
+ * Stand-in for `k8s` listeners until the listener agent's protocol exists: it leaves revisions in
+ * `AWAITING_DEPLOY`, where an agent will claim them through the same `StageControl`.
+ */
+export class ListenerAgentDataPlane implements DataPlane {
+  readonly name = 'listener-agent';
+  run(): void {}
+  async teardown(): Promise<void> {}
+  stop(): void {}
+}

@@ -1,0 +1,28 @@
+import type { RevisionStatus } from '../../shared/schemas/revision.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionTransition } from '../store/types.ts';
+
+/**
+ * What a data plane may do to the pipeline: move a revision on (a compare-and-set on its status,
+ * so an interrupt always wins a race) and write log lines. A remote listener agent for `k8s`
+ * listeners will reach the same two operations through its protocol.
+ */
+export type StageControl = {
+  transition(change: RevisionTransition): Promise<RevisionRecord | null>;
+  log(revisionId: string, type: 'build' | 'deploy', level: 'info' | 'warn' | 'error', message: string): Promise<void>;
+};
+
+/** Carries revisions through their stages on some compute, and tears deployments down. */
+export interface DataPlane {
+  readonly name: string;
+  /**
+   * Carries a started revision to an end, from whatever in-progress stage it is in (a restarted
+   * server hands over revisions it finds mid-pipeline). Must not throw; failures end the revision.
+   */
+  run(revision: RevisionRecord, deployment: DeploymentRecord, control: StageControl): void;
+  /** Removes what the deployment runs; resolves when it is gone. */
+  teardown(deployment: DeploymentRecord): Promise<void>;
+  /** Stops timers and work in flight (shutdown); the database keeps the state to resume from. */
+  stop(): void;
+}
+
+export const IN_PROGRESS_STATUSES: readonly RevisionStatus[] = ['CREATING', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];

@@ -1,0 +1,122 @@
+import type { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/api-key.ts';
+import type { Workspace } from '../../shared/schemas/workspace.ts';
+import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
+import type { ApiKeyRecord, Store } from '../store/types.ts';
+import type { Clock } from './clock.ts';
+import { Forbidden, NotFound, Unauthorized } from './errors.ts';
+
+/** Who is calling, and in which workspace. */
+export type Principal = {
+  keyId: string;
+  organizationId: string;
+  workspaceId: string;
+  /** Whether the key may act for the whole organization (create workspaces and keys). */
+  organizationScoped: boolean;
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * API keys and workspaces. Keys are looked up by their SHA-256 hash; found keys are cached in
+ * memory, and a revoked key leaves the cache at once, so revocation holds from the next request.
+ */
+export class Auth {
+  readonly #store: Store;
+  readonly #clock: Clock;
+  readonly #keys = new Map<string, ApiKeyRecord>();
+  readonly #workspaces = new Map<string, Workspace & { is_default: boolean }>();
+
+  constructor(deps: { store: Store; clock: Clock }) {
+    this.#store = deps.store;
+    this.#clock = deps.clock;
+  }
+
+  async authenticate(key: string | undefined, tenantHeader: string | undefined): Promise<Principal> {
+    if (!key) throw new Unauthorized('Missing API key: send it in the X-Api-Key header or as Authorization: Bearer <key>.');
+    const hash = hashApiKey(key);
+    let record = this.#keys.get(hash);
+    if (!record) {
+      const found = await this.#store.findApiKeyByHash(hash);
+      if (found && !found.revoked) {
+        record = found;
+        this.#keys.set(hash, found);
+      }
+    }
+    // The lookup was by hash; compare once more in constant time so no path depends on a partial match.
+    if (!record || !sameDigest(hash, hashApiKey(key))) throw new Unauthorized('Invalid or revoked API key.');
+
+    if (record.workspace_id) {
+      if (tenantHeader && tenantHeader !== record.workspace_id) {
+        throw new Forbidden('This API key belongs to one workspace and may not use the workspace named in X-Tenant-Id.');
+      }
+      return { keyId: record.id, organizationId: record.organization_id, workspaceId: record.workspace_id, organizationScoped: false };
+    }
+    if (tenantHeader) {
+      const workspace = UUID.test(tenantHeader) ? await this.#workspace(tenantHeader) : null;
+      if (!workspace || workspace.organization_id !== record.organization_id) {
+        throw new Forbidden('This API key may not use the workspace named in X-Tenant-Id.');
+      }
+      return { keyId: record.id, organizationId: record.organization_id, workspaceId: workspace.id, organizationScoped: true };
+    }
+    const workspace = await this.#store.getDefaultWorkspace(record.organization_id);
+    if (!workspace) throw new Forbidden('The organization of this API key has no default workspace.');
+    return { keyId: record.id, organizationId: record.organization_id, workspaceId: workspace.id, organizationScoped: true };
+  }
+
+  async #workspace(id: string) {
+    let workspace = this.#workspaces.get(id);
+    if (!workspace) {
+      workspace = (await this.#store.getWorkspace(id)) ?? undefined;
+      if (workspace) this.#workspaces.set(id, workspace);
+    }
+    return workspace ?? null;
+  }
+
+  async createWorkspace(principal: Principal, name: string): Promise<Workspace> {
+    requireOrganizationScope(principal, 'create workspaces');
+    const workspace: Workspace = { id: crypto.randomUUID(), name, organization_id: principal.organizationId, created_at: this.#clock.now() };
+    await this.#store.createWorkspace(workspace);
+    return workspace;
+  }
+
+  listWorkspaces(principal: Principal): Promise<Workspace[]> {
+    if (!principal.organizationScoped) {
+      return this.#store.getWorkspace(principal.workspaceId).then((w) => (w ? [{ id: w.id, name: w.name, organization_id: w.organization_id, created_at: w.created_at }] : []));
+    }
+    return this.#store.listWorkspaces(principal.organizationId);
+  }
+
+  async createApiKey(principal: Principal, body: ApiKeyCreate): Promise<ApiKeyCreated> {
+    requireOrganizationScope(principal, 'create API keys');
+    const workspaceId = body.workspace_id ?? null;
+    if (workspaceId) {
+      const workspace = await this.#workspace(workspaceId);
+      if (!workspace || workspace.organization_id !== principal.organizationId) throw new NotFound(`Workspace ID ${workspaceId} not found.`);
+    }
+    const key = generateApiKey();
+    const record: ApiKey = {
+      id: crypto.randomUUID(),
+      workspace_id: workspaceId,
+      organization_id: principal.organizationId,
+      description: body.description ?? null,
+      created_at: this.#clock.now(),
+    };
+    await this.#store.createApiKey({ ...record, key_hash: hashApiKey(key) });
+    return { ...record, key };
+  }
+
+  async listApiKeys(principal: Principal): Promise<ApiKey[]> {
+    const keys = await this.#store.listApiKeys(principal.organizationId);
+    return principal.organizationScoped ? keys : keys.filter((key) => key.workspace_id === principal.workspaceId);
+  }
+
+  async revokeApiKey(principal: Principal, id: string): Promise<void> {
+    requireOrganizationScope(principal, 'revoke API keys');
+    if (!(await this.#store.revokeApiKey(principal.organizationId, id, this.#clock.now()))) throw new NotFound(`API key ID ${id} not found.`);
+    for (const [hash, record] of this.#keys) if (record.id === id) this.#keys.delete(hash);
+  }
+}
+
+function requireOrganizationScope(principal: Principal, what: string): void {
+  if (!principal.organizationScoped) throw new Forbidden(`Only an organization-scoped API key may ${what}.`);
+}

@@ -1,0 +1,285 @@
+import { randomBytes } from 'node:crypto';
+import {
+  isTagRef,
+  type Deployment,
+  type DeploymentCreate,
+  type DeploymentListQuery,
+  type DeploymentPatch,
+  type SourceConfig,
+  type SourceRevisionConfig,
+} from '../../shared/schemas/deployment.ts';
+import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
+import type { DeploymentChange, DeploymentRecord, Page, RevisionRecord, Store } from '../store/types.ts';
+import type { Clock } from './clock.ts';
+import { BadRequest, NotFound } from './errors.ts';
+import type { Pipeline } from './pipeline.ts';
+
+export type DeploymentsDeps = { store: Store; clock: Clock; pipeline: Pipeline; deploymentDomain: string };
+
+/** Fields a source takes in `source_config` (the seed's "Applies to" column). */
+const SOURCE_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<keyof SourceConfig>> = {
+  github: new Set(['integration_id', 'repo_url', 'deployment_type', 'build_on_push', 'install_command', 'build_command']),
+  external_docker: new Set(['listener_id', 'listener_config', 'resource_spec', 'custom_url']),
+};
+const REVISION_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<string>> = {
+  github: new Set(['repo_ref', 'graph_config_path']),
+  external_docker: new Set(['image_uri']),
+};
+/** Fixed at creation; a PATCH may repeat the stored value but not change it. */
+const IMMUTABLE_SOURCE_CONFIG_FIELDS = ['integration_id', 'repo_url', 'deployment_type', 'listener_id'] as const;
+
+/** The deployment as the API shows it: secret values masked. */
+export function publicDeployment(deployment: DeploymentRecord): Deployment {
+  const { delete_tracing_project: _internal, ...shown } = deployment;
+  return { ...shown, secrets: deployment.secrets.map((secret) => ({ name: secret.name, value: MASKED_SECRET_VALUE })) };
+}
+
+export class Deployments {
+  readonly #deps: DeploymentsDeps;
+
+  constructor(deps: DeploymentsDeps) {
+    this.#deps = deps;
+  }
+
+  async create(tenantId: string, body: DeploymentCreate): Promise<DeploymentRecord> {
+    const { store, clock, pipeline } = this.#deps;
+    const now = clock.now();
+    const id = crypto.randomUUID();
+    const revisionId = crypto.randomUUID();
+    let sourceConfig: SourceConfig;
+    let revisionConfig: SourceRevisionConfig;
+    if (body.source === 'github') {
+      const integration = await store.getIntegration(tenantId, body.source_config.integration_id);
+      if (!integration) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
+      sourceConfig = {
+        ...emptySourceConfig(),
+        integration_id: body.source_config.integration_id,
+        repo_url: body.source_config.repo_url,
+        deployment_type: body.source_config.deployment_type ?? 'dev',
+        build_on_push: body.source_config.build_on_push ?? false,
+        install_command: body.source_config.install_command ?? null,
+        build_command: body.source_config.build_command ?? null,
+        custom_url: `https://${body.name}-${randomBytes(4).toString('hex')}.${this.#deps.deploymentDomain}`,
+      };
+      revisionConfig = {
+        repo_ref: body.source_revision_config.repo_ref,
+        graph_config_path: body.source_revision_config.graph_config_path,
+        image_uri: null,
+        repo_commit_sha: null,
+      };
+    } else {
+      const listener = await store.getListener(tenantId, body.source_config.listener_id);
+      if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
+      const namespace = body.source_config.listener_config?.k8s_namespace;
+      if (namespace) {
+        if (listener.compute_type !== 'k8s') {
+          throw new BadRequest(`listener_config.k8s_namespace applies only to k8s listeners; listener ${listener.id} is ${listener.compute_type}.`);
+        }
+        const allowed = listener.compute_config.k8s_namespaces;
+        if (allowed.length > 0 && !allowed.includes(namespace)) {
+          throw new BadRequest(`k8s_namespace '${namespace}' is not one of the listener's namespaces (${allowed.join(', ')}).`);
+        }
+      }
+      sourceConfig = {
+        ...emptySourceConfig(),
+        listener_id: listener.id,
+        listener_config: { k8s_namespace: namespace ?? null },
+        resource_spec: body.source_config.resource_spec ?? null,
+        custom_url: body.source_config.custom_url ?? null,
+      };
+      revisionConfig = { repo_ref: null, graph_config_path: null, image_uri: body.source_revision_config.image_uri, repo_commit_sha: null };
+    }
+    const secrets = body.secrets ?? [];
+    const created = await store.createDeployment({
+      deployment: {
+        id,
+        tenant_id: tenantId,
+        name: body.name,
+        source: body.source,
+        source_config: sourceConfig,
+        source_revision_config: revisionConfig,
+        secrets,
+        created_at: now,
+        updated_at: now,
+        status: 'AWAITING_DATABASE',
+        latest_revision_id: revisionId,
+        active_revision_id: null,
+        image_version: body.image_version ?? null,
+      },
+      revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets, resource_spec: sourceConfig.resource_spec },
+      tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
+    });
+    await pipeline.advance(id);
+    return created;
+  }
+
+  async get(tenantId: string, id: string): Promise<DeploymentRecord> {
+    const deployment = await this.#deps.store.getDeployment(tenantId, id);
+    if (!deployment) throw new NotFound(`Deployment ID ${id} not found.`);
+    return deployment;
+  }
+
+  list(tenantId: string, query: DeploymentListQuery): Promise<Page<DeploymentRecord>> {
+    return this.#deps.store.listDeployments(tenantId, query);
+  }
+
+  /** Applies the seed's PATCH rules; answers the deployment and the revision it created, if any. */
+  async patch(tenantId: string, id: string, body: DeploymentPatch): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }> {
+    const { store, clock, pipeline } = this.#deps;
+    const result = await store.updateDeployment(tenantId, id, (current) => planPatch(current, body), clock.now());
+    if (result.revision) await pipeline.advance(id);
+    return result;
+  }
+
+  /** A new revision with the source revision config and secrets of an earlier one (a rollback). */
+  async redeploy(tenantId: string, id: string, revisionId: string): Promise<DeploymentRecord> {
+    const { store, clock, pipeline } = this.#deps;
+    const earlier = await store.getRevision(tenantId, id, revisionId);
+    if (!earlier) {
+      if (!(await store.getDeployment(tenantId, id))) throw new NotFound(`Deployment ID ${id} not found.`);
+      throw new NotFound(`Revision ID ${revisionId} not found.`);
+    }
+    const result = await store.updateDeployment(
+      tenantId,
+      id,
+      (current): DeploymentChange => {
+        refuseWhileDeleting(current);
+        return {
+          source_config: current.source_config,
+          source_revision_config: earlier.source_revision_config,
+          secrets: earlier.secrets,
+          revision: {
+            id: crypto.randomUUID(),
+            trigger: 'redeploy',
+            source_revision_config: earlier.source_revision_config,
+            secrets: earlier.secrets,
+            resource_spec: current.source_config.resource_spec,
+          },
+        };
+      },
+      clock.now(),
+    );
+    await pipeline.advance(id);
+    return result.deployment;
+  }
+
+  /** Marks the deployment `AWAITING_DELETE` and tears it down in the background. */
+  async delete(tenantId: string, id: string, deleteTracingProject: boolean): Promise<void> {
+    const { store, clock, pipeline } = this.#deps;
+    const before = await store.getDeployment(tenantId, id);
+    if (!before) throw new NotFound(`Deployment ID ${id} not found.`);
+    const marked = await store.markDeploymentDeleting(tenantId, id, deleteTracingProject, clock.now());
+    if (!marked) throw new NotFound(`Deployment ID ${id} not found.`);
+    if (before.status !== 'AWAITING_DELETE') pipeline.startTeardown(marked);
+  }
+}
+
+function emptySourceConfig(): SourceConfig {
+  return {
+    integration_id: null,
+    repo_url: null,
+    deployment_type: null,
+    build_on_push: null,
+    custom_url: null,
+    resource_spec: null,
+    listener_id: null,
+    listener_config: null,
+    install_command: null,
+    build_command: null,
+  };
+}
+
+function refuseWhileDeleting(current: DeploymentRecord): void {
+  if (current.status === 'AWAITING_DELETE') throw new BadRequest(`Deployment ${current.id} is being deleted and cannot be changed.`);
+}
+
+/**
+ * The seed's PATCH rules, decided against the stored deployment: fields the source does not take
+ * and changes to immutable fields are 400; a non-null `repo_ref`, `graph_config_path`,
+ * `image_uri`, `secrets` or `resource_spec` creates exactly one revision.
+ */
+export function planPatch(current: DeploymentRecord, body: DeploymentPatch): DeploymentChange {
+  refuseWhileDeleting(current);
+  const sourceConfig = body.source_config ?? {};
+  const revisionConfig = body.source_revision_config ?? {};
+  const source = current.source;
+
+  for (const [field, value] of Object.entries(sourceConfig)) {
+    if (value === null || value === undefined) continue;
+    if (field === 'custom_url' && source === 'github') {
+      throw new BadRequest('source_config.custom_url is set by the server for github deployments and is read-only.');
+    }
+    if (!SOURCE_CONFIG_FIELDS[source].has(field as keyof SourceConfig)) {
+      throw new BadRequest(`source_config.${field} is not allowed for a ${source} deployment.`);
+    }
+  }
+  for (const [field, value] of Object.entries(revisionConfig)) {
+    if (value === null || value === undefined) continue;
+    if (!REVISION_CONFIG_FIELDS[source].has(field)) {
+      throw new BadRequest(`source_revision_config.${field} is not allowed for a ${source} deployment.`);
+    }
+  }
+  for (const field of IMMUTABLE_SOURCE_CONFIG_FIELDS) {
+    const wanted = sourceConfig[field];
+    if (wanted !== null && wanted !== undefined && wanted !== current.source_config[field]) {
+      throw new BadRequest(`source_config.${field} cannot be changed after the deployment is created.`);
+    }
+  }
+  const namespace = sourceConfig.listener_config?.k8s_namespace;
+  if (namespace !== null && namespace !== undefined && namespace !== (current.source_config.listener_config?.k8s_namespace ?? null)) {
+    throw new BadRequest('source_config.listener_config.k8s_namespace cannot be changed after the deployment is created.');
+  }
+
+  const nextSourceConfig: SourceConfig = {
+    ...current.source_config,
+    build_on_push: sourceConfig.build_on_push ?? current.source_config.build_on_push,
+    custom_url: sourceConfig.custom_url ?? current.source_config.custom_url,
+    install_command: sourceConfig.install_command ?? current.source_config.install_command,
+    build_command: sourceConfig.build_command ?? current.source_config.build_command,
+    resource_spec: sourceConfig.resource_spec ?? current.source_config.resource_spec,
+  };
+  const nextRevisionConfig: SourceRevisionConfig = {
+    repo_ref: revisionConfig.repo_ref ?? current.source_revision_config.repo_ref,
+    graph_config_path: revisionConfig.graph_config_path ?? current.source_revision_config.graph_config_path,
+    image_uri: revisionConfig.image_uri ?? current.source_revision_config.image_uri,
+    repo_commit_sha: current.source_revision_config.repo_commit_sha,
+  };
+  if (nextSourceConfig.build_on_push === true && isTagRef(nextRevisionConfig.repo_ref)) {
+    throw new BadRequest('build_on_push cannot be true while repo_ref is a tag (refs/tags/...).');
+  }
+
+  const nextSecrets = body.secrets ? resolveMaskedSecrets(body.secrets, current.secrets) : current.secrets;
+  const createsRevision =
+    revisionConfig.repo_ref != null ||
+    revisionConfig.graph_config_path != null ||
+    revisionConfig.image_uri != null ||
+    body.secrets != null ||
+    sourceConfig.resource_spec != null;
+  if (!createsRevision) {
+    return { source_config: nextSourceConfig, source_revision_config: current.source_revision_config, secrets: current.secrets, revision: null };
+  }
+  // A new revision builds its ref afresh: the commit it gets is not known until it is built.
+  const newRevisionConfig: SourceRevisionConfig = { ...nextRevisionConfig, repo_commit_sha: null };
+  return {
+    source_config: nextSourceConfig,
+    source_revision_config: newRevisionConfig,
+    secrets: nextSecrets,
+    revision: {
+      id: crypto.randomUUID(),
+      trigger: 'patch',
+      source_revision_config: newRevisionConfig,
+      secrets: nextSecrets,
+      resource_spec: nextSourceConfig.resource_spec,
+    },
+  };
+}
+
+/** A secret sent back with the mask as its value keeps its stored value. */
+function resolveMaskedSecrets(sent: Secret[], stored: Secret[]): Secret[] {
+  return sent.map((secret) => {
+    if (secret.value !== MASKED_SECRET_VALUE) return secret;
+    const kept = stored.find((candidate) => candidate.name === secret.name);
+    if (!kept) throw new BadRequest(`secrets: '${secret.name}' has the masked placeholder as its value but no stored value to keep.`);
+    return kept;
+  });
+}

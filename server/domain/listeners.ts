@@ -1,0 +1,52 @@
+import type { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
+import type { ListenerRecord, Page, Store } from '../store/types.ts';
+import type { Clock } from './clock.ts';
+import { Conflict, NotFound } from './errors.ts';
+
+/** Listeners: where `external_docker` deployments run (`sandbox` here, `k8s` through an agent). */
+export class Listeners {
+  private readonly deps: { store: Store; clock: Clock };
+
+  constructor(deps: { store: Store; clock: Clock }) {
+    this.deps = deps;
+  }
+
+  async create(tenantId: string, body: ListenerCreate): Promise<Listener> {
+    const now = this.deps.clock.now();
+    const listener: Listener = {
+      id: crypto.randomUUID(),
+      tenant_id: tenantId,
+      compute_type: body.compute_type,
+      compute_id: body.compute_id,
+      compute_config: { k8s_namespaces: body.compute_config?.k8s_namespaces ?? [] },
+      created_at: now,
+      updated_at: now,
+    };
+    await this.deps.store.createListener(listener);
+    return listener;
+  }
+
+  async get(tenantId: string, id: string): Promise<ListenerRecord> {
+    const listener = await this.deps.store.getListener(tenantId, id);
+    if (!listener) throw new NotFound(`Listener ID ${id} not found.`);
+    return listener;
+  }
+
+  list(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>> {
+    return this.deps.store.listListeners(tenantId, limit, offset);
+  }
+
+  async patch(tenantId: string, id: string, body: ListenerPatch): Promise<ListenerRecord> {
+    const current = await this.get(tenantId, id);
+    if (!body.compute_config) return current;
+    const updated = await this.deps.store.updateListener(tenantId, id, { k8s_namespaces: body.compute_config.k8s_namespaces }, this.deps.clock.now());
+    if (!updated) throw new NotFound(`Listener ID ${id} not found.`);
+    return updated;
+  }
+
+  async delete(tenantId: string, id: string): Promise<void> {
+    const outcome = await this.deps.store.deleteListener(tenantId, id);
+    if (outcome === 'not_found') throw new NotFound(`Listener ID ${id} not found.`);
+    if (outcome === 'in_use') throw new Conflict(`Listener ${id} is used by deployments; delete them first.`);
+  }
+}

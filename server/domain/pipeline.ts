@@ -1,0 +1,148 @@
+import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
+import type { DataPlane, StageControl } from '../dataplane/types.ts';
+import type { Logger } from '../logger.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store } from '../store/types.ts';
+import type { Clock } from './clock.ts';
+import { BadRequest, NotFound } from './errors.ts';
+import type { RevisionWatch } from './revision-watch.ts';
+
+export type PipelineDeps = {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  watch: RevisionWatch;
+  /** The data plane for `github` deployments and `sandbox` listeners. */
+  sandbox: DataPlane;
+  /** The data plane for `k8s` listeners. */
+  listenerAgent: DataPlane;
+};
+
+/**
+ * The revision state machine. All state is in the store; this class only decides what happens
+ * next and hands started revisions to the data plane that serves their deployment. One revision
+ * per deployment is in progress at a time; when it ends, the newest queued one starts and older
+ * queued ones are skipped.
+ */
+export class Pipeline {
+  readonly #deps: PipelineDeps;
+  readonly #control: StageControl;
+
+  constructor(deps: PipelineDeps) {
+    this.#deps = deps;
+    this.#control = {
+      transition: (change) => this.transition(change),
+      log: (revisionId, type, level, message) => deps.store.appendLogs(revisionId, [{ type, level, message }], deps.clock.now()),
+    };
+  }
+
+  /** Called after a revision was queued: starts it when the deployment has nothing in progress. */
+  async advance(deploymentId: string): Promise<void> {
+    const { store, clock, watch } = this.#deps;
+    const { started, skipped } = await store.startNextRevision(deploymentId, firstStage, clock.now());
+    for (const id of skipped) watch.notify(id);
+    if (!started) return;
+    watch.notify(started.id);
+    await this.#dispatch(started);
+  }
+
+  /** Applies one stage change; when it ends the revision, starts the deployment's next one. */
+  async transition(change: RevisionTransition): Promise<RevisionRecord | null> {
+    const { store, clock, watch } = this.#deps;
+    const revision = await store.transitionRevision(change, clock.now());
+    if (!revision) return null;
+    watch.notify(revision.id);
+    if (isTerminal(revision.status)) {
+      await this.advance(revision.deployment_id);
+    }
+    return revision;
+  }
+
+  /** `POST …/interrupt`: a revision that has not ended becomes INTERRUPTED. */
+  async interrupt(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord> {
+    const revision = await this.#deps.store.getRevision(tenantId, deploymentId, revisionId);
+    if (!revision) throw new NotFound(`Revision ID ${revisionId} not found.`);
+    if (isTerminal(revision.status)) throw new BadRequest(`Revision ${revisionId} has already ended with status ${revision.status}.`);
+    const interrupted = await this.interruptUnfinished(revision, 'Interrupted at the request of an API client.');
+    if (!interrupted) {
+      const now = await this.#deps.store.getRevision(tenantId, deploymentId, revisionId);
+      throw new BadRequest(`Revision ${revisionId} has already ended with status ${now?.status ?? 'unknown'}.`);
+    }
+    return interrupted;
+  }
+
+  /** Ends a revision that has not ended as INTERRUPTED; null when it ended first. */
+  async interruptUnfinished(revision: RevisionRecord, reason: string): Promise<RevisionRecord | null> {
+    return this.transition({
+      revisionId: revision.id,
+      from: UNFINISHED,
+      to: 'INTERRUPTED',
+      statusMessage: reason,
+      logs: [{ type: revision.status === 'BUILDING' || revision.status === 'AWAITING_BUILD' ? 'build' : 'deploy', level: 'warn', message: reason }],
+    });
+  }
+
+  /**
+   * Called once at start: hands every revision that was mid-pipeline back to its data plane,
+   * starts deployments whose queue was waiting, and finishes deletions that were under way.
+   */
+  async resume(): Promise<{ resumed: number; deleting: number }> {
+    const { store, log } = this.#deps;
+    const unfinished = await store.listUnfinishedRevisions();
+    const queuedDeployments = new Set<string>();
+    let resumed = 0;
+    for (const revision of unfinished) {
+      if (revision.status === 'QUEUED') {
+        queuedDeployments.add(revision.deployment_id);
+      } else {
+        resumed += 1;
+        await this.#dispatch(revision);
+      }
+    }
+    for (const deploymentId of queuedDeployments) await this.advance(deploymentId);
+    const deleting = await store.listDeletingDeployments();
+    for (const deployment of deleting) this.startTeardown(deployment);
+    if (resumed + queuedDeployments.size + deleting.length > 0) {
+      log.info('pipeline: resumed work left by the previous run', { revisions: resumed, queued_deployments: queuedDeployments.size, deletions: deleting.length });
+    }
+    return { resumed, deleting: deleting.length };
+  }
+
+  /** Interrupts what is unfinished, tears the deployment down on its data plane, then removes it. */
+  startTeardown(deployment: DeploymentRecord): void {
+    const { store, log } = this.#deps;
+    const work = async () => {
+      const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: UNFINISHED.slice() });
+      for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
+      await (await this.#dataPlaneFor(deployment)).teardown(deployment);
+      await store.removeDeployment(deployment.id);
+      log.info('deployment removed', { deployment_id: deployment.id });
+    };
+    work().catch((error: unknown) => log.error('teardown failed; it is retried at the next start', { deployment_id: deployment.id, error: String(error) }));
+  }
+
+  /** The deployment's data plane gets the started revision. */
+  async #dispatch(revision: RevisionRecord): Promise<void> {
+    const deployment = await this.#deps.store.getDeploymentById(revision.deployment_id);
+    if (!deployment) return;
+    const dataPlane = await this.#dataPlaneFor(deployment);
+    dataPlane.run(revision, deployment, this.#control);
+  }
+
+  async #dataPlaneFor(deployment: DeploymentRecord): Promise<DataPlane> {
+    if (deployment.source === 'github' || !deployment.source_config.listener_id) return this.#deps.sandbox;
+    const listener = await this.#deps.store.getListenerById(deployment.source_config.listener_id);
+    return listener?.compute_type === 'k8s' ? this.#deps.listenerAgent : this.#deps.sandbox;
+  }
+
+  stop(): void {
+    this.#deps.sandbox.stop();
+    this.#deps.listenerAgent.stop();
+  }
+}
+
+const UNFINISHED: readonly RevisionStatus[] = ['CREATING', 'QUEUED', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];
+
+/** `github` revisions are built first; `external_docker` ones go straight to deploy. */
+function firstStage(revision: RevisionRecord): RevisionStatus {
+  return revision.source === 'github' ? 'AWAITING_BUILD' : 'AWAITING_DEPLOY';
+}

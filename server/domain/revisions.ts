@@ -1,0 +1,80 @@
+import type { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
+import type { Page, RevisionRecord, Store } from '../store/types.ts';
+import { NotFound } from './errors.ts';
+import type { RevisionWatch } from './revision-watch.ts';
+
+/** The revision as the API shows it. */
+export function publicRevision(revision: RevisionRecord): Revision {
+  return {
+    id: revision.id,
+    deployment_id: revision.deployment_id,
+    created_at: revision.created_at,
+    updated_at: revision.updated_at,
+    status: revision.status,
+    status_message: revision.status_message,
+    source: revision.source,
+    source_revision_config: revision.source_revision_config,
+    trigger: revision.trigger,
+  };
+}
+
+/** An entity tag that changes whenever the revision does. */
+export function revisionEtag(revision: RevisionRecord): string {
+  return `"${revision.id}.${revision.version}"`;
+}
+
+/** Reading revisions, their logs, and waiting for a change. */
+export class Revisions {
+  readonly #store: Store;
+  readonly #watch: RevisionWatch;
+
+  constructor(deps: { store: Store; watch: RevisionWatch }) {
+    this.#store = deps.store;
+    this.#watch = deps.watch;
+  }
+
+  async get(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord> {
+    const revision = await this.#store.getRevision(tenantId, deploymentId, revisionId);
+    if (!revision) {
+      if (!(await this.#store.getDeployment(tenantId, deploymentId))) throw new NotFound(`Deployment ID ${deploymentId} not found.`);
+      throw new NotFound(`Revision ID ${revisionId} not found.`);
+    }
+    return revision;
+  }
+
+  /**
+   * The conditional long-poll: while the revision's ETag is still `knownEtag`, wait up to
+   * `waitMs` for it to change. Answers the revision and whether it differs from `knownEtag`.
+   */
+  async getWhenChanged(
+    tenantId: string,
+    deploymentId: string,
+    revisionId: string,
+    knownEtag: string,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ revision: RevisionRecord; changed: boolean }> {
+    let revision = await this.get(tenantId, deploymentId, revisionId);
+    if (revisionEtag(revision) !== knownEtag || waitMs <= 0) return { revision, changed: revisionEtag(revision) !== knownEtag };
+    // Register before reading again, so a change between the two reads is not missed.
+    const waiter = this.#watch.wait(revisionId, waitMs, signal);
+    revision = await this.get(tenantId, deploymentId, revisionId);
+    if (revisionEtag(revision) !== knownEtag) {
+      waiter.cancel();
+      return { revision, changed: true };
+    }
+    if (await waiter.changed) revision = await this.get(tenantId, deploymentId, revisionId);
+    return { revision, changed: revisionEtag(revision) !== knownEtag };
+  }
+
+  async list(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
+    if (!(await this.#store.getDeployment(tenantId, deploymentId))) throw new NotFound(`Deployment ID ${deploymentId} not found.`);
+    return this.#store.listRevisions(tenantId, deploymentId, query);
+  }
+
+  async logs(tenantId: string, deploymentId: string, revisionId: string, query: RevisionLogsQuery): Promise<RevisionLogs> {
+    await this.get(tenantId, deploymentId, revisionId);
+    const { logs, lastSeq, more } = await this.#store.readLogs(revisionId, query.type, query.offset, query.limit);
+    return { logs, next_offset: more ? lastSeq : null };
+  }
+}

@@ -1,0 +1,188 @@
+import type { Context } from 'hono';
+import type { z } from 'zod';
+import type { ValidationIssue } from '../../shared/schemas/common.ts';
+import { DomainError, ValidationFailed } from '../domain/errors.ts';
+
+type Where = 'body' | 'query' | 'path' | 'header';
+
+/** Statuses the request's framing (not its content) earns; mapped to 413 / 415 by `app.ts`. */
+export class PayloadTooLarge extends DomainError {
+  override readonly name = 'PayloadTooLarge';
+}
+export class UnsupportedMediaType extends DomainError {
+  override readonly name = 'UnsupportedMediaType';
+}
+
+export const API_BODY_LIMIT = 1024 * 1024;
+/** JSON nested deeper than this is refused: no legitimate body needs it, and deep values cost stack later. */
+const MAX_JSON_DEPTH = 64;
+
+const TYPE_NAMES: Record<string, string> = {
+  string: 'string_type',
+  number: 'float_type',
+  int: 'int_type',
+  boolean: 'bool_type',
+  object: 'model_type',
+  array: 'list_type',
+  null: 'none_required',
+};
+
+/** Turns zod issues into FastAPI-shaped ones: `loc` starts with where the value came from. */
+export function toValidationIssues(error: z.ZodError, where: Where, input: unknown): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  for (const issue of error.issues) {
+    const loc = [where, ...issue.path.map((p) => (typeof p === 'number' ? p : String(p)))];
+    switch (issue.code) {
+      case 'invalid_type': {
+        if (valueAt(input, issue.path) === undefined) {
+          issues.push({ loc, msg: 'Field required', type: 'missing' });
+        } else {
+          issues.push({ loc, msg: `Input should be a valid ${issue.expected}`, type: TYPE_NAMES[issue.expected] ?? 'type_error' });
+        }
+        break;
+      }
+      case 'unrecognized_keys':
+        for (const key of issue.keys) issues.push({ loc: [...loc, key], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+        break;
+      case 'invalid_value':
+        issues.push({ loc, msg: `Input should be ${issue.values.map((v) => JSON.stringify(v)).join(' or ')}`, type: 'enum' });
+        break;
+      case 'invalid_union':
+        if ('discriminator' in issue && issue.discriminator) {
+          const missing = valueAt(input, issue.path) === undefined;
+          const options = ((issue as { options?: unknown[] }).options ?? []).map((o) => JSON.stringify(o)).join(' or ');
+          issues.push(missing ? { loc, msg: 'Field required', type: 'missing' } : { loc, msg: `Input should be ${options}`, type: 'enum' });
+        } else {
+          issues.push({ loc, msg: issue.message, type: 'value_error' });
+        }
+        break;
+      case 'invalid_format':
+        issues.push({ loc, msg: formatMessage(issue.format, issue.message), type: formatType(issue.format) });
+        break;
+      case 'too_small':
+        issues.push({ loc, msg: issue.message, type: issue.origin === 'string' ? 'string_too_short' : issue.origin === 'array' ? 'too_short' : 'greater_than_equal' });
+        break;
+      case 'too_big':
+        issues.push({ loc, msg: issue.message, type: issue.origin === 'string' ? 'string_too_long' : issue.origin === 'array' ? 'too_long' : 'less_than_equal' });
+        break;
+      default:
+        issues.push({ loc, msg: issue.message, type: 'value_error' });
+    }
+  }
+  return issues;
+}
+
+function formatType(format: string): string {
+  if (format === 'uuid') return 'uuid_parsing';
+  if (format === 'url') return 'url_parsing';
+  if (format === 'regex') return 'string_pattern_mismatch';
+  if (format === 'datetime') return 'datetime_parsing';
+  return 'value_error';
+}
+
+function formatMessage(format: string, message: string): string {
+  if (format === 'uuid') return 'Input should be a valid UUID';
+  return message;
+}
+
+function valueAt(input: unknown, path: ReadonlyArray<PropertyKey>): unknown {
+  let value = input;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+/** Parses `value` with `schema`, or throws `ValidationFailed` with issues located at `where`. */
+export function validate<S extends z.ZodType>(schema: S, value: unknown, where: Where): z.output<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new ValidationFailed(toValidationIssues(result.error, where, value));
+  return result.data;
+}
+
+/**
+ * Reads the body as strict JSON: a JSON content type, at most `limit` bytes, valid UTF-8, valid
+ * JSON, nesting at most 64 deep; then validates it. Raw text is read once and never re-serialised.
+ */
+export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit = API_BODY_LIMIT): Promise<z.output<S>> {
+  const contentType = c.req.header('content-type') ?? '';
+  if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
+    throw new UnsupportedMediaType('The body must be JSON, sent with Content-Type: application/json.');
+  }
+  const declared = Number(c.req.header('content-length') ?? '0');
+  if (declared > limit) throw new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`);
+  const bytes = await readLimited(c.req.raw, limit);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new ValidationFailed([{ loc: ['body'], msg: 'The body is not valid UTF-8', type: 'json_invalid' }]);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    const position = /position (\d+)/.exec(String(error))?.[1];
+    throw new ValidationFailed([{ loc: ['body', position ? Number(position) : 0], msg: 'JSON decode error', type: 'json_invalid' }]);
+  }
+  if (depthExceeds(value, MAX_JSON_DEPTH)) {
+    throw new ValidationFailed([{ loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' }]);
+  }
+  return validate(schema, value, 'body');
+}
+
+/** Reads at most `limit` bytes of the request, refusing more even when no length was declared. */
+export async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+/** Iterative, so a hostile body cannot exhaust the stack here. */
+function depthExceeds(root: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(value) ? value : Object.values(value)) {
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
+/** Validates the query string. Repeated keys keep their last value. */
+export function readQuery<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  return validate(schema, c.req.query(), 'query');
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A path parameter that must be a UUID; 422 at `["path", name]` otherwise. */
+export function pathId(c: Context, name: string): string {
+  const value = c.req.param(name) ?? '';
+  if (!UUID.test(value)) {
+    throw new ValidationFailed([{ loc: ['path', name], msg: 'Input should be a valid UUID', type: 'uuid_parsing' }]);
+  }
+  return value.toLowerCase();
+}

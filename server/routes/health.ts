@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import type { RouteContext } from '../http/env.ts';
+import { route } from '../http/route.ts';
+
+export function healthRoutes(ctx: RouteContext): void {
+  const Status = z.object({ status: z.string() });
+  route(ctx, { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } }, (c) =>
+    c.json({ status: 'ok' }),
+  );
+  route(ctx, { method: 'get', path: '/readyz', summary: 'The database answers', tag: 'health', auth: false, response: { status: 200, schema: Status } }, async (c) => {
+    const ok = await ctx.services.store.ping().catch(() => false);
+    return ok ? c.json({ status: 'ok' }) : c.json({ detail: 'The database does not answer.' }, 503);
+  });
+  let document: Record<string, unknown> | undefined;
+  route(ctx, { method: 'get', path: '/openapi.json', summary: 'This OpenAPI document', tag: 'health', auth: false, response: { status: 200, schema: null } }, (c) => {
+    document ??= ctx.docs.document();
+    return c.json(document);
+  });
+}

@@ -1,0 +1,85 @@
+import { page } from '../../shared/schemas/common.ts';
+import { Deployment } from '../../shared/schemas/deployment.ts';
+import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
+import { publicDeployment } from '../domain/deployments.ts';
+import { ValidationFailed } from '../domain/errors.ts';
+import { publicRevision, revisionEtag } from '../domain/revisions.ts';
+import type { RouteContext } from '../http/env.ts';
+import { route } from '../http/route.ts';
+import { pathId, readQuery } from '../http/validation.ts';
+
+const MAX_WAIT_SECONDS = 60;
+
+/** `Prefer: wait=<seconds>` (RFC 7240), capped at 60; null when absent. */
+function preferredWaitMs(header: string | undefined): number | null {
+  if (!header) return null;
+  const match = /(?:^|[,;\s])wait\s*=\s*"?([^",;\s]*)"?/i.exec(header);
+  if (!match) return null;
+  const seconds = Number(match[1]);
+  if (!Number.isFinite(seconds) || seconds < 0) {
+    throw new ValidationFailed([{ loc: ['header', 'prefer'], msg: 'wait must be a number of seconds from 0 to 60', type: 'value_error' }]);
+  }
+  return Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
+}
+
+export function revisionRoutes(ctx: RouteContext): void {
+  const { revisions, deployments, pipeline } = ctx.services;
+  const tag = 'revisions';
+  const base = '/v2/deployments/:deployment_id/revisions';
+
+  route(ctx, { method: 'get', path: base, summary: 'List revisions, newest first', tag, query: RevisionListQuery, response: { status: 200, schema: page(Revision) } }, async (c) => {
+    const deploymentId = pathId(c, 'deployment_id');
+    const query = readQuery(c, RevisionListQuery);
+    const result = await revisions.list(c.get('principal').workspaceId, deploymentId, query);
+    return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
+  });
+
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: `${base}/:revision_id`,
+      summary: 'Get a revision. With If-None-Match and Prefer: wait=<s ≤ 60>, held until it changes (200) or the time passes (304)',
+      tag,
+      response: { status: 200, schema: Revision },
+    },
+    async (c) => {
+      const tenantId = c.get('principal').workspaceId;
+      const deploymentId = pathId(c, 'deployment_id');
+      const revisionId = pathId(c, 'revision_id');
+      const known = c.req.header('if-none-match');
+      const waitMs = preferredWaitMs(c.req.header('prefer'));
+      if (known) {
+        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, known.trim(), waitMs ?? 0, c.req.raw.signal);
+        c.header('ETag', revisionEtag(revision));
+        c.header('Cache-Control', 'no-cache');
+        if (!changed) return c.body(null, 304);
+        return c.json(publicRevision(revision));
+      }
+      const revision = await revisions.get(tenantId, deploymentId, revisionId);
+      c.header('ETag', revisionEtag(revision));
+      c.header('Cache-Control', 'no-cache');
+      return c.json(publicRevision(revision));
+    },
+  );
+
+  route(ctx, { method: 'post', path: `${base}/:revision_id/redeploy`, summary: 'Deploy an earlier revision again (rollback): a new revision with its config and secrets', tag, response: { status: 200, schema: Deployment } }, async (c) => {
+    const deployment = await deployments.redeploy(c.get('principal').workspaceId, pathId(c, 'deployment_id'), pathId(c, 'revision_id'));
+    return c.json(publicDeployment(deployment));
+  });
+
+  route(ctx, { method: 'post', path: `${base}/:revision_id/interrupt`, summary: 'Interrupt a revision that has not ended', tag, response: { status: 200, schema: Revision } }, async (c) => {
+    const tenantId = c.get('principal').workspaceId;
+    const deploymentId = pathId(c, 'deployment_id');
+    const revisionId = pathId(c, 'revision_id');
+    await revisions.get(tenantId, deploymentId, revisionId);
+    return c.json(publicRevision(await pipeline.interrupt(tenantId, deploymentId, revisionId)));
+  });
+
+  route(ctx, { method: 'get', path: `${base}/:revision_id/logs`, summary: 'Build or deploy log lines of a revision', tag, query: RevisionLogsQuery, response: { status: 200, schema: RevisionLogs } }, async (c) => {
+    const deploymentId = pathId(c, 'deployment_id');
+    const revisionId = pathId(c, 'revision_id');
+    const query = readQuery(c, RevisionLogsQuery);
+    return c.json(await revisions.logs(c.get('principal').workspaceId, deploymentId, revisionId, query));
+  });
+}

@@ -1,0 +1,52 @@
+import type { Config } from './config.ts';
+import { ListenerAgentDataPlane, SandboxDataPlane } from './dataplane/sandbox.ts';
+import type { DataPlane } from './dataplane/types.ts';
+import { Auth } from './domain/auth.ts';
+import type { Clock } from './domain/clock.ts';
+import { Deployments } from './domain/deployments.ts';
+import { Integrations } from './domain/integrations.ts';
+import { Listeners } from './domain/listeners.ts';
+import { Pipeline } from './domain/pipeline.ts';
+import { RevisionWatch } from './domain/revision-watch.ts';
+import { Revisions } from './domain/revisions.ts';
+import { TracingProjects } from './domain/tracing-projects.ts';
+import type { Logger } from './logger.ts';
+import type { Store } from './store/types.ts';
+
+export type ServiceDeps = {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN'>;
+  /** Replaces the built-in sandbox (tests, or a future remote data plane). */
+  sandbox?: DataPlane;
+};
+
+export type Services = ReturnType<typeof createServices>;
+
+/** Wires the domain services from their dependencies; starts nothing. */
+export function createServices(deps: ServiceDeps) {
+  const { store, clock, log } = deps;
+  const watch = new RevisionWatch();
+  const pipeline = new Pipeline({
+    store,
+    clock,
+    log,
+    watch,
+    sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log }),
+    listenerAgent: new ListenerAgentDataPlane(),
+  });
+  return {
+    store,
+    clock,
+    log,
+    watch,
+    pipeline,
+    auth: new Auth({ store, clock }),
+    deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN }),
+    revisions: new Revisions({ store, watch }),
+    listeners: new Listeners({ store, clock }),
+    integrations: new Integrations({ store, clock }),
+    tracingProjects: new TracingProjects({ store }),
+  };
+}

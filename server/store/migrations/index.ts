@@ -1,0 +1,9 @@
+import initial from './001_initial.ts';
+
+/**
+ * Versioned migrations, applied in order at start inside one transaction each. Append only: a
+ * released migration is never edited, a change is a new entry with the next version.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+  { version: 1, name: 'initial', sql: initial },
+];

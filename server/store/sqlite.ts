@@ -1,0 +1,687 @@
+import Database from 'better-sqlite3';
+import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
+import type { LogEntry, LogLevel, LogType, RevisionListQuery, RevisionStatus } from '../../shared/schemas/revision.ts';
+import type { Secret } from '../../shared/schemas/secret.ts';
+import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
+import type { Workspace } from '../../shared/schemas/workspace.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import { Conflict, NotFound } from '../domain/errors.ts';
+import { normalizeRepoUrl } from '../domain/repo-url.ts';
+import { MIGRATIONS } from './migrations/index.ts';
+import type {
+  ApiKeyRecord,
+  BootstrapResult,
+  DeploymentChange,
+  DeploymentRecord,
+  IntegrationRecord,
+  ListenerRecord,
+  NewRevision,
+  Page,
+  RevisionRecord,
+  RevisionTransition,
+  StartNextResult,
+  Store,
+} from './types.ts';
+
+type Row = Record<string, unknown>;
+
+/** Statuses in which a revision holds its deployment's one in-progress slot. */
+const IN_PROGRESS = ['CREATING', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];
+const TERMINAL = ['DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED'];
+
+export type SqliteOptions = {
+  /** A file path, or `:memory:`. */
+  path: string;
+  secretBox: SecretBox;
+  /** `FULL` (default) makes every acknowledged write survive a power loss, not only a crash. */
+  synchronous?: 'FULL' | 'NORMAL';
+};
+
+/** Opens the database, applies pragmas and pending migrations. */
+export function openSqliteStore(options: SqliteOptions): SqliteStore {
+  const db = new Database(options.path);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${options.synchronous ?? 'FULL'}`);
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  db.pragma('cache_size = -16000');
+  db.pragma('temp_store = MEMORY');
+  migrate(db);
+  return new SqliteStore(db, options.secretBox);
+}
+
+function migrate(db: Database.Database): void {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
+  for (const migration of MIGRATIONS) {
+    if (applied.has(migration.version)) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(
+        migration.version,
+        migration.name,
+        new Date().toISOString(),
+      );
+    })();
+  }
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return error instanceof Error && 'code' in error && (error as { code: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/** The SQLite store: all SQL of the control plane lives in this folder. */
+export class SqliteStore implements Store {
+  readonly db: Database.Database;
+  readonly #box: SecretBox;
+  readonly #stmt: ReturnType<SqliteStore['prepareStatements']>;
+
+  constructor(db: Database.Database, box: SecretBox) {
+    this.db = db;
+    this.#box = box;
+    this.#stmt = this.prepareStatements();
+  }
+
+  /** Statements on hot paths, prepared once. */
+  private prepareStatements() {
+    const db = this.db;
+    return {
+      apiKeyByHash: db.prepare('SELECT * FROM api_keys WHERE key_hash = ?'),
+      deployment: db.prepare('SELECT * FROM deployments WHERE id = ? AND tenant_id = ?'),
+      deploymentById: db.prepare('SELECT * FROM deployments WHERE id = ?'),
+      revision: db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?'),
+      revisionById: db.prepare('SELECT * FROM revisions WHERE id = ?'),
+      insertRevision: db.prepare(
+        `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, secrets, resource_spec, trigger, created_at, updated_at)
+         VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @secrets, @resource_spec, @trigger, @now, @now)`,
+      ),
+      transition: db.prepare(
+        `UPDATE revisions SET status = @to, status_message = @status_message, version = version + 1, updated_at = @now
+         WHERE id = @id AND status IN (SELECT value FROM json_each(@from))`,
+      ),
+      markDeployed: db.prepare(
+        `UPDATE deployments SET active_revision_id = @revision_id, updated_at = @now,
+           status = CASE WHEN status = 'AWAITING_DELETE' THEN status ELSE 'READY' END
+         WHERE id = @deployment_id`,
+      ),
+      inProgressCount: db.prepare(
+        `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`,
+      ),
+      queued: db.prepare(`SELECT * FROM revisions WHERE deployment_id = ? AND status = 'QUEUED' ORDER BY seq DESC`),
+      insertLog: db.prepare('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)'),
+      readLogs: db.prepare(
+        'SELECT seq, timestamp, level, message FROM revision_logs WHERE revision_id = ? AND type = ? AND seq > ? ORDER BY seq LIMIT ?',
+      ),
+    };
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  async ping(): Promise<boolean> {
+    return (this.db.prepare('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+  }
+
+  // ------------------------------------------------------------ tenancy and keys
+
+  async bootstrap(input: { keyHash: string | null; keyId: string; now: string }): Promise<BootstrapResult> {
+    const { db } = this;
+    return db.transaction((): BootstrapResult => {
+      const wasEmpty = (db.prepare('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n === 0;
+      let org = db.prepare("SELECT id FROM organizations WHERE name = 'default'").get() as { id: string } | undefined;
+      if (!org) {
+        org = { id: crypto.randomUUID() };
+        db.prepare("INSERT INTO organizations (id, name, created_at) VALUES (?, 'default', ?)").run(org.id, input.now);
+      }
+      let ws = db.prepare('SELECT id FROM workspaces WHERE organization_id = ? AND is_default = 1').get(org.id) as { id: string } | undefined;
+      if (!ws) {
+        ws = { id: crypto.randomUUID() };
+        db.prepare("INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, 'default', 1, ?)").run(
+          ws.id,
+          org.id,
+          input.now,
+        );
+        db.prepare(
+          `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
+           VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
+        ).run(crypto.randomUUID(), ws.id, input.now, input.now);
+      }
+      if (input.keyHash) {
+        db.prepare(
+          `INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at)
+           VALUES (?, ?, NULL, ?, 'bootstrap key', ?)
+           ON CONFLICT (key_hash) DO UPDATE SET revoked_at = NULL`,
+        ).run(input.keyId, org.id, input.keyHash, input.now);
+      }
+      return { organizationId: org.id, workspaceId: ws.id, wasEmpty };
+    })();
+  }
+
+  async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+    const row = this.#stmt.apiKeyByHash.get(keyHash) as Row | undefined;
+    return row ? { ...toApiKey(row), revoked: row.revoked_at !== null } : null;
+  }
+
+  async createApiKey(input: ApiKey & { key_hash: string }): Promise<void> {
+    this.db
+      .prepare(
+        'INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (@id, @organization_id, @workspace_id, @key_hash, @description, @created_at)',
+      )
+      .run(input);
+  }
+
+  async listApiKeys(organizationId: string): Promise<ApiKey[]> {
+    const rows = this.db
+      .prepare('SELECT * FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, rowid DESC')
+      .all(organizationId) as Row[];
+    return rows.map(toApiKey);
+  }
+
+  async revokeApiKey(organizationId: string, id: string, now: string): Promise<boolean> {
+    const result = this.db
+      .prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL')
+      .run(now, id, organizationId);
+    return result.changes === 1;
+  }
+
+  async getWorkspace(id: string): Promise<(Workspace & { is_default: boolean }) | null> {
+    const row = this.db.prepare('SELECT * FROM workspaces WHERE id = ?').get(id) as Row | undefined;
+    return row ? { ...toWorkspace(row), is_default: row.is_default === 1 } : null;
+  }
+
+  async getDefaultWorkspace(organizationId: string): Promise<Workspace | null> {
+    const row = this.db.prepare('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1').get(organizationId) as Row | undefined;
+    return row ? toWorkspace(row) : null;
+  }
+
+  async createWorkspace(input: Workspace): Promise<void> {
+    const { db } = this;
+    try {
+      db.transaction(() => {
+        db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)').run(
+          input.id,
+          input.organization_id,
+          input.name,
+          input.created_at,
+        );
+        // Every workspace can deploy to the sandbox from its first minute, as the default one can.
+        db.prepare(
+          `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
+           VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
+        ).run(crypto.randomUUID(), input.id, input.created_at, input.created_at);
+      })();
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new Conflict(`A workspace named '${input.name}' already exists.`);
+      throw error;
+    }
+  }
+
+  async listWorkspaces(organizationId: string): Promise<Workspace[]> {
+    const rows = this.db.prepare('SELECT * FROM workspaces WHERE organization_id = ? ORDER BY created_at, rowid').all(organizationId) as Row[];
+    return rows.map(toWorkspace);
+  }
+
+  // ------------------------------------------------------------ deployments
+
+  async createDeployment(input: { deployment: Deployment; revision: NewRevision; tracingProject: TracingProject }): Promise<DeploymentRecord> {
+    const { db } = this;
+    const { deployment: d, revision, tracingProject: tp } = input;
+    try {
+      db.transaction(() => {
+        db.prepare(
+          `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
+             latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
+             repo_url_key, repo_ref, build_on_push, created_at, updated_at)
+           VALUES (@id, @tenant_id, @name, @source, @source_config, @source_revision_config, @secrets, @status,
+             @latest_revision_id, NULL, @image_version, @deployment_type, @integration_id, @listener_id,
+             @repo_url_key, @repo_ref, @build_on_push, @created_at, @updated_at)`,
+        ).run({
+          id: d.id,
+          tenant_id: d.tenant_id,
+          name: d.name,
+          source: d.source,
+          ...this.deploymentColumns(d.source_config, d.source_revision_config, d.secrets),
+          status: d.status,
+          latest_revision_id: revision.id,
+          image_version: d.image_version,
+          integration_id: d.source_config.integration_id,
+          listener_id: d.source_config.listener_id,
+          repo_url_key: d.source_config.repo_url ? normalizeRepoUrl(d.source_config.repo_url) : null,
+          created_at: d.created_at,
+          updated_at: d.updated_at,
+        });
+        this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at);
+        db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)').run(
+          tp.id,
+          tp.tenant_id,
+          tp.name,
+          tp.deployment_id,
+          tp.created_at,
+        );
+      })();
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        throw new Conflict(`A deployment or tracing project named '${d.name}' already exists in this workspace.`);
+      }
+      throw error;
+    }
+    return (await this.getDeploymentById(d.id))!;
+  }
+
+  /** The JSON and query columns derived from a deployment's current config. */
+  private deploymentColumns(sourceConfig: SourceConfig, revisionConfig: SourceRevisionConfig, secrets: Secret[]) {
+    return {
+      source_config: JSON.stringify(sourceConfig),
+      source_revision_config: JSON.stringify(revisionConfig),
+      secrets: this.#box.encryptJson(secrets),
+      deployment_type: sourceConfig.deployment_type,
+      build_on_push: sourceConfig.build_on_push ? 1 : 0,
+      repo_ref: revisionConfig.repo_ref,
+    };
+  }
+
+  private insertRevision(deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string): void {
+    this.#stmt.insertRevision.run({
+      id: revision.id,
+      deployment_id: deploymentId,
+      tenant_id: tenantId,
+      status: revision.status ?? 'QUEUED',
+      status_message: revision.status_message ?? null,
+      source,
+      source_revision_config: JSON.stringify(revision.source_revision_config),
+      secrets: this.#box.encryptJson(revision.secrets),
+      resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
+      trigger: revision.trigger,
+      now,
+    });
+  }
+
+  async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {
+    const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
+    return row ? this.toDeployment(row) : null;
+  }
+
+  async getDeploymentById(id: string): Promise<DeploymentRecord | null> {
+    const row = this.#stmt.deploymentById.get(id) as Row | undefined;
+    return row ? this.toDeployment(row) : null;
+  }
+
+  async listDeployments(tenantId: string, query: DeploymentListQuery): Promise<Page<DeploymentRecord>> {
+    const where = ['tenant_id = @tenant_id'];
+    const params: Row = { tenant_id: tenantId, limit: query.limit, offset: query.offset };
+    if (query.name_contains) {
+      where.push("name LIKE @name ESCAPE '\\'");
+      params.name = `%${escapeLike(query.name_contains)}%`;
+    }
+    if (query.status) {
+      where.push('status = @status');
+      params.status = query.status;
+    }
+    if (query.deployment_type) {
+      where.push('deployment_type = @deployment_type');
+      params.deployment_type = query.deployment_type;
+    }
+    if (query.image_version) {
+      where.push('image_version = @image_version');
+      params.image_version = query.image_version;
+    }
+    if (query.deployment_ids) {
+      where.push('id IN (SELECT value FROM json_each(@ids))');
+      params.ids = JSON.stringify(query.deployment_ids);
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`)
+      .all(params) as Row[];
+    return { resources: rows.map((row) => this.toDeployment(row)), offset: query.offset + rows.length };
+  }
+
+  async updateDeployment(
+    tenantId: string,
+    id: string,
+    plan: (current: DeploymentRecord) => DeploymentChange,
+    now: string,
+  ): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }> {
+    const { db } = this;
+    const revisionId = db.transaction((): string | null => {
+      const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
+      if (!row) throw new NotFound(`Deployment ID ${id} not found.`);
+      const change = plan(this.toDeployment(row));
+      db.prepare(
+        `UPDATE deployments SET source_config = @source_config, source_revision_config = @source_revision_config,
+           secrets = @secrets, deployment_type = @deployment_type, build_on_push = @build_on_push, repo_ref = @repo_ref,
+           latest_revision_id = coalesce(@latest_revision_id, latest_revision_id), updated_at = @now
+         WHERE id = @id`,
+      ).run({
+        id,
+        now,
+        latest_revision_id: change.revision?.id ?? null,
+        ...this.deploymentColumns(change.source_config, change.source_revision_config, change.secrets),
+      });
+      if (change.revision) this.insertRevision(id, tenantId, row.source as string, change.revision, now);
+      return change.revision?.id ?? null;
+    })();
+    const deployment = (await this.getDeploymentById(id))!;
+    return { deployment, revision: revisionId ? await this.getRevisionById(revisionId) : null };
+  }
+
+  async markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<DeploymentRecord | null> {
+    const result = this.db
+      .prepare(
+        `UPDATE deployments SET status = 'AWAITING_DELETE', delete_tracing_project = max(delete_tracing_project, ?), updated_at = ?
+         WHERE id = ? AND tenant_id = ?`,
+      )
+      .run(deleteTracingProject ? 1 : 0, now, id, tenantId);
+    return result.changes === 1 ? this.getDeploymentById(id) : null;
+  }
+
+  async listDeletingDeployments(): Promise<DeploymentRecord[]> {
+    const rows = this.db.prepare("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'").all() as Row[];
+    return rows.map((row) => this.toDeployment(row));
+  }
+
+  async removeDeployment(id: string): Promise<void> {
+    const { db } = this;
+    db.transaction(() => {
+      const row = db.prepare('SELECT delete_tracing_project FROM deployments WHERE id = ?').get(id) as Row | undefined;
+      if (!row) return;
+      if (row.delete_tracing_project === 1) {
+        db.prepare('DELETE FROM tracing_projects WHERE deployment_id = ?').run(id);
+      } else {
+        db.prepare('UPDATE tracing_projects SET deployment_id = NULL WHERE deployment_id = ?').run(id);
+      }
+      db.prepare('DELETE FROM revision_logs WHERE revision_id IN (SELECT id FROM revisions WHERE deployment_id = ?)').run(id);
+      db.prepare('DELETE FROM revisions WHERE deployment_id = ?').run(id);
+      db.prepare('DELETE FROM deployments WHERE id = ?').run(id);
+    })();
+  }
+
+  // ------------------------------------------------------------ revisions and the pipeline
+
+  async getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null> {
+    const row = this.#stmt.revision.get(revisionId, deploymentId, tenantId) as Row | undefined;
+    return row ? this.toRevision(row) : null;
+  }
+
+  async getRevisionById(revisionId: string): Promise<RevisionRecord | null> {
+    const row = this.#stmt.revisionById.get(revisionId) as Row | undefined;
+    return row ? this.toRevision(row) : null;
+  }
+
+  async listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
+    const statusFilter = query.status && query.status.length > 0 ? 'AND status IN (SELECT value FROM json_each(@statuses))' : '';
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM revisions WHERE deployment_id = @deployment_id AND tenant_id = @tenant_id ${statusFilter}
+         ORDER BY seq DESC LIMIT @limit OFFSET @offset`,
+      )
+      .all({
+        deployment_id: deploymentId,
+        tenant_id: tenantId,
+        statuses: JSON.stringify(query.status ?? []),
+        limit: query.limit,
+        offset: query.offset,
+      }) as Row[];
+    return { resources: rows.map((row) => this.toRevision(row)), offset: query.offset + rows.length };
+  }
+
+  async transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null> {
+    const { db } = this;
+    const applied = db.transaction((): boolean => {
+      const result = this.#stmt.transition.run({
+        id: change.revisionId,
+        to: change.to,
+        status_message: change.statusMessage ?? null,
+        from: JSON.stringify(change.from),
+        now,
+      });
+      if (result.changes !== 1) return false;
+      if (change.to === 'DEPLOYED') {
+        const row = this.#stmt.revisionById.get(change.revisionId) as Row;
+        this.#stmt.markDeployed.run({ revision_id: change.revisionId, deployment_id: row.deployment_id, now });
+      }
+      for (const log of change.logs ?? []) this.#stmt.insertLog.run(change.revisionId, log.type, log.level, log.message, now);
+      return true;
+    })();
+    return applied ? this.getRevisionById(change.revisionId) : null;
+  }
+
+  async startNextRevision(
+    deploymentId: string,
+    firstStage: (revision: RevisionRecord) => RevisionStatus,
+    now: string,
+  ): Promise<StartNextResult> {
+    const { db } = this;
+    const outcome = db.transaction((): { startedId: string | null; skipped: string[] } => {
+      if ((this.#stmt.inProgressCount.get(deploymentId) as { n: number }).n > 0) return { startedId: null, skipped: [] };
+      const queued = this.#stmt.queued.all(deploymentId) as Row[];
+      const [newest, ...older] = queued;
+      if (!newest) return { startedId: null, skipped: [] };
+      const revision = this.toRevision(newest);
+      this.#stmt.transition.run({ id: revision.id, to: firstStage(revision), status_message: null, from: '["QUEUED"]', now });
+      for (const row of older) {
+        this.#stmt.transition.run({
+          id: row.id,
+          to: 'SKIPPED',
+          status_message: `Superseded by revision ${revision.id}, which was created later.`,
+          from: '["QUEUED"]',
+          now,
+        });
+      }
+      return { startedId: revision.id, skipped: older.map((row) => row.id as string) };
+    })();
+    return {
+      started: outcome.startedId ? await this.getRevisionById(outcome.startedId) : null,
+      skipped: outcome.skipped,
+    };
+  }
+
+  async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
+    const rows = this.db
+      .prepare(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL.map((s) => `'${s}'`).join(',')}) ORDER BY seq`)
+      .all() as Row[];
+    return rows.map((row) => this.toRevision(row));
+  }
+
+  async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void> {
+    this.db.transaction(() => {
+      for (const entry of entries) this.#stmt.insertLog.run(revisionId, entry.type, entry.level, entry.message, now);
+    })();
+  }
+
+  async readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }> {
+    const rows = this.#stmt.readLogs.all(revisionId, type, afterSeq, limit + 1) as Array<{ seq: number; timestamp: string; level: LogLevel; message: string }>;
+    const page = rows.slice(0, limit);
+    return {
+      logs: page.map(({ timestamp, level, message }) => ({ timestamp, level, message })),
+      lastSeq: page.at(-1)?.seq ?? null,
+      more: rows.length > limit,
+    };
+  }
+
+  // ------------------------------------------------------------ listeners
+
+  async createListener(input: Listener): Promise<void> {
+    try {
+      this.db
+        .prepare(
+          `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
+           VALUES (@id, @tenant_id, @compute_type, @compute_id, @compute_config, @created_at, @updated_at)`,
+        )
+        .run({ ...input, compute_config: JSON.stringify(input.compute_config) });
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new Conflict(`A listener with compute_id '${input.compute_id}' already exists in this workspace.`);
+      throw error;
+    }
+  }
+
+  async getListener(tenantId: string, id: string): Promise<ListenerRecord | null> {
+    const row = this.db.prepare('SELECT * FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    return row ? toListener(row) : null;
+  }
+
+  async getListenerById(id: string): Promise<ListenerRecord | null> {
+    const row = this.db.prepare('SELECT * FROM listeners WHERE id = ?').get(id) as Row | undefined;
+    return row ? toListener(row) : null;
+  }
+
+  async listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>> {
+    const rows = this.db
+      .prepare('SELECT * FROM listeners WHERE tenant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
+      .all(tenantId, limit, offset) as Row[];
+    return { resources: rows.map(toListener), offset: offset + rows.length };
+  }
+
+  async updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string): Promise<ListenerRecord | null> {
+    const result = this.db
+      .prepare('UPDATE listeners SET compute_config = ?, updated_at = ? WHERE id = ? AND tenant_id = ?')
+      .run(JSON.stringify(computeConfig), now, id, tenantId);
+    return result.changes === 1 ? this.getListener(tenantId, id) : null;
+  }
+
+  async deleteListener(tenantId: string, id: string): Promise<'deleted' | 'not_found' | 'in_use'> {
+    const { db } = this;
+    return db.transaction((): 'deleted' | 'not_found' | 'in_use' => {
+      if (!db.prepare('SELECT 1 FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId)) return 'not_found';
+      if (db.prepare('SELECT 1 FROM deployments WHERE listener_id = ? LIMIT 1').get(id)) return 'in_use';
+      db.prepare('DELETE FROM listeners WHERE id = ?').run(id);
+      return 'deleted';
+    })();
+  }
+
+  // ------------------------------------------------------------ GitHub integrations
+
+  async createIntegration(input: IntegrationRecord): Promise<void> {
+    try {
+      this.db
+        .prepare('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)')
+        .run(input.id, input.tenant_id, input.installation_id, input.name, input.created_at);
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new Conflict(`Installation ${input.installation_id} is already linked to this workspace.`);
+      throw error;
+    }
+  }
+
+  async getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null> {
+    const row = this.db.prepare('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    return row ? toIntegration(row) : null;
+  }
+
+  async listIntegrations(tenantId: string): Promise<IntegrationRecord[]> {
+    const rows = this.db.prepare('SELECT * FROM github_integrations WHERE tenant_id = ? ORDER BY created_at, rowid').all(tenantId) as Row[];
+    return rows.map(toIntegration);
+  }
+
+  async deleteIntegration(tenantId: string, id: string): Promise<boolean> {
+    return this.db.prepare('DELETE FROM github_integrations WHERE id = ? AND tenant_id = ?').run(id, tenantId).changes === 1;
+  }
+
+  // ------------------------------------------------------------ tracing projects
+
+  async getTracingProject(tenantId: string, id: string): Promise<TracingProject | null> {
+    const row = this.db.prepare('SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    return row ? toTracingProject(row) : null;
+  }
+
+  async listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>> {
+    const rows = this.db
+      .prepare(
+        `SELECT * FROM tracing_projects WHERE tenant_id = @tenant_id AND (@name IS NULL OR name = @name)
+         ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`,
+      )
+      .all({ tenant_id: tenantId, name: name ?? null, limit, offset }) as Row[];
+    return { resources: rows.map(toTracingProject), offset: offset + rows.length };
+  }
+
+  // ------------------------------------------------------------ row mapping
+
+  private toDeployment(row: Row): DeploymentRecord {
+    return {
+      id: row.id as string,
+      tenant_id: row.tenant_id as string,
+      name: row.name as string,
+      source: row.source as Deployment['source'],
+      source_config: JSON.parse(row.source_config as string) as SourceConfig,
+      source_revision_config: JSON.parse(row.source_revision_config as string) as SourceRevisionConfig,
+      secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
+      created_at: row.created_at as string,
+      updated_at: row.updated_at as string,
+      status: row.status as Deployment['status'],
+      latest_revision_id: (row.latest_revision_id as string | null) ?? null,
+      active_revision_id: (row.active_revision_id as string | null) ?? null,
+      image_version: (row.image_version as string | null) ?? null,
+      delete_tracing_project: row.delete_tracing_project === 1,
+    };
+  }
+
+  private toRevision(row: Row): RevisionRecord {
+    return {
+      id: row.id as string,
+      deployment_id: row.deployment_id as string,
+      tenant_id: row.tenant_id as string,
+      created_at: row.created_at as string,
+      updated_at: row.updated_at as string,
+      status: row.status as RevisionStatus,
+      status_message: (row.status_message as string | null) ?? null,
+      source: row.source as RevisionRecord['source'],
+      source_revision_config: JSON.parse(row.source_revision_config as string) as SourceRevisionConfig,
+      trigger: row.trigger as RevisionRecord['trigger'],
+      version: row.version as number,
+      secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
+      resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionRecord['resource_spec']) : null,
+    };
+  }
+}
+
+function toApiKey(row: Row): ApiKey {
+  return {
+    id: row.id as string,
+    workspace_id: (row.workspace_id as string | null) ?? null,
+    organization_id: row.organization_id as string,
+    description: (row.description as string | null) ?? null,
+    created_at: row.created_at as string,
+  };
+}
+
+function toWorkspace(row: Row): Workspace {
+  return { id: row.id as string, name: row.name as string, organization_id: row.organization_id as string, created_at: row.created_at as string };
+}
+
+function toListener(row: Row): ListenerRecord {
+  return {
+    id: row.id as string,
+    tenant_id: row.tenant_id as string,
+    compute_type: row.compute_type as ListenerRecord['compute_type'],
+    compute_id: row.compute_id as string,
+    compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+  };
+}
+
+function toIntegration(row: Row): IntegrationRecord {
+  return {
+    id: row.id as string,
+    tenant_id: row.tenant_id as string,
+    installation_id: row.installation_id as number,
+    name: row.name as string,
+    suspended: row.suspended_at !== null,
+    created_at: row.created_at as string,
+  };
+}
+
+function toTracingProject(row: Row): TracingProject {
+  return {
+    id: row.id as string,
+    name: row.name as string,
+    tenant_id: row.tenant_id as string,
+    deployment_id: (row.deployment_id as string | null) ?? null,
+    created_at: row.created_at as string,
+  };
+}

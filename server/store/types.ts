@@ -1,0 +1,151 @@
+import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import type { GithubIntegration } from '../../shared/schemas/integration.ts';
+import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
+import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
+import type {
+  LogEntry,
+  LogLevel,
+  LogType,
+  Revision,
+  RevisionListQuery,
+  RevisionStatus,
+  RevisionTrigger,
+} from '../../shared/schemas/revision.ts';
+import type { Secret } from '../../shared/schemas/secret.ts';
+import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
+import type { Workspace } from '../../shared/schemas/workspace.ts';
+
+/** A deployment as the domain sees it: secrets in clear (the store encrypts them at rest). */
+export type DeploymentRecord = Deployment & { delete_tracing_project: boolean };
+
+/** A revision with what the data plane needs to carry it out. */
+export type RevisionRecord = Revision & {
+  tenant_id: string;
+  /** Bumped on every change; the long-poll's ETag. */
+  version: number;
+  secrets: Secret[];
+  resource_spec: ResourceSpec | null;
+};
+
+export type NewRevision = {
+  id: string;
+  trigger: RevisionTrigger;
+  source_revision_config: SourceRevisionConfig;
+  secrets: Secret[];
+  resource_spec: ResourceSpec | null;
+  /** Set when the revision is created already ended (never by the API today). */
+  status?: RevisionStatus;
+  status_message?: string | null;
+};
+
+/** What an atomic deployment update writes; `revision` is added as the new latest revision. */
+export type DeploymentChange = {
+  source_config: SourceConfig;
+  source_revision_config: SourceRevisionConfig;
+  secrets: Secret[];
+  revision: NewRevision | null;
+};
+
+export type ApiKeyRecord = ApiKey & { revoked: boolean };
+
+export type ListenerRecord = Listener;
+export type IntegrationRecord = GithubIntegration & { tenant_id: string; suspended: boolean; created_at: string };
+
+export type Page<T> = { resources: T[]; offset: number };
+
+export type BootstrapResult = {
+  organizationId: string;
+  workspaceId: string;
+  /** True when the database had no API key at all before this call. */
+  wasEmpty: boolean;
+};
+
+/** A stage change of one revision, applied only when the revision is still in one of `from`. */
+export type RevisionTransition = {
+  revisionId: string;
+  from: readonly RevisionStatus[];
+  to: RevisionStatus;
+  statusMessage?: string | null;
+  /** Log lines written in the same transaction as the status change. */
+  logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
+};
+
+/** The result of starting a deployment's next revision (the pipeline's one-at-a-time rule). */
+export type StartNextResult = { started: RevisionRecord | null; skipped: string[] };
+
+/**
+ * Everything the domain needs from storage. Every method is one atomic unit: a method that writes
+ * several rows does so in one transaction. Methods are async so that a PostgreSQL implementation
+ * can be added without touching routes or domain code.
+ */
+export interface Store {
+  close(): void;
+  ping(): Promise<boolean>;
+
+  // tenancy and keys
+  bootstrap(input: { keyHash: string | null; keyId: string; now: string }): Promise<BootstrapResult>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
+  createApiKey(input: ApiKey & { key_hash: string }): Promise<void>;
+  listApiKeys(organizationId: string): Promise<ApiKey[]>;
+  revokeApiKey(organizationId: string, id: string, now: string): Promise<boolean>;
+  getWorkspace(id: string): Promise<(Workspace & { is_default: boolean }) | null>;
+  getDefaultWorkspace(organizationId: string): Promise<Workspace | null>;
+  createWorkspace(input: Workspace): Promise<void>;
+  listWorkspaces(organizationId: string): Promise<Workspace[]>;
+
+  // deployments
+  createDeployment(input: {
+    deployment: Deployment;
+    revision: NewRevision;
+    tracingProject: TracingProject;
+  }): Promise<DeploymentRecord>;
+  getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null>;
+  getDeploymentById(id: string): Promise<DeploymentRecord | null>;
+  listDeployments(tenantId: string, query: DeploymentListQuery): Promise<Page<DeploymentRecord>>;
+  /**
+   * Reads the deployment, lets `plan` decide the change (it may throw to abort), and writes the
+   * change in the same transaction, so concurrent updates never overlay a stale config.
+   */
+  updateDeployment(
+    tenantId: string,
+    id: string,
+    plan: (current: DeploymentRecord) => DeploymentChange,
+    now: string,
+  ): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }>;
+  markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<DeploymentRecord | null>;
+  listDeletingDeployments(): Promise<DeploymentRecord[]>;
+  /** Removes the deployment, its revisions and logs, and its tracing project when asked to. */
+  removeDeployment(id: string): Promise<void>;
+
+  // revisions and the pipeline
+  getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null>;
+  getRevisionById(revisionId: string): Promise<RevisionRecord | null>;
+  listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>>;
+  /** Applies the transition when the revision is in `from`; null when it had moved on. */
+  transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null>;
+  /** When no revision of the deployment is in progress: starts the newest queued one, skips older ones. */
+  startNextRevision(deploymentId: string, firstStage: (revision: RevisionRecord) => RevisionStatus, now: string): Promise<StartNextResult>;
+  listUnfinishedRevisions(): Promise<RevisionRecord[]>;
+  appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void>;
+  readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }>;
+
+  // listeners
+  createListener(input: Listener): Promise<void>;
+  getListener(tenantId: string, id: string): Promise<ListenerRecord | null>;
+  getListenerById(id: string): Promise<ListenerRecord | null>;
+  listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>>;
+  updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string): Promise<ListenerRecord | null>;
+  /** False when deployments still use the listener. */
+  deleteListener(tenantId: string, id: string): Promise<'deleted' | 'not_found' | 'in_use'>;
+
+  // GitHub integrations
+  createIntegration(input: IntegrationRecord): Promise<void>;
+  getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null>;
+  listIntegrations(tenantId: string): Promise<IntegrationRecord[]>;
+  deleteIntegration(tenantId: string, id: string): Promise<boolean>;
+
+  // tracing projects
+  getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;
+  listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>>;
+}

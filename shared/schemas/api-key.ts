@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { Timestamp, Uuid } from './common.ts';
+
+export const ApiKey = z.object({
+  id: Uuid,
+  workspace_id: Uuid.nullable(),
+  organization_id: Uuid,
+  description: z.string().nullable(),
+  created_at: Timestamp,
+});
+export type ApiKey = z.infer<typeof ApiKey>;
+
+/** Answer to a create: the only time the key's value is shown. */
+export const ApiKeyCreated = ApiKey.extend({ key: z.string() });
+export type ApiKeyCreated = z.infer<typeof ApiKeyCreated>;
+
+export const ApiKeyCreate = z.strictObject({
+  workspace_id: Uuid.nullish(),
+  description: z.string().max(500).nullish(),
+});
+export type ApiKeyCreate = z.infer<typeof ApiKeyCreate>;

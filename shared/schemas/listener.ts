@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { Timestamp, Uuid } from './common.ts';
+
+export const ComputeType = z.enum(['k8s', 'sandbox']);
+export type ComputeType = z.infer<typeof ComputeType>;
+
+const Namespace = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: 'A namespace must be a DNS label' });
+
+export const ComputeConfig = z.strictObject({ k8s_namespaces: z.array(Namespace).max(1000).default([]) });
+export type ComputeConfig = z.infer<typeof ComputeConfig>;
+
+export const ListenerCreate = z.strictObject({
+  compute_type: ComputeType,
+  compute_id: z.string().min(1).max(255),
+  compute_config: ComputeConfig.nullish(),
+});
+export type ListenerCreate = z.infer<typeof ListenerCreate>;
+
+export const ListenerPatch = z.strictObject({ compute_config: ComputeConfig.nullish() });
+export type ListenerPatch = z.infer<typeof ListenerPatch>;
+
+export const Listener = z.object({
+  id: Uuid,
+  tenant_id: Uuid,
+  compute_type: ComputeType,
+  compute_id: z.string(),
+  compute_config: z.object({ k8s_namespaces: z.array(z.string()) }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type Listener = z.infer<typeof Listener>;

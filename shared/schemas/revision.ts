@@ -1,0 +1,90 @@
+import { z } from 'zod';
+import { Timestamp, Uuid } from './common.ts';
+import { Source, SourceRevisionConfig } from './deployment.ts';
+
+export const RevisionStatus = z.enum([
+  'CREATING',
+  'QUEUED',
+  'AWAITING_BUILD',
+  'BUILDING',
+  'AWAITING_DEPLOY',
+  'DEPLOYING',
+  'DEPLOYED',
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+  'UNKNOWN',
+]);
+export type RevisionStatus = z.infer<typeof RevisionStatus>;
+
+/** Statuses a revision never leaves. */
+export const TERMINAL_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<RevisionStatus>([
+  'DEPLOYED',
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+]);
+
+/** Terminal statuses that mean the revision did not go live. */
+export const FAILED_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<RevisionStatus>([
+  'CREATE_FAILED',
+  'BUILD_FAILED',
+  'DEPLOY_FAILED',
+  'SKIPPED',
+  'INTERRUPTED',
+]);
+
+export function isTerminal(status: RevisionStatus): boolean {
+  return TERMINAL_REVISION_STATUSES.has(status);
+}
+
+export const RevisionTrigger = z.enum(['create', 'patch', 'push', 'redeploy']);
+export type RevisionTrigger = z.infer<typeof RevisionTrigger>;
+
+export const Revision = z.object({
+  id: Uuid,
+  deployment_id: Uuid,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  status: RevisionStatus,
+  status_message: z.string().nullable(),
+  source: Source,
+  source_revision_config: SourceRevisionConfig,
+  trigger: RevisionTrigger,
+});
+export type Revision = z.infer<typeof Revision>;
+
+export const RevisionListQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  offset: z.coerce.number().int().min(0).default(0),
+  status: z
+    .string()
+    .transform((value) => value.split(',').filter((s) => s.length > 0))
+    .pipe(z.array(RevisionStatus))
+    .optional(),
+});
+export type RevisionListQuery = z.infer<typeof RevisionListQuery>;
+
+export const LogType = z.enum(['build', 'deploy']);
+export type LogType = z.infer<typeof LogType>;
+
+export const LogLevel = z.enum(['debug', 'info', 'warn', 'error']);
+export type LogLevel = z.infer<typeof LogLevel>;
+
+export const LogEntry = z.object({ timestamp: Timestamp, level: LogLevel, message: z.string() });
+export type LogEntry = z.infer<typeof LogEntry>;
+
+export const RevisionLogsQuery = z.object({
+  type: LogType.default('build'),
+  limit: z.coerce.number().int().min(1).max(1000).default(50),
+  offset: z.coerce.number().int().min(0).default(0),
+});
+export type RevisionLogsQuery = z.infer<typeof RevisionLogsQuery>;
+
+/** `next_offset` is an opaque cursor: pass it back as `offset`; null when nothing more is stored yet. */
+export const RevisionLogs = z.object({ logs: z.array(LogEntry), next_offset: z.int().nullable() });
+export type RevisionLogs = z.infer<typeof RevisionLogs>;

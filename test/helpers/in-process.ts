@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { createApp } from '../../server/app.ts';
+import { hashApiKey } from '../../server/crypto/api-key.ts';
+import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { systemClock } from '../../server/domain/clock.ts';
+import { silentLogger } from '../../server/logger.ts';
+import { createServices } from '../../server/services.ts';
+import { openSqliteStore } from '../../server/store/sqlite.ts';
+import type { Api, ApiResponse } from './api.ts';
+
+/**
+ * The whole app in this process on an in-memory SQLite database, called through `app.request()`
+ * (no port). Fast; for the rules of single requests. End-to-end behaviour is tested on a port.
+ */
+export async function inProcessApp(options: { stageMs?: number; path?: string } = {}) {
+  const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
+  const apiKey = `test-${crypto.randomUUID()}`;
+  const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
+  const services = createServices({ store, clock: systemClock, log: silentLogger, config: { SANDBOX_STAGE_MS: options.stageMs ?? 10, DEPLOYMENT_DOMAIN: 'sandbox.localhost' } });
+  const app = createApp(services);
+
+  const client = (key: string, extra: Record<string, string> = {}): Api => {
+    async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
+      const response = await app.request(path, {
+        method,
+        headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...extra, ...headers },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : null;
+      } catch {
+        // leave as text
+      }
+      return { status: response.status, body: parsed as T, headers: response.headers };
+    }
+    return {
+      call,
+      get: (path, headers) => call('GET', path, undefined, headers),
+      post: (path, body, headers) => call('POST', path, body ?? {}, headers),
+      patch: (path, body) => call('PATCH', path, body),
+      delete: (path) => call('DELETE', path),
+    };
+  };
+
+  return {
+    app,
+    store,
+    services,
+    apiKey,
+    workspaceId: boot.workspaceId,
+    api: client(apiKey),
+    client,
+    close: () => {
+      services.pipeline.stop();
+      store.close();
+    },
+  };
+}
