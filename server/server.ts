@@ -2,14 +2,14 @@ import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { createApp } from './app.ts';
-import type { Config } from './config.ts';
+import { publicUrl, type Config } from './config.ts';
+import { createControlPlane } from './control-plane.ts';
 import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
 import { createLogger, type Logger } from './logger.ts';
-import { createServices, type Services } from './services.ts';
+import type { Services } from './services.ts';
 import { openSqliteStore } from './store/sqlite.ts';
 
 export type RunningServer = {
@@ -44,21 +44,24 @@ export async function startServer(config: Config, options: { log?: Logger; print
     );
   }
 
-  const services = createServices({ store, clock: systemClock, log, config });
-  const app = createApp(services);
+  let port = config.PORT;
+  const controlPlane = createControlPlane({ store, clock: systemClock, log, config, publicUrl: () => publicUrl(config, port) });
   const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, () => resolve(s));
+    const s = serve({ fetch: controlPlane.app.fetch, port: config.PORT, hostname: config.HOST }, () => resolve(s));
   });
-  const port = (server.address() as AddressInfo).port;
-  log.info('listening', { host: config.HOST, port, database: databasePath, data_plane: 'sandbox (simulated)' });
-  await services.pipeline.resume();
+  port = (server.address() as AddressInfo).port;
+  log.info('listening', { host: config.HOST, port, database: databasePath, data_plane: 'sandbox (simulated: nothing is built or run)' });
+  await controlPlane.start();
 
   return {
     port,
-    services,
+    services: controlPlane.services,
     close: async () => {
-      services.pipeline.stop();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      controlPlane.stop();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Held long-polls would keep the server open for up to a minute: end them.
+      if ('closeAllConnections' in server) server.closeAllConnections();
+      await closed;
       store.close();
     },
   };

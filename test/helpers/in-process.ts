@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { createApp } from '../../server/app.ts';
+import { loadConfig } from '../../server/config.ts';
+import { createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { createServices } from '../../server/services.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
 import type { Api, ApiResponse } from './api.ts';
 
@@ -12,12 +12,14 @@ import type { Api, ApiResponse } from './api.ts';
  * The whole app in this process on an in-memory SQLite database, called through `app.request()`
  * (no port). Fast; for the rules of single requests. End-to-end behaviour is tested on a port.
  */
-export async function inProcessApp(options: { stageMs?: number; path?: string } = {}) {
+export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string> } = {}) {
   const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
-  const services = createServices({ store, clock: systemClock, log: silentLogger, config: { SANDBOX_STAGE_MS: options.stageMs ?? 10, DEPLOYMENT_DOMAIN: 'sandbox.localhost' } });
-  const app = createApp(services);
+  const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
+  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, publicUrl: () => 'http://localhost' });
+  await controlPlane.start();
+  const { app, services } = controlPlane;
 
   const client = (key: string, extra: Record<string, string> = {}): Api => {
     async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
@@ -53,7 +55,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string } 
     api: client(apiKey),
     client,
     close: () => {
-      services.pipeline.stop();
+      controlPlane.stop();
       store.close();
     },
   };

@@ -1,0 +1,52 @@
+import type { Hono } from 'hono';
+import { createApp, type PublicPath } from './app.ts';
+import type { Config } from './config.ts';
+import type { Clock } from './domain/clock.ts';
+import type { AppEnv, RouteContext } from './http/env.ts';
+import type { Logger } from './logger.ts';
+import { createServices, type Services } from './services.ts';
+import type { SqliteStore } from './store/sqlite.ts';
+
+export type ControlPlaneDeps = {
+  store: SqliteStore;
+  clock: Clock;
+  log: Logger;
+  config: Config;
+  /** The address the outside world reaches this server at (known once it listens). */
+  publicUrl: () => string;
+};
+
+export type ControlPlane = {
+  services: Services;
+  app: Hono<AppEnv>;
+  /** Resumes the pipeline and starts background workers. */
+  start(): Promise<void>;
+  /** Stops timers and workers; the database keeps what they were doing. */
+  stop(): void;
+};
+
+/**
+ * Everything the server runs, wired from its dependencies: services, HTTP routes, background
+ * work. The real server and the in-process test app both come from here, so a feature is wired
+ * once. Features beyond the core API add their routes, public paths and workers below.
+ */
+export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
+  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config });
+  const extraRoutes: Array<(ctx: RouteContext) => void> = [];
+  const publicPaths: PublicPath[] = [];
+  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
+
+  const app = createApp(services, { extraRoutes, publicPaths });
+  return {
+    services,
+    app,
+    async start() {
+      await services.pipeline.resume();
+      for (const worker of workers) await worker.start();
+    },
+    stop() {
+      for (const worker of workers) worker.stop();
+      services.pipeline.stop();
+    },
+  };
+}
