@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
@@ -12,6 +13,8 @@ export type ControlPlaneDeps = {
   clock: Clock;
   log: Logger;
   config: Config;
+  /** Encrypts values kept at rest (secrets, client secrets, tokens). */
+  secretBox: SecretBox;
   /** The address the outside world reaches this server at (known once it listens). */
   publicUrl: () => string;
 };

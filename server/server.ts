@@ -45,7 +45,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
   }
 
   let port = config.PORT;
-  const controlPlane = createControlPlane({ store, clock: systemClock, log, config, publicUrl: () => publicUrl(config, port) });
+  const controlPlane = createControlPlane({ store, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: controlPlane.app.fetch, port: config.PORT, hostname: config.HOST }, () => resolve(s));
   });

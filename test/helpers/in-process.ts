@@ -13,11 +13,12 @@ import type { Api, ApiResponse } from './api.ts';
  * (no port). Fast; for the rules of single requests. End-to-end behaviour is tested on a port.
  */
 export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string> } = {}) {
-  const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
+  const secretBox = new SecretBox(randomBytes(32));
+  const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox, synchronous: 'NORMAL' });
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, publicUrl: () => 'http://localhost' });
+  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost' });
   await controlPlane.start();
   const { app, services } = controlPlane;
 
