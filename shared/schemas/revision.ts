@@ -30,13 +30,7 @@ export const TERMINAL_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<R
 ]);
 
 /** Terminal statuses that mean the revision did not go live. */
-export const FAILED_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<RevisionStatus>([
-  'CREATE_FAILED',
-  'BUILD_FAILED',
-  'DEPLOY_FAILED',
-  'SKIPPED',
-  'INTERRUPTED',
-]);
+export const FAILED_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set([...TERMINAL_REVISION_STATUSES].filter((status) => status !== 'DEPLOYED'));
 
 export function isTerminal(status: RevisionStatus): boolean {
   return TERMINAL_REVISION_STATUSES.has(status);

@@ -1,9 +1,12 @@
 /** A small fetch wrapper for tests: JSON in, status + parsed JSON out. */
 export type ApiResponse<T = any> = { status: number; body: T; headers: Headers };
 
-export function apiClient(baseUrl: string, apiKey: string, extraHeaders: Record<string, string> = {}) {
+type Fetch = (url: string, init: RequestInit) => Promise<Response> | Response;
+
+/** `fetchImpl` lets the same client call `app.request()` in-process instead of a port. */
+export function apiClient(baseUrl: string, apiKey: string, extraHeaders: Record<string, string> = {}, fetchImpl: Fetch = fetch) {
   async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
-    const response = await fetch(baseUrl + path, {
+    const response = await fetchImpl(baseUrl + path, {
       method,
       headers: {
         'x-api-key': apiKey,

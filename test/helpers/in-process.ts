@@ -6,7 +6,7 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
-import type { Api, ApiResponse } from './api.ts';
+import { apiClient, type Api } from './api.ts';
 
 /**
  * The whole app in this process on an in-memory SQLite database, called through `app.request()`
@@ -22,30 +22,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   await controlPlane.start();
   const { app, services } = controlPlane;
 
-  const client = (key: string, extra: Record<string, string> = {}): Api => {
-    async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
-      const response = await app.request(path, {
-        method,
-        headers: { 'x-api-key': key, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...extra, ...headers },
-        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      });
-      const text = await response.text();
-      let parsed: unknown = text;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        // leave as text
-      }
-      return { status: response.status, body: parsed as T, headers: response.headers };
-    }
-    return {
-      call,
-      get: (path, headers) => call('GET', path, undefined, headers),
-      post: (path, body, headers) => call('POST', path, body ?? {}, headers),
-      patch: (path, body) => call('PATCH', path, body),
-      delete: (path) => call('DELETE', path),
-    };
-  };
+  const client = (key: string, extra: Record<string, string> = {}): Api => apiClient('', key, extra, (url, init) => app.request(url, init));
 
   return {
     app,
