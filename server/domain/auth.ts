@@ -25,6 +25,8 @@ export class Auth {
   readonly #clock: Clock;
   readonly #keys = new Map<string, ApiKeyRecord>();
   readonly #workspaces = new Map<string, Workspace & { is_default: boolean }>();
+  /** An organization's default workspace never changes, so it is looked up once. */
+  readonly #defaultWorkspaces = new Map<string, Workspace>();
 
   constructor(deps: { store: Store; clock: Clock }) {
     this.#store = deps.store;
@@ -58,7 +60,11 @@ export class Auth {
       }
       return { keyId: record.id, organizationId: record.organization_id, workspaceId: workspace.id, organizationScoped: true };
     }
-    const workspace = await this.#store.getDefaultWorkspace(record.organization_id);
+    let workspace = this.#defaultWorkspaces.get(record.organization_id) ?? null;
+    if (!workspace) {
+      workspace = await this.#store.getDefaultWorkspace(record.organization_id);
+      if (workspace) this.#defaultWorkspaces.set(record.organization_id, workspace);
+    }
     if (!workspace) throw new Forbidden('The organization of this API key has no default workspace.');
     return { keyId: record.id, organizationId: record.organization_id, workspaceId: workspace.id, organizationScoped: true };
   }

@@ -93,6 +93,7 @@ export class SqliteStore implements Store {
     const db = this.db;
     return {
       apiKeyByHash: db.prepare('SELECT * FROM api_keys WHERE key_hash = ?'),
+      defaultWorkspace: db.prepare('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1'),
       deployment: db.prepare('SELECT * FROM deployments WHERE id = ? AND tenant_id = ?'),
       deploymentById: db.prepare('SELECT * FROM deployments WHERE id = ?'),
       revision: db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?'),
@@ -197,7 +198,7 @@ export class SqliteStore implements Store {
   }
 
   async getDefaultWorkspace(organizationId: string): Promise<Workspace | null> {
-    const row = this.db.prepare('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1').get(organizationId) as Row | undefined;
+    const row = this.#stmt.defaultWorkspace.get(organizationId) as Row | undefined;
     return row ? toWorkspace(row) : null;
   }
 
