@@ -70,7 +70,8 @@ export interface OAuthStore {
   /** Deletes the provider with its flows and tokens; false when it does not exist. */
   deleteProvider(organizationId: string, id: string): Promise<boolean>;
 
-  createFlow(flow: FlowRecord): Promise<void>;
+  /** Stores a new flow, and deletes the organization's flows created before `forgetBefore`. */
+  createFlow(flow: FlowRecord, forgetBefore: string): Promise<void>;
   getFlow(organizationId: string, id: string): Promise<FlowRecord | null>;
   findFlowByState(stateHash: string): Promise<FlowRecord | null>;
   /** Moves a pending, unexpired flow to `exchanging`; false when another request got there first. */
@@ -142,14 +143,17 @@ export class SqliteOAuthStore implements OAuthStore {
     return this.#db.prepare('DELETE FROM oauth_providers WHERE id = ? AND organization_id = ?').run(id, organizationId).changes === 1;
   }
 
-  async createFlow(f: FlowRecord): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO oauth_flows (id, organization_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
-           status, error, error_description, token_ref, created_at, expires_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(f.id, f.organization_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.status, f.error, f.error_description, f.token_ref, f.created_at, f.expires_at, f.updated_at);
+  async createFlow(f: FlowRecord, forgetBefore: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM oauth_flows WHERE organization_id = ? AND created_at < ?').run(f.organization_id, forgetBefore);
+      this.#db
+        .prepare(
+          `INSERT INTO oauth_flows (id, organization_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
+             status, error, error_description, token_ref, created_at, expires_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(f.id, f.organization_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.status, f.error, f.error_description, f.token_ref, f.created_at, f.expires_at, f.updated_at);
+    })();
   }
 
   async getFlow(organizationId: string, id: string): Promise<FlowRecord | null> {
@@ -185,7 +189,7 @@ export class SqliteOAuthStore implements OAuthStore {
       const stored = toToken(this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND user_id = ? AND agent_id = ?').get(t.provider_ref, t.user_id, t.agent_id) as Row);
       // The verifier has done its job: drop it with the flow's completion.
       this.#db
-        .prepare("UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ?")
+        .prepare("UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status = 'exchanging'")
         .run(stored.id, now, flowId);
       return stored;
     })();

@@ -196,6 +196,14 @@ describe('callback and wait', () => {
     expect((await ctx.api.get('/v2/auth/wait/nope')).body.detail[0].loc).toEqual(['path', 'auth_id']);
   });
 
+  it('flows older than a day are forgotten when new flows start', async () => {
+    const { authId } = await startFlow();
+    ctx.store.db.prepare('UPDATE oauth_flows SET created_at = ? WHERE id = ?').run(new Date(Date.now() - 25 * 3600_000).toISOString(), authId);
+    const { authId: fresh } = await startFlow();
+    expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('not_found');
+    expect((await ctx.api.get(`/v2/auth/wait/${fresh}?timeout=0`)).body.status).toBe('pending');
+  });
+
   it('a provider error ends a waiting flow at once', async () => {
     const { authId, state } = await startFlow();
     const waiting = ctx.api.get(`/v2/auth/wait/${authId}?timeout=30`);

@@ -12,7 +12,7 @@ const CLIENTS = {
   pkcePost: { client_id: 'pkce-post', client_secret: 'post secret+/:=&%~', token_endpoint_auth_method: 'client_secret_post', requirePkce: true },
   pkceBasic: { client_id: 'pkce:basic', client_secret: 'b@sic s3cret+/:=&%~', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true },
   noPkce: { client_id: 'no-pkce', client_secret: 'no-pkce-secret-0123456789', token_endpoint_auth_method: 'client_secret_post' },
-  shortLived: { client_id: 'short-lived', client_secret: 'short-lived-secret-0123456789', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true, accessTokenTtl: 1 },
+  shortLived: { client_id: 'short-lived', client_secret: 'short-lived-secret-0123456789', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true, accessTokenTtl: 2 },
   revoked: { client_id: 'revoked', client_secret: 'revoked-secret-0123456789', token_endpoint_auth_method: 'client_secret_post', accessTokenTtl: 1 },
 } satisfies Record<string, TestClient>;
 
@@ -153,19 +153,27 @@ describe('the authorization-code flow against a real authorization server', () =
     // Let the provider itself declare the first token dead.
     await eventually(async () => ((await idp.introspect(first, CLIENTS.shortLived)).active ? undefined : true), 10_000, 200);
 
-    const again = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
+    // Three agents ask at once: one refresh at the provider, one new token for all of them.
+    const answers = await Promise.all([1, 2, 3].map(() => api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' })));
+    const again = answers[0]!;
     expect(again.body.status, server.output().split('\n').filter((l) => l.includes('oauth')).join('\n')).toBe('completed');
     expect(again.body.token).not.toBe(first);
+    expect(answers.map((a) => a.body.token)).toEqual([again.body.token, again.body.token, again.body.token]);
     expect((await idp.introspect(again.body.token, CLIENTS.shortLived)).active).toBe(true);
-    expect(server.output()).toContain('oauth token refreshed');
+    expect(server.output().match(new RegExp(`oauth token refreshed[^\\n]*${provider.provider_id}`, 'g'))).toHaveLength(1);
   });
 
   it('a refresh token the provider rejects (the grant was revoked there) starts a new pending flow', async () => {
     const provider = await createProvider(CLIENTS.revoked);
     const { token } = await fullFlow(provider.provider_id, ['repo:read']);
     expect(await idp.revoke(token, CLIENTS.revoked)).toBe(200);
+    expect((await idp.introspect(token, CLIENTS.revoked)).active).toBe(false);
 
-    const again = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
+    // Until its expiry (1 s) the stored token is handed out as it is; then the refresh is refused.
+    const again = await eventually(async () => {
+      const answer = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
+      return answer.body.status === 'completed' ? undefined : answer;
+    }, 10_000, 100);
     expect(again.body.status).toBe('pending');
     expect(again.body.token).toBeNull();
     expect(again.body.url).toContain(idp.authUrl);

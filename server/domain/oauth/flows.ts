@@ -11,6 +11,10 @@ import { sealIssuedToken, type OAuthTokens, type TokenOwner } from './tokens.ts'
 
 /** How long a user has to finish at the provider; a later callback is refused (400). */
 export const FLOW_TTL_MS = 10 * 60 * 1000;
+/** Longer than a token request may take (15 s): an `exchanging` flow older than its expiry plus this was abandoned. */
+const EXCHANGE_GRACE_MS = 60_000;
+/** Finished or abandoned flows are kept this long (for `wait`), then deleted as new flows start. */
+export const FLOW_RETENTION_MS = 24 * 60 * 60 * 1000;
 
 export type CallbackQuery = { state?: string; code?: string; error?: string; error_description?: string };
 
@@ -81,7 +85,7 @@ export class OAuthFlows {
       expires_at: new Date(Date.parse(now) + FLOW_TTL_MS).toISOString(),
       updated_at: now,
     };
-    await this.#store.createFlow(flow);
+    await this.#store.createFlow(flow, new Date(Date.parse(now) - FLOW_RETENTION_MS).toISOString());
 
     const url = new URL(provider.auth_url);
     // Parameters the provider's auth_url already carries are kept; ours replace same-named ones.
@@ -155,16 +159,18 @@ export class OAuthFlows {
         return { status: 'completed', token, error: null, error_description: null };
       }
       if (flow.status === 'failed') return { status: 'failed', token: null, error: flow.error, error_description: flow.error_description };
-      const untilExpiry = Date.parse(flow.expires_at) - Date.parse(this.#clock.now());
-      if (flow.status === 'pending' && untilExpiry <= 0) {
-        await this.#fail(flow, 'expired', 'The user did not finish within 10 minutes.');
+      // A flow stuck in `exchanging` (the process stopped during the code exchange) is let go
+      // once the exchange's own timeout is long past, so waiting on it cannot go on forever.
+      const grace = flow.status === 'exchanging' ? EXCHANGE_GRACE_MS : 0;
+      const untilExpiry = Date.parse(flow.expires_at) + grace - Date.parse(this.#clock.now());
+      if (untilExpiry <= 0) {
+        await this.#fail(flow, 'expired', 'The authorization did not finish within 10 minutes.');
         continue;
       }
       const remaining = deadline - Date.now();
       if (remaining <= 0 || signal?.aborted) return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
       // Wake on the flow's change, its expiry, or the deadline; then read the database again.
-      const waitMs = flow.status === 'pending' ? Math.min(remaining, untilExpiry + 1) : remaining;
-      const { changed } = this.#watch.wait(flow.id, Math.max(1, waitMs), signal);
+      const { changed } = this.#watch.wait(flow.id, Math.max(1, Math.min(remaining, untilExpiry + 1)), signal);
       await changed;
     }
   }

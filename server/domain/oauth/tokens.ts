@@ -5,8 +5,17 @@ import type { Clock } from '../clock.ts';
 import type { OAuthProviders } from './providers.ts';
 import { requestToken, type IssuedToken } from './token-request.ts';
 
-/** A token with less life than this left is refreshed first, so the agent does not get one that dies in its hands. */
+/**
+ * A token with less life than this left is refreshed first, so the agent does not get one that
+ * dies in its hands; for short-lived tokens, half their lifetime (else every call would refresh).
+ */
 export const EXPIRY_MARGIN_MS = 30_000;
+
+function refreshMargin(record: TokenRecord): number {
+  if (record.expires_at === null) return 0;
+  const lifetime = Date.parse(record.expires_at) - Date.parse(record.updated_at);
+  return Math.min(EXPIRY_MARGIN_MS, Math.max(0, lifetime / 2));
+}
 
 /** Whose token: the empty string stands for "not given". */
 export type TokenOwner = { userId: string; agentId: string };
@@ -65,9 +74,8 @@ export class OAuthTokens {
   async usable(provider: ProviderRecord, owner: TokenOwner, scopes: string[]): Promise<string | null> {
     let record = await this.#store.getToken(provider.id, owner.userId, owner.agentId);
     if (!record || !coversScopes(record.scopes, scopes)) return null;
-    if (this.#expiresWithin(record, EXPIRY_MARGIN_MS)) {
+    if (this.#expiresWithin(record, refreshMargin(record))) {
       record = await this.#refreshOnce(provider, record);
-      // A provider that issues tokens shorter than the margin still gets its fresh token used.
       if (!record || !coversScopes(record.scopes, scopes) || this.#expiresWithin(record, 0)) return null;
     }
     return this.#box.decrypt(record.access_token_sealed);
