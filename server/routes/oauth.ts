@@ -22,16 +22,16 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
     const query = readQuery(c, PageQuery);
     return c.json(await providers.list(c.get('principal').organizationId, query.limit, query.offset));
   });
-  route(ctx, { method: 'get', path: `${base}/:provider_ref`, summary: 'Get an OAuth provider', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
-    c.json(await providers.get(c.get('principal').organizationId, pathId(c, 'provider_ref'))),
+  route(ctx, { method: 'get', path: `${base}/:id`, summary: 'Get an OAuth provider', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
+    c.json(await providers.get(c.get('principal').organizationId, pathId(c, 'id'))),
   );
-  route(ctx, { method: 'patch', path: `${base}/:provider_ref`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
-    const id = pathId(c, 'provider_ref');
+  route(ctx, { method: 'patch', path: `${base}/:id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
+    const id = pathId(c, 'id');
     const body = await readJson(c, OAuthProviderPatch);
     return c.json(await providers.patch(c.get('principal').organizationId, id, body));
   });
-  route(ctx, { method: 'delete', path: `${base}/:provider_ref`, summary: 'Delete an OAuth provider with its tokens', tag, response: { status: 204, schema: null } }, async (c) => {
-    await providers.delete(c.get('principal').organizationId, pathId(c, 'provider_ref'));
+  route(ctx, { method: 'delete', path: `${base}/:id`, summary: 'Delete an OAuth provider with its tokens', tag, response: { status: 204, schema: null } }, async (c) => {
+    await providers.delete(c.get('principal').organizationId, pathId(c, 'id'));
     return c.body(null, 204);
   });
 

@@ -215,7 +215,7 @@ describe('callback and wait', () => {
 
   it('the OpenAPI document lists the OAuth routes; the callback takes no key', async () => {
     const doc = (await (await ctx.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v2/auth/providers', '/v2/auth/providers/{provider_ref}', '/v2/auth/authenticate', '/v2/auth/callback', '/v2/auth/wait/{auth_id}']));
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v2/auth/providers', '/v2/auth/providers/{id}', '/v2/auth/authenticate', '/v2/auth/callback', '/v2/auth/wait/{auth_id}']));
     expect(doc.paths['/v2/auth/callback']!.get!.security).toEqual([]);
   });
 });
