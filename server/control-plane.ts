@@ -3,9 +3,12 @@ import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
+import { createOAuth } from './domain/oauth/oauth.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
+import { OAUTH_CALLBACK_PATH, oauthRoutes } from './routes/oauth.ts';
 import { createServices, type Services } from './services.ts';
+import { SqliteOAuthStore } from './store/oauth.ts';
 import type { SqliteStore } from './store/sqlite.ts';
 
 export type ControlPlaneDeps = {
@@ -38,6 +41,11 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
+
+  // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
+  const oauth = createOAuth({ store: new SqliteOAuthStore(deps.store.db), secretBox: deps.secretBox, clock: deps.clock, log: deps.log, publicUrl: deps.publicUrl });
+  extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
+  publicPaths.push((path) => path === OAUTH_CALLBACK_PATH);
 
   const app = createApp(services, { extraRoutes, publicPaths });
   return {

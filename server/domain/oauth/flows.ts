@@ -1,0 +1,183 @@
+import type { AuthenticateRequest, AuthenticateResponse, WaitResponse } from '../../../shared/schemas/oauth.ts';
+import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Logger } from '../../logger.ts';
+import type { FlowRecord, OAuthStore } from '../../store/oauth.ts';
+import type { Clock } from '../clock.ts';
+import { RevisionWatch } from '../revision-watch.ts';
+import { codeChallenge, hashState, newCodeVerifier, newState } from './pkce.ts';
+import type { OAuthProviders } from './providers.ts';
+import { requestToken } from './token-request.ts';
+import { sealIssuedToken, type OAuthTokens, type TokenOwner } from './tokens.ts';
+
+/** How long a user has to finish at the provider; a later callback is refused (400). */
+export const FLOW_TTL_MS = 10 * 60 * 1000;
+/** Longer than a token request may take (15 s): an `exchanging` flow older than its expiry plus this was abandoned. */
+const EXCHANGE_GRACE_MS = 60_000;
+/** Finished or abandoned flows are kept this long (for `wait`), then deleted as new flows start. */
+export const FLOW_RETENTION_MS = 24 * 60 * 60 * 1000;
+
+export type CallbackQuery = { state?: string; code?: string; error?: string; error_description?: string };
+
+/** What the callback page tells the user; the route turns it into HTML and a status. */
+export type CallbackOutcome =
+  | { kind: 'completed' }
+  /** Unknown, used or expired state: nothing was changed (400). */
+  | { kind: 'invalid_state'; message: string }
+  /** The flow ended without a token: the provider's error, or a failed code exchange. */
+  | { kind: 'failed'; error: string; description: string | null; providerUnavailable: boolean };
+
+/**
+ * Authorization-code flows: start one (state + PKCE), finish it in the callback by exchanging the
+ * code, and let the agent wait for the outcome. A flow's state lives in the database; waiters are
+ * woken in-process (the same watch class the revision long-poll uses, keyed by flow id).
+ */
+export class OAuthFlows {
+  readonly #store: OAuthStore;
+  readonly #box: SecretBox;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #providers: OAuthProviders;
+  readonly #tokens: OAuthTokens;
+  readonly #publicUrl: () => string;
+  readonly #watch = new RevisionWatch();
+
+  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string }) {
+    this.#store = deps.store;
+    this.#box = deps.secretBox;
+    this.#clock = deps.clock;
+    this.#log = deps.log;
+    this.#providers = deps.providers;
+    this.#tokens = deps.tokens;
+    this.#publicUrl = deps.publicUrl;
+  }
+
+  /** `redirect_uri` registered with providers: PUBLIC_URL + the callback path. */
+  redirectUri(): string {
+    return `${this.#publicUrl()}/v2/auth/callback`;
+  }
+
+  /** A stored token that covers the request, or a new pending flow. */
+  async authenticate(organizationId: string, body: AuthenticateRequest): Promise<AuthenticateResponse> {
+    const provider = await this.#providers.bySlug(organizationId, body.provider);
+    const owner: TokenOwner = { userId: body.user_id ?? '', agentId: body.agent_id ?? '' };
+    const scopes = [...new Set(body.scopes)];
+    const token = await this.#tokens.usable(provider, owner, scopes);
+    if (token !== null) return { status: 'completed', url: null, auth_id: null, token };
+
+    const now = this.#clock.now();
+    const state = newState();
+    const verifier = provider.uses_pkce ? newCodeVerifier() : null;
+    const flow: FlowRecord = {
+      id: crypto.randomUUID(),
+      organization_id: organizationId,
+      provider_ref: provider.id,
+      state_hash: hashState(state),
+      user_id: owner.userId,
+      agent_id: owner.agentId,
+      scopes,
+      redirect_uri: this.redirectUri(),
+      code_verifier_sealed: verifier === null ? null : this.#box.encrypt(verifier),
+      status: 'pending',
+      error: null,
+      error_description: null,
+      token_ref: null,
+      created_at: now,
+      expires_at: new Date(Date.parse(now) + FLOW_TTL_MS).toISOString(),
+      updated_at: now,
+    };
+    await this.#store.createFlow(flow, new Date(Date.parse(now) - FLOW_RETENTION_MS).toISOString());
+
+    const url = new URL(provider.auth_url);
+    // Parameters the provider's auth_url already carries are kept; ours replace same-named ones.
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', provider.client_id);
+    url.searchParams.set('redirect_uri', flow.redirect_uri);
+    if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
+    else url.searchParams.delete('scope');
+    url.searchParams.set('state', state);
+    if (verifier !== null) {
+      url.searchParams.set('code_challenge', codeChallenge(verifier, provider.code_challenge_method));
+      url.searchParams.set('code_challenge_method', provider.code_challenge_method);
+    }
+    this.#log.info('oauth flow started', { auth_id: flow.id, provider_id: provider.provider_id, organization_id: organizationId });
+    return { status: 'pending', url: url.toString(), auth_id: flow.id, token: null };
+  }
+
+  /** The provider sent the user back: check the state, exchange the code, store the token. */
+  async callback(query: CallbackQuery): Promise<CallbackOutcome> {
+    if (!query.state) return { kind: 'invalid_state', message: 'The request carries no state, so it belongs to no authorization.' };
+    const flow = await this.#store.findFlowByState(hashState(query.state));
+    if (!flow) return { kind: 'invalid_state', message: 'This authorization is unknown to this server.' };
+    if (flow.status !== 'pending') return { kind: 'invalid_state', message: 'This authorization was already used.' };
+    const now = this.#clock.now();
+    if (flow.expires_at <= now) {
+      await this.#fail(flow, 'expired', 'The user did not finish within 10 minutes.');
+      return { kind: 'invalid_state', message: 'This authorization has expired; start a new one.' };
+    }
+    if (query.error) {
+      await this.#fail(flow, query.error, query.error_description ?? null);
+      return { kind: 'failed', error: query.error, description: query.error_description ?? null, providerUnavailable: false };
+    }
+    if (!query.code) {
+      await this.#fail(flow, 'invalid_request', 'The provider sent neither a code nor an error.');
+      return { kind: 'failed', error: 'invalid_request', description: 'The provider sent neither a code nor an error.', providerUnavailable: false };
+    }
+    // Claim before the exchange, so a replayed callback cannot use the state (or the code) twice.
+    if (!(await this.#store.claimFlow(flow.id, now))) return { kind: 'invalid_state', message: 'This authorization was already used.' };
+
+    const provider = await this.#providers.record(flow.organization_id, flow.provider_ref);
+    const params: Record<string, string> = { grant_type: 'authorization_code', code: query.code, redirect_uri: flow.redirect_uri };
+    if (flow.code_verifier_sealed !== null) params.code_verifier = this.#box.decrypt(flow.code_verifier_sealed);
+    const result = await requestToken(this.#providers.tokenClient(provider), params);
+    if (!result.ok) {
+      const description = result.description ?? `The provider answered ${result.error}.`;
+      await this.#fail(flow, result.kind === 'rejected' ? result.error : 'token_exchange_failed', description);
+      return { kind: 'failed', error: result.error, description, providerUnavailable: result.kind === 'unavailable' };
+    }
+    const done = this.#clock.now();
+    const token = sealIssuedToken(this.#box, result.token, {
+      provider,
+      owner: { userId: flow.user_id, agentId: flow.agent_id },
+      requestedScopes: flow.scopes,
+      previousRefresh: null,
+      now: done,
+    });
+    await this.#store.completeFlow(flow.id, token, done);
+    this.#watch.notify(flow.id);
+    this.#log.info('oauth flow completed', { auth_id: flow.id, provider_id: provider.provider_id, organization_id: flow.organization_id });
+    return { kind: 'completed' };
+  }
+
+  /** Holds until the flow completes or fails, or `timeoutSeconds` pass. */
+  async wait(organizationId: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitResponse> {
+    const deadline = Date.now() + timeoutSeconds * 1000;
+    for (;;) {
+      const flow = await this.#store.getFlow(organizationId, authId);
+      if (!flow) return { status: 'not_found', token: null, error: null, error_description: null };
+      if (flow.status === 'completed') {
+        const token = flow.token_ref === null ? null : await this.#tokens.accessToken(flow.token_ref);
+        return { status: 'completed', token, error: null, error_description: null };
+      }
+      if (flow.status === 'failed') return { status: 'failed', token: null, error: flow.error, error_description: flow.error_description };
+      // A flow stuck in `exchanging` (the process stopped during the code exchange) is let go
+      // once the exchange's own timeout is long past, so waiting on it cannot go on forever.
+      const grace = flow.status === 'exchanging' ? EXCHANGE_GRACE_MS : 0;
+      const untilExpiry = Date.parse(flow.expires_at) + grace - Date.parse(this.#clock.now());
+      if (untilExpiry <= 0) {
+        await this.#fail(flow, 'expired', 'The authorization did not finish within 10 minutes.');
+        continue;
+      }
+      const remaining = deadline - Date.now();
+      if (remaining <= 0 || signal?.aborted) return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
+      // Wake on the flow's change, its expiry, or the deadline; then read the database again.
+      const { changed } = this.#watch.wait(flow.id, Math.max(1, Math.min(remaining, untilExpiry + 1)), signal);
+      await changed;
+    }
+  }
+
+  async #fail(flow: FlowRecord, error: string, description: string | null): Promise<void> {
+    await this.#store.failFlow(flow.id, error, description, this.#clock.now());
+    this.#watch.notify(flow.id);
+    this.#log.info('oauth flow failed', { auth_id: flow.id, organization_id: flow.organization_id, error });
+  }
+}

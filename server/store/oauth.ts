@@ -1,0 +1,283 @@
+import type Database from 'better-sqlite3';
+import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
+import { Conflict } from '../domain/errors.ts';
+import type { Page } from './types.ts';
+
+type Row = Record<string, unknown>;
+
+/** A provider as stored; the client secret stays sealed until a token request needs it. */
+export type ProviderRecord = {
+  id: string;
+  organization_id: string;
+  provider_id: string;
+  name: string;
+  client_id: string;
+  client_secret_sealed: string;
+  auth_url: string;
+  token_url: string;
+  uses_pkce: boolean;
+  code_challenge_method: CodeChallengeMethod;
+  token_endpoint_auth_method: TokenEndpointAuthMethod;
+  created_at: string;
+  updated_at: string;
+};
+
+/** One stored token per (provider, user_id, agent_id); `''` stands for "not given". */
+export type TokenRecord = {
+  id: string;
+  organization_id: string;
+  provider_ref: string;
+  user_id: string;
+  agent_id: string;
+  scopes: string[];
+  access_token_sealed: string;
+  refresh_token_sealed: string | null;
+  token_type: string | null;
+  expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+export type FlowStatus = 'pending' | 'exchanging' | 'completed' | 'failed';
+
+export type FlowRecord = {
+  id: string;
+  organization_id: string;
+  provider_ref: string;
+  state_hash: string;
+  user_id: string;
+  agent_id: string;
+  scopes: string[];
+  redirect_uri: string;
+  code_verifier_sealed: string | null;
+  status: FlowStatus;
+  error: string | null;
+  error_description: string | null;
+  token_ref: string | null;
+  created_at: string;
+  expires_at: string;
+  updated_at: string;
+};
+
+/** What the OAuth domain needs from storage; async so another database can implement it. */
+export interface OAuthStore {
+  createProvider(provider: ProviderRecord): Promise<void>;
+  listProviders(organizationId: string, limit: number, offset: number): Promise<Page<ProviderRecord>>;
+  getProvider(organizationId: string, id: string): Promise<ProviderRecord | null>;
+  getProviderBySlug(organizationId: string, providerId: string): Promise<ProviderRecord | null>;
+  /** Writes every mutable field of `provider`; false when it no longer exists. */
+  updateProvider(provider: ProviderRecord): Promise<boolean>;
+  /** Deletes the provider with its flows and tokens; false when it does not exist. */
+  deleteProvider(organizationId: string, id: string): Promise<boolean>;
+
+  /** Stores a new flow, and deletes the organization's flows created before `forgetBefore`. */
+  createFlow(flow: FlowRecord, forgetBefore: string): Promise<void>;
+  getFlow(organizationId: string, id: string): Promise<FlowRecord | null>;
+  findFlowByState(stateHash: string): Promise<FlowRecord | null>;
+  /** Moves a pending, unexpired flow to `exchanging`; false when another request got there first. */
+  claimFlow(id: string, now: string): Promise<boolean>;
+  /** Stores the token (replacing the one for the same owner) and completes the flow, atomically. */
+  completeFlow(flowId: string, token: TokenRecord, now: string): Promise<TokenRecord>;
+  failFlow(id: string, error: string, description: string | null, now: string): Promise<void>;
+
+  getToken(providerRef: string, userId: string, agentId: string): Promise<TokenRecord | null>;
+  getTokenById(id: string): Promise<TokenRecord | null>;
+  /** Replaces the token's secrets and expiry after a refresh. */
+  updateToken(token: TokenRecord): Promise<void>;
+  deleteToken(id: string): Promise<void>;
+}
+
+/** The OAuth tables on the control plane's SQLite database. */
+export class SqliteOAuthStore implements OAuthStore {
+  readonly #db: Database.Database;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  async createProvider(p: ProviderRecord): Promise<void> {
+    try {
+      this.#db
+        .prepare(
+          `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url,
+             uses_pkce, code_challenge_method, token_endpoint_auth_method, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(p.id, p.organization_id, p.provider_id, p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.created_at, p.updated_at);
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new Conflict(`An OAuth provider with provider_id '${p.provider_id}' already exists in this organization.`);
+      throw error;
+    }
+  }
+
+  async listProviders(organizationId: string, limit: number, offset: number): Promise<Page<ProviderRecord>> {
+    const rows = this.#db
+      .prepare('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
+      .all(organizationId, limit, offset) as Row[];
+    return { resources: rows.map(toProvider), offset: offset + rows.length };
+  }
+
+  async getProvider(organizationId: string, id: string): Promise<ProviderRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_providers WHERE id = ? AND organization_id = ?').get(id, organizationId) as Row | undefined;
+    return row ? toProvider(row) : null;
+  }
+
+  async getProviderBySlug(organizationId: string, providerId: string): Promise<ProviderRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_providers WHERE provider_id = ? AND organization_id = ?').get(providerId, organizationId) as Row | undefined;
+    return row ? toProvider(row) : null;
+  }
+
+  async updateProvider(p: ProviderRecord): Promise<boolean> {
+    const result = this.#db
+      .prepare(
+        `UPDATE oauth_providers SET name = ?, client_id = ?, client_secret_sealed = ?, auth_url = ?, token_url = ?, uses_pkce = ?,
+           code_challenge_method = ?, token_endpoint_auth_method = ?, updated_at = ?
+         WHERE id = ? AND organization_id = ?`,
+      )
+      .run(p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.updated_at, p.id, p.organization_id);
+    return result.changes === 1;
+  }
+
+  async deleteProvider(organizationId: string, id: string): Promise<boolean> {
+    // Flows and tokens go with it (ON DELETE CASCADE), in the same statement's transaction.
+    return this.#db.prepare('DELETE FROM oauth_providers WHERE id = ? AND organization_id = ?').run(id, organizationId).changes === 1;
+  }
+
+  async createFlow(f: FlowRecord, forgetBefore: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM oauth_flows WHERE organization_id = ? AND created_at < ?').run(f.organization_id, forgetBefore);
+      this.#db
+        .prepare(
+          `INSERT INTO oauth_flows (id, organization_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
+             status, error, error_description, token_ref, created_at, expires_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(f.id, f.organization_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.status, f.error, f.error_description, f.token_ref, f.created_at, f.expires_at, f.updated_at);
+    })();
+  }
+
+  async getFlow(organizationId: string, id: string): Promise<FlowRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_flows WHERE id = ? AND organization_id = ?').get(id, organizationId) as Row | undefined;
+    return row ? toFlow(row) : null;
+  }
+
+  async findFlowByState(stateHash: string): Promise<FlowRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_flows WHERE state_hash = ?').get(stateHash) as Row | undefined;
+    return row ? toFlow(row) : null;
+  }
+
+  async claimFlow(id: string, now: string): Promise<boolean> {
+    const result = this.#db
+      .prepare("UPDATE oauth_flows SET status = 'exchanging', updated_at = ? WHERE id = ? AND status = 'pending' AND expires_at > ?")
+      .run(now, id, now);
+    return result.changes === 1;
+  }
+
+  async completeFlow(flowId: string, t: TokenRecord, now: string): Promise<TokenRecord> {
+    return this.#db.transaction(() => {
+      this.#db
+        .prepare(
+          `INSERT INTO oauth_tokens (id, organization_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, refresh_token_sealed,
+             token_type, expires_at, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (provider_ref, user_id, agent_id) DO UPDATE SET
+             scopes = excluded.scopes, access_token_sealed = excluded.access_token_sealed,
+             refresh_token_sealed = excluded.refresh_token_sealed, token_type = excluded.token_type,
+             expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
+        )
+        .run(t.id, t.organization_id, t.provider_ref, t.user_id, t.agent_id, JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.created_at, t.updated_at);
+      const stored = toToken(this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND user_id = ? AND agent_id = ?').get(t.provider_ref, t.user_id, t.agent_id) as Row);
+      // The verifier has done its job: drop it with the flow's completion.
+      this.#db
+        .prepare("UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status = 'exchanging'")
+        .run(stored.id, now, flowId);
+      return stored;
+    })();
+  }
+
+  async failFlow(id: string, error: string, description: string | null, now: string): Promise<void> {
+    this.#db
+      .prepare("UPDATE oauth_flows SET status = 'failed', error = ?, error_description = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status IN ('pending', 'exchanging')")
+      .run(error, description, now, id);
+  }
+
+  async getToken(providerRef: string, userId: string, agentId: string): Promise<TokenRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND user_id = ? AND agent_id = ?').get(providerRef, userId, agentId) as Row | undefined;
+    return row ? toToken(row) : null;
+  }
+
+  async getTokenById(id: string): Promise<TokenRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_tokens WHERE id = ?').get(id) as Row | undefined;
+    return row ? toToken(row) : null;
+  }
+
+  async updateToken(t: TokenRecord): Promise<void> {
+    this.#db
+      .prepare('UPDATE oauth_tokens SET scopes = ?, access_token_sealed = ?, refresh_token_sealed = ?, token_type = ?, expires_at = ?, updated_at = ? WHERE id = ?')
+      .run(JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.updated_at, t.id);
+  }
+
+  async deleteToken(id: string): Promise<void> {
+    this.#db.prepare('DELETE FROM oauth_tokens WHERE id = ?').run(id);
+  }
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  return error instanceof Error && 'code' in error && (error as { code: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+function toProvider(row: Row): ProviderRecord {
+  return {
+    id: row.id as string,
+    organization_id: row.organization_id as string,
+    provider_id: row.provider_id as string,
+    name: row.name as string,
+    client_id: row.client_id as string,
+    client_secret_sealed: row.client_secret_sealed as string,
+    auth_url: row.auth_url as string,
+    token_url: row.token_url as string,
+    uses_pkce: row.uses_pkce === 1,
+    code_challenge_method: row.code_challenge_method as CodeChallengeMethod,
+    token_endpoint_auth_method: row.token_endpoint_auth_method as TokenEndpointAuthMethod,
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+  };
+}
+
+function toToken(row: Row): TokenRecord {
+  return {
+    id: row.id as string,
+    organization_id: row.organization_id as string,
+    provider_ref: row.provider_ref as string,
+    user_id: row.user_id as string,
+    agent_id: row.agent_id as string,
+    scopes: JSON.parse(row.scopes as string) as string[],
+    access_token_sealed: row.access_token_sealed as string,
+    refresh_token_sealed: (row.refresh_token_sealed as string | null) ?? null,
+    token_type: (row.token_type as string | null) ?? null,
+    expires_at: (row.expires_at as string | null) ?? null,
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+  };
+}
+
+function toFlow(row: Row): FlowRecord {
+  return {
+    id: row.id as string,
+    organization_id: row.organization_id as string,
+    provider_ref: row.provider_ref as string,
+    state_hash: row.state_hash as string,
+    user_id: row.user_id as string,
+    agent_id: row.agent_id as string,
+    scopes: JSON.parse(row.scopes as string) as string[],
+    redirect_uri: row.redirect_uri as string,
+    code_verifier_sealed: (row.code_verifier_sealed as string | null) ?? null,
+    status: row.status as FlowStatus,
+    error: (row.error as string | null) ?? null,
+    error_description: (row.error_description as string | null) ?? null,
+    token_ref: (row.token_ref as string | null) ?? null,
+    created_at: row.created_at as string,
+    expires_at: row.expires_at as string,
+    updated_at: row.updated_at as string,
+  };
+}
