@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import { createGithubWebhooks } from './github-webhooks.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
@@ -38,6 +39,11 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
+
+  const github = createGithubWebhooks({ services, db: deps.store.db, config: deps.config });
+  extraRoutes.push(github.routes);
+  publicPaths.push(github.isPublic);
+  workers.push(github.worker, github.reconciler);
 
   const app = createApp(services, { extraRoutes, publicPaths });
   return {

@@ -8,3 +8,4 @@ export * from './integration.ts';
 export * from './tracing-project.ts';
 export * from './workspace.ts';
 export * from './api-key.ts';
+export * from './webhook-delivery.ts';

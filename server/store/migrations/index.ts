@@ -1,4 +1,5 @@
 import initial from './001_initial.ts';
+import webhooks from './002_webhooks.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -6,4 +7,5 @@ import initial from './001_initial.ts';
  */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   { version: 1, name: 'initial', sql: initial },
+  { version: 2, name: 'webhooks', sql: webhooks },
 ];
