@@ -22,4 +22,11 @@ describe('without GITHUB_WEBHOOK_SECRET', () => {
     expect(log.status).toBe(200);
     expect(log.body).toEqual({ resources: [], offset: 0 });
   });
+
+  it('the OpenAPI document lists the webhook without an API key and the delivery log with one', async () => {
+    const doc = (await (await app.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
+    expect(doc.paths['/v1/webhooks/github']?.post).toBeDefined();
+    expect(doc.paths['/v1/webhooks/github/deliveries']?.get).toBeDefined();
+    expect(doc.paths['/v1/webhooks/github']!.post!.security).toEqual([]);
+  });
 });
