@@ -645,11 +645,6 @@ export class SqliteStore implements Store {
     return row ? toIntegration(row) : null;
   }
 
-  async listIntegrationsByInstallation(installationId: number): Promise<IntegrationRecord[]> {
-    const rows = this.db.prepare('SELECT * FROM github_integrations WHERE installation_id = ? ORDER BY created_at, rowid').all(installationId) as Row[];
-    return rows.map(toIntegration);
-  }
-
   async removeInstallation(installationId: number): Promise<IntegrationRecord[]> {
     const { db } = this;
     return db.transaction((): IntegrationRecord[] => {

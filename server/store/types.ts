@@ -165,7 +165,6 @@ export interface Store {
   listIntegrations(tenantId: string): Promise<IntegrationRecord[]>;
   deleteIntegration(tenantId: string, id: string): Promise<boolean>;
   getIntegrationById(id: string): Promise<IntegrationRecord | null>;
-  listIntegrationsByInstallation(installationId: number): Promise<IntegrationRecord[]>;
   /** `installation` `deleted`: removes every link to the installation; answers the removed ones. */
   removeInstallation(installationId: number): Promise<IntegrationRecord[]>;
   /** `installation` `suspend` / `unsuspend`: answers the integrations that were marked. */
