@@ -21,6 +21,10 @@ export const Config = z.object({
   SQLITE_SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
   /** Domain under which `github` deployments get their automatic `custom_url`. */
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
+  /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
+  RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
+  /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
+  WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });
 export type Config = z.infer<typeof Config>;
 

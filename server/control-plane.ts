@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import { createGithubWebhooks } from './github-webhooks.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
@@ -41,6 +42,12 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
+
+  // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
+  const github = createGithubWebhooks({ services, db: deps.store.db, config: deps.config });
+  extraRoutes.push(github.routes);
+  publicPaths.push(github.isPublic);
+  workers.push(github.worker, github.reconciler);
 
   // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
   const oauth = createOAuth({ store: new SqliteOAuthStore(deps.store.db), secretBox: deps.secretBox, clock: deps.clock, log: deps.log, publicUrl: deps.publicUrl });

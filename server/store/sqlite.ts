@@ -19,6 +19,7 @@ import type {
   ListenerRecord,
   NewRevision,
   Page,
+  PushRevisionResult,
   RevisionRecord,
   RevisionTransition,
   StartNextResult,
@@ -30,6 +31,11 @@ type Row = Record<string, unknown>;
 /** Statuses in which a revision holds its deployment's one in-progress slot. */
 const IN_PROGRESS = ['CREATING', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];
 const TERMINAL = ['DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED'];
+/**
+ * Statuses after which a commit may be built again by a push. SKIPPED is not among them: a revision
+ * skipped because a newer one superseded it must not come back on a redelivery and deploy an older commit.
+ */
+const PUSH_RETRYABLE = ['CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'INTERRUPTED'];
 
 export type SqliteOptions = {
   /** A file path, or `:memory:`. */
@@ -403,6 +409,58 @@ export class SqliteStore implements Store {
     })();
   }
 
+  async listDeploymentsByRepo(repoUrlKey: string): Promise<DeploymentRecord[]> {
+    const rows = this.db
+      .prepare("SELECT * FROM deployments WHERE repo_url_key = ? AND source = 'github' ORDER BY created_at, rowid")
+      .all(repoUrlKey) as Row[];
+    return rows.map((row) => this.toDeployment(row));
+  }
+
+  async listBuildOnPushDeployments(): Promise<DeploymentRecord[]> {
+    const rows = this.db
+      .prepare(
+        "SELECT * FROM deployments WHERE build_on_push = 1 AND source = 'github' AND status <> 'AWAITING_DELETE' ORDER BY created_at, rowid",
+      )
+      .all() as Row[];
+    return rows.map((row) => this.toDeployment(row));
+  }
+
+  async createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult> {
+    const { db } = this;
+    const outcome = db.transaction((): PushRevisionResult | { outcome: 'created' } => {
+      const row = this.#stmt.deploymentById.get(input.deploymentId) as Row | undefined;
+      if (!row) return { outcome: 'not_buildable', reason: 'the deployment no longer exists' };
+      if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
+      const existing = db
+        .prepare(
+          `SELECT id, status FROM revisions
+           WHERE deployment_id = ? AND json_extract(source_revision_config, '$.repo_commit_sha') = ?
+             AND status NOT IN (${PUSH_RETRYABLE.map((s) => `'${s}'`).join(',')})
+           ORDER BY seq DESC LIMIT 1`,
+        )
+        .get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
+      if (existing) return { outcome: 'exists', revisionId: existing.id, status: existing.status };
+      const deployment = this.toDeployment(row);
+      const config: SourceRevisionConfig = { ...deployment.source_revision_config, repo_commit_sha: input.commitSha };
+      this.insertRevision(
+        deployment.id,
+        deployment.tenant_id,
+        deployment.source,
+        { id: input.revisionId, trigger: 'push', source_revision_config: config, secrets: deployment.secrets, resource_spec: deployment.source_config.resource_spec ?? null },
+        input.now,
+      );
+      db.prepare('UPDATE deployments SET source_revision_config = ?, latest_revision_id = ?, updated_at = ? WHERE id = ?').run(
+        JSON.stringify(config),
+        input.revisionId,
+        input.now,
+        deployment.id,
+      );
+      return { outcome: 'created' };
+    })();
+    if (outcome.outcome !== 'created') return outcome;
+    return { outcome: 'created', revision: (await this.getRevisionById(input.revisionId))! };
+  }
+
   // ------------------------------------------------------------ revisions and the pipeline
 
   async getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null> {
@@ -470,7 +528,7 @@ export class SqliteStore implements Store {
         this.#stmt.transition.run({
           id: row.id,
           to: 'SKIPPED',
-          status_message: `Superseded by revision ${revision.id}, which was created later.`,
+          status_message: supersededMessage(revision),
           from: '["QUEUED"]',
           now,
         });
@@ -583,6 +641,28 @@ export class SqliteStore implements Store {
     return this.db.prepare('DELETE FROM github_integrations WHERE id = ? AND tenant_id = ?').run(id, tenantId).changes === 1;
   }
 
+  async getIntegrationById(id: string): Promise<IntegrationRecord | null> {
+    const row = this.db.prepare('SELECT * FROM github_integrations WHERE id = ?').get(id) as Row | undefined;
+    return row ? toIntegration(row) : null;
+  }
+
+  async removeInstallation(installationId: number): Promise<IntegrationRecord[]> {
+    const { db } = this;
+    return db.transaction((): IntegrationRecord[] => {
+      const rows = db.prepare('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[];
+      db.prepare('DELETE FROM github_integrations WHERE installation_id = ?').run(installationId);
+      return rows.map(toIntegration);
+    })();
+  }
+
+  async setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]> {
+    const { db } = this;
+    return db.transaction((): IntegrationRecord[] => {
+      db.prepare('UPDATE github_integrations SET suspended_at = ? WHERE installation_id = ?').run(suspendedAt, installationId);
+      return (db.prepare('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[]).map(toIntegration);
+    })();
+  }
+
   // ------------------------------------------------------------ tracing projects
 
   async getTracingProject(tenantId: string, id: string): Promise<TracingProject | null> {
@@ -638,6 +718,15 @@ export class SqliteStore implements Store {
       resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionRecord['resource_spec']) : null,
     };
   }
+}
+
+/** Why a queued revision was skipped; a push names the commit that superseded it, so a burst reads clearly. */
+function supersededMessage(newer: RevisionRecord): string {
+  const sha = newer.source_revision_config.repo_commit_sha;
+  if (newer.trigger === 'push' && sha) {
+    return `Superseded by revision ${newer.id} (push of commit ${sha.slice(0, 12)}), which was created later: only the newest queued revision is built.`;
+  }
+  return `Superseded by revision ${newer.id}, which was created later.`;
 }
 
 function toApiKey(row: Row): ApiKey {

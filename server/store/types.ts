@@ -71,6 +71,15 @@ export type RevisionTransition = {
   logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
 };
 
+/**
+ * What `createPushRevision` did: created the revision, found a revision of that commit that has
+ * not failed (so created none), or found no deployment that can take a push build.
+ */
+export type PushRevisionResult =
+  | { outcome: 'created'; revision: RevisionRecord }
+  | { outcome: 'exists'; revisionId: string; status: RevisionStatus }
+  | { outcome: 'not_buildable'; reason: string };
+
 /** The result of starting a deployment's next revision (the pipeline's one-at-a-time rule). */
 export type StartNextResult = { started: RevisionRecord | null; skipped: string[] };
 
@@ -118,6 +127,17 @@ export interface Store {
   /** Removes the deployment, its revisions and logs, and its tracing project when asked to. */
   removeDeployment(id: string): Promise<void>;
 
+  /** Every `github` deployment of a repository (compared by `normalizeRepoUrl`), whatever its branch. */
+  listDeploymentsByRepo(repoUrlKey: string): Promise<DeploymentRecord[]>;
+  /** `github` deployments with `build_on_push` that are not being deleted. */
+  listBuildOnPushDeployments(): Promise<DeploymentRecord[]>;
+  /**
+   * In one transaction: unless a revision of this deployment for `commitSha` exists that has not
+   * failed, adds a `push` revision (the deployment's latest config with that commit) as the latest
+   * revision. Two deliveries of one push racing each other therefore create one revision.
+   */
+  createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult>;
+
   // revisions and the pipeline
   getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null>;
   getRevisionById(revisionId: string): Promise<RevisionRecord | null>;
@@ -144,6 +164,11 @@ export interface Store {
   getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null>;
   listIntegrations(tenantId: string): Promise<IntegrationRecord[]>;
   deleteIntegration(tenantId: string, id: string): Promise<boolean>;
+  getIntegrationById(id: string): Promise<IntegrationRecord | null>;
+  /** `installation` `deleted`: removes every link to the installation; answers the removed ones. */
+  removeInstallation(installationId: number): Promise<IntegrationRecord[]>;
+  /** `installation` `suspend` / `unsuspend`: answers the integrations that were marked. */
+  setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]>;
 
   // tracing projects
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;

@@ -9,3 +9,4 @@ export * from './tracing-project.ts';
 export * from './workspace.ts';
 export * from './api-key.ts';
 export * from './oauth.ts';
+export * from './webhook-delivery.ts';

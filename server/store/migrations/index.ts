@@ -1,4 +1,5 @@
 import initial from './001_initial.ts';
+import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
 
 /**
@@ -7,5 +8,6 @@ import oauth from './003_oauth.ts';
  */
 export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   { version: 1, name: 'initial', sql: initial },
+  { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
 ];

@@ -1,0 +1,131 @@
+import type { Logger } from '../../logger.ts';
+import type { WebhookStore } from '../../store/webhooks.ts';
+import type { Clock } from '../clock.ts';
+import type { DeliveryProcessor } from './process-delivery.ts';
+
+/** GitHub redelivers for up to 3 days with the same delivery id; a week of history covers it. */
+export const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+const SCAN_INTERVAL_MS = 60_000;
+const MAX_ATTEMPTS = 5;
+const BATCH = 20;
+
+export type DeliveryWorkerDeps = {
+  webhookStore: WebhookStore;
+  processor: DeliveryProcessor;
+  clock: Clock;
+  log: Logger;
+  /** `WEBHOOK_PROCESS_DELAY_MS`: how long a delivery waits before it is processed (tests, debugging). */
+  delayMs: number;
+};
+
+/**
+ * Turns pending deliveries into their effects, oldest first, one at a time. Kicked right after a
+ * delivery is stored; also scans at start (a restart picks up what was pending) and every minute
+ * (retries, pruning). Everything it needs is in the database, so a crash loses nothing.
+ */
+export class DeliveryWorker {
+  readonly #deps: DeliveryWorkerDeps;
+  #running: Promise<void> | null = null;
+  #again = false;
+  #stopped = false;
+  #scanTimer: NodeJS.Timeout | null = null;
+  #dueTimer: NodeJS.Timeout | null = null;
+
+  constructor(deps: DeliveryWorkerDeps) {
+    this.#deps = deps;
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.kick();
+    this.#scanTimer = setInterval(() => {
+      this.#prune().catch((error: unknown) => this.#deps.log.error('webhooks: pruning deliveries failed', { error: String(error) }));
+      this.kick();
+    }, SCAN_INTERVAL_MS);
+    this.#scanTimer.unref();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#scanTimer) clearInterval(this.#scanTimer);
+    if (this.#dueTimer) clearTimeout(this.#dueTimer);
+  }
+
+  /** Processes what is pending now; a kick during a run makes the run go round once more. */
+  kick(): void {
+    if (this.#stopped) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#drain()
+      .catch((error: unknown) => this.#deps.log.error('webhooks: delivery worker failed', { error: String(error) }))
+      .finally(() => {
+        this.#running = null;
+        if (this.#again) {
+          this.#again = false;
+          this.kick();
+        }
+      });
+  }
+
+  /** Resolves when the current run (if any) has finished: for tests and orderly shutdown. */
+  async idle(): Promise<void> {
+    while (this.#running) await this.#running;
+  }
+
+  async #drain(): Promise<void> {
+    const { webhookStore, clock, delayMs } = this.#deps;
+    const tried = new Set<string>();
+    for (;;) {
+      if (this.#stopped) return;
+      const dueBy = new Date(Date.parse(clock.now()) - delayMs).toISOString();
+      const batch = (await webhookStore.listPending(dueBy, BATCH + tried.size)).filter((d) => !tried.has(d.delivery_id));
+      if (batch.length === 0) break;
+      for (const delivery of batch) {
+        if (this.#stopped) return;
+        tried.add(delivery.delivery_id);
+        await this.#processOne(delivery);
+      }
+    }
+    this.#scheduleDue();
+  }
+
+  async #processOne(delivery: { delivery_id: string; event: string; payload: string; attempts: number }): Promise<void> {
+    const { webhookStore, processor, clock, log } = this.#deps;
+    try {
+      const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown);
+      await webhookStore.completeDelivery(delivery.delivery_id, { ...outcome, now: clock.now() });
+      log.info('webhooks: delivery processed', {
+        delivery_id: delivery.delivery_id,
+        event: delivery.event,
+        outcome: outcome.outcome,
+        revisions: outcome.results.filter((r) => r.result === 'revision_created').length,
+        skipped: outcome.results.filter((r) => r.result === 'skipped').length,
+      });
+    } catch (error) {
+      const giveUp = delivery.attempts + 1 >= MAX_ATTEMPTS;
+      log.error('webhooks: processing a delivery failed', { delivery_id: delivery.delivery_id, attempt: delivery.attempts + 1, giving_up: giveUp, error: String(error) });
+      await webhookStore.recordFailedAttempt(delivery.delivery_id, `Processing failed ${delivery.attempts + 1} times; see the server log.`, giveUp, clock.now());
+    }
+  }
+
+  /** With a processing delay, wakes up when the oldest pending delivery becomes due. */
+  #scheduleDue(): void {
+    const { webhookStore, clock, delayMs } = this.#deps;
+    if (delayMs === 0 || this.#stopped) return;
+    void webhookStore.oldestPendingReceivedAt().then((at) => {
+      if (!at || this.#stopped) return;
+      if (this.#dueTimer) clearTimeout(this.#dueTimer);
+      const wait = Math.max(0, Date.parse(at) + delayMs - Date.parse(clock.now())) + 5;
+      this.#dueTimer = setTimeout(() => this.kick(), wait);
+      this.#dueTimer.unref();
+    });
+  }
+
+  async #prune(): Promise<void> {
+    const before = new Date(Date.parse(this.#deps.clock.now()) - DELIVERY_RETENTION_MS).toISOString();
+    const removed = await this.#deps.webhookStore.pruneDeliveries(before);
+    if (removed > 0) this.#deps.log.info('webhooks: pruned old deliveries', { removed });
+  }
+}

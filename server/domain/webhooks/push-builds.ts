@@ -1,0 +1,27 @@
+import type { Logger } from '../../logger.ts';
+import type { PushRevisionResult, Store } from '../../store/types.ts';
+import type { Clock } from '../clock.ts';
+import type { Pipeline } from '../pipeline.ts';
+
+/**
+ * Creates the `push` revision of one commit for one deployment and hands it to the pipeline. The
+ * webhook worker and the reconciler both come here, so "one revision per commit" is decided in
+ * one place: the store's transaction.
+ */
+export class PushBuilds {
+  readonly #deps: { store: Store; pipeline: Pipeline; clock: Clock; log: Logger };
+
+  constructor(deps: { store: Store; pipeline: Pipeline; clock: Clock; log: Logger }) {
+    this.#deps = deps;
+  }
+
+  async build(deploymentId: string, commitSha: string, via: 'webhook' | 'reconciler'): Promise<PushRevisionResult> {
+    const { store, pipeline, clock, log } = this.#deps;
+    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now() });
+    if (result.outcome === 'created') {
+      log.info('push: revision created', { deployment_id: deploymentId, revision_id: result.revision.id, commit: commitSha, via });
+      await pipeline.advance(deploymentId);
+    }
+    return result;
+  }
+}

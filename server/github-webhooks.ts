@@ -1,0 +1,65 @@
+import type Database from 'better-sqlite3';
+import type { Config } from './config.ts';
+import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
+import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
+import { WebhookIntake } from './domain/webhooks/intake.ts';
+import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
+import { PushBuilds } from './domain/webhooks/push-builds.ts';
+import { Reconciler } from './domain/webhooks/reconciler.ts';
+import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
+import type { RouteContext } from './http/env.ts';
+import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
+import type { Services } from './services.ts';
+import { SqliteWebhookStore } from './store/webhooks.ts';
+
+/**
+ * The GitHub push feature, wired from the control plane's services: the signature-checked
+ * endpoint and delivery log, the worker that turns stored deliveries into revisions, and the
+ * reconciler that catches pushes no webhook reported.
+ */
+export function createGithubWebhooks(deps: {
+  services: Services;
+  db: Database.Database;
+  config: Pick<Config, 'GITHUB_WEBHOOK_SECRET' | 'GITHUB_WEBHOOK_SECRET_PREVIOUS' | 'RECONCILE_INTERVAL_MS' | 'WEBHOOK_PROCESS_DELAY_MS'>;
+  readHead?: BranchHeadReader;
+}) {
+  const { services, config } = deps;
+  const { store, clock, log, pipeline } = services;
+  const webhookStore = new SqliteWebhookStore(deps.db);
+  const builds = new PushBuilds({ store, pipeline, clock, log });
+  const worker = new DeliveryWorker({
+    webhookStore,
+    processor: new DeliveryProcessor({ store, builds, clock }),
+    clock,
+    log,
+    delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
+  });
+  const intake = new WebhookIntake({
+    secret: config.GITHUB_WEBHOOK_SECRET,
+    previousSecrets: (config.GITHUB_WEBHOOK_SECRET_PREVIOUS ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+    store: webhookStore,
+    clock,
+    log,
+    onStored: () => worker.kick(),
+  });
+  const reconciler = new Reconciler({
+    store,
+    webhookStore,
+    builds,
+    readHead: deps.readHead ?? lsRemoteBranchHead(),
+    clock,
+    log,
+    intervalMs: config.RECONCILE_INTERVAL_MS,
+  });
+  const deliveryLog = new DeliveryLog(webhookStore);
+  return {
+    worker,
+    reconciler,
+    routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog }),
+    /** Only the delivery endpoint itself skips the API key; the delivery log needs one. */
+    isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/`,
+  };
+}

@@ -1,0 +1,223 @@
+import type Database from 'better-sqlite3';
+import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
+
+type Row = Record<string, unknown>;
+
+export type DeliveryStatus = 'pending' | 'processed' | 'failed';
+/** Delivery-wide outcome as stored; the log narrows it to one workspace's view. */
+export type StoredOutcome = 'pending' | 'push' | 'applied' | 'ignored' | 'failed';
+
+export type NewDelivery = {
+  delivery_id: string;
+  event: string;
+  action: string | null;
+  installation_id: number | null;
+  repository: string | null;
+  ref: string | null;
+  after_sha: string | null;
+  /** The verified body, kept until the delivery is processed. */
+  payload: string;
+  received_at: string;
+  /** A delivery that needs no processing (ping) is stored already done. */
+  done?: { outcome: StoredOutcome; reason: string | null };
+};
+
+export type PendingDelivery = { delivery_id: string; event: string; payload: string; attempts: number; received_at: string };
+
+export type DeliveryResultLine = {
+  tenant_id: string;
+  deployment_id: string | null;
+  deployment_name: string | null;
+  integration_id: string | null;
+  result: WebhookDeliveryResultKind;
+  revision_id: string | null;
+  reason: string | null;
+};
+
+export type StoredDelivery = {
+  delivery_id: string;
+  event: string;
+  action: string | null;
+  installation_id: number | null;
+  repository: string | null;
+  ref: string | null;
+  after_sha: string | null;
+  status: DeliveryStatus;
+  outcome: StoredOutcome;
+  reason: string | null;
+  received_at: string;
+  processed_at: string | null;
+  results: DeliveryResultLine[];
+};
+
+/** Storage of GitHub webhook deliveries and of the reconciler's branch heads. */
+export interface WebhookStore {
+  /**
+   * Stores a delivery (pending unless `done`) and makes it visible to the workspaces linked to its
+   * installation, in one transaction. False when a delivery with that id was already stored.
+   */
+  insertDelivery(delivery: NewDelivery): Promise<boolean>;
+  /** Pending deliveries received at or before `dueBy`, oldest first. */
+  listPending(dueBy: string, limit: number): Promise<PendingDelivery[]>;
+  /** When the oldest pending delivery was received; null when none is pending. */
+  oldestPendingReceivedAt(): Promise<string | null>;
+  /** Records what a delivery did, makes it visible to the workspaces it touched, and drops its body. */
+  completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void>;
+  /** Counts a failed attempt; with `giveUp` the delivery is marked failed and not retried. */
+  recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void>;
+  /** A workspace's view: deliveries visible to it, newest first, with only its own result lines. */
+  listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }>;
+  /** Removes processed deliveries received before `before`; pending ones are always kept. */
+  pruneDeliveries(before: string): Promise<number>;
+
+  getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string } | null>;
+  setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void>;
+}
+
+/** The SQLite implementation, on the control plane's database handle. */
+export class SqliteWebhookStore implements WebhookStore {
+  readonly #db: Database.Database;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  async insertDelivery(d: NewDelivery): Promise<boolean> {
+    const db = this.#db;
+    return db.transaction((): boolean => {
+      const inserted = db
+        .prepare(
+          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, payload, status, summary, received_at, processed_at)
+           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @payload, @status, @summary, @received_at, @processed_at)
+           ON CONFLICT (delivery_id) DO NOTHING`,
+        )
+        .run({
+          ...d,
+          payload: d.done ? null : d.payload,
+          status: d.done ? 'processed' : 'pending',
+          summary: d.done ? JSON.stringify({ outcome: d.done.outcome, reason: d.done.reason }) : null,
+          processed_at: d.done ? d.received_at : null,
+        });
+      if (inserted.changes === 0) return false;
+      if (d.installation_id !== null) {
+        db.prepare(
+          `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
+           SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
+        ).run(d.delivery_id, d.installation_id);
+      }
+      return true;
+    })();
+  }
+
+  async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
+    return this.#db
+      .prepare(
+        `SELECT delivery_id, event, payload, attempts, received_at FROM webhook_deliveries
+         WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
+      )
+      .all(dueBy, limit) as PendingDelivery[];
+  }
+
+  async oldestPendingReceivedAt(): Promise<string | null> {
+    const row = this.#db.prepare("SELECT min(received_at) AS at FROM webhook_deliveries WHERE status = 'pending'").get() as { at: string | null };
+    return row.at;
+  }
+
+  async completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void> {
+    const db = this.#db;
+    db.transaction(() => {
+      const insertResult = db.prepare(
+        `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
+         VALUES (@delivery_id, @tenant_id, @deployment_id, @deployment_name, @integration_id, @result, @revision_id, @reason)`,
+      );
+      const insertTenant = db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)');
+      // A delivery processed again after a crash replaces what the interrupted attempt wrote.
+      db.prepare('DELETE FROM webhook_delivery_results WHERE delivery_id = ?').run(deliveryId);
+      for (const line of done.results) {
+        insertResult.run({ delivery_id: deliveryId, ...line });
+        insertTenant.run(deliveryId, line.tenant_id);
+      }
+      db.prepare(
+        `UPDATE webhook_deliveries SET status = 'processed', summary = ?, processed_at = ?, payload = NULL, attempts = attempts + 1
+         WHERE delivery_id = ?`,
+      ).run(JSON.stringify({ outcome: done.outcome, reason: done.reason }), done.now, deliveryId);
+    })();
+  }
+
+  async recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void> {
+    this.#db
+      .prepare(
+        `UPDATE webhook_deliveries SET attempts = attempts + 1,
+           status = CASE WHEN @give_up = 1 THEN 'failed' ELSE status END,
+           summary = CASE WHEN @give_up = 1 THEN @summary ELSE summary END,
+           processed_at = CASE WHEN @give_up = 1 THEN @now ELSE processed_at END
+         WHERE delivery_id = @delivery_id`,
+      )
+      .run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
+  }
+
+  async listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }> {
+    const db = this.#db;
+    const rows = db
+      .prepare(
+        `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
+         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@delivery_id IS NULL OR d.delivery_id = @delivery_id)
+         ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
+      )
+      .all({ tenant_id: tenantId, event: query.event ?? null, delivery_id: query.delivery_id ?? null, limit: query.limit, offset: query.offset }) as Row[];
+    const resultsOf = db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq');
+    const resources = rows.map((row): StoredDelivery => {
+      const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
+      return {
+        delivery_id: row.delivery_id as string,
+        event: row.event as string,
+        action: (row.action as string | null) ?? null,
+        installation_id: (row.installation_id as number | null) ?? null,
+        repository: (row.repository as string | null) ?? null,
+        ref: (row.ref as string | null) ?? null,
+        after_sha: (row.after_sha as string | null) ?? null,
+        status: row.status as DeliveryStatus,
+        outcome: summary?.outcome ?? 'pending',
+        reason: summary?.reason ?? null,
+        received_at: row.received_at as string,
+        processed_at: (row.processed_at as string | null) ?? null,
+        results: (resultsOf.all(row.delivery_id, tenantId) as Row[]).map((line) => ({
+          tenant_id: line.tenant_id as string,
+          deployment_id: (line.deployment_id as string | null) ?? null,
+          deployment_name: (line.deployment_name as string | null) ?? null,
+          integration_id: (line.integration_id as string | null) ?? null,
+          result: line.result as WebhookDeliveryResultKind,
+          revision_id: (line.revision_id as string | null) ?? null,
+          reason: (line.reason as string | null) ?? null,
+        })),
+      };
+    });
+    return { resources, offset: query.offset + rows.length };
+  }
+
+  async pruneDeliveries(before: string): Promise<number> {
+    const db = this.#db;
+    return db.transaction((): number => {
+      const old = "SELECT delivery_id FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'";
+      db.prepare(`DELETE FROM webhook_delivery_results WHERE delivery_id IN (${old})`).run(before);
+      db.prepare(`DELETE FROM webhook_delivery_tenants WHERE delivery_id IN (${old})`).run(before);
+      return db.prepare("DELETE FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'").run(before).changes;
+    })();
+  }
+
+  async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string } | null> {
+    const row = this.#db.prepare('SELECT repo_ref, sha FROM reconcile_heads WHERE deployment_id = ?').get(deploymentId) as
+      | { repo_ref: string; sha: string }
+      | undefined;
+    return row ?? null;
+  }
+
+  async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
+    this.#db
+      .prepare(
+        `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`,
+      )
+      .run(deploymentId, repoRef, sha, now);
+  }
+}

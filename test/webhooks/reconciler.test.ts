@@ -1,0 +1,63 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { apiClient, eventually } from '../helpers/api.ts';
+import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
+import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { revisionsOf } from './github.ts';
+import { pushDeployment } from './shared-setup.ts';
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
+}
+
+/** A bare repository (the "remote") and a clone that pushes to it over file://. */
+function localRemote() {
+  const root = mkdtempSync(join(tmpdir(), 'cp-git-'));
+  const bare = join(root, 'remote.git');
+  const work = join(root, 'work');
+  git(root, 'init', '--bare', '--initial-branch=main', bare);
+  git(root, 'clone', `file://${bare}`, work);
+  const commit = (message: string) => {
+    writeFileSync(join(work, 'agent.py'), `# ${message}\n`);
+    git(work, 'add', 'agent.py');
+    git(work, 'commit', '-m', message);
+    git(work, 'push', 'origin', 'HEAD:refs/heads/main');
+    return git(work, 'rev-parse', 'HEAD');
+  };
+  return { url: `file://${bare}`, commit };
+}
+
+describe('the reconciler', () => {
+  let server: ServerProcess | undefined;
+  afterAll(async () => {
+    await server?.kill('SIGKILL');
+  });
+
+  it('builds a commit pushed to a local bare repository with no webhook sent', async () => {
+    const remote = localRemote();
+    const first = remote.commit('First version');
+    server = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '200', SANDBOX_STAGE_MS: '50' });
+    const api = apiClient(server.url, server.apiKey);
+    const fx = await workspaceFixtures(api);
+    const dep = await pushDeployment(api, fx.integrationId, remote.url);
+
+    // The create revision built `main` as it was; the reconciler's first look records that head.
+    await eventually(async () => (server!.output().includes(`"deployment_id":"${dep.id}","branch":"main","head":"${first}"`) ? true : undefined));
+    const second = remote.commit('Second version, pushed with no webhook configured');
+
+    const revision = await eventually(async () => (await revisionsOf(api, dep.id)).find((r) => r.trigger === 'push'));
+    expect(revision.source_revision_config.repo_commit_sha).toBe(second);
+    expect((await revisionReaches(api, dep.id, revision.id, ['DEPLOYED'])).status).toBe('DEPLOYED');
+
+    // Several more passes (200 ms apart) see the head already built and add nothing; no revision was
+    // ever made for the first commit.
+    await new Promise((r) => setTimeout(r, 800));
+    const pushes = (await revisionsOf(api, dep.id)).filter((r) => r.trigger === 'push');
+    expect(pushes.map((r) => r.source_revision_config.repo_commit_sha)).toEqual([second]);
+    const log = await api.get('/v1/webhooks/github/deliveries');
+    expect(log.body.resources).toEqual([]);
+  });
+});
