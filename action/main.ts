@@ -34,6 +34,7 @@ export type ActionDeps = {
 
 /** How long the interrupt request after a cancel may take: the runner kills the process ~10 s after SIGINT. */
 const INTERRUPT_BUDGET_MS = 4000;
+const FORCED_EXIT_MS = 7000;
 
 function defaultDeps(): ActionDeps {
   return { core: actionsCore as unknown as ActionCore, env: process.env, signals: process };
@@ -77,6 +78,8 @@ async function runAction(deps: ActionDeps): Promise<void> {
     cancelledBy = signal;
     core.info(`Received ${signal}: stopping the wait${inputs.cancelOnAbort ? ' and interrupting the revision' : ''}.`);
     controller.abort(new Error(`cancelled by ${signal}`));
+    // A safety net: the runner sends SIGKILL about 10 s after its SIGINT; leave before that even if a request hangs.
+    setTimeout(() => process.exit(1), FORCED_EXIT_MS).unref();
   };
   deps.signals.once('SIGINT', onSignal('SIGINT'));
   deps.signals.once('SIGTERM', onSignal('SIGTERM'));

@@ -50181,7 +50181,8 @@ async function waitForRevision(client, deploymentId, revisionId, options) {
   const now = options.now ?? Date.now;
   const { signal } = options;
   const remaining = () => options.deadline - now();
-  const pause = (ms) => abortableSleep(Math.max(0, Math.min(ms, remaining())), signal);
+  const sleep = options.sleep ?? abortableSleep;
+  const pause = (ms) => sleep(Math.max(0, Math.min(ms, remaining())), signal);
   let etag = null;
   const seen = { current: null };
   const see = (revision) => {
@@ -54626,6 +54627,7 @@ function renderSummary(summary2, result, label) {
 
 // action/main.ts
 var INTERRUPT_BUDGET_MS = 4e3;
+var FORCED_EXIT_MS = 7e3;
 function defaultDeps() {
   return { core: core_exports, env: process.env, signals: process };
 }
@@ -54657,6 +54659,7 @@ async function runAction(deps) {
     cancelledBy = signal;
     core.info(`Received ${signal}: stopping the wait${inputs.cancelOnAbort ? " and interrupting the revision" : ""}.`);
     controller.abort(new Error(`cancelled by ${signal}`));
+    setTimeout(() => process.exit(1), FORCED_EXIT_MS).unref();
   };
   deps.signals.once("SIGINT", onSignal("SIGINT"));
   deps.signals.once("SIGTERM", onSignal("SIGTERM"));

@@ -12,8 +12,9 @@ export type WaitOptions = {
   signal?: AbortSignal | undefined;
   onStatus?: (transition: Transition, revision: Revision) => void;
   onInfo?: (message: string) => void;
-  /** Injected clock, for tests. */
+  /** Injected clock and sleep, for tests. */
   now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 };
 
 export type WaitResult = { revision: Revision; timedOut: boolean };
@@ -31,7 +32,8 @@ export async function waitForRevision(client: ApiClient, deploymentId: string, r
   const now = options.now ?? Date.now;
   const { signal } = options;
   const remaining = () => options.deadline - now();
-  const pause = (ms: number) => abortableSleep(Math.max(0, Math.min(ms, remaining())), signal);
+  const sleep = options.sleep ?? abortableSleep;
+  const pause = (ms: number) => sleep(Math.max(0, Math.min(ms, remaining())), signal);
 
   let etag: string | null = null;
   // A holder rather than a `let`: TypeScript does not follow assignments made inside `see`.

@@ -99,6 +99,19 @@ describe('the bundled Action against a real server', () => {
     }
   });
 
+  it('falls back to polling every poll-interval when something on the way does not hold requests', async () => {
+    const proxy = await startFlakyProxy(server.url, 0, { stripPrefer: true });
+    try {
+      const run = await runAction({ ...base(), 'api-url': proxy.url, name: uniqueName('nohold'), 'image-uri': 'registry.example.com/acme/agent:1', 'poll-interval': '100ms' });
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(run.outputs.status).toBe('DEPLOYED');
+      const conditional = proxy.requests.filter((r) => r.startsWith('GET /v2/deployments/') && r.includes('/revisions/'));
+      expect(conditional.length).toBeGreaterThan(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('rejects conflicting or missing inputs before any request, naming the input', async () => {
     const proxy = await startFlakyProxy(server.url, 0);
     try {

@@ -90,9 +90,10 @@ export type Proxy = { url: string; requests: string[]; close(): Promise<void> };
 
 /**
  * A loopback proxy in front of the real server that answers 503 to the first `failFirst`
- * requests, then forwards everything (streaming, so held long-poll requests stay held).
+ * requests, then forwards everything (streaming, so held long-poll requests stay held, unless
+ * `stripPrefer` drops the header that asks for the hold).
  */
-export async function startFlakyProxy(target: string, failFirst: number): Promise<Proxy> {
+export async function startFlakyProxy(target: string, failFirst: number, options: { stripPrefer?: boolean } = {}): Promise<Proxy> {
   const requests: string[] = [];
   const upstream = new URL(target);
   const server: Server = createServer((req, res) => {
@@ -102,8 +103,11 @@ export async function startFlakyProxy(target: string, failFirst: number): Promis
       res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: 'Service temporarily unavailable (test proxy)' }));
       return;
     }
+    // Without `Prefer`, the server answers a conditional GET at once: a proxy that breaks long-polls.
+    const headers = { ...req.headers };
+    if (options.stripPrefer) delete headers.prefer;
     const forward = httpRequest(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
       (answer: IncomingMessage) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
