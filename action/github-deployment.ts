@@ -19,7 +19,7 @@ export class GithubDeploymentReporter {
   constructor(settings: GithubDeploymentSettings, warn: (message: string) => void) {
     this.#settings = settings;
     this.#warn = warn;
-    this.#octokit = getOctokit(settings.token, { baseUrl: settings.apiUrl, request: { retries: 0 } });
+    this.#octokit = getOctokit(settings.token, { baseUrl: settings.apiUrl });
   }
 
   /** Creates the GitHub deployment and marks it in progress. */

@@ -50101,7 +50101,7 @@ async function applyDeployment(client, options, signal, info2 = () => {
     return { deployment: deployment2, action: "created", revisionId: deployment2.latest_revision_id };
   }
   if (options.source && options.source !== existing.source) {
-    throw new InputError(`Input source is ${options.source}, but deployment ${existing.name} has source ${existing.source}; a deployment's source cannot change.`);
+    throw new InputError(`Deployment ${existing.name} has source ${existing.source}, which cannot change, but the inputs (source, or the source-specific inputs given) are for ${options.source}.`);
   }
   for (const [field, input2] of NOT_FOR[existing.source]) {
     if (options[field] !== void 0) throw new InputError(`Input ${input2} does not apply to deployment ${existing.name}, whose source is ${existing.source}.`);
@@ -54501,7 +54501,7 @@ var GithubDeploymentReporter = class {
   constructor(settings, warn) {
     this.#settings = settings;
     this.#warn = warn;
-    this.#octokit = getOctokit(settings.token, { baseUrl: settings.apiUrl, request: { retries: 0 } });
+    this.#octokit = getOctokit(settings.token, { baseUrl: settings.apiUrl });
   }
   /** Creates the GitHub deployment and marks it in progress. */
   async start(description) {

@@ -43,7 +43,7 @@ export async function applyDeployment(client: ApiClient, options: DeployOptions,
   }
 
   if (options.source && options.source !== existing.source) {
-    throw new InputError(`Input source is ${options.source}, but deployment ${existing.name} has source ${existing.source}; a deployment's source cannot change.`);
+    throw new InputError(`Deployment ${existing.name} has source ${existing.source}, which cannot change, but the inputs (source, or the source-specific inputs given) are for ${options.source}.`);
   }
   for (const [field, input] of NOT_FOR[existing.source]) {
     if (options[field] !== undefined) throw new InputError(`Input ${input} does not apply to deployment ${existing.name}, whose source is ${existing.source}.`);
