@@ -49668,13 +49668,7 @@ var TERMINAL_REVISION_STATUSES = /* @__PURE__ */ new Set([
   "SKIPPED",
   "INTERRUPTED"
 ]);
-var FAILED_REVISION_STATUSES = /* @__PURE__ */ new Set([
-  "CREATE_FAILED",
-  "BUILD_FAILED",
-  "DEPLOY_FAILED",
-  "SKIPPED",
-  "INTERRUPTED"
-]);
+var FAILED_REVISION_STATUSES = new Set([...TERMINAL_REVISION_STATUSES].filter((status) => status !== "DEPLOYED"));
 function isTerminal(status) {
   return TERMINAL_REVISION_STATUSES.has(status);
 }
