@@ -123,6 +123,7 @@ export class Auth {
   }
 }
 
-function requireOrganizationScope(principal: Principal, what: string): void {
+/** Refuses a workspace-scoped key an action that affects the whole organization. */
+export function requireOrganizationScope(principal: Principal, what: string): void {
   if (!principal.organizationScoped) throw new Forbidden(`Only an organization-scoped API key may ${what}.`);
 }

@@ -35,6 +35,14 @@ export class ValidationFailed extends DomainError {
     this.issues = issues;
   }
 }
+/** The body is larger than the route accepts (413). */
+export class PayloadTooLarge extends DomainError {
+  override readonly name = 'PayloadTooLarge';
+}
+/** The body is not of a media type the route accepts (415). */
+export class UnsupportedMediaType extends DomainError {
+  override readonly name = 'UnsupportedMediaType';
+}
 /** A service this route depends on is not configured or not available. */
 export class Unavailable extends DomainError {
   override readonly name = 'Unavailable';

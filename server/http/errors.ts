@@ -1,8 +1,18 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { BadRequest, Conflict, DomainError, Forbidden, NotFound, Unauthorized, Unavailable, ValidationFailed } from '../domain/errors.ts';
+import {
+  BadRequest,
+  Conflict,
+  DomainError,
+  Forbidden,
+  NotFound,
+  PayloadTooLarge,
+  Unauthorized,
+  Unavailable,
+  UnsupportedMediaType,
+  ValidationFailed,
+} from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
-import { PayloadTooLarge, UnsupportedMediaType } from './validation.ts';
 
 /** The one place that turns an error into the contract's status code and body. */
 export function errorResponse(error: unknown, c: Context, log: Logger): Response {

@@ -1,17 +1,13 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
-import { DomainError, ValidationFailed } from '../domain/errors.ts';
+import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
+import { readLimited } from '../lib/read-limited.ts';
+
+export { readLimited };
 
 type Where = 'body' | 'query' | 'path' | 'header';
 
-/** Statuses the request's framing (not its content) earns; mapped to 413 / 415 by `app.ts`. */
-export class PayloadTooLarge extends DomainError {
-  override readonly name = 'PayloadTooLarge';
-}
-export class UnsupportedMediaType extends DomainError {
-  override readonly name = 'UnsupportedMediaType';
-}
 
 export const API_BODY_LIMIT = 1024 * 1024;
 /** JSON nested deeper than this is refused: no legitimate body needs it, and deep values cost stack later. */
@@ -132,31 +128,6 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit
   return validate(schema, value, 'body');
 }
 
-/** Reads at most `limit` bytes of the request, refusing more even when no length was declared. */
-export async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
-  if (!request.body) return new Uint8Array();
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
-}
-
 /** Iterative, so a hostile body cannot exhaust the stack here. */
 function depthExceeds(root: unknown, max: number): boolean {
   const stack: Array<[unknown, number]> = [[root, 1]];
@@ -171,7 +142,7 @@ function depthExceeds(root: unknown, max: number): boolean {
   return false;
 }
 
-/** Validates the query string. Repeated keys keep their last value. */
+/** Validates the query string. A repeated key keeps its first value (Hono's `query()`). */
 export function readQuery<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
   return validate(schema, c.req.query(), 'query');
 }

@@ -1,5 +1,6 @@
 import { page, PageQuery } from '../../shared/schemas/common.ts';
 import { AuthenticateRequest, AuthenticateResponse, OAuthProvider, OAuthProviderCreate, OAuthProviderPatch, WaitQuery, WaitResponse } from '../../shared/schemas/oauth.ts';
+import { requireOrganizationScope } from '../domain/auth.ts';
 import type { OAuth } from '../domain/oauth/oauth.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
@@ -15,6 +16,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   const tag = 'oauth';
   const base = '/v2/auth/providers';
   route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 201, schema: OAuthProvider } }, async (c) => {
+    requireOrganizationScope(c.get('principal'), 'create OAuth providers');
     const body = await readJson(c, OAuthProviderCreate);
     return c.json(await providers.create(c.get('principal').organizationId, body), 201);
   });
@@ -26,11 +28,13 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
     c.json(await providers.get(c.get('principal').organizationId, pathId(c, 'id'))),
   );
   route(ctx, { method: 'patch', path: `${base}/:id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
+    requireOrganizationScope(c.get('principal'), 'change OAuth providers');
     const id = pathId(c, 'id');
     const body = await readJson(c, OAuthProviderPatch);
     return c.json(await providers.patch(c.get('principal').organizationId, id, body));
   });
   route(ctx, { method: 'delete', path: `${base}/:id`, summary: 'Delete an OAuth provider with its tokens', tag, response: { status: 204, schema: null } }, async (c) => {
+    requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
     await providers.delete(c.get('principal').organizationId, pathId(c, 'id'));
     return c.body(null, 204);
   });

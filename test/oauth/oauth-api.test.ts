@@ -120,6 +120,30 @@ describe('providers', () => {
     expect((await ctx.api.get(`/v2/auth/providers/${created.id}`)).status).toBe(404);
     expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { name: 'x' })).status).toBe(404);
   });
+
+  it('the stored client secret is never sent to a new token_url, auth_url or client_id unless it is given again', async () => {
+    const created = (await ctx.api.post('/v2/auth/providers', providerBody())).body;
+    for (const change of [{ token_url: 'https://attacker.example/token' }, { auth_url: 'https://attacker.example/authorize' }, { client_id: 'other-client' }]) {
+      const refused = await ctx.api.patch(`/v2/auth/providers/${created.id}`, change);
+      expect(refused.status, JSON.stringify(change)).toBe(400);
+      expect(refused.body.detail).toMatch(/client_secret/);
+    }
+    expect((await ctx.api.get(`/v2/auth/providers/${created.id}`)).body.token_url).toBe('https://idp.example.com/oauth/token');
+    const allowed = await ctx.api.patch(`/v2/auth/providers/${created.id}`, { token_url: 'https://idp2.example.com/token', client_secret: 'new-secret' });
+    expect(allowed.status).toBe(200);
+    expect(allowed.body.token_url).toBe('https://idp2.example.com/token');
+  });
+
+  it('a workspace-scoped key may read providers but not create, change or delete them (403)', async () => {
+    const created = (await ctx.api.post('/v2/auth/providers', providerBody())).body;
+    const key = await ctx.api.post('/v1/api-keys', { workspace_id: ctx.workspaceId, description: 'workspace key' });
+    const workspaceKey = ctx.client(key.body.key);
+    expect((await workspaceKey.get(`/v2/auth/providers/${created.id}`)).status).toBe(200);
+    expect((await workspaceKey.post('/v2/auth/providers', providerBody())).status).toBe(403);
+    expect((await workspaceKey.patch(`/v2/auth/providers/${created.id}`, { token_url: 'https://evil.example/t', client_secret: 'x' })).status).toBe(403);
+    expect((await workspaceKey.delete(`/v2/auth/providers/${created.id}`)).status).toBe(403);
+    expect((await ctx.api.get(`/v2/auth/providers/${created.id}`)).body.token_url).toBe('https://idp.example.com/oauth/token');
+  });
 });
 
 describe('authenticate', () => {

@@ -53,6 +53,14 @@ export class OAuthProviders {
     if (body.provider_id != null && body.provider_id !== current.provider_id) {
       throw new BadRequest('provider_id cannot be changed; create a new provider instead.');
     }
+    // The stored secret was given for one client at one token endpoint: never send it elsewhere.
+    const redirectsSecret =
+      (body.token_url != null && body.token_url !== current.token_url) ||
+      (body.auth_url != null && body.auth_url !== current.auth_url) ||
+      (body.client_id != null && body.client_id !== current.client_id);
+    if (redirectsSecret && body.client_secret == null) {
+      throw new BadRequest('Changing token_url, auth_url or client_id requires client_secret to be sent again.');
+    }
     const next: ProviderRecord = {
       ...current,
       name: body.name ?? current.name,

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { TokenEndpointAuthMethod } from '../../../shared/schemas/oauth.ts';
+import { readLimited } from '../../lib/read-limited.ts';
+import { PayloadTooLarge } from '../errors.ts';
 
 /** What a token request needs to know about the provider; the secret is already decrypted. */
 export type TokenClient = {
@@ -107,10 +109,14 @@ export async function requestToken(client: TokenClient, params: Record<string, s
   };
 }
 
+/** Reads at most MAX_RESPONSE_BYTES: a hostile token endpoint must not fill our memory. */
 async function readText(response: Response): Promise<string> {
-  const buffer = await response.arrayBuffer();
-  if (buffer.byteLength > MAX_RESPONSE_BYTES) throw new Error('The token endpoint answered with a body that is too large');
-  return new TextDecoder().decode(buffer);
+  try {
+    return new TextDecoder().decode(await readLimited(response, MAX_RESPONSE_BYTES));
+  } catch (error) {
+    if (error instanceof PayloadTooLarge) throw new Error('The token endpoint answered with a body that is too large');
+    throw error;
+  }
 }
 
 function parseBody(text: string, contentType: string): unknown {

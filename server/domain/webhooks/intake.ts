@@ -2,8 +2,7 @@ import { Webhooks, type EmitterWebhookEvent } from '@octokit/webhooks';
 import type { Logger } from '../../logger.ts';
 import type { NewDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
-import { DomainError, Unauthorized, Unavailable } from '../errors.ts';
-import { UnsupportedMediaType } from '../../http/validation.ts';
+import { DomainError, Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
 
 export type IncomingDelivery = {
   /** `X-GitHub-Delivery` */
