@@ -19,6 +19,11 @@ export const Config = z.object({
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   /** `FULL` keeps every acknowledged write across a power loss; `NORMAL` only across a process crash. */
   SQLITE_SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
+  /** Accept `file:///…` repository URLs (local repositories: tests and experiments on one machine). */
+  ALLOW_FILE_REPO_URLS: z
+    .enum(['true', 'false', '1', '0'])
+    .default('false')
+    .transform((value) => value === 'true' || value === '1'),
   /** Domain under which `github` deployments get their automatic `custom_url`. */
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */

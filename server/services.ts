@@ -17,7 +17,7 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS'>;
   /** Replaces the built-in sandbox (tests, or a future remote data plane). */
   sandbox?: DataPlane;
 };
@@ -43,7 +43,7 @@ export function createServices(deps: ServiceDeps) {
     watch,
     pipeline,
     auth: new Auth({ store, clock }),
-    deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN }),
+    deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN, allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS }),
     revisions: new Revisions({ store, watch }),
     listeners: new Listeners({ store, clock }),
     integrations: new Integrations({ store, clock }),

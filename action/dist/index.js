@@ -49458,8 +49458,8 @@ var SecretList = external_exports.array(Secret).superRefine((secrets, ctx) => {
 var Source = external_exports.enum(["github", "external_docker"]);
 var DeploymentType = external_exports.enum(["dev_free", "dev", "prod"]);
 var DeploymentStatus = external_exports.enum(["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"]);
-var RepoUrl = external_exports.string().max(2048).regex(/^(https?:\/\/[^\s/]+\/\S+|ssh:\/\/\S+|git@[^\s:]+:\S+|file:\/\/\/\S+)$/, {
-  message: "repo_url must be a git URL: https://host/owner/repo, git@host:owner/repo or file:///path"
+var RepoUrl = external_exports.string().max(2048).regex(/^(https:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
+  message: "repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path"
 });
 var RepoRef = external_exports.string().min(1).max(255).refine((ref) => !/[\s~^:?*[\\]|\.\.|^[-/]|\/$|\.lock$|@\{/.test(ref), {
   message: "repo_ref must be a branch name or refs/tags/<tag>"

@@ -11,10 +11,10 @@ import {
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
 import type { DeploymentChange, DeploymentRecord, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
-import { BadRequest, NotFound } from './errors.ts';
+import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
 import type { Pipeline } from './pipeline.ts';
 
-export type DeploymentsDeps = { store: Store; clock: Clock; pipeline: Pipeline; deploymentDomain: string };
+export type DeploymentsDeps = { store: Store; clock: Clock; pipeline: Pipeline; deploymentDomain: string; allowFileRepoUrls: boolean };
 
 /** Fields a source takes in `source_config` (the seed's "Applies to" column). */
 const SOURCE_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<keyof SourceConfig>> = {
@@ -49,6 +49,12 @@ export class Deployments {
     let sourceConfig: SourceConfig;
     let revisionConfig: SourceRevisionConfig;
     if (body.source === 'github') {
+      if (body.source_config.repo_url.startsWith('file://') && !this.#deps.allowFileRepoUrls) {
+        // Reading local paths on the server's machine is for tests and experiments only.
+        throw new ValidationFailed([
+          { loc: ['body', 'source_config', 'repo_url'], msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)', type: 'value_error' },
+        ]);
+      }
       const integration = await store.getIntegration(tenantId, body.source_config.integration_id);
       if (!integration) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
       sourceConfig = {

@@ -16,7 +16,15 @@ export function lsRemoteBranchHead(timeoutMs = 20_000): BranchHeadReader {
         {
           timeout: timeoutMs,
           maxBuffer: 1024 * 1024,
-          env: { ...process.env, GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'echo', SSH_ASKPASS: 'echo', GIT_SSH_COMMAND: 'ssh -o BatchMode=yes' },
+          // Only what git needs: the server's own secrets (ENCRYPTION_KEY, webhook secrets) stay out of the child.
+          env: {
+            PATH: process.env.PATH ?? '/usr/bin:/bin',
+            HOME: process.env.HOME ?? '/nonexistent',
+            GIT_TERMINAL_PROMPT: '0',
+            GIT_ASKPASS: 'echo',
+            SSH_ASKPASS: 'echo',
+            GIT_SSH_COMMAND: 'ssh -o BatchMode=yes',
+          },
         },
         (error, stdout, stderr) => {
           if (error) {

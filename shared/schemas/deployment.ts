@@ -12,12 +12,16 @@ export type DeploymentType = z.infer<typeof DeploymentType>;
 export const DeploymentStatus = z.enum(['AWAITING_DATABASE', 'READY', 'UNUSED', 'AWAITING_DELETE', 'UNKNOWN']);
 export type DeploymentStatus = z.infer<typeof DeploymentStatus>;
 
-/** https://host/owner/repo(.git), ssh://…, git@host:owner/repo(.git), or file:// (a local repository). */
+/**
+ * https://host/owner/repo(.git), ssh://[git@]host/…, git@host:owner/repo(.git), or file:///path (a
+ * local repository; the server accepts it only with ALLOW_FILE_REPO_URLS). No credentials: a URL
+ * with a user and password or token would be stored, shown and logged as it is.
+ */
 export const RepoUrl = z
   .string()
   .max(2048)
-  .regex(/^(https?:\/\/[^\s/]+\/\S+|ssh:\/\/\S+|git@[^\s:]+:\S+|file:\/\/\/\S+)$/, {
-    message: 'repo_url must be a git URL: https://host/owner/repo, git@host:owner/repo or file:///path',
+  .regex(/^(https:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
+    message: 'repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path',
   });
 
 /** A branch name, or a tag as `refs/tags/<tag>`; checked against git's ref-name rules that matter here. */

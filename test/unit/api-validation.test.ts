@@ -84,6 +84,19 @@ describe('request validation', () => {
     await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'not a url' } }, ['body', 'source_config', 'repo_url']);
   });
 
+  it('repo_url: git URLs without credentials; file:// only when the server allows it', async () => {
+    const withUrl = (repo_url: string) => ({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url } });
+    for (const good of ['https://github.com/acme/agent.git', 'git@github.com:acme/agent.git', 'ssh://git@github.com/acme/agent']) {
+      expect((await t.api.post('/v2/deployments', withUrl(good))).status, good).toBe(201);
+    }
+    for (const bad of ['https://user:ghp_secret@github.com/acme/agent', 'https://ghp_token@github.com/acme/agent', 'http://169.254.169.254/latest', 'ssh://user:pw@host/repo', 'file:///etc']) {
+      const response = await t.api.post('/v2/deployments', withUrl(bad));
+      expect(response.status, bad).toBe(422);
+      expect(response.body.detail[0].loc).toEqual(['body', 'source_config', 'repo_url']);
+      expect(JSON.stringify(response.body)).not.toContain('ghp_');
+    }
+  });
+
   it('secrets: C identifiers, unique names; may be omitted', async () => {
     await expect422(githubBody(uniqueName(), fx.integrationId, { secrets: [{ name: '1BAD', value: 'x' }] }), ['body', 'secrets', 0, 'name']);
     await expect422(githubBody(uniqueName(), fx.integrationId, { secrets: [{ name: 'A', value: 'x' }, { name: 'A', value: 'y' }] }), ['body', 'secrets', 1, 'name'], 'value_error');
