@@ -617,10 +617,26 @@ export class SqliteStore implements Store {
   // ------------------------------------------------------------ GitHub integrations
 
   async createIntegration(input: IntegrationRecord): Promise<void> {
+    const { db } = this;
     try {
-      this.db
-        .prepare('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)')
-        .run(input.id, input.tenant_id, input.installation_id, input.name, input.created_at);
+      db.transaction(() => {
+        // An installation belongs to one GitHub account, so to one organization here: the first to
+        // link it owns it, and no other organization can claim it (or read its deliveries).
+        const owner = db
+          .prepare(
+            `SELECT w.organization_id FROM github_integrations g JOIN workspaces w ON w.id = g.tenant_id
+             WHERE g.installation_id = ? AND w.organization_id <> (SELECT organization_id FROM workspaces WHERE id = ?) LIMIT 1`,
+          )
+          .get(input.installation_id, input.tenant_id);
+        if (owner) throw new Conflict(`Installation ${input.installation_id} is linked to another organization.`);
+        db.prepare('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)').run(
+          input.id,
+          input.tenant_id,
+          input.installation_id,
+          input.name,
+          input.created_at,
+        );
+      })();
     } catch (error) {
       if (isUniqueViolation(error)) throw new Conflict(`Installation ${input.installation_id} is already linked to this workspace.`);
       throw error;

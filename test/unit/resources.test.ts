@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
@@ -46,6 +47,31 @@ describe('listeners, integrations, workspaces, tracing projects', () => {
     expect(list.body).toContainEqual({ id: created.body.id, installation_id: installationId, name: 'acme' });
     expect((await t.api.delete(`/v1/integrations/github/${created.body.id}`)).status).toBe(204);
     expect((await t.api.delete(`/v1/integrations/github/${created.body.id}`)).status).toBe(404);
+  });
+
+  it('an installation linked in one organization cannot be claimed by another (409)', async () => {
+    // There is no API for organizations: add one and its key to the database directly.
+    const otherKey = `other-org-${crypto.randomUUID()}`;
+    const now = new Date().toISOString();
+    const orgId = crypto.randomUUID();
+    const workspaceId = crypto.randomUUID();
+    t.store.db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `other-${orgId}`, now);
+    t.store.db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
+    t.store.db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
+    const other = t.client(otherKey);
+
+    const installationId = 777_001;
+    expect((await t.api.post('/v1/integrations/github', { installation_id: installationId, name: 'acme' })).status).toBe(201);
+    const claim = await other.post('/v1/integrations/github', { installation_id: installationId, name: 'not-acme' });
+    expect(claim.status).toBe(409);
+    expect(claim.body.detail).toMatch(/another organization/);
+    expect((await other.get('/v1/integrations/github/install')).body).toEqual([]);
+    // Another workspace of the same organization may link it too.
+    const sibling = await t.api.post('/v1/workspaces', { name: `sibling-${uniqueName()}` });
+    const siblingLink = await t.api.post('/v1/integrations/github', { installation_id: installationId, name: 'acme' }, { 'x-tenant-id': sibling.body.id });
+    expect(siblingLink.status).toBe(201);
+    // And the other organization can link an installation of its own.
+    expect((await other.post('/v1/integrations/github', { installation_id: 777_002, name: 'theirs' })).status).toBe(201);
   });
 
   it('workspaces: create 201, duplicate name 409, listed; tracing projects by id and name', async () => {
