@@ -46,12 +46,13 @@ export async function startServer(config: Config, options: { log?: Logger; print
 
   let port = config.PORT;
   const controlPlane = createControlPlane({ store, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
+  // Resume before accepting requests, so no revision created meanwhile is handed out twice.
+  await controlPlane.start();
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: controlPlane.app.fetch, port: config.PORT, hostname: config.HOST }, () => resolve(s));
   });
   port = (server.address() as AddressInfo).port;
   log.info('listening', { host: config.HOST, port, database: databasePath, data_plane: 'sandbox (simulated: nothing is built or run)' });
-  await controlPlane.start();
 
   return {
     port,

@@ -172,11 +172,10 @@ export class Deployments {
   /** Marks the deployment `AWAITING_DELETE` and tears it down in the background. */
   async delete(tenantId: string, id: string, deleteTracingProject: boolean): Promise<void> {
     const { store, clock, pipeline } = this.#deps;
-    const before = await store.getDeployment(tenantId, id);
-    if (!before) throw new NotFound(`Deployment ID ${id} not found.`);
-    const marked = await store.markDeploymentDeleting(tenantId, id, deleteTracingProject, clock.now());
-    if (!marked) throw new NotFound(`Deployment ID ${id} not found.`);
-    if (before.status !== 'AWAITING_DELETE') pipeline.startTeardown(marked);
+    const result = await store.markDeploymentDeleting(tenantId, id, deleteTracingProject, clock.now());
+    if (!result) throw new NotFound(`Deployment ID ${id} not found.`);
+    // A repeated DELETE restarts a teardown that failed; one still running is left alone.
+    if (result.marked || !pipeline.isTearingDown(id)) pipeline.startTeardown(result.deployment);
   }
 }
 

@@ -26,6 +26,8 @@ export type PipelineDeps = {
 export class Pipeline {
   readonly #deps: PipelineDeps;
   readonly #control: StageControl;
+  /** Deployments whose teardown is running in this process. */
+  readonly #tearingDown = new Set<string>();
 
   constructor(deps: PipelineDeps) {
     this.#deps = deps;
@@ -110,6 +112,8 @@ export class Pipeline {
   /** Interrupts what is unfinished, tears the deployment down on its data plane, then removes it. */
   startTeardown(deployment: DeploymentRecord): void {
     const { store, log } = this.#deps;
+    if (this.#tearingDown.has(deployment.id)) return;
+    this.#tearingDown.add(deployment.id);
     const work = async () => {
       const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: UNFINISHED.slice() });
       for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
@@ -117,7 +121,13 @@ export class Pipeline {
       await store.removeDeployment(deployment.id);
       log.info('deployment removed', { deployment_id: deployment.id });
     };
-    work().catch((error: unknown) => log.error('teardown failed; it is retried at the next start', { deployment_id: deployment.id, error: String(error) }));
+    work()
+      .catch((error: unknown) => log.error('teardown failed; a repeated DELETE or the next start retries it', { deployment_id: deployment.id, error: String(error) }))
+      .finally(() => this.#tearingDown.delete(deployment.id));
+  }
+
+  isTearingDown(deploymentId: string): boolean {
+    return this.#tearingDown.has(deploymentId);
   }
 
   /** The deployment's data plane gets the started revision. */

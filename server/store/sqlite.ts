@@ -378,14 +378,17 @@ export class SqliteStore implements Store {
     return { deployment, revision: revisionId ? await this.getRevisionById(revisionId) : null };
   }
 
-  async markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<DeploymentRecord | null> {
-    const result = this.db
-      .prepare(
-        `UPDATE deployments SET status = 'AWAITING_DELETE', delete_tracing_project = max(delete_tracing_project, ?), updated_at = ?
-         WHERE id = ? AND tenant_id = ?`,
-      )
-      .run(deleteTracingProject ? 1 : 0, now, id, tenantId);
-    return result.changes === 1 ? this.getDeploymentById(id) : null;
+  async markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null> {
+    const { db } = this;
+    const marked = db.transaction((): boolean | null => {
+      const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
+      if (!row) return null;
+      db.prepare('UPDATE deployments SET delete_tracing_project = max(delete_tracing_project, ?) WHERE id = ?').run(deleteTracingProject ? 1 : 0, id);
+      // Only one DELETE moves it: concurrent ones see it marked and start no second teardown.
+      return db.prepare("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'").run(now, id).changes === 1;
+    })();
+    if (marked === null) return null;
+    return { deployment: (await this.getDeploymentById(id))!, marked };
   }
 
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
@@ -519,6 +522,9 @@ export class SqliteStore implements Store {
     const { db } = this;
     const outcome = db.transaction((): { startedId: string | null; skipped: string[] } => {
       if ((this.#stmt.inProgressCount.get(deploymentId) as { n: number }).n > 0) return { startedId: null, skipped: [] };
+      // A deployment being deleted starts nothing new; its teardown interrupts what is queued.
+      const deployment = this.#stmt.deploymentById.get(deploymentId) as Row | undefined;
+      if (!deployment || deployment.status === 'AWAITING_DELETE') return { startedId: null, skipped: [] };
       const queued = this.#stmt.queued.all(deploymentId) as Row[];
       const [newest, ...older] = queued;
       if (!newest) return { startedId: null, skipped: [] };

@@ -122,7 +122,8 @@ export interface Store {
     plan: (current: DeploymentRecord) => DeploymentChange,
     now: string,
   ): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }>;
-  markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<DeploymentRecord | null>;
+  /** Marks the deployment AWAITING_DELETE; `marked` is false when it already was (or null when it does not exist). */
+  markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null>;
   listDeletingDeployments(): Promise<DeploymentRecord[]>;
   /** Removes the deployment, its revisions and logs, and its tracing project when asked to. */
   removeDeployment(id: string): Promise<void>;

@@ -154,6 +154,18 @@ describe('the whole flow against a real server on a loopback port', () => {
     expect((await api.get(`/v1/tracing-projects?name=${name}`)).body.resources).toEqual([]);
   });
 
+  it('concurrent DELETEs start one teardown; the deployment is gone and its queued revisions never start', async () => {
+    const created = await api.post('/v2/deployments', githubBody(uniqueName('del'), fixtures.integrationId));
+    const id = created.body.id;
+    const queued = (await api.patch(`/v2/deployments/${id}`, { secrets: [{ name: 'Q', value: '1' }] })).body.latest_revision_id;
+    const answers = await Promise.all([1, 2, 3].map(() => api.delete(`/v2/deployments/${id}`)));
+    expect(answers.map((a) => a.status)).toEqual([204, 204, 204]);
+    await eventually(async () => ((await api.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined));
+    const teardowns = server.output().split('\n').filter((line) => line.includes('simulated teardown') && line.includes(id));
+    expect(teardowns).toHaveLength(1);
+    expect(queued).not.toBe(created.body.latest_revision_id);
+  });
+
   it('fails a stage on request and says why', async () => {
     const created = await api.post('/v2/deployments', githubBody(uniqueName('fail'), fixtures.integrationId, { secrets: [{ name: 'SANDBOX_FAIL_STAGE', value: 'build' }] }));
     const failed = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['BUILD_FAILED', 'DEPLOYED']);

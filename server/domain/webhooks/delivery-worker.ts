@@ -114,13 +114,17 @@ export class DeliveryWorker {
   #scheduleDue(): void {
     const { webhookStore, clock, delayMs } = this.#deps;
     if (delayMs === 0 || this.#stopped) return;
-    void webhookStore.oldestPendingReceivedAt().then((at) => {
-      if (!at || this.#stopped) return;
-      if (this.#dueTimer) clearTimeout(this.#dueTimer);
-      const wait = Math.max(0, Date.parse(at) + delayMs - Date.parse(clock.now())) + 5;
-      this.#dueTimer = setTimeout(() => this.kick(), wait);
-      this.#dueTimer.unref();
-    });
+    webhookStore
+      .oldestPendingReceivedAt()
+      .then((at) => {
+        if (!at || this.#stopped) return;
+        if (this.#dueTimer) clearTimeout(this.#dueTimer);
+        const wait = Math.max(0, Date.parse(at) + delayMs - Date.parse(clock.now())) + 5;
+        this.#dueTimer = setTimeout(() => this.kick(), wait);
+        this.#dueTimer.unref();
+      })
+      // A failed look-up (the database closing at shutdown) must not become an unhandled rejection.
+      .catch((error: unknown) => this.#deps.log.warn('webhooks: could not schedule delayed processing', { error: String(error) }));
   }
 
   async #prune(): Promise<void> {
