@@ -49243,7 +49243,7 @@ function date4(params) {
 }
 
 // shared/schemas/common.ts
-var Uuid = external_exports.uuid();
+var Uuid = external_exports.uuid().toLowerCase();
 var Timestamp = external_exports.iso.datetime();
 var ResourceName = external_exports.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/, {
   message: "Name must be 1-63 characters of a-z, 0-9 and -, start with a letter and not end with -"

@@ -33,7 +33,8 @@ export class Auth {
     this.#clock = deps.clock;
   }
 
-  async authenticate(key: string | undefined, tenantHeader: string | undefined): Promise<Principal> {
+  async authenticate(key: string | undefined, tenantHeaderRaw: string | undefined): Promise<Principal> {
+    const tenantHeader = tenantHeaderRaw?.trim().toLowerCase();
     if (!key) throw new Unauthorized('Missing API key: send it in the X-Api-Key header or as Authorization: Bearer <key>.');
     const hash = hashApiKey(key);
     let record = this.#keys.get(hash);

@@ -125,7 +125,26 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit
   if (depthExceeds(value, MAX_JSON_DEPTH)) {
     throw new ValidationFailed([{ loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' }]);
   }
+  const prototypeKey = findPrototypeKey(value);
+  if (prototypeKey) {
+    // Copying such a key into a new object sets its prototype instead of storing the entry (zod
+    // drops it for that reason): refuse it rather than lose it without a word.
+    throw new ValidationFailed([{ loc: ['body', ...prototypeKey], msg: 'The key __proto__ is not allowed', type: 'value_error' }]);
+  }
   return validate(schema, value, 'body');
+}
+
+/** The path to the first own `__proto__` key in a parsed JSON value, or null. Iterative. */
+function findPrototypeKey(root: unknown): Array<string | number> | null {
+  const stack: Array<[unknown, Array<string | number>]> = [[root, []]];
+  while (stack.length > 0) {
+    const [value, path] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return [...path, '__proto__'];
+    const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    for (const [key, child] of entries) if (child !== null && typeof child === 'object') stack.push([child, [...path, key]]);
+  }
+  return null;
 }
 
 /** Iterative, so a hostile body cannot exhaust the stack here. */

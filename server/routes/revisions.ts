@@ -2,7 +2,6 @@ import { page } from '../../shared/schemas/common.ts';
 import { Deployment } from '../../shared/schemas/deployment.ts';
 import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import { publicDeployment } from '../domain/deployments.ts';
-import { ValidationFailed } from '../domain/errors.ts';
 import { publicRevision, revisionEtag } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
@@ -10,16 +9,26 @@ import { pathId, readQuery } from '../http/validation.ts';
 
 const MAX_WAIT_SECONDS = 60;
 
-/** `Prefer: wait=<seconds>` (RFC 7240), capped at 60; null when absent. */
+/**
+ * `Prefer: wait=<seconds>` (RFC 7240), capped at 60; null when absent. A preference that cannot be
+ * understood is ignored, as RFC 7240 asks, which makes the request an ordinary conditional GET.
+ */
 function preferredWaitMs(header: string | undefined): number | null {
   if (!header) return null;
   const match = /(?:^|[,;\s])wait\s*=\s*"?([^",;\s]*)"?/i.exec(header);
   if (!match) return null;
   const seconds = Number(match[1]);
-  if (!Number.isFinite(seconds) || seconds < 0) {
-    throw new ValidationFailed([{ loc: ['header', 'prefer'], msg: 'wait must be a number of seconds from 0 to 60', type: 'value_error' }]);
-  }
+  if (!Number.isFinite(seconds) || seconds < 0) return null;
   return Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
+}
+
+/**
+ * Whether `If-None-Match` names the current ETag: `*`, or a comma-separated list of tags compared
+ * weakly (a `W/` prefix is ignored), as RFC 9110 says for If-None-Match.
+ */
+function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
+  if (ifNoneMatch.trim() === '*') return true;
+  return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
 
 export function revisionRoutes(ctx: RouteContext): void {
@@ -50,7 +59,10 @@ export function revisionRoutes(ctx: RouteContext): void {
       const known = c.req.header('if-none-match');
       const waitMs = preferredWaitMs(c.req.header('prefer'));
       if (known) {
-        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, known.trim(), waitMs ?? 0, c.req.raw.signal);
+        const current = await revisions.get(tenantId, deploymentId, revisionId);
+        // Wait from the revision the client holds; a list or W/ form is normalised to the current tag.
+        const held = matchesCurrent(known, revisionEtag(current)) ? revisionEtag(current) : known.trim();
+        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, held, waitMs ?? 0, c.req.raw.signal);
         c.header('ETag', revisionEtag(revision));
         c.header('Cache-Control', 'no-cache');
         if (!changed) return c.body(null, 304);

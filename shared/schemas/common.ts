@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
-/** Every id in the API is a UUID string. */
-export const Uuid = z.uuid();
+/** Every id in the API is a UUID string; upper case is accepted and read as lower case. */
+export const Uuid = z.uuid().toLowerCase();
 
 /** RFC 3339 UTC timestamps with milliseconds, as `Date.prototype.toISOString()` writes them. */
 export const Timestamp = z.iso.datetime();

@@ -197,12 +197,24 @@ describe('request validation', () => {
       body: new Uint8Array([0x7b, 0x22, 0x6e, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]),
     });
     expect(invalidUtf8.status).toBe(422);
+    const prototypeKey = await t.api.call('POST', '/v2/deployments', '{"name":"x","source_config":{"resource_spec":{"labels":{"__proto__":"x"}}}}');
+    expect(prototypeKey.status).toBe(422);
+    expect(prototypeKey.body.detail[0]).toMatchObject({ loc: ['body', 'source_config', 'resource_spec', 'labels', '__proto__'], type: 'value_error' });
     const badId = await t.api.get('/v2/deployments/not-a-uuid');
     expect(badId.status).toBe(422);
     expect(badId.body.detail[0]).toMatchObject({ loc: ['path', 'deployment_id'], type: 'uuid_parsing' });
     const badLimit = await t.api.get('/v2/deployments?limit=1000');
     expect(badLimit.status).toBe(422);
     expect(badLimit.body.detail[0].loc).toEqual(['query', 'limit']);
+  });
+
+  it('upper-case UUIDs name the same resources as lower-case ones', async () => {
+    const created = await t.api.post('/v2/deployments', githubBody(uniqueName(), fx.integrationId));
+    const id: string = created.body.id;
+    expect((await t.api.get(`/v2/deployments/${id.toUpperCase()}`)).body.id).toBe(id);
+    const same = await t.api.patch(`/v2/deployments/${id}`, { source_config: { integration_id: fx.integrationId.toUpperCase() } });
+    expect(same.status).toBe(200);
+    expect((await t.api.get('/v2/deployments', { 'x-tenant-id': t.workspaceId.toUpperCase() })).status).toBe(200);
   });
 
   it('authentication: missing, unknown and revoked keys are 401; bearer works', async () => {
