@@ -38,6 +38,12 @@ export class ValidationFailed extends DomainError {
 /** The body is larger than the route accepts (413). */
 export class PayloadTooLarge extends DomainError {
   override readonly name = 'PayloadTooLarge';
+  /** Whether the whole body was read (the connection can be kept) or reading stopped early. */
+  readonly drained: boolean;
+  constructor(message: string, options: { drained?: boolean } = {}) {
+    super(message);
+    this.drained = options.drained ?? true;
+  }
 }
 /** The body is not of a media type the route accepts (415). */
 export class UnsupportedMediaType extends DomainError {

@@ -108,7 +108,8 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit
   }
   const declared = Number(c.req.header('content-length') ?? '0');
   if (declared > limit) throw new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`);
-  const bytes = await readLimited(c.req.raw, limit);
+  // Read on (and discard) a moderately oversized body so the client gets the 413, not a broken pipe.
+  const bytes = await readLimited(c.req.raw, limit, { drainUpTo: 16 * limit });
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -1,12 +1,13 @@
 import type { Context } from 'hono';
 import { page } from '../../shared/schemas/common.ts';
 import { WebhookAccepted, WebhookDelivery, WebhookDeliveryListQuery } from '../../shared/schemas/webhook-delivery.ts';
-import { BadRequest, Unauthorized } from '../domain/errors.ts';
+import { BadRequest, PayloadTooLarge, Unauthorized } from '../domain/errors.ts';
 import type { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
 import type { WebhookIntake } from '../domain/webhooks/intake.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { readQuery } from '../http/validation.ts';
+import { readLimited } from '../lib/read-limited.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
@@ -14,32 +15,17 @@ export const WEBHOOK_PATH = '/v1/webhooks/github';
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
 const EVENT_NAME = /^[a-z_]{1,100}$/;
 
-/** How much of an oversized body is read and thrown away so the client can read the 413. */
+/** How much of an oversized body is read and thrown away, so the client can read the 413. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
 
-/**
- * The body, or null when it is over `limit`. An oversized body is read on and discarded (up to
- * `DRAIN_LIMIT`) rather than cut off: a client still writing when the socket closes sees a broken
- * pipe instead of the 413 that says why.
- */
-async function readBody(request: Request, limit: number): Promise<{ bytes: Uint8Array } | { tooLarge: true; drained: boolean }> {
-  if (!request.body) return { bytes: new Uint8Array() };
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > DRAIN_LIMIT) {
-      await reader.cancel().catch(() => undefined);
-      return { tooLarge: true, drained: false };
-    }
-    if (size <= limit) chunks.push(value);
-    else chunks.length = 0;
+/** The body, or the 413 to answer (a client that was still sending is told why, not cut off). */
+async function readBody(c: Context): Promise<Uint8Array | Response> {
+  try {
+    return await readLimited(c.req.raw, WEBHOOK_BODY_LIMIT, { drainUpTo: DRAIN_LIMIT });
+  } catch (error) {
+    if (error instanceof PayloadTooLarge) return tooLarge(c, error.drained);
+    throw error;
   }
-  if (size > limit) return { tooLarge: true, drained: true };
-  return { bytes: Buffer.concat(chunks) };
 }
 
 function tooLarge(c: Context, drained: boolean): Response {
@@ -67,8 +53,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       const declared = Number(c.req.header('content-length') ?? '0');
       if (declared > DRAIN_LIMIT) return tooLarge(c, false);
       if (declared > WEBHOOK_BODY_LIMIT) {
-        const read = await readBody(c.req.raw, WEBHOOK_BODY_LIMIT);
-        return tooLarge(c, 'tooLarge' in read ? read.drained : true);
+        const read = await readBody(c);
+        return read instanceof Response ? read : tooLarge(c, true);
       }
       const signature = c.req.header('x-hub-signature-256');
       if (!signature) throw new Unauthorized('The X-Hub-Signature-256 header is missing: set a secret on the GitHub webhook.');
@@ -76,9 +62,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       const id = c.req.header('x-github-delivery');
       if (!event || !EVENT_NAME.test(event)) throw new BadRequest('The X-GitHub-Event header is missing or malformed.');
       if (!id || !DELIVERY_ID.test(id)) throw new BadRequest('The X-GitHub-Delivery header is missing or malformed.');
-      const read = await readBody(c.req.raw, WEBHOOK_BODY_LIMIT);
-      if ('tooLarge' in read) return tooLarge(c, read.drained);
-      const bytes = read.bytes;
+      const bytes = await readBody(c);
+      if (bytes instanceof Response) return bytes;
       // The signature is checked on this text; GitHub sends UTF-8, and bytes that are not would decode
       // to U+FFFD and fail the check rather than pass it.
       const body = new TextDecoder('utf-8').decode(bytes);
