@@ -1,0 +1,46 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { startChild, tempDir, type Child } from './processes.ts';
+
+/** How long and how hard to run; `--quick` is a smoke run of every scenario. */
+export type Settings = {
+  quick: boolean;
+  connections: number;
+  warmupSeconds: number;
+  runs: number;
+  seconds: number;
+  openSeconds: number;
+  scale: { small: number; large: number; revisionsEach: number };
+  waiters: number;
+};
+
+export function settingsFrom(argv: string[]): Settings {
+  const quick = argv.includes('--quick');
+  return quick
+    ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
+    : { quick, connections: 32, warmupSeconds: 3, runs: 3, seconds: 6, openSeconds: 8, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+}
+
+export const API_KEY = `bench-key-${randomBytes(12).toString('hex')}`;
+/** Fixed for the run, so rows seeded straight into the file decrypt under the server's key. */
+export const ENCRYPTION_KEY = randomBytes(32).toString('base64');
+
+export type ControlPlane = Child & { databasePath: string };
+
+/**
+ * Starts the real server on a SQLite file (a new one unless `databasePath` is given). Sandbox
+ * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
+ * figures measure the API and not the simulated pipeline's background writes.
+ */
+export async function startControlPlane(options: { databasePath?: string; stageMs?: number } = {}): Promise<ControlPlane> {
+  const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
+  const child = await startChild('server/main.ts', {
+    DATABASE_URL: databasePath,
+    BOOTSTRAP_API_KEY: API_KEY,
+    ENCRYPTION_KEY,
+    // info: the "listening" line is an info line; the server logs nothing per request at this level.
+    LOG_LEVEL: 'info',
+    SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
+  });
+  return { ...child, databasePath };
+}
