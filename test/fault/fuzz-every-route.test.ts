@@ -58,7 +58,7 @@ describe('fuzzing every route with broken requests', () => {
     };
     const allIds = Object.values(realIds).flat();
 
-    const doc = await (await fetch(`${server.url}/openapi.json`)).json();
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, any>> };
     const operations: Operation[] = [];
     for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(methods)) {
