@@ -74,16 +74,3 @@ export function runLoad(url: string, options: LoadOptions): Promise<LoadResult> 
     });
   });
 }
-
-/**
- * The closed-loop figure: a warm-up run that is thrown away, then `runs` runs; answers the run
- * with the median throughput (its latencies come with it, so the row is one real run).
- */
-export async function closedLoop(url: string, options: LoadOptions & { runs: number; warmupSeconds: number }): Promise<LoadResult & { all: number[] }> {
-  await runLoad(url, { ...options, seconds: options.warmupSeconds });
-  const results: LoadResult[] = [];
-  for (let i = 0; i < options.runs; i += 1) results.push(await runLoad(url, options));
-  const sorted = [...results].sort((a, b) => a.rps - b.rps);
-  const median = sorted[Math.floor(sorted.length / 2)]!;
-  return { ...median, failures: results.reduce((n, r) => n + r.failures, 0), all: results.map((r) => Math.round(r.rps)) };
-}

@@ -18,7 +18,7 @@ export function settingsFrom(argv: string[]): Settings {
   const quick = argv.includes('--quick');
   return quick
     ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
-    : { quick, connections: 32, warmupSeconds: 3, runs: 3, seconds: 6, openSeconds: 8, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
 }
 
 export const API_KEY = `bench-key-${randomBytes(12).toString('hex')}`;
