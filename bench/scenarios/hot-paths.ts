@@ -25,9 +25,9 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
   try {
     const fixed = await startChild('bench/baselines/http-fixed.ts', {});
     children.push(fixed);
-    const sqlite = await startChild('bench/baselines/http-sqlite.ts', { BASELINE_DB: join(tempDir(), 'baseline.db'), BASELINE_ROWS: '1000' });
+    const sqlite = await startChild('bench/baselines/http-sqlite.ts', { BASELINE_DB: join(tempDir(), 'baseline.db'), BASELINE_ROWS: '1000', BASELINE_SYNCHRONOUS: settings.synchronous });
     children.push(sqlite);
-    const server = await startControlPlane();
+    const server = await startControlPlane(settings);
     children.push(server);
 
     const api = apiClient(server.url, API_KEY);

@@ -30,7 +30,7 @@ function hold(agent: Agent, url: URL, etag: string, onSent: () => void): Promise
  */
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   log(`long-poll: ${settings.waiters} waiters on one revision`);
-  const server = await startControlPlane();
+  const server = await startControlPlane(settings);
   try {
     const api = apiClient(server.url, API_KEY);
     const fx = await workspaceFixtures(api);
@@ -47,7 +47,8 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       const current = await api.get(path);
       const etag = current.headers.get('etag')!;
 
-      const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
+      // Keep-alive, as the Action's fetch holds its connection; each waiter has its own socket.
+      const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
       const before = rssBytes(server.pid);
       let connected = 0;
       const url = new URL(server.url + path);

@@ -12,7 +12,7 @@ type Prepared = { databasePath: string; deploymentIds: string[]; revisions: Arra
  * the API, the server stopped, and the rest copied from it straight into the file.
  */
 async function prepare(count: number, settings: Settings, log: (line: string) => void): Promise<Prepared> {
-  const first = await startControlPlane();
+  const first = await startControlPlane(settings);
   const api = apiClient(first.url, API_KEY);
   const fx = await workspaceFixtures(api);
   const template = await api.post('/v2/deployments', githubBody(`template-${count}`, fx.integrationId));
@@ -56,9 +56,9 @@ export async function scale(settings: Settings, log: (line: string) => void): Pr
   log(`  list plan at ${large}: ${b.plan}`);
   const servers: ControlPlane[] = [];
   try {
-    const sa = await startControlPlane({ databasePath: a.databasePath });
+    const sa = await startControlPlane(settings, { databasePath: a.databasePath });
     servers.push(sa);
-    const sb = await startControlPlane({ databasePath: b.databasePath });
+    const sb = await startControlPlane(settings, { databasePath: b.databasePath });
     servers.push(sb);
     const keys: Key[] = ['listDeployments', 'getDeployment', 'listRevisions', 'getRevision'];
     const seconds = Math.max(2, settings.seconds - 1);

@@ -14,7 +14,7 @@ export async function startup(settings: Settings, log: (line: string) => void): 
   const startMs: number[] = [];
   const idle: number[] = [];
   for (let i = 0; i < rounds; i += 1) {
-    const server = await startControlPlane();
+    const server = await startControlPlane(settings);
     try {
       startMs.push(server.startMs);
       const health = await apiClient(server.url, API_KEY).get('/v2/deployments');
