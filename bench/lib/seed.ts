@@ -12,7 +12,14 @@ type Row = Record<string, unknown>;
  */
 export function seedDatabase(
   path: string,
-  options: { templateId: string; deployments: number; revisionsEach: number; sample: number },
+  options: {
+    templateId: string;
+    deployments: number;
+    revisionsEach: number;
+    sample: number;
+    /** Column values for deployment `i` over the template's (e.g. `build_on_push`, `repo_url_key`, `repo_ref`, `source_config` for the webhook scenario). */
+    customize?: (i: number) => Row;
+  },
 ): { deploymentIds: string[]; revisions: Array<{ deploymentId: string; revisionId: string }> } {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
@@ -49,7 +56,7 @@ export function seedDatabase(
       const revisionIds: string[] = [];
       for (let r = 0; r < options.revisionsEach; r += 1) revisionIds.push(crypto.randomUUID());
       const latest = revisionIds[revisionIds.length - 1] ?? null;
-      insertDeployment.run({ ...deployment, id, name: `seed-${i}`, latest, created_at: createdAt });
+      insertDeployment.run({ ...deployment, ...options.customize?.(i), id, name: `seed-${i}`, latest, created_at: createdAt });
       for (const revisionId of revisionIds) {
         insertRevision.run(
           revisionId,
