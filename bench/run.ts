@@ -4,6 +4,7 @@ import { longPoll } from './scenarios/long-poll.ts';
 import { scale } from './scenarios/scale.ts';
 import { startup } from './scenarios/startup.ts';
 import { webhookPush } from './scenarios/webhook-push.ts';
+import { removeTempDirs } from './lib/processes.ts';
 import { settingsFrom } from './lib/settings.ts';
 import { renderTable, type Row } from './lib/table.ts';
 
@@ -37,4 +38,8 @@ async function run(argv: string[]): Promise<void> {
   process.stdout.write(`\n${header.join('\n')}\n\n${renderTable(rows)}\n`);
 }
 
-await run(process.argv.slice(2));
+try {
+  await run(process.argv.slice(2));
+} finally {
+  removeTempDirs();
+}

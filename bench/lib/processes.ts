@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -15,9 +15,18 @@ export type Child = {
   stop(signal?: NodeJS.Signals): Promise<void>;
 };
 
-/** A fresh temporary directory for one benchmark's files. */
+const created: string[] = [];
+
+/** A fresh temporary directory for one benchmark's files; `removeTempDirs` deletes them all. */
 export function tempDir(prefix = 'cp-bench-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  created.push(dir);
+  return dir;
+}
+
+/** Deletes the directories `tempDir` made (the 100k-deployment database is ~700 MB). */
+export function removeTempDirs(): void {
+  for (const dir of created.splice(0)) rmSync(dir, { recursive: true, force: true });
 }
 
 /**
