@@ -1,0 +1,53 @@
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { startChild, tempDir, type Child } from './processes.ts';
+
+/** How long and how hard to run; `--quick` is a smoke run of every scenario. */
+export type Settings = {
+  quick: boolean;
+  connections: number;
+  warmupSeconds: number;
+  runs: number;
+  seconds: number;
+  openSeconds: number;
+  scale: { small: number; large: number; revisionsEach: number };
+  waiters: number;
+  /** `--sqlite-synchronous=NORMAL`: run the server and the SQLite baseline with that setting (default FULL, the server's default). */
+  synchronous: 'FULL' | 'NORMAL';
+};
+
+export function settingsFrom(argv: string[]): Settings {
+  const quick = argv.includes('--quick');
+  const synchronous = argv.includes('--sqlite-synchronous=NORMAL') ? 'NORMAL' : 'FULL';
+  const base = quick
+    ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
+    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+  return { ...base, synchronous };
+}
+
+
+
+export const API_KEY = `bench-key-${randomBytes(12).toString('hex')}`;
+/** Fixed for the run, so rows seeded straight into the file decrypt under the server's key. */
+export const ENCRYPTION_KEY = randomBytes(32).toString('base64');
+
+export type ControlPlane = Child & { databasePath: string };
+
+/**
+ * Starts the real server on a SQLite file (a new one unless `databasePath` is given). Sandbox
+ * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
+ * figures measure the API and not the simulated pipeline's background writes.
+ */
+export async function startControlPlane(settings: Settings, options: { databasePath?: string; stageMs?: number } = {}): Promise<ControlPlane> {
+  const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
+  const child = await startChild('server/main.ts', {
+    DATABASE_URL: databasePath,
+    BOOTSTRAP_API_KEY: API_KEY,
+    ENCRYPTION_KEY,
+    // info: the "listening" line is an info line; the server logs nothing per request at this level.
+    LOG_LEVEL: 'info',
+    SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
+    SQLITE_SYNCHRONOUS: settings.synchronous,
+  });
+  return { ...child, databasePath };
+}
