@@ -1,6 +1,6 @@
 import { withResourceSpecDefaults } from '../../shared/schemas/resource-spec.ts';
 import type { Logger } from '../logger.ts';
-import type { DeploymentRecord, RevisionRecord } from '../store/types.ts';
+import type { DeploymentRecord, RevisionWork } from '../store/types.ts';
 import type { DataPlane, StageControl } from './types.ts';
 
 export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
@@ -23,7 +23,7 @@ export class SandboxDataPlane implements DataPlane {
     this.#log = options.log;
   }
 
-  run(revision: RevisionRecord, deployment: DeploymentRecord, control: StageControl): void {
+  run(revision: RevisionWork, deployment: DeploymentRecord, control: StageControl): void {
     this.#carry(revision, deployment, control).catch((error: unknown) => {
       if (this.#stopped) return;
       this.#log.error('sandbox: stage failed unexpectedly', { revision_id: revision.id, error: String(error) });
@@ -38,7 +38,7 @@ export class SandboxDataPlane implements DataPlane {
     });
   }
 
-  async #carry(start: RevisionRecord, deployment: DeploymentRecord, control: StageControl): Promise<void> {
+  async #carry(start: RevisionWork, deployment: DeploymentRecord, control: StageControl): Promise<void> {
     const failStage = start.secrets.find((secret) => secret.name === FAIL_STAGE_SECRET)?.value;
     const config = start.source_revision_config;
     let status = start.status;
@@ -103,7 +103,7 @@ export class SandboxDataPlane implements DataPlane {
   }
 }
 
-function imageOf(revision: RevisionRecord, deployment: DeploymentRecord): string {
+function imageOf(revision: RevisionWork, deployment: DeploymentRecord): string {
   if (revision.source_revision_config.image_uri) return revision.source_revision_config.image_uri;
   return `the build of ${deployment.name}`;
 }

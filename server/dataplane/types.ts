@@ -1,5 +1,5 @@
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { DeploymentRecord, RevisionRecord, RevisionTransition } from '../store/types.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionTransition, RevisionWork } from '../store/types.ts';
 
 /**
  * What a data plane may do to the pipeline: move a revision on (a compare-and-set on its status,
@@ -18,7 +18,7 @@ export interface DataPlane {
    * Carries a started revision to an end, from whatever in-progress stage it is in (a restarted
    * server hands over revisions it finds mid-pipeline). Must not throw; failures end the revision.
    */
-  run(revision: RevisionRecord, deployment: DeploymentRecord, control: StageControl): void;
+  run(revision: RevisionWork, deployment: DeploymentRecord, control: StageControl): void;
   /** Removes what the deployment runs; resolves when it is gone. */
   teardown(deployment: DeploymentRecord): Promise<void>;
   /** Stops timers and work in flight (shutdown); the database keeps the state to resume from. */

@@ -45,8 +45,9 @@ export class Auth {
         this.#keys.set(hash, found);
       }
     }
-    // The lookup was by hash; compare once more in constant time so no path depends on a partial match.
-    if (!record || !sameDigest(hash, hashApiKey(key))) throw new Unauthorized('Invalid or revoked API key.');
+    // The look-up was by hash; compare the stored hash in constant time as well, so acceptance never
+    // rests on an index or map look-up alone.
+    if (!record || !sameDigest(record.key_hash, hash)) throw new Unauthorized('Invalid or revoked API key.');
 
     if (record.workspace_id) {
       if (tenantHeader && tenantHeader !== record.workspace_id) {

@@ -12,7 +12,7 @@ import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts
 import type { DeploymentChange, DeploymentRecord, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
-import type { Pipeline } from './pipeline.ts';
+import { firstStage, type Pipeline } from './pipeline.ts';
 
 export type DeploymentsDeps = { store: Store; clock: Clock; pipeline: Pipeline; deploymentDomain: string; allowFileRepoUrls: boolean };
 
@@ -112,10 +112,17 @@ export class Deployments {
         active_revision_id: null,
         image_version: body.image_version ?? null,
       },
-      revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets, resource_spec: sourceConfig.resource_spec },
+      revision: {
+        id: revisionId,
+        trigger: 'create',
+        source_revision_config: revisionConfig,
+        secrets,
+        resource_spec: sourceConfig.resource_spec,
+        status: firstStage({ source: body.source }),
+      },
       tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
     });
-    await pipeline.advance(id);
+    await pipeline.startedOnCreate(revisionId);
     return created;
   }
 
@@ -140,7 +147,8 @@ export class Deployments {
   /** A new revision with the source revision config and secrets of an earlier one (a rollback). */
   async redeploy(tenantId: string, id: string, revisionId: string): Promise<DeploymentRecord> {
     const { store, clock, pipeline } = this.#deps;
-    const earlier = await store.getRevision(tenantId, id, revisionId);
+    const found = await store.getRevision(tenantId, id, revisionId);
+    const earlier = found ? await store.getRevisionWork(found.id) : null;
     if (!earlier) {
       if (!(await store.getDeployment(tenantId, id))) throw new NotFound(`Deployment ID ${id} not found.`);
       throw new NotFound(`Revision ID ${revisionId} not found.`);

@@ -22,6 +22,7 @@ import type {
   PushRevisionResult,
   RevisionRecord,
   RevisionTransition,
+  RevisionWork,
   StartNextResult,
   Store,
 } from './types.ts';
@@ -173,7 +174,7 @@ export class SqliteStore implements Store {
 
   async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
     const row = this.#stmt.apiKeyByHash.get(keyHash) as Row | undefined;
-    return row ? { ...toApiKey(row), revoked: row.revoked_at !== null } : null;
+    return row ? { ...toApiKey(row), revoked: row.revoked_at !== null, key_hash: row.key_hash as string } : null;
   }
 
   async createApiKey(input: ApiKey & { key_hash: string }): Promise<void> {
@@ -476,6 +477,16 @@ export class SqliteStore implements Store {
     return row ? this.toRevision(row) : null;
   }
 
+  async getRevisionWork(revisionId: string): Promise<RevisionWork | null> {
+    const row = this.#stmt.revisionById.get(revisionId) as Row | undefined;
+    if (!row) return null;
+    return {
+      ...this.toRevision(row),
+      secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
+      resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionWork['resource_spec']) : null,
+    };
+  }
+
   async listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
     const statusFilter = query.status && query.status.length > 0 ? 'AND status IN (SELECT value FROM json_each(@statuses))' : '';
     const rows = this.db
@@ -736,8 +747,6 @@ export class SqliteStore implements Store {
       source_revision_config: JSON.parse(row.source_revision_config as string) as SourceRevisionConfig,
       trigger: row.trigger as RevisionRecord['trigger'],
       version: row.version as number,
-      secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
-      resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionRecord['resource_spec']) : null,
     };
   }
 }

@@ -19,11 +19,15 @@ import type { Workspace } from '../../shared/schemas/workspace.ts';
 /** A deployment as the domain sees it: secrets in clear (the store encrypts them at rest). */
 export type DeploymentRecord = Deployment & { delete_tracing_project: boolean };
 
-/** A revision with what the data plane needs to carry it out. */
+/** A revision as reads see it: no secrets, so the hot read paths decrypt nothing. */
 export type RevisionRecord = Revision & {
   tenant_id: string;
   /** Bumped on every change; the long-poll's ETag. */
   version: number;
+};
+
+/** A revision with what the data plane needs to carry it out (secrets in clear). */
+export type RevisionWork = RevisionRecord & {
   secrets: Secret[];
   resource_spec: ResourceSpec | null;
 };
@@ -34,7 +38,7 @@ export type NewRevision = {
   source_revision_config: SourceRevisionConfig;
   secrets: Secret[];
   resource_spec: ResourceSpec | null;
-  /** Set when the revision is created already ended (never by the API today). */
+  /** The status it is created in: QUEUED unless said (a new deployment's first revision starts at once). */
   status?: RevisionStatus;
   status_message?: string | null;
 };
@@ -47,7 +51,7 @@ export type DeploymentChange = {
   revision: NewRevision | null;
 };
 
-export type ApiKeyRecord = ApiKey & { revoked: boolean };
+export type ApiKeyRecord = ApiKey & { revoked: boolean; key_hash: string };
 
 export type ListenerRecord = Listener;
 export type IntegrationRecord = GithubIntegration & { tenant_id: string; suspended: boolean; created_at: string };
@@ -142,6 +146,8 @@ export interface Store {
   // revisions and the pipeline
   getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null>;
   getRevisionById(revisionId: string): Promise<RevisionRecord | null>;
+  /** The revision with its secrets and resource spec, for the data plane and redeploys. */
+  getRevisionWork(revisionId: string): Promise<RevisionWork | null>;
   listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>>;
   /** Applies the transition when the revision is in `from`; null when it had moved on. */
   transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null>;

@@ -31,7 +31,7 @@ describe('fuzzing every route with broken requests', () => {
 
   beforeAll(async () => {
     // Hour-long stages: nothing moves in the background, so any change is the request's doing.
-    server = await startServerProcess({ SANDBOX_STAGE_MS: '3600000' });
+    server = await startServerProcess({ SANDBOX_STAGE_MS: '3600000', GITHUB_WEBHOOK_SECRET: 'fuzz-webhook-secret', RECONCILE_INTERVAL_MS: '0' });
     api = apiClient(server.url, server.apiKey);
   });
   afterAll(async () => {
