@@ -88,6 +88,8 @@ export class SqliteStore implements Store {
   readonly db: Database.Database;
   readonly #box: SecretBox;
   readonly #stmt: ReturnType<SqliteStore['prepareStatements']>;
+  /** Statements by SQL text: each is prepared once, however often (and in whichever variant) it runs. */
+  readonly #statements = new Map<string, Database.Statement>();
 
   constructor(db: Database.Database, box: SecretBox) {
     this.db = db;
@@ -97,36 +99,45 @@ export class SqliteStore implements Store {
 
   /** Statements on hot paths, prepared once. */
   private prepareStatements() {
-    const db = this.db;
     return {
-      apiKeyByHash: db.prepare('SELECT * FROM api_keys WHERE key_hash = ?'),
-      defaultWorkspace: db.prepare('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1'),
-      deployment: db.prepare('SELECT * FROM deployments WHERE id = ? AND tenant_id = ?'),
-      deploymentById: db.prepare('SELECT * FROM deployments WHERE id = ?'),
-      revision: db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?'),
-      revisionById: db.prepare('SELECT * FROM revisions WHERE id = ?'),
-      insertRevision: db.prepare(
+      apiKeyByHash: this.sql('SELECT * FROM api_keys WHERE key_hash = ?'),
+      defaultWorkspace: this.sql('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1'),
+      deployment: this.sql('SELECT * FROM deployments WHERE id = ? AND tenant_id = ?'),
+      deploymentById: this.sql('SELECT * FROM deployments WHERE id = ?'),
+      revision: this.sql('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?'),
+      revisionById: this.sql('SELECT * FROM revisions WHERE id = ?'),
+      insertRevision: this.sql(
         `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, secrets, resource_spec, trigger, created_at, updated_at)
          VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @secrets, @resource_spec, @trigger, @now, @now)`,
       ),
-      transition: db.prepare(
+      transition: this.sql(
         `UPDATE revisions SET status = @to, status_message = @status_message, version = version + 1, updated_at = @now
          WHERE id = @id AND status IN (SELECT value FROM json_each(@from))`,
       ),
-      markDeployed: db.prepare(
+      markDeployed: this.sql(
         `UPDATE deployments SET active_revision_id = @revision_id, updated_at = @now,
            status = CASE WHEN status = 'AWAITING_DELETE' THEN status ELSE 'READY' END
          WHERE id = @deployment_id`,
       ),
-      inProgressCount: db.prepare(
+      inProgressCount: this.sql(
         `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`,
       ),
-      queued: db.prepare(`SELECT * FROM revisions WHERE deployment_id = ? AND status = 'QUEUED' ORDER BY seq DESC`),
-      insertLog: db.prepare('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)'),
-      readLogs: db.prepare(
+      queued: this.sql(`SELECT * FROM revisions WHERE deployment_id = ? AND status = 'QUEUED' ORDER BY seq DESC`),
+      insertLog: this.sql('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)'),
+      readLogs: this.sql(
         'SELECT seq, timestamp, level, message FROM revision_logs WHERE revision_id = ? AND type = ? AND seq > ? ORDER BY seq LIMIT ?',
       ),
     };
+  }
+
+  /** The prepared statement for `sql`, prepared on first use. */
+  private sql(sql: string): Database.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
   }
 
   close(): void {
@@ -134,7 +145,7 @@ export class SqliteStore implements Store {
   }
 
   async ping(): Promise<boolean> {
-    return (this.db.prepare('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+    return (this.sql('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
   }
 
   // ------------------------------------------------------------ tenancy and keys
@@ -142,27 +153,27 @@ export class SqliteStore implements Store {
   async bootstrap(input: { keyHash: string | null; keyId: string; now: string }): Promise<BootstrapResult> {
     const { db } = this;
     return db.transaction((): BootstrapResult => {
-      const wasEmpty = (db.prepare('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n === 0;
-      let org = db.prepare("SELECT id FROM organizations WHERE name = 'default'").get() as { id: string } | undefined;
+      const wasEmpty = (this.sql('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n === 0;
+      let org = this.sql("SELECT id FROM organizations WHERE name = 'default'").get() as { id: string } | undefined;
       if (!org) {
         org = { id: crypto.randomUUID() };
-        db.prepare("INSERT INTO organizations (id, name, created_at) VALUES (?, 'default', ?)").run(org.id, input.now);
+        this.sql("INSERT INTO organizations (id, name, created_at) VALUES (?, 'default', ?)").run(org.id, input.now);
       }
-      let ws = db.prepare('SELECT id FROM workspaces WHERE organization_id = ? AND is_default = 1').get(org.id) as { id: string } | undefined;
+      let ws = this.sql('SELECT id FROM workspaces WHERE organization_id = ? AND is_default = 1').get(org.id) as { id: string } | undefined;
       if (!ws) {
         ws = { id: crypto.randomUUID() };
-        db.prepare("INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, 'default', 1, ?)").run(
+        this.sql("INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, 'default', 1, ?)").run(
           ws.id,
           org.id,
           input.now,
         );
-        db.prepare(
+        this.sql(
           `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
            VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
         ).run(crypto.randomUUID(), ws.id, input.now, input.now);
       }
       if (input.keyHash) {
-        db.prepare(
+        this.sql(
           `INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at)
            VALUES (?, ?, NULL, ?, 'bootstrap key', ?)
            ON CONFLICT (key_hash) DO UPDATE SET revoked_at = NULL`,
@@ -178,29 +189,26 @@ export class SqliteStore implements Store {
   }
 
   async createApiKey(input: ApiKey & { key_hash: string }): Promise<void> {
-    this.db
-      .prepare(
+    this.sql(
         'INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (@id, @organization_id, @workspace_id, @key_hash, @description, @created_at)',
       )
       .run(input);
   }
 
   async listApiKeys(organizationId: string): Promise<ApiKey[]> {
-    const rows = this.db
-      .prepare('SELECT * FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, rowid DESC')
+    const rows = this.sql('SELECT * FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, rowid DESC')
       .all(organizationId) as Row[];
     return rows.map(toApiKey);
   }
 
   async revokeApiKey(organizationId: string, id: string, now: string): Promise<boolean> {
-    const result = this.db
-      .prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL')
+    const result = this.sql('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL')
       .run(now, id, organizationId);
     return result.changes === 1;
   }
 
   async getWorkspace(id: string): Promise<(Workspace & { is_default: boolean }) | null> {
-    const row = this.db.prepare('SELECT * FROM workspaces WHERE id = ?').get(id) as Row | undefined;
+    const row = this.sql('SELECT * FROM workspaces WHERE id = ?').get(id) as Row | undefined;
     return row ? { ...toWorkspace(row), is_default: row.is_default === 1 } : null;
   }
 
@@ -213,14 +221,14 @@ export class SqliteStore implements Store {
     const { db } = this;
     try {
       db.transaction(() => {
-        db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)').run(
+        this.sql('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)').run(
           input.id,
           input.organization_id,
           input.name,
           input.created_at,
         );
         // Every workspace can deploy to the sandbox from its first minute, as the default one can.
-        db.prepare(
+        this.sql(
           `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
            VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
         ).run(crypto.randomUUID(), input.id, input.created_at, input.created_at);
@@ -232,7 +240,7 @@ export class SqliteStore implements Store {
   }
 
   async listWorkspaces(organizationId: string): Promise<Workspace[]> {
-    const rows = this.db.prepare('SELECT * FROM workspaces WHERE organization_id = ? ORDER BY created_at, rowid').all(organizationId) as Row[];
+    const rows = this.sql('SELECT * FROM workspaces WHERE organization_id = ? ORDER BY created_at, rowid').all(organizationId) as Row[];
     return rows.map(toWorkspace);
   }
 
@@ -243,7 +251,7 @@ export class SqliteStore implements Store {
     const { deployment: d, revision, tracingProject: tp } = input;
     try {
       db.transaction(() => {
-        db.prepare(
+        this.sql(
           `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
              latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
              repo_url_key, repo_ref, build_on_push, created_at, updated_at)
@@ -266,7 +274,7 @@ export class SqliteStore implements Store {
           updated_at: d.updated_at,
         });
         this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at);
-        db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)').run(
+        this.sql('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)').run(
           tp.id,
           tp.tenant_id,
           tp.name,
@@ -344,8 +352,7 @@ export class SqliteStore implements Store {
       where.push('id IN (SELECT value FROM json_each(@ids))');
       params.ids = JSON.stringify(query.deployment_ids);
     }
-    const rows = this.db
-      .prepare(`SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`)
+    const rows = this.sql(`SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`)
       .all(params) as Row[];
     return { resources: rows.map((row) => this.toDeployment(row)), offset: query.offset + rows.length };
   }
@@ -361,7 +368,7 @@ export class SqliteStore implements Store {
       const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
       if (!row) throw new NotFound(`Deployment ID ${id} not found.`);
       const change = plan(this.toDeployment(row));
-      db.prepare(
+      this.sql(
         `UPDATE deployments SET source_config = @source_config, source_revision_config = @source_revision_config,
            secrets = @secrets, deployment_type = @deployment_type, build_on_push = @build_on_push, repo_ref = @repo_ref,
            latest_revision_id = coalesce(@latest_revision_id, latest_revision_id), updated_at = @now
@@ -384,45 +391,43 @@ export class SqliteStore implements Store {
     const marked = db.transaction((): boolean | null => {
       const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
       if (!row) return null;
-      db.prepare('UPDATE deployments SET delete_tracing_project = max(delete_tracing_project, ?) WHERE id = ?').run(deleteTracingProject ? 1 : 0, id);
+      this.sql('UPDATE deployments SET delete_tracing_project = max(delete_tracing_project, ?) WHERE id = ?').run(deleteTracingProject ? 1 : 0, id);
       // Only one DELETE moves it: concurrent ones see it marked and start no second teardown.
-      return db.prepare("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'").run(now, id).changes === 1;
+      return this.sql("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'").run(now, id).changes === 1;
     })();
     if (marked === null) return null;
     return { deployment: (await this.getDeploymentById(id))!, marked };
   }
 
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
-    const rows = this.db.prepare("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'").all() as Row[];
+    const rows = this.sql("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'").all() as Row[];
     return rows.map((row) => this.toDeployment(row));
   }
 
   async removeDeployment(id: string): Promise<void> {
     const { db } = this;
     db.transaction(() => {
-      const row = db.prepare('SELECT delete_tracing_project FROM deployments WHERE id = ?').get(id) as Row | undefined;
+      const row = this.sql('SELECT delete_tracing_project FROM deployments WHERE id = ?').get(id) as Row | undefined;
       if (!row) return;
       if (row.delete_tracing_project === 1) {
-        db.prepare('DELETE FROM tracing_projects WHERE deployment_id = ?').run(id);
+        this.sql('DELETE FROM tracing_projects WHERE deployment_id = ?').run(id);
       } else {
-        db.prepare('UPDATE tracing_projects SET deployment_id = NULL WHERE deployment_id = ?').run(id);
+        this.sql('UPDATE tracing_projects SET deployment_id = NULL WHERE deployment_id = ?').run(id);
       }
-      db.prepare('DELETE FROM revision_logs WHERE revision_id IN (SELECT id FROM revisions WHERE deployment_id = ?)').run(id);
-      db.prepare('DELETE FROM revisions WHERE deployment_id = ?').run(id);
-      db.prepare('DELETE FROM deployments WHERE id = ?').run(id);
+      this.sql('DELETE FROM revision_logs WHERE revision_id IN (SELECT id FROM revisions WHERE deployment_id = ?)').run(id);
+      this.sql('DELETE FROM revisions WHERE deployment_id = ?').run(id);
+      this.sql('DELETE FROM deployments WHERE id = ?').run(id);
     })();
   }
 
   async listDeploymentsByRepo(repoUrlKey: string): Promise<DeploymentRecord[]> {
-    const rows = this.db
-      .prepare("SELECT * FROM deployments WHERE repo_url_key = ? AND source = 'github' ORDER BY created_at, rowid")
+    const rows = this.sql("SELECT * FROM deployments WHERE repo_url_key = ? AND source = 'github' ORDER BY created_at, rowid")
       .all(repoUrlKey) as Row[];
     return rows.map((row) => this.toDeployment(row));
   }
 
   async listBuildOnPushDeployments(): Promise<DeploymentRecord[]> {
-    const rows = this.db
-      .prepare(
+    const rows = this.sql(
         "SELECT * FROM deployments WHERE build_on_push = 1 AND source = 'github' AND status <> 'AWAITING_DELETE' ORDER BY created_at, rowid",
       )
       .all() as Row[];
@@ -435,8 +440,7 @@ export class SqliteStore implements Store {
       const row = this.#stmt.deploymentById.get(input.deploymentId) as Row | undefined;
       if (!row) return { outcome: 'not_buildable', reason: 'the deployment no longer exists' };
       if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
-      const existing = db
-        .prepare(
+      const existing = this.sql(
           `SELECT id, status FROM revisions
            WHERE deployment_id = ? AND json_extract(source_revision_config, '$.repo_commit_sha') = ?
              AND status NOT IN (${PUSH_RETRYABLE.map((s) => `'${s}'`).join(',')})
@@ -453,7 +457,7 @@ export class SqliteStore implements Store {
         { id: input.revisionId, trigger: 'push', source_revision_config: config, secrets: deployment.secrets, resource_spec: deployment.source_config.resource_spec ?? null },
         input.now,
       );
-      db.prepare('UPDATE deployments SET source_revision_config = ?, latest_revision_id = ?, updated_at = ? WHERE id = ?').run(
+      this.sql('UPDATE deployments SET source_revision_config = ?, latest_revision_id = ?, updated_at = ? WHERE id = ?').run(
         JSON.stringify(config),
         input.revisionId,
         input.now,
@@ -489,8 +493,7 @@ export class SqliteStore implements Store {
 
   async listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
     const statusFilter = query.status && query.status.length > 0 ? 'AND status IN (SELECT value FROM json_each(@statuses))' : '';
-    const rows = this.db
-      .prepare(
+    const rows = this.sql(
         `SELECT * FROM revisions WHERE deployment_id = @deployment_id AND tenant_id = @tenant_id ${statusFilter}
          ORDER BY seq DESC LIMIT @limit OFFSET @offset`,
       )
@@ -559,8 +562,7 @@ export class SqliteStore implements Store {
   }
 
   async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
-    const rows = this.db
-      .prepare(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL.map((s) => `'${s}'`).join(',')}) ORDER BY seq`)
+    const rows = this.sql(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL.map((s) => `'${s}'`).join(',')}) ORDER BY seq`)
       .all() as Row[];
     return rows.map((row) => this.toRevision(row));
   }
@@ -585,8 +587,7 @@ export class SqliteStore implements Store {
 
   async createListener(input: Listener): Promise<void> {
     try {
-      this.db
-        .prepare(
+      this.sql(
           `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
            VALUES (@id, @tenant_id, @compute_type, @compute_id, @compute_config, @created_at, @updated_at)`,
         )
@@ -598,25 +599,23 @@ export class SqliteStore implements Store {
   }
 
   async getListener(tenantId: string, id: string): Promise<ListenerRecord | null> {
-    const row = this.db.prepare('SELECT * FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    const row = this.sql('SELECT * FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
     return row ? toListener(row) : null;
   }
 
   async getListenerById(id: string): Promise<ListenerRecord | null> {
-    const row = this.db.prepare('SELECT * FROM listeners WHERE id = ?').get(id) as Row | undefined;
+    const row = this.sql('SELECT * FROM listeners WHERE id = ?').get(id) as Row | undefined;
     return row ? toListener(row) : null;
   }
 
   async listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>> {
-    const rows = this.db
-      .prepare('SELECT * FROM listeners WHERE tenant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
+    const rows = this.sql('SELECT * FROM listeners WHERE tenant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
       .all(tenantId, limit, offset) as Row[];
     return { resources: rows.map(toListener), offset: offset + rows.length };
   }
 
   async updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string): Promise<ListenerRecord | null> {
-    const result = this.db
-      .prepare('UPDATE listeners SET compute_config = ?, updated_at = ? WHERE id = ? AND tenant_id = ?')
+    const result = this.sql('UPDATE listeners SET compute_config = ?, updated_at = ? WHERE id = ? AND tenant_id = ?')
       .run(JSON.stringify(computeConfig), now, id, tenantId);
     return result.changes === 1 ? this.getListener(tenantId, id) : null;
   }
@@ -624,9 +623,9 @@ export class SqliteStore implements Store {
   async deleteListener(tenantId: string, id: string): Promise<'deleted' | 'not_found' | 'in_use'> {
     const { db } = this;
     return db.transaction((): 'deleted' | 'not_found' | 'in_use' => {
-      if (!db.prepare('SELECT 1 FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId)) return 'not_found';
-      if (db.prepare('SELECT 1 FROM deployments WHERE listener_id = ? LIMIT 1').get(id)) return 'in_use';
-      db.prepare('DELETE FROM listeners WHERE id = ?').run(id);
+      if (!this.sql('SELECT 1 FROM listeners WHERE id = ? AND tenant_id = ?').get(id, tenantId)) return 'not_found';
+      if (this.sql('SELECT 1 FROM deployments WHERE listener_id = ? LIMIT 1').get(id)) return 'in_use';
+      this.sql('DELETE FROM listeners WHERE id = ?').run(id);
       return 'deleted';
     })();
   }
@@ -639,14 +638,13 @@ export class SqliteStore implements Store {
       db.transaction(() => {
         // An installation belongs to one GitHub account, so to one organization here: the first to
         // link it owns it, and no other organization can claim it (or read its deliveries).
-        const owner = db
-          .prepare(
+        const owner = this.sql(
             `SELECT w.organization_id FROM github_integrations g JOIN workspaces w ON w.id = g.tenant_id
              WHERE g.installation_id = ? AND w.organization_id <> (SELECT organization_id FROM workspaces WHERE id = ?) LIMIT 1`,
           )
           .get(input.installation_id, input.tenant_id);
         if (owner) throw new Conflict(`Installation ${input.installation_id} is linked to another organization.`);
-        db.prepare('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)').run(
+        this.sql('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)').run(
           input.id,
           input.tenant_id,
           input.installation_id,
@@ -661,29 +659,29 @@ export class SqliteStore implements Store {
   }
 
   async getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null> {
-    const row = this.db.prepare('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    const row = this.sql('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
     return row ? toIntegration(row) : null;
   }
 
   async listIntegrations(tenantId: string): Promise<IntegrationRecord[]> {
-    const rows = this.db.prepare('SELECT * FROM github_integrations WHERE tenant_id = ? ORDER BY created_at, rowid').all(tenantId) as Row[];
+    const rows = this.sql('SELECT * FROM github_integrations WHERE tenant_id = ? ORDER BY created_at, rowid').all(tenantId) as Row[];
     return rows.map(toIntegration);
   }
 
   async deleteIntegration(tenantId: string, id: string): Promise<boolean> {
-    return this.db.prepare('DELETE FROM github_integrations WHERE id = ? AND tenant_id = ?').run(id, tenantId).changes === 1;
+    return this.sql('DELETE FROM github_integrations WHERE id = ? AND tenant_id = ?').run(id, tenantId).changes === 1;
   }
 
   async getIntegrationById(id: string): Promise<IntegrationRecord | null> {
-    const row = this.db.prepare('SELECT * FROM github_integrations WHERE id = ?').get(id) as Row | undefined;
+    const row = this.sql('SELECT * FROM github_integrations WHERE id = ?').get(id) as Row | undefined;
     return row ? toIntegration(row) : null;
   }
 
   async removeInstallation(installationId: number): Promise<IntegrationRecord[]> {
     const { db } = this;
     return db.transaction((): IntegrationRecord[] => {
-      const rows = db.prepare('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[];
-      db.prepare('DELETE FROM github_integrations WHERE installation_id = ?').run(installationId);
+      const rows = this.sql('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[];
+      this.sql('DELETE FROM github_integrations WHERE installation_id = ?').run(installationId);
       return rows.map(toIntegration);
     })();
   }
@@ -691,21 +689,20 @@ export class SqliteStore implements Store {
   async setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]> {
     const { db } = this;
     return db.transaction((): IntegrationRecord[] => {
-      db.prepare('UPDATE github_integrations SET suspended_at = ? WHERE installation_id = ?').run(suspendedAt, installationId);
-      return (db.prepare('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[]).map(toIntegration);
+      this.sql('UPDATE github_integrations SET suspended_at = ? WHERE installation_id = ?').run(suspendedAt, installationId);
+      return (this.sql('SELECT * FROM github_integrations WHERE installation_id = ?').all(installationId) as Row[]).map(toIntegration);
     })();
   }
 
   // ------------------------------------------------------------ tracing projects
 
   async getTracingProject(tenantId: string, id: string): Promise<TracingProject | null> {
-    const row = this.db.prepare('SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
+    const row = this.sql('SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?').get(id, tenantId) as Row | undefined;
     return row ? toTracingProject(row) : null;
   }
 
   async listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>> {
-    const rows = this.db
-      .prepare(
+    const rows = this.sql(
         `SELECT * FROM tracing_projects WHERE tenant_id = @tenant_id AND (@name IS NULL OR name = @name)
          ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`,
       )
