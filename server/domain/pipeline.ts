@@ -43,7 +43,7 @@ export class Pipeline {
     const { started, skipped } = await store.startNextRevision(deploymentId, firstStage, clock.now());
     for (const id of skipped) watch.notify(id);
     if (!started) return;
-    watch.notify(started.id);
+    watch.notify(started.id, started);
     await this.#dispatch(started);
   }
 
@@ -54,7 +54,7 @@ export class Pipeline {
   async startedOnCreate(revisionId: string): Promise<void> {
     const revision = await this.#deps.store.getRevisionById(revisionId);
     if (!revision) return;
-    this.#deps.watch.notify(revision.id);
+    this.#deps.watch.notify(revision.id, revision);
     await this.#dispatch(revision);
   }
 
@@ -63,7 +63,7 @@ export class Pipeline {
     const { store, clock, watch } = this.#deps;
     const revision = await store.transitionRevision(change, clock.now());
     if (!revision) return null;
-    watch.notify(revision.id);
+    watch.notify(revision.id, revision);
     if (isTerminal(revision.status)) {
       await this.advance(revision.deployment_id);
     }

@@ -3,10 +3,15 @@
  * goes through the pipeline, which calls `notify`; a waiter costs one closure and one timer.
  */
 export class RevisionWatch {
-  readonly #waiters = new Map<string, Set<() => void>>();
+  readonly #waiters = new Map<string, Set<(value: unknown) => void>>();
 
-  /** Resolves `true` when the revision changes, `false` when `timeoutMs` passes or `signal` aborts. */
-  wait(revisionId: string, timeoutMs: number, signal?: AbortSignal): { changed: Promise<boolean>; cancel: () => void } {
+  /**
+   * Resolves `true` when the revision changes, `false` when `timeoutMs` passes or `signal` aborts.
+   * `value()` is what the change was announced with, if anything (the changed record), so a
+   * thousand waiters need not each read it again.
+   */
+  wait(revisionId: string, timeoutMs: number, signal?: AbortSignal): { changed: Promise<boolean>; cancel: () => void; value: () => unknown } {
+    let announced: unknown;
     let settle!: (changed: boolean) => void;
     const changed = new Promise<boolean>((resolve) => (settle = resolve));
     let waiters = this.#waiters.get(revisionId);
@@ -19,18 +24,22 @@ export class RevisionWatch {
       if (set.size === 0 && this.#waiters.get(revisionId) === set) this.#waiters.delete(revisionId);
       settle(value);
     };
-    const onChange = () => finish(true);
+    const onChange = (value: unknown) => {
+      announced = value;
+      finish(true);
+    };
     const onAbort = () => finish(false);
     const timer = setTimeout(() => finish(false), timeoutMs);
     set.add(onChange);
     signal?.addEventListener('abort', onAbort, { once: true });
-    return { changed, cancel: () => finish(false) };
+    return { changed, cancel: () => finish(false), value: () => announced };
   }
 
-  notify(revisionId: string): void {
+  /** Wakes every waiter of `revisionId`, handing them `value` (the changed record) when given. */
+  notify(revisionId: string, value?: unknown): void {
     const waiters = this.#waiters.get(revisionId);
     if (!waiters) return;
-    for (const wake of [...waiters]) wake();
+    for (const wake of [...waiters]) wake(value);
   }
 
   /** How many requests are waiting (for tests and benchmarks). */

@@ -63,7 +63,7 @@ export class Revisions {
       waiter.cancel();
       return { revision, changed: true };
     }
-    if (await waiter.changed) revision = await this.get(tenantId, deploymentId, revisionId);
+    if (await waiter.changed) revision = (waiter.value() as RevisionRecord | undefined) ?? (await this.get(tenantId, deploymentId, revisionId));
     return { revision, changed: revisionEtag(revision) !== knownEtag };
   }
 
