@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { bundleServer } from '../../server/build.ts';
 import { startChild, tempDir, type Child } from './processes.ts';
 
 /** How long and how hard to run; `--quick` is a smoke run of every scenario. */
@@ -33,6 +34,8 @@ export const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 
 export type ControlPlane = Child & { databasePath: string };
 
+let bundled: Promise<void> | undefined;
+
 /**
  * Starts the real server on a SQLite file (a new one unless `databasePath` is given). Sandbox
  * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
@@ -40,7 +43,10 @@ export type ControlPlane = Child & { databasePath: string };
  */
 export async function startControlPlane(settings: Settings, options: { databasePath?: string; stageMs?: number } = {}): Promise<ControlPlane> {
   const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
-  const child = await startChild('server/main.ts', {
+  // Measure what `npm start` runs: the bundled server, not the TypeScript sources.
+  bundled ??= bundleServer();
+  await bundled;
+  const child = await startChild('server/dist/main.js', {
     DATABASE_URL: databasePath,
     BOOTSTRAP_API_KEY: API_KEY,
     ENCRYPTION_KEY,

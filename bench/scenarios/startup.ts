@@ -5,7 +5,7 @@ import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
 import { verdict, type Row } from '../lib/table.ts';
 
 /**
- * Start time (spawn of `node server/main.ts` → its "listening" line, on a new database, so the
+ * Start time (spawn of `node server/dist/main.js`, what `npm start` runs, → its "listening" line, on a new database, so the
  * migrations and bootstrap are included) and idle memory (RSS two seconds after one request).
  */
 export async function startup(settings: Settings, log: (line: string) => void): Promise<Row[]> {
