@@ -1,9 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-
-const ROOT = resolve(import.meta.dirname, '../..');
+import { join } from 'node:path';
+import { startListeningChild } from './listening-child.ts';
 
 export type ServerProcess = {
   url: string;
@@ -26,49 +24,20 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
   const databasePath = reuse?.databasePath ?? join(mkdtempSync(join(tmpdir(), 'cp-test-')), 'control-plane.db');
   const apiKey = reuse?.apiKey ?? `test-key-${crypto.randomUUID()}`;
   const fullEnv = {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '',
-    PORT: '0',
-    HOST: '127.0.0.1',
     DATABASE_URL: databasePath,
     BOOTSTRAP_API_KEY: apiKey,
     SANDBOX_STAGE_MS: '100',
     LOG_LEVEL: 'info',
     ...env,
   };
-  const child: ChildProcess = spawn(process.execPath, [join(ROOT, 'server/main.ts')], { cwd: ROOT, env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolveExit) => child.once('exit', () => resolveExit()));
-
-  const port = await new Promise<number>((resolvePort, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${output}`)), 20_000);
-    const onData = () => {
-      const match = /"msg":"listening".*?"port":(\d+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        child.stderr!.off('data', onData);
-        resolvePort(Number(match[1]));
-      }
-    };
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited with ${code} before listening:\n${output}`));
-    });
-  });
-
+  const child = await startListeningChild('server/main.ts', fullEnv, 20_000);
   const server: ServerProcess = {
-    url: `http://127.0.0.1:${port}`,
-    port,
+    url: child.url,
+    port: child.port,
     apiKey,
     databasePath,
-    output: () => output,
-    kill: async (signal = 'SIGTERM') => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      await exited;
-    },
+    output: child.output,
+    kill: child.stop,
     restart: (extraEnv = {}) => startServerProcess({ ...env, ...extraEnv }, { databasePath, apiKey }),
   };
   return server;
