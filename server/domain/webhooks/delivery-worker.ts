@@ -58,7 +58,10 @@ export class DeliveryWorker {
       this.#again = true;
       return;
     }
-    this.#running = this.#drain()
+    // Start on the next turn of the event loop: the 202 of the request that stored the delivery
+    // goes out first, instead of waiting behind the work it announced.
+    this.#running = yieldToIo()
+      .then(() => this.#drain())
       .catch((error: unknown) => this.#deps.log.error('webhooks: delivery worker failed', { error: String(error) }))
       .finally(() => {
         this.#running = null;
@@ -86,6 +89,8 @@ export class DeliveryWorker {
         if (this.#stopped) return;
         tried.add(delivery.delivery_id);
         await this.#processOne(delivery);
+        // The store is synchronous under its promises: let waiting requests (other deliveries' 202s) in.
+        await yieldToIo();
       }
     }
     this.#scheduleDue();
@@ -132,4 +137,9 @@ export class DeliveryWorker {
     const removed = await this.#deps.webhookStore.pruneDeliveries(before);
     if (removed > 0) this.#deps.log.info('webhooks: pruned old deliveries', { removed });
   }
+}
+
+/** Resolves after the event loop has handled pending I/O (sockets first, then this). */
+function yieldToIo(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
