@@ -59,8 +59,14 @@ type RequestOptions<T> = {
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const MAX_BACKOFF_MS = 10_000;
-/** Statuses after which the server has certainly not acted, so even a POST or PATCH may be sent again. */
-const NOT_ACTED = new Set([429, 502, 503, 504]);
+/**
+ * Statuses after which the server has certainly not acted, so even a POST or PATCH may be sent
+ * again. Not 502 or 504: a proxy answers those when the server may have acted and then failed to
+ * answer in time, and a second create or PATCH would then act twice.
+ */
+const NOT_ACTED = new Set([429, 503]);
+/** A `Retry-After` longer than this is shortened: one answer must not stall a run past its deadline. */
+const MAX_RETRY_AFTER_MS = MAX_BACKOFF_MS;
 /** Socket errors raised before a request reached the server. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -147,7 +153,8 @@ export class ApiClient {
           throw new TransientError(`${options.what} failed with HTTP ${response.status} after ${attempt + 1} attempts: ${describeErrorBody(text)}`);
         }
         retryReason = `HTTP ${response.status}`;
-        retryDelay = retryAfterMs(response.headers.get('retry-after'));
+        const asked = retryAfterMs(response.headers.get('retry-after'));
+        retryDelay = asked === null ? null : Math.min(asked, MAX_RETRY_AFTER_MS);
       } catch (error) {
         if (error instanceof ApiError || error instanceof ResponseShapeError) throw error;
         if (options.signal?.aborted) throw options.signal.reason;

@@ -49718,7 +49718,8 @@ var ResponseShapeError = class extends Error {
 };
 var DEFAULT_TIMEOUT_MS = 3e4;
 var MAX_BACKOFF_MS = 1e4;
-var NOT_ACTED = /* @__PURE__ */ new Set([429, 502, 503, 504]);
+var NOT_ACTED = /* @__PURE__ */ new Set([429, 503]);
+var MAX_RETRY_AFTER_MS = MAX_BACKOFF_MS;
 var NOT_SENT_CODES = /* @__PURE__ */ new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
 function abortableSleep(ms, signal) {
   return new Promise((resolve2, reject) => {
@@ -49785,7 +49786,8 @@ var ApiClient = class {
           throw new TransientError(`${options.what} failed with HTTP ${response.status} after ${attempt + 1} attempts: ${describeErrorBody(text)}`);
         }
         retryReason = `HTTP ${response.status}`;
-        retryDelay = retryAfterMs(response.headers.get("retry-after"));
+        const asked = retryAfterMs(response.headers.get("retry-after"));
+        retryDelay = asked === null ? null : Math.min(asked, MAX_RETRY_AFTER_MS);
       } catch (error63) {
         if (error63 instanceof ApiError || error63 instanceof ResponseShapeError) throw error63;
         if (options.signal?.aborted) throw options.signal.reason;

@@ -14,6 +14,8 @@ export function normalizeRepoUrl(url: string): string {
   } else {
     rest = rest.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/^[^@/]+@/, '');
   }
+  // A port (ssh://git@github.com:22/o/r) is not part of the repository's identity.
+  rest = rest.replace(/^([^/:]+):\d+\//, '$1/');
   rest = rest.replace(/\/+$/, '').replace(/\.git$/i, '').replace(/\/+$/, '');
   return rest.toLowerCase();
 }

@@ -70,7 +70,7 @@ export interface WebhookStore {
   /** Removes processed deliveries received before `before`; pending ones are always kept. */
   pruneDeliveries(before: string): Promise<number>;
 
-  getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string } | null>;
+  getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string; seen_at: string } | null>;
   setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void>;
 }
 
@@ -205,9 +205,9 @@ export class SqliteWebhookStore implements WebhookStore {
     })();
   }
 
-  async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string } | null> {
-    const row = this.#db.prepare('SELECT repo_ref, sha FROM reconcile_heads WHERE deployment_id = ?').get(deploymentId) as
-      | { repo_ref: string; sha: string }
+  async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string; seen_at: string } | null> {
+    const row = this.#db.prepare('SELECT repo_ref, sha, seen_at FROM reconcile_heads WHERE deployment_id = ?').get(deploymentId) as
+      | { repo_ref: string; sha: string; seen_at: string }
       | undefined;
     return row ?? null;
   }

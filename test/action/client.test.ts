@@ -60,6 +60,12 @@ describe('the REST client', () => {
     expect(seen[0]).toContain(`key=key tenant=${deployment.tenant_id}`);
   });
 
+  it('shortens a Retry-After that would stall the run (at most 10 s)', async () => {
+    script = [json(503, {}, { 'retry-after': '3600' }), json(200, deployment)];
+    await client().getDeployment(deployment.id);
+    expect(sleeps).toEqual([10_000]);
+  });
+
   it('backs off exponentially on 5xx of a GET, then gives up as a transient error', async () => {
     script = [json(503, {}), json(502, {}), json(500, {})];
     await expect(client(2).getDeployment(deployment.id)).rejects.toThrow(TransientError);
@@ -78,6 +84,13 @@ describe('the REST client', () => {
     seen = [];
     await expect(client().createDeployment(body)).rejects.toThrow(ApiError);
     expect(seen).toHaveLength(1);
+    // A proxy's 502/504 may come after the server acted: a create is not sent twice.
+    for (const status of [502, 504]) {
+      script = [json(status, {}), json(201, deployment)];
+      seen = [];
+      await expect(client().createDeployment(body)).rejects.toThrow(ApiError);
+      expect(seen, String(status)).toHaveLength(1);
+    }
   });
 
   it('does not retry a 4xx, and turns the body into a sentence', async () => {

@@ -66,3 +66,18 @@ describe('matching a push', () => {
     expect(pushFacts({ ref: 'refs/heads/main' } as unknown as PushPayload)).toBeNull();
   });
 });
+
+describe('repository URL normalisation', () => {
+  it('compares the https, scp, ssh (with or without a port) forms as one repository', async () => {
+    const { normalizeRepoUrl } = await import('../../server/domain/repo-url.ts');
+    const forms = [
+      'https://github.com/Acme/Agent.git',
+      'https://github.com/acme/agent/',
+      'git@github.com:acme/agent.git',
+      'ssh://git@github.com/acme/agent',
+      'ssh://git@github.com:22/acme/agent.git',
+    ];
+    expect(new Set(forms.map(normalizeRepoUrl))).toEqual(new Set(['github.com/acme/agent']));
+    expect(normalizeRepoUrl('https://github.com/acme/other')).not.toBe('github.com/acme/agent');
+  });
+});

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { revisionsOf } from './github.ts';
+import { deliver, processedDelivery, pushPayload, revisionsOf } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 
 function git(cwd: string, ...args: string[]): string {
@@ -59,5 +59,31 @@ describe('the reconciler', () => {
     expect(pushes.map((r) => r.source_revision_config.repo_commit_sha)).toEqual([second]);
     const log = await api.get('/v1/webhooks/github/deliveries');
     expect(log.body.resources).toEqual([]);
+  });
+
+  it('does not build a head that a webhook skipped on purpose (a skip marker)', async () => {
+    const remote = localRemote();
+    const first = remote.commit('First version');
+    const own = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '200', SANDBOX_STAGE_MS: '50', ALLOW_FILE_REPO_URLS: 'true' });
+    try {
+      const api = apiClient(own.url, own.apiKey);
+      const fx = await workspaceFixtures(api);
+      const dep = await pushDeployment(api, fx.integrationId, remote.url);
+      await eventually(async () => (own.output().includes(`"deployment_id":"${dep.id}","branch":"main","head":"${first}"`) ? true : undefined));
+
+      const message = 'Fix a typo in the docs [skip ci]';
+      const skipped = remote.commit(message);
+      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), { secret: 'reconciler-secret' });
+      expect(delivery.status).toBe(202);
+      const processed = await processedDelivery(api, delivery.id);
+      expect(JSON.stringify(processed)).toContain('[skip ci]');
+
+      // Several reconciler passes see the branch head; none builds it.
+      await new Promise((r) => setTimeout(r, 1200));
+      expect((await revisionsOf(api, dep.id)).filter((r) => r.trigger === 'push')).toEqual([]);
+      expect(own.output()).not.toContain(`"commit":"${skipped}"`);
+    } finally {
+      await own.kill('SIGKILL');
+    }
   });
 });

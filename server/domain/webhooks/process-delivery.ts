@@ -1,5 +1,5 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
-import type { DeliveryResultLine, StoredOutcome } from '../../store/webhooks.ts';
+import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { deploymentSkip, pushFacts, pushWideSkip, type PushPayload } from './match-push.ts';
@@ -7,13 +7,16 @@ import type { PushBuilds } from './push-builds.ts';
 
 type InstallationPayload = EmitterWebhookEvent<'installation'>['payload'];
 
+/** Where the branch heads a webhook handled are recorded, so the reconciler does not redo them. */
+export type HeadsSeen = Pick<WebhookStore, 'setReconcileHead'>;
+
 export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[] };
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock };
+  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen };
 
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock }) {
+  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen }) {
     this.#deps = deps;
   }
 
@@ -40,7 +43,14 @@ export class DeliveryProcessor {
     for (const deployment of byId.values()) {
       const line = { tenant_id: deployment.tenant_id, deployment_id: deployment.id, deployment_name: deployment.name, integration_id: deployment.source_config.integration_id ?? null };
       const integration: IntegrationRecord | null = line.integration_id ? await store.getIntegrationById(line.integration_id) : null;
-      const skip = wide ?? deploymentSkip(deployment, integration, push);
+      const own = deploymentSkip(deployment, integration, push);
+      const skip = wide ?? own;
+      // A push of this deployment's branch that it would build, built here or skipped on purpose (a
+      // skip marker): the reconciler must not build that head later.
+      const branchPush = !push.deleted && push.ref.startsWith('refs/heads/');
+      if (own === null && branchPush) {
+        await this.#deps.heads.setReconcileHead(deployment.id, deployment.source_revision_config.repo_ref!, push.after, this.#deps.clock.now());
+      }
       if (skip) {
         results.push({ ...line, result: 'skipped', revision_id: null, reason: skip });
         continue;

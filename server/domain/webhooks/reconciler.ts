@@ -58,9 +58,11 @@ export class Reconciler {
   /** One comparison of every `build_on_push` deployment; answers how many revisions it created. */
   async pass(): Promise<number> {
     const { store, readHead, log } = this.#deps;
-    const deployments = await store.listBuildOnPushDeployments();
+    const keyOf = (d: DeploymentRecord) => `${d.source_config.repo_url}\n${trackedBranch(d.source_revision_config.repo_ref)}`;
+    // Deployments of one repository and branch one after another: each head is used right after it is read.
+    const deployments = (await store.listBuildOnPushDeployments()).sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
     // One ls-remote per repository and branch, however many deployments track it.
-    const heads = new Map<string, Promise<string | null>>();
+    const heads = new Map<string, { head: Promise<string | null>; readAt: string }>();
     let created = 0;
     for (const deployment of deployments) {
       if (this.#stopped) break;
@@ -70,21 +72,22 @@ export class Reconciler {
       const integration = deployment.source_config.integration_id ? await store.getIntegrationById(deployment.source_config.integration_id) : null;
       if (integrationBlock(deployment, integration)) continue;
       const key = `${repoUrl}\n${branch}`;
-      if (!heads.has(key)) heads.set(key, readHead(repoUrl, branch));
+      if (!heads.has(key)) heads.set(key, { head: readHead(repoUrl, branch), readAt: this.#deps.clock.now() });
+      const read = heads.get(key)!;
       let head: string | null;
       try {
-        head = await heads.get(key)!;
+        head = await read.head;
       } catch (error) {
         log.warn('reconciler: could not read the branch head', { deployment_id: deployment.id, repo_url: repoUrl, branch, error: String(error) });
         continue;
       }
       if (!head) continue;
-      if (await this.#reconcile(deployment, branch, head)) created += 1;
+      if (await this.#reconcile(deployment, branch, head, read.readAt)) created += 1;
     }
     return created;
   }
 
-  async #reconcile(deployment: DeploymentRecord, branch: string, head: string): Promise<boolean> {
+  async #reconcile(deployment: DeploymentRecord, branch: string, head: string, headReadAt: string): Promise<boolean> {
     const { webhookStore, builds, clock, log } = this.#deps;
     const newest = deployment.source_revision_config.repo_commit_sha;
     const ref = deployment.source_revision_config.repo_ref!;
@@ -92,14 +95,18 @@ export class Reconciler {
       await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
       return false;
     }
+    const seen = await webhookStore.getReconcileHead(deployment.id);
+    // Handled already: built, or skipped on purpose by a webhook (a skip marker).
+    if (seen && seen.repo_ref === ref && seen.sha === head) return false;
+    // A webhook handled a push of this branch after our head was read: ours may be older; the next
+    // pass decides with a fresh read, so an older commit never replaces a newer one.
+    if (seen && seen.repo_ref === ref && seen.seen_at > headReadAt) return false;
     if (newest === null) {
-      const seen = await webhookStore.getReconcileHead(deployment.id);
       if (!seen || seen.repo_ref !== ref) {
         await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
         log.info('reconciler: first look at the branch; its head is taken as built by the newest revision', { deployment_id: deployment.id, branch, head });
         return false;
       }
-      if (seen.sha === head) return false;
     }
     const result = await builds.build(deployment.id, head, 'reconciler');
     await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
