@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
@@ -28,14 +28,12 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   app.onError((error, c) => errorResponse(error, c, services.log));
   app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services.log));
 
-  app.use('/v1/*', async (c, next) => {
+  const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
     await next();
-  });
-  app.use('/v2/*', async (c, next) => {
-    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
-    await next();
-  });
+  };
+  app.use('/v1/*', authenticate);
+  app.use('/v2/*', authenticate);
 
   healthRoutes(ctx);
   workspaceRoutes(ctx);

@@ -49669,6 +49669,8 @@ var TERMINAL_REVISION_STATUSES = /* @__PURE__ */ new Set([
   "INTERRUPTED"
 ]);
 var FAILED_REVISION_STATUSES = new Set([...TERMINAL_REVISION_STATUSES].filter((status) => status !== "DEPLOYED"));
+var UNFINISHED_REVISION_STATUSES = RevisionStatus.options.filter((status) => !TERMINAL_REVISION_STATUSES.has(status));
+var IN_PROGRESS_REVISION_STATUSES = UNFINISHED_REVISION_STATUSES.filter((status) => status !== "QUEUED");
 function isTerminal(status) {
   return TERMINAL_REVISION_STATUSES.has(status);
 }

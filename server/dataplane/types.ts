@@ -1,4 +1,3 @@
-import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionTransition, RevisionWork } from '../store/types.ts';
 
 /**
@@ -25,4 +24,3 @@ export interface DataPlane {
   stop(): void;
 }
 
-export const IN_PROGRESS_STATUSES: readonly RevisionStatus[] = ['CREATING', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];

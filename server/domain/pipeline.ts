@@ -1,4 +1,4 @@
-import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
+import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { DataPlane, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store } from '../store/types.ts';
@@ -87,7 +87,7 @@ export class Pipeline {
   async interruptUnfinished(revision: RevisionRecord, reason: string): Promise<RevisionRecord | null> {
     return this.transition({
       revisionId: revision.id,
-      from: UNFINISHED,
+      from: UNFINISHED_REVISION_STATUSES,
       to: 'INTERRUPTED',
       statusMessage: reason,
       logs: [{ type: revision.status === 'BUILDING' || revision.status === 'AWAITING_BUILD' ? 'build' : 'deploy', level: 'warn', message: reason }],
@@ -126,7 +126,7 @@ export class Pipeline {
     if (this.#tearingDown.has(deployment.id)) return;
     this.#tearingDown.add(deployment.id);
     const work = async () => {
-      const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: UNFINISHED.slice() });
+      const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: [...UNFINISHED_REVISION_STATUSES] });
       for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
       await (await this.#dataPlaneFor(deployment)).teardown(deployment);
       await store.removeDeployment(deployment.id);
@@ -169,7 +169,6 @@ export class Pipeline {
   }
 }
 
-const UNFINISHED: readonly RevisionStatus[] = ['CREATING', 'QUEUED', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];
 
 /** `github` revisions are built first; `external_docker` ones go straight to deploy. */
 export function firstStage(revision: Pick<RevisionRecord, 'source'>): RevisionStatus {

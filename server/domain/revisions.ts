@@ -43,28 +43,29 @@ export class Revisions {
   }
 
   /**
-   * The conditional long-poll: while the revision's ETag is still `knownEtag`, wait up to
-   * `waitMs` for it to change. Answers the revision and whether it differs from `knownEtag`.
+   * The conditional long-poll: while `isKnown` accepts the revision's ETag (the client holds that
+   * version), wait up to `waitMs` for it to change. Answers the revision and whether the client's
+   * copy is out of date.
    */
   async getWhenChanged(
     tenantId: string,
     deploymentId: string,
     revisionId: string,
-    knownEtag: string,
+    isKnown: (etag: string) => boolean,
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<{ revision: RevisionRecord; changed: boolean }> {
     let revision = await this.get(tenantId, deploymentId, revisionId);
-    if (revisionEtag(revision) !== knownEtag || waitMs <= 0) return { revision, changed: revisionEtag(revision) !== knownEtag };
+    if (!isKnown(revisionEtag(revision)) || waitMs <= 0) return { revision, changed: !isKnown(revisionEtag(revision)) };
     // Register before reading again, so a change between the two reads is not missed.
     const waiter = this.#watch.wait(revisionId, waitMs, signal);
     revision = await this.get(tenantId, deploymentId, revisionId);
-    if (revisionEtag(revision) !== knownEtag) {
+    if (!isKnown(revisionEtag(revision))) {
       waiter.cancel();
       return { revision, changed: true };
     }
     if (await waiter.changed) revision = (waiter.value() as RevisionRecord | undefined) ?? (await this.get(tenantId, deploymentId, revisionId));
-    return { revision, changed: revisionEtag(revision) !== knownEtag };
+    return { revision, changed: !isKnown(revisionEtag(revision)) };
   }
 
   async list(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {

@@ -123,43 +123,28 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit
     const position = /position (\d+)/.exec(String(error))?.[1];
     throw new ValidationFailed([{ loc: ['body', position ? Number(position) : 0], msg: 'JSON decode error', type: 'json_invalid' }]);
   }
-  if (depthExceeds(value, MAX_JSON_DEPTH)) {
-    throw new ValidationFailed([{ loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' }]);
-  }
-  const prototypeKey = findPrototypeKey(value);
-  if (prototypeKey) {
-    // Copying such a key into a new object sets its prototype instead of storing the entry (zod
-    // drops it for that reason): refuse it rather than lose it without a word.
-    throw new ValidationFailed([{ loc: ['body', ...prototypeKey], msg: 'The key __proto__ is not allowed', type: 'value_error' }]);
-  }
+  const problem = shapeProblem(value);
+  if (problem) throw new ValidationFailed([problem]);
   return validate(schema, value, 'body');
 }
 
-/** The path to the first own `__proto__` key in a parsed JSON value, or null. Iterative. */
-function findPrototypeKey(root: unknown): Array<string | number> | null {
+/**
+ * One walk over a parsed body for what no schema can check: nesting deeper than 64 (deep values
+ * cost stack later) and own `__proto__` keys (copying one into a new object sets its prototype
+ * instead of storing the entry, and zod drops it for that reason: refuse it rather than lose it).
+ * Iterative, so a hostile body cannot exhaust the stack here.
+ */
+function shapeProblem(root: unknown): ValidationIssue | null {
   const stack: Array<[unknown, Array<string | number>]> = [[root, []]];
   while (stack.length > 0) {
     const [value, path] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
-    if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return [...path, '__proto__'];
-    const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+    if (path.length >= MAX_JSON_DEPTH) return { loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' };
+    if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return { loc: ['body', ...path, '__proto__'], msg: 'The key __proto__ is not allowed', type: 'value_error' };
+    const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((child, index) => [index, child]) : Object.entries(value);
     for (const [key, child] of entries) if (child !== null && typeof child === 'object') stack.push([child, [...path, key]]);
   }
   return null;
-}
-
-/** Iterative, so a hostile body cannot exhaust the stack here. */
-function depthExceeds(root: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[root, 1]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop()!;
-    if (value === null || typeof value !== 'object') continue;
-    if (depth > max) return true;
-    for (const child of Array.isArray(value) ? value : Object.values(value)) {
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
-    }
-  }
-  return false;
 }
 
 /** Validates the query string. A repeated key keeps its first value (Hono's `query()`). */

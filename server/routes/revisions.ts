@@ -59,10 +59,8 @@ export function revisionRoutes(ctx: RouteContext): void {
       const known = c.req.header('if-none-match');
       const waitMs = preferredWaitMs(c.req.header('prefer'));
       if (known) {
-        const current = await revisions.get(tenantId, deploymentId, revisionId);
-        // Wait from the revision the client holds; a list or W/ form is normalised to the current tag.
-        const held = matchesCurrent(known, revisionEtag(current)) ? revisionEtag(current) : known.trim();
-        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, held, waitMs ?? 0, c.req.raw.signal);
+        const isKnown = (etag: string) => matchesCurrent(known, etag);
+        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, c.req.raw.signal);
         c.header('ETag', revisionEtag(revision));
         c.header('Cache-Control', 'no-cache');
         if (!changed) return c.body(null, 304);

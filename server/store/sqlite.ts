@@ -2,7 +2,15 @@ import Database from 'better-sqlite3';
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
 import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
-import type { LogEntry, LogLevel, LogType, RevisionListQuery, RevisionStatus } from '../../shared/schemas/revision.ts';
+import {
+  IN_PROGRESS_REVISION_STATUSES,
+  TERMINAL_REVISION_STATUSES,
+  type LogEntry,
+  type LogLevel,
+  type LogType,
+  type RevisionListQuery,
+  type RevisionStatus,
+} from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
@@ -29,9 +37,10 @@ import type {
 
 type Row = Record<string, unknown>;
 
-/** Statuses in which a revision holds its deployment's one in-progress slot. */
-const IN_PROGRESS = ['CREATING', 'AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING', 'UNKNOWN'];
-const TERMINAL = ['DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED'];
+/** Status lists as SQL literals (fixed enum values, not input). */
+const sqlList = (statuses: Iterable<string>) => [...statuses].map((status) => `'${status}'`).join(',');
+const IN_PROGRESS = sqlList(IN_PROGRESS_REVISION_STATUSES);
+const TERMINAL = sqlList(TERMINAL_REVISION_STATUSES);
 /**
  * Statuses after which a commit may be built again by a push. SKIPPED is not among them: a revision
  * skipped because a newer one superseded it must not come back on a redelivery and deploy an older commit.
@@ -120,7 +129,7 @@ export class SqliteStore implements Store {
          WHERE id = @deployment_id`,
       ),
       inProgressCount: this.sql(
-        `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`,
+        `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS})`,
       ),
       queued: this.sql(`SELECT * FROM revisions WHERE deployment_id = ? AND status = 'QUEUED' ORDER BY seq DESC`),
       insertLog: this.sql('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)'),
@@ -288,7 +297,8 @@ export class SqliteStore implements Store {
       }
       throw error;
     }
-    return (await this.getDeploymentById(d.id))!;
+    // What was written, as written: no need to read it back and decrypt it again.
+    return { ...d, delete_tracing_project: false };
   }
 
   /** The JSON and query columns derived from a deployment's current config. */
@@ -443,7 +453,7 @@ export class SqliteStore implements Store {
       const existing = this.sql(
           `SELECT id, status FROM revisions
            WHERE deployment_id = ? AND json_extract(source_revision_config, '$.repo_commit_sha') = ?
-             AND status NOT IN (${PUSH_RETRYABLE.map((s) => `'${s}'`).join(',')})
+             AND status NOT IN (${sqlList(PUSH_RETRYABLE)})
            ORDER BY seq DESC LIMIT 1`,
         )
         .get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
@@ -562,7 +572,7 @@ export class SqliteStore implements Store {
   }
 
   async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
-    const rows = this.sql(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL.map((s) => `'${s}'`).join(',')}) ORDER BY seq`)
+    const rows = this.sql(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL}) ORDER BY seq`)
       .all() as Row[];
     return rows.map((row) => this.toRevision(row));
   }

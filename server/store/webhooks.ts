@@ -34,18 +34,11 @@ export type DeliveryResultLine = {
   reason: string | null;
 };
 
-export type StoredDelivery = {
-  delivery_id: string;
-  event: string;
-  action: string | null;
-  installation_id: number | null;
-  repository: string | null;
-  ref: string | null;
-  after_sha: string | null;
+/** A delivery as the log reads it: what was received (less the body), and what came of it. */
+export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done'> & {
   status: DeliveryStatus;
   outcome: StoredOutcome;
   reason: string | null;
-  received_at: string;
   processed_at: string | null;
   results: DeliveryResultLine[];
 };

@@ -32,6 +32,12 @@ export const TERMINAL_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set<R
 /** Terminal statuses that mean the revision did not go live. */
 export const FAILED_REVISION_STATUSES: ReadonlySet<RevisionStatus> = new Set([...TERMINAL_REVISION_STATUSES].filter((status) => status !== 'DEPLOYED'));
 
+/** Statuses of a revision that has not ended, queued or in progress. */
+export const UNFINISHED_REVISION_STATUSES: readonly RevisionStatus[] = RevisionStatus.options.filter((status) => !TERMINAL_REVISION_STATUSES.has(status));
+
+/** Statuses in which a revision holds its deployment's one in-progress slot. */
+export const IN_PROGRESS_REVISION_STATUSES: readonly RevisionStatus[] = UNFINISHED_REVISION_STATUSES.filter((status) => status !== 'QUEUED');
+
 export function isTerminal(status: RevisionStatus): boolean {
   return TERMINAL_REVISION_STATUSES.has(status);
 }
