@@ -1,75 +1,140 @@
-import { page, PageQuery } from '../../shared/schemas/common.ts';
-import { AuthenticateRequest, AuthenticateResponse, OAuthProvider, OAuthProviderCreate, OAuthProviderPatch, WaitQuery, WaitResponse } from '../../shared/schemas/oauth.ts';
+import type { Context } from 'hono';
+import {
+  AuthenticateRequest,
+  AuthenticateResponse,
+  CallbackFinalize,
+  OAuthMessage,
+  OAuthProvider,
+  OAuthProviderCreate,
+  OAuthProviderList,
+  OAuthProviderPatch,
+  OAuthTokenList,
+  OAuthTokenMetadataPatch,
+  OAuthTokenSummary,
+  TokensDeleteQuery,
+  TokensDeleteResponse,
+  TokensExistsQuery,
+  TokensExistsResponse,
+  TokensQuery,
+  WaitQuery,
+  WaitResponse,
+} from '../../shared/schemas/oauth.ts';
 import { requireOrganizationScope } from '../domain/auth.ts';
+import type { CallbackOutcome, CallbackQuery } from '../domain/oauth/flows.ts';
 import type { OAuth } from '../domain/oauth/oauth.ts';
-import type { RouteContext } from '../http/env.ts';
+import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery } from '../http/validation.ts';
+import { pathId, readJson, readLimited, readQuery, validate } from '../http/validation.ts';
 import { CALLBACK_PAGE_HEADERS, callbackPage } from './oauth-page.ts';
 
 /** The path the providers redirect back to; it takes no API key (the `state` authenticates it). */
 export const OAUTH_CALLBACK_PATH = '/v2/auth/callback';
 
-/** OAuth helper routes: providers of the key's organization, authenticate, callback, wait. */
+/** The callback, with or without the provider's slug after it (`/v2/auth/callback/{provider_id}`, as the hosted API registers it). */
+export function isOAuthCallbackPath(path: string): boolean {
+  return path === OAUTH_CALLBACK_PATH || /^\/v2\/auth\/callback\/[^/]+$/.test(path);
+}
+
+/** A form-encoded callback (`response_mode=form_post`) is small; more is not a callback. */
+const CALLBACK_FORM_LIMIT = 64 * 1024;
+
+/**
+ * OAuth helper routes in the hosted API's shapes (the langchain-auth SDK requires 200 on every
+ * call): providers of the key's organization, by slug or id; tokens of the key's workspace;
+ * authenticate, callback, wait.
+ */
 export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
-  const { providers, flows } = oauth;
+  const { providers, flows, tokens } = oauth;
   const tag = 'oauth';
   const base = '/v2/auth/providers';
-  route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 201, schema: OAuthProvider } }, async (c) => {
+  const org = (c: Context<AppEnv>) => c.get('principal').organizationId;
+  const ws = (c: Context<AppEnv>) => c.get('principal').workspaceId;
+  const providerRef = (c: Context<AppEnv>) => c.req.param('provider_id') ?? '';
+
+  route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'create OAuth providers');
     const body = await readJson(c, OAuthProviderCreate);
-    return c.json(await providers.create(c.get('principal').organizationId, body), 201);
+    return c.json(await providers.create(org(c), body), 200);
   });
-  route(ctx, { method: 'get', path: base, summary: 'List OAuth providers', tag, query: PageQuery, response: { status: 200, schema: page(OAuthProvider) } }, async (c) => {
-    const query = readQuery(c, PageQuery);
-    return c.json(await providers.list(c.get('principal').organizationId, query.limit, query.offset));
-  });
-  route(ctx, { method: 'get', path: `${base}/:id`, summary: 'Get an OAuth provider', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
-    c.json(await providers.get(c.get('principal').organizationId, pathId(c, 'id'))),
+  route(ctx, { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } }, async (c) =>
+    c.json(await providers.list(org(c))),
   );
-  route(ctx, { method: 'patch', path: `${base}/:id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
+  route(ctx, { method: 'get', path: `${base}/:provider_id`, summary: 'Get an OAuth provider by its provider_id (or id)', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
+    c.json(await providers.get(org(c), providerRef(c))),
+  );
+  route(ctx, { method: 'patch', path: `${base}/:provider_id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'change OAuth providers');
-    const id = pathId(c, 'id');
     const body = await readJson(c, OAuthProviderPatch);
-    return c.json(await providers.patch(c.get('principal').organizationId, id, body));
+    return c.json(await providers.patch(org(c), providerRef(c), body));
   });
-  route(ctx, { method: 'delete', path: `${base}/:id`, summary: 'Delete an OAuth provider with its tokens', tag, response: { status: 204, schema: null } }, async (c) => {
+  route(ctx, { method: 'delete', path: `${base}/:provider_id`, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
-    await providers.delete(c.get('principal').organizationId, pathId(c, 'id'));
+    const deleted = await providers.delete(org(c), providerRef(c));
+    return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
+  });
+
+  route(ctx, { method: 'get', path: '/v2/auth/tokens', summary: "The workspace's stored tokens (no token values)", tag, query: TokensQuery, response: { status: 200, schema: OAuthTokenList } }, async (c) => {
+    const query = readQuery(c, TokensQuery);
+    return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
+  });
+  route(ctx, { method: 'delete', path: '/v2/auth/tokens', summary: "Forget the workspace's tokens of a provider", tag, query: TokensDeleteQuery, response: { status: 200, schema: TokensDeleteResponse } }, async (c) => {
+    const query = readQuery(c, TokensDeleteQuery);
+    const { provider, deleted } = await tokens.deleteForProvider(org(c), ws(c), query.provider_id);
+    return c.json({ message: `Deleted ${deleted} token(s) of OAuth provider '${provider.provider_id}'.`, deleted });
+  });
+  route(ctx, { method: 'get', path: '/v2/auth/tokens/exists', summary: 'Whether the workspace holds a token of a provider', tag, query: TokensExistsQuery, response: { status: 200, schema: TokensExistsResponse } }, async (c) => {
+    const query = readQuery(c, TokensExistsQuery);
+    const exists = await tokens.exists(org(c), ws(c), query.provider_id, { userId: query.user_id, agentId: query.agent_id });
+    return c.json({ exists, has_token: exists });
+  });
+  route(ctx, { method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } }, async (c) => {
+    await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
     return c.body(null, 204);
+  });
+  route(ctx, { method: 'patch', path: '/v2/auth/tokens/:token_id/metadata', summary: "Change a token's label or default mark", tag, body: OAuthTokenMetadataPatch, response: { status: 200, schema: OAuthTokenSummary } }, async (c) => {
+    const id = pathId(c, 'token_id');
+    const body = await readJson(c, OAuthTokenMetadataPatch);
+    return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
   });
 
   route(ctx, { method: 'post', path: '/v2/auth/authenticate', summary: 'Get a token, or start an authorization flow', tag, body: AuthenticateRequest, response: { status: 200, schema: AuthenticateResponse } }, async (c) => {
     const body = await readJson(c, AuthenticateRequest);
-    return c.json(await flows.authenticate(c.get('principal').organizationId, body));
+    return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
   });
 
-  route(
-    ctx,
-    { method: 'get', path: OAUTH_CALLBACK_PATH, summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag, auth: false, response: { status: 200, schema: null, description: 'HTML page' } },
-    async (c) => {
-      const outcome = await flows.callback({
-        state: c.req.query('state'),
-        code: c.req.query('code'),
-        error: c.req.query('error'),
-        error_description: c.req.query('error_description'),
-      });
-      switch (outcome.kind) {
-        case 'completed':
-          return c.html(callbackPage('Authorization complete', 'You can close this window.'), 200, CALLBACK_PAGE_HEADERS);
-        case 'invalid_state':
-          return c.html(callbackPage('Authorization failed', outcome.message), 400, CALLBACK_PAGE_HEADERS);
-        case 'failed': {
-          const detail = outcome.description ? `${outcome.error}: ${outcome.description}` : outcome.error;
-          return c.html(callbackPage('Authorization failed', `No token was obtained (${detail}). You can close this window.`), outcome.providerUnavailable ? 502 : 400, CALLBACK_PAGE_HEADERS);
-        }
+  const page = (c: Context<AppEnv>, outcome: CallbackOutcome) => {
+    switch (outcome.kind) {
+      case 'completed':
+        return c.html(callbackPage('Authorization complete', 'You can close this window.'), 200, CALLBACK_PAGE_HEADERS);
+      case 'invalid_state':
+        return c.html(callbackPage('Authorization failed', outcome.message), 400, CALLBACK_PAGE_HEADERS);
+      case 'failed': {
+        const detail = outcome.description ? `${outcome.error}: ${outcome.description}` : outcome.error;
+        return c.html(callbackPage('Authorization failed', `No token was obtained (${detail}). You can close this window.`), outcome.providerUnavailable ? 502 : 400, CALLBACK_PAGE_HEADERS);
       }
-    },
-  );
+    }
+  };
+  const fromQuery = (c: Context<AppEnv>): CallbackQuery => ({
+    state: c.req.query('state'),
+    code: c.req.query('code'),
+    error: c.req.query('error'),
+    error_description: c.req.query('error_description'),
+  });
+  /** A POSTed callback: a provider's `form_post` (form-encoded), or a front end handing on `{code, state}` (JSON). */
+  const fromBody = async (c: Context<AppEnv>): Promise<CallbackQuery> => {
+    if (/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) return readJson(c, CallbackFinalize);
+    const text = new TextDecoder().decode(await readLimited(c.req.raw, CALLBACK_FORM_LIMIT));
+    return validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
+  };
+  const callbackDoc = { summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag, auth: false, response: { status: 200, schema: null, description: 'HTML page' } };
+  route(ctx, { method: 'get', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c))));
+  route(ctx, { method: 'post', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => page(c, await flows.callback(await fromBody(c))));
+  route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c), providerRef(c))));
+  route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => page(c, await flows.callback(await fromBody(c), providerRef(c))));
 
   route(ctx, { method: 'get', path: '/v2/auth/wait/:auth_id', summary: 'Wait until an authorization flow completes or fails', tag, query: WaitQuery, response: { status: 200, schema: WaitResponse } }, async (c) => {
     const authId = pathId(c, 'auth_id');
     const query = readQuery(c, WaitQuery);
-    return c.json(await flows.wait(c.get('principal').organizationId, authId, query.timeout, c.req.raw.signal));
+    return c.json(await flows.wait(ws(c), authId, query.timeout, c.req.raw.signal));
   });
 }
