@@ -158,9 +158,20 @@ export class OAuthFlows {
     }
     // Claim before the exchange, so a replayed callback cannot use the state (or the code) twice.
     if (!(await this.#store.claimFlow(flow.id, now))) return { kind: 'invalid_state', message: 'This authorization was already used.' };
+    try {
+      return await this.#exchange(flow, query.code);
+    } catch (error) {
+      // Whatever went wrong after the claim, the flow ends now rather than sitting in `exchanging`
+      // until its expiry: the waiter hears of it at once. The error itself goes on to the 500 handler.
+      await this.#fail(flow, 'server_error', 'The server could not finish this authorization; start a new one.').catch(() => undefined);
+      throw error;
+    }
+  }
 
+  /** Exchanges the code of a claimed flow and stores the token. */
+  async #exchange(flow: FlowRecord, code: string): Promise<CallbackOutcome> {
     const provider = await this.#providers.byRef(flow.organization_id, flow.provider_ref);
-    const params: Record<string, string> = { grant_type: 'authorization_code', code: query.code, redirect_uri: flow.redirect_uri };
+    const params: Record<string, string> = { grant_type: 'authorization_code', code, redirect_uri: flow.redirect_uri };
     if (flow.code_verifier_sealed !== null) params.code_verifier = this.#box.decrypt(flow.code_verifier_sealed);
     const result = await requestToken(this.#providers.tokenClient(provider), params, this.#policy);
     if (!result.ok) {
