@@ -13,6 +13,7 @@ const CLIENTS = {
   pkceBasic: { client_id: 'pkce:basic', client_secret: 'b@sic s3cret+/:=&%~', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true },
   noPkce: { client_id: 'no-pkce', client_secret: 'no-pkce-secret-0123456789', token_endpoint_auth_method: 'client_secret_post' },
   shortLived: { client_id: 'short-lived', client_secret: 'short-lived-secret-0123456789', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true, accessTokenTtl: 2 },
+  publicClient: { client_id: 'public-client', client_secret: '', token_endpoint_auth_method: 'none', requirePkce: true },
   revoked: { client_id: 'revoked', client_secret: 'revoked-secret-0123456789', token_endpoint_auth_method: 'client_secret_post', accessTokenTtl: 1 },
 } satisfies Record<string, TestClient>;
 
@@ -121,6 +122,20 @@ describe('the authorization-code flow against a real authorization server', () =
     // Tokens are per owner: another user gets a new flow.
     const bob = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'bob' });
     expect(bob.body.status).toBe('pending');
+  });
+
+  it('a public client (token_endpoint_auth_method none): no secret stored or sent, PKCE carries the flow', async () => {
+    const provider = await createProvider(CLIENTS.publicClient, { client_secret: null });
+    const { token } = await fullFlow(provider.provider_id, ['openid', 'repo:read'], { user_id: 'pat' });
+    // A public client cannot introspect; the provider's userinfo endpoint accepts the token instead.
+    const userinfo = await fetch(`${idp.issuer}/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(userinfo.status).toBe(200);
+    // The scripted browser logs in at the provider as alice.
+    expect(((await userinfo.json()) as { sub: string }).sub).toBe('alice');
+    const db = new Database(server.databasePath, { readonly: true });
+    const row = db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(provider.id) as { client_secret_sealed: string | null };
+    db.close();
+    expect(row.client_secret_sealed).toBeNull();
   });
 
   it('with PKCE and client_secret_basic (form-encoded id and secret in HTTP Basic)', async () => {
@@ -320,13 +335,14 @@ describe('at rest', () => {
     const bytes = Buffer.concat(files.map((path) => readFileSync(path)));
     // The flows really wrote something there (the test could not pass on an empty file).
     expect(bytes.includes(Buffer.from('pkce-post'))).toBe(true);
-    for (const client of Object.values(CLIENTS)) {
+    const confidential = Object.values(CLIENTS).filter((client) => client.client_secret !== '');
+    for (const client of confidential) {
       expect(bytes.includes(Buffer.from(client.client_secret)), client.client_id).toBe(false);
     }
     for (const token of idp.issuedTokens) expect(bytes.includes(Buffer.from(token)), 'a token in clear text').toBe(false);
     // Nor in the log.
     const log = server.output();
-    for (const client of Object.values(CLIENTS)) expect(log).not.toContain(client.client_secret);
+    for (const client of confidential) expect(log).not.toContain(client.client_secret);
     for (const token of idp.issuedTokens) expect(log).not.toContain(token);
   });
 });
