@@ -161,6 +161,30 @@ describe('providers', () => {
   });
 });
 
+describe('unknown fields (contract §2)', () => {
+  it('are ignored and each named in a Warning header; nothing of them is stored', async () => {
+    const body = providerBody({ tracked_packages: ['x'], nested_extra: { a: 1 } });
+    const created = await ctx.api.post('/v2/auth/providers', body);
+    expect(created.status).toBe(200);
+    const warnings = created.headers.get('warning') ?? '';
+    expect(warnings).toContain('299 - "Unknown field ignored: body.tracked_packages"');
+    expect(warnings).toContain('299 - "Unknown field ignored: body.nested_extra"');
+    expect(created.body).not.toHaveProperty('tracked_packages');
+    const row = ctx.store.db.prepare('SELECT * FROM oauth_providers WHERE id = ?').get(created.body.id);
+    expect(JSON.stringify(row)).not.toContain('tracked_packages');
+
+    const started = await ctx.api.post('/v2/auth/authenticate', { provider: body.provider_id, scopes: ['read'], user_id: 'w', platform_extra: true });
+    expect(started.status).toBe(200);
+    expect(started.headers.get('warning')).toBe('299 - "Unknown field ignored: body.platform_extra"');
+    // A body without unknown fields has no Warning.
+    expect((await ctx.api.get('/v2/auth/providers')).headers.get('warning')).toBeNull();
+    // A known field with a wrong type is still 422, unknown fields or not.
+    const wrong = await ctx.api.patch(`/v2/auth/providers/${body.provider_id}`, { uses_pkce: 'yes', extra: 1 });
+    expect(wrong.status).toBe(422);
+    expect(wrong.body.detail).toEqual([{ loc: ['body', 'uses_pkce'], msg: expect.any(String), type: 'bool_type' }]);
+  });
+});
+
 describe('authenticate', () => {
   it('starts a flow: the provider auth_url (its own parameters kept) with state, redirect_uri and PKCE', async () => {
     const provider = (await ctx.api.post('/v2/auth/providers', providerBody({ auth_url: 'https://idp.example.com/authorize?audience=api', uses_pkce: true, code_challenge_method: 'plain' }))).body;
@@ -189,7 +213,9 @@ describe('authenticate', () => {
     expect((await ctx.api.post('/v2/auth/authenticate', { scopes: ['a'] })).body.detail[0].loc).toEqual(['body', 'provider']);
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['has space'] })).body.detail[0].loc).toEqual(['body', 'scopes', 0]);
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], use_agent_builder_public_oauth: true })).body.detail[0].loc).toEqual(['body', 'use_agent_builder_public_oauth']);
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], bogus: 1 })).body.detail[0].type).toBe('extra_forbidden');
+    // An unknown field is ignored (the provider is still unknown: 404), a known one of the wrong type is 422.
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], bogus: 1 })).status).toBe(404);
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], force_new: 'yes', bogus: 1 })).body.detail).toEqual([{ loc: ['body', 'force_new'], msg: expect.any(String), type: 'bool_type' }]);
     expect((await ctx.app.request('/v2/auth/authenticate', { method: 'POST', body: '{}' })).status).toBe(401);
   });
 });
