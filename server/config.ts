@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseAllowedHosts } from './domain/oauth/outbound.ts';
 
 const optional = z
   .string()
@@ -12,6 +13,20 @@ export const Config = z.object({
   DATABASE_URL: z.string().default('./data/control-plane.db'),
   BOOTSTRAP_API_KEY: optional,
   PUBLIC_URL: optional,
+  /**
+   * Provider hosts (`host` or `host:port`, comma-separated) the OAuth helper may contact even when
+   * they resolve to loopback, private, link-local or metadata addresses (an internal identity provider).
+   */
+  OAUTH_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .superRefine((value, ctx) => {
+      try {
+        parseAllowedHosts(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      }
+    }),
   GITHUB_WEBHOOK_SECRET: optional,
   GITHUB_WEBHOOK_SECRET_PREVIOUS: optional,
   SANDBOX_STAGE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1000),
@@ -28,18 +43,6 @@ export const Config = z.object({
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
-  /**
-   * Provider hosts (`host` or `host:port`, comma-separated) the OAuth helper may contact even when
-   * they resolve to loopback, private, link-local or metadata addresses (an internal identity provider).
-   */
-  OAUTH_ALLOWED_HOSTS: z
-    .string()
-    .default('')
-    .superRefine((value, ctx) => {
-      for (const entry of value.split(',').map((e) => e.trim()).filter((e) => e !== '')) {
-        if (!/^(\[[0-9a-fA-F:.]+\]|[^:[\]/\s]+)(:\d{1,5})?$/.test(entry)) ctx.addIssue({ code: 'custom', message: `'${entry}' is not a host or host:port` });
-      }
-    }),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../server/config.ts';
 import { embeddedIpv4, isForbiddenAddress, OutboundPolicy, type Resolve } from '../../server/domain/oauth/outbound.ts';
 import { requestToken } from '../../server/domain/oauth/token-request.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -123,6 +124,15 @@ describe('addresses a provider URL may not reach', () => {
     }
     expect(embeddedIpv4('::ffff:7f00:1')).toBe('127.0.0.1');
     expect(embeddedIpv4('2001:db8::1')).toBeNull();
+  });
+});
+
+describe('OAUTH_ALLOWED_HOSTS', () => {
+  it('takes host and host:port entries, and refuses to start on anything else, saying which entry', () => {
+    expect(loadConfig({ OAUTH_ALLOWED_HOSTS: 'idp.internal, 127.0.0.1:8443, [::1]' }).OAUTH_ALLOWED_HOSTS).toBe('idp.internal, 127.0.0.1:8443, [::1]');
+    for (const bad of ['http://idp.internal', 'idp.internal/path', 'host:port', '::1', 'idp.internal:70000', '[zz::1]']) {
+      expect(() => loadConfig({ OAUTH_ALLOWED_HOSTS: bad }), bad).toThrow(/OAUTH_ALLOWED_HOSTS: '.*' is not a host or host:port/);
+    }
   });
 });
 
