@@ -103,17 +103,28 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
     return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
   });
 
-  const page = (c: Context<AppEnv>, outcome: CallbackOutcome) => {
+  /** The outcome as a status and one sentence, for the HTML page and the JSON answer alike. */
+  const describe = (outcome: CallbackOutcome): { status: 200 | 400 | 502; title: string; message: string } => {
     switch (outcome.kind) {
       case 'completed':
-        return c.html(callbackPage('Authorization complete', 'You can close this window.'), 200, CALLBACK_PAGE_HEADERS);
+        return { status: 200, title: 'Authorization complete', message: 'You can close this window.' };
       case 'invalid_state':
-        return c.html(callbackPage('Authorization failed', outcome.message), 400, CALLBACK_PAGE_HEADERS);
+        return { status: 400, title: 'Authorization failed', message: outcome.message };
       case 'failed': {
         const detail = outcome.description ? `${outcome.error}: ${outcome.description}` : outcome.error;
-        return c.html(callbackPage('Authorization failed', `No token was obtained (${detail}). You can close this window.`), outcome.providerUnavailable ? 502 : 400, CALLBACK_PAGE_HEADERS);
+        return { status: outcome.providerUnavailable ? 502 : 400, title: 'Authorization failed', message: `No token was obtained (${detail}). You can close this window.` };
       }
     }
+  };
+  const page = (c: Context<AppEnv>, outcome: CallbackOutcome) => {
+    const { status, title, message } = describe(outcome);
+    return c.html(callbackPage(title, message), status, CALLBACK_PAGE_HEADERS);
+  };
+  /** A front end that POSTs JSON reads JSON back: `{status, message}`, or `{detail}` as every error of the API. */
+  const json = (c: Context<AppEnv>, outcome: CallbackOutcome) => {
+    const { status, message } = describe(outcome);
+    const body = status === 200 ? { status: 'completed', message: 'Authorization complete.' } : { detail: message };
+    return c.json(body, status, { 'cache-control': 'no-store' });
   };
   const fromQuery = (c: Context<AppEnv>): CallbackQuery => ({
     state: c.req.query('state'),
@@ -121,17 +132,24 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
     error: c.req.query('error'),
     error_description: c.req.query('error_description'),
   });
-  /** A POSTed callback: a provider's `form_post` (form-encoded), or a front end handing on `{code, state}` (JSON). */
-  const fromBody = async (c: Context<AppEnv>): Promise<CallbackQuery> => {
-    if (/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) return readJson(c, CallbackFinalize);
+  const isJson = (c: Context<AppEnv>) => /^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(c.req.header('content-type') ?? '');
+  /** A POSTed callback: a provider's `form_post` (form-encoded, answered with the page), or a front end handing on `{code, state}` (JSON, answered with JSON). */
+  const posted = async (c: Context<AppEnv>, providerSlug: string | null) => {
+    if (isJson(c)) return json(c, await flows.callback(await readJson(c, CallbackFinalize), providerSlug));
     const text = new TextDecoder().decode(await readLimited(c.req.raw, CALLBACK_FORM_LIMIT));
-    return validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
+    const query = validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
+    return page(c, await flows.callback(query, providerSlug));
   };
-  const callbackDoc = { summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag, auth: false, response: { status: 200, schema: null, description: 'HTML page' } };
+  const callbackDoc = {
+    summary: 'Where the provider sends the user back (HTML page; a POST of JSON is answered with JSON; state-checked, no API key)',
+    tag,
+    auth: false,
+    response: { status: 200, schema: null, description: 'HTML page' },
+  };
   route(ctx, { method: 'get', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c))));
-  route(ctx, { method: 'post', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => page(c, await flows.callback(await fromBody(c))));
+  route(ctx, { method: 'post', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => posted(c, null));
   route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c), providerRef(c))));
-  route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => page(c, await flows.callback(await fromBody(c), providerRef(c))));
+  route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => posted(c, providerRef(c)));
 
   route(ctx, { method: 'get', path: '/v2/auth/wait/:auth_id', summary: 'Wait until an authorization flow completes or fails', tag, query: WaitQuery, response: { status: 200, schema: WaitResponse } }, async (c) => {
     const authId = pathId(c, 'auth_id');

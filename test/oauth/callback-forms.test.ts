@@ -59,10 +59,15 @@ describe('callback forms', () => {
     expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body).toMatchObject({ status: 'completed', token: expect.stringMatching(/^token-/) });
   });
 
-  it('POST JSON {code, state} at /v2/auth/callback/{provider_id} completes the flow without an API key', async () => {
+  it('POST JSON {code, state} at /v2/auth/callback/{provider_id} completes the flow without an API key, answered with JSON', async () => {
     const { authId, state } = await start('json');
     const response = await ctx.app.request('/v2/auth/callback/idp', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'c2', state }) });
     expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'completed', message: 'Authorization complete.' });
+    // The same state again: used up, said in the API's error shape.
+    const again = await ctx.app.request('/v2/auth/callback/idp', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'c2', state }) });
+    expect(again.status).toBe(400);
+    expect(await again.json()).toEqual({ detail: 'This authorization was already used.' });
     expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('completed');
   });
 
