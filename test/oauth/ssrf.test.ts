@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { getCACertificates, setDefaultCACertificates, type TLSSocket } from 'node:tls';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
@@ -239,6 +242,36 @@ describe('at request time', () => {
       expect(server.requests).toHaveLength(1);
     } finally {
       await server.close();
+    }
+  });
+
+  it('https: the TLS connection goes to the pinned address, with SNI and the certificate check on the name', async () => {
+    const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
+    const cert = fixture('idp-pinned-test.cert.pem');
+    const server = createHttpsServer({ key: fixture('idp-pinned-test.key.pem'), cert }, (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ access_token: 'tls-token' }));
+      });
+    });
+    const names: string[] = [];
+    server.on('secureConnection', (socket: TLSSocket) => names.push(String((socket as TLSSocket & { servername?: string }).servername)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const policy = new OutboundPolicy({ allowedHosts: 'idp.pinned.test', resolve: resolver });
+    const client = { tokenUrl: `https://idp.pinned.test:${port}/token`, clientId: 'c', clientSecret: 's', authMethod: 'client_secret_post' as const };
+    const defaults = getCACertificates('default');
+    try {
+      // Not trusted yet: the certificate is checked (for the name), so the exchange fails.
+      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({ ok: false, error: 'token_endpoint_unreachable' });
+      // Trusted for this test only: the name only the simulated resolver knows is reached over TLS.
+      setDefaultCACertificates([...defaults, cert.toString()]);
+      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({ ok: true, token: { accessToken: 'tls-token' } });
+      expect(names.at(-1)).toBe('idp.pinned.test');
+    } finally {
+      setDefaultCACertificates(defaults);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 
