@@ -101,6 +101,15 @@ describe('providers', () => {
     const publicClient = await ctx.api.post('/v2/auth/providers', { ...providerBody(), client_secret: null, token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
     expect(publicClient.status).toBe(200);
     expect(publicClient.body).toMatchObject({ token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
+    // A public client stays secret-less and PKCE-bound; made confidential, it needs its secret.
+    const ref = `/v2/auth/providers/${publicClient.body.provider_id}`;
+    expect((await ctx.api.patch(ref, { client_secret: 'a-secret-for-a-public-client' })).status).toBe(400);
+    expect((await ctx.api.patch(ref, { uses_pkce: false })).status).toBe(400);
+    expect((await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic' })).status).toBe(400);
+    const confidential = await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic', client_secret: 'now-a-secret-0123456789' });
+    expect(confidential.body).toMatchObject({ token_endpoint_auth_method: 'client_secret_basic' });
+    const row = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id) as { client_secret_sealed: string };
+    expect(row.client_secret_sealed).toMatch(/^v1:/);
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ code_challenge_method: 'S512' }))).body.detail[0]).toMatchObject({ loc: ['body', 'code_challenge_method'], type: 'enum' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'private_key_jwt' }))).body.detail[0]).toMatchObject({ loc: ['body', 'token_endpoint_auth_method'], type: 'enum' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_type: 'github' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_type'], type: 'enum' });

@@ -79,6 +79,9 @@ export class OAuthProviders {
     if (redirectsSecret && body.client_secret == null && authMethod !== 'none') {
       throw new BadRequest('Changing token_url, auth_url or client_id requires client_secret to be sent again.');
     }
+    if (authMethod === 'none' && body.client_secret != null) {
+      throw new BadRequest('A public client (token_endpoint_auth_method none) has no client_secret.');
+    }
     if (authMethod === 'none' && !(body.uses_pkce ?? current.uses_pkce)) {
       throw new BadRequest('A public client (token_endpoint_auth_method none) must use PKCE.');
     }
