@@ -34,8 +34,7 @@ export class OpenApiRegistry {
         name: m[1],
         in: 'path',
         required: true,
-        // An OAuth provider is named by its slug (`github`) or its uuid; every other path id is a uuid.
-        schema: m[1] === 'provider_id' ? { type: 'string' } : { type: 'string', format: 'uuid' },
+        schema: { type: 'string', format: 'uuid' },
       }));
       if (route.query) {
         const schema = schemaOf(route.query) as { properties?: Record<string, unknown>; required?: string[] };

@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import { z } from 'zod';
 import {
   AuthenticateRequest,
   AuthenticateResponse,
@@ -11,6 +12,7 @@ import {
   OAuthTokenList,
   OAuthTokenMetadataPatch,
   OAuthTokenSummary,
+  ProviderSlug,
   TokensDeleteQuery,
   TokensDeleteResponse,
   TokensExistsQuery,
@@ -51,6 +53,11 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   const org = (c: Context<AppEnv>) => c.get('principal').organizationId;
   const ws = (c: Context<AppEnv>) => c.get('principal').workspaceId;
   const providerRef = (c: Context<AppEnv>) => c.req.param('provider_id') ?? '';
+  /**
+   * `{provider_id}` is a slug, not a uuid. Spread in, because the field is the `openapi` branch's
+   * addition to RouteDoc (ignored until it is merged, then documented).
+   */
+  const slugParam = { pathParams: { provider_id: ProviderSlug } };
 
   route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'create OAuth providers');
@@ -60,15 +67,15 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(ctx, { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } }, async (c) =>
     c.json(await providers.list(org(c))),
   );
-  route(ctx, { method: 'get', path: `${base}/:provider_id`, summary: 'Get an OAuth provider by its provider_id (or id)', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
+  route(ctx, { method: 'get', path: `${base}/:provider_id`, ...slugParam, summary: 'Get an OAuth provider by its provider_id (or id)', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
     c.json(await providers.get(org(c), providerRef(c))),
   );
-  route(ctx, { method: 'patch', path: `${base}/:provider_id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
+  route(ctx, { method: 'patch', path: `${base}/:provider_id`, ...slugParam, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'change OAuth providers');
     const body = await readOAuthBody(c, OAuthProviderPatch);
     return c.json(await providers.patch(org(c), providerRef(c), body));
   });
-  route(ctx, { method: 'delete', path: `${base}/:provider_id`, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
+  route(ctx, { method: 'delete', path: `${base}/:provider_id`, ...slugParam, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
     const deleted = await providers.delete(org(c), providerRef(c));
     return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
@@ -140,16 +147,27 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
     const query = validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
     return page(c, await flows.callback(query, providerSlug));
   };
+  /**
+   * The callback's answers are pages for a browser, never {"detail"} JSON. `contentType`,
+   * `responses` and `errors` are the `openapi` branch's additions to RouteDoc: ignored until it is
+   * merged, then documented.
+   */
   const callbackDoc = {
     summary: 'Where the provider sends the user back (HTML page; a POST of JSON is answered with JSON; state-checked, no API key)',
     tag,
     auth: false,
-    response: { status: 200, schema: null, description: 'HTML page' },
+    response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: authorization complete' },
+    responses: [
+      { status: 400, schema: z.string(), contentType: 'text/html', description: 'HTML page: unknown, used or expired state, a provider error, or a token answer that is not usable' },
+      { status: 502, schema: z.string(), contentType: 'text/html', description: "HTML page: the provider's token endpoint could not be reached or may not be contacted" },
+    ],
+    errors: [],
   };
-  route(ctx, { method: 'get', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c))));
+  const callbackQuery = z.object({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional(), error_description: z.string().optional() });
+  route(ctx, { method: 'get', path: OAUTH_CALLBACK_PATH, ...callbackDoc, query: callbackQuery }, async (c) => page(c, await flows.callback(fromQuery(c))));
   route(ctx, { method: 'post', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => posted(c, null));
-  route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => page(c, await flows.callback(fromQuery(c), providerRef(c))));
-  route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc }, async (c) => posted(c, providerRef(c)));
+  route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc, ...slugParam, query: callbackQuery }, async (c) => page(c, await flows.callback(fromQuery(c), providerRef(c))));
+  route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc, ...slugParam }, async (c) => posted(c, providerRef(c)));
 
   route(ctx, { method: 'get', path: '/v2/auth/wait/:auth_id', summary: 'Wait until an authorization flow completes or fails', tag, query: WaitQuery, response: { status: 200, schema: WaitResponse } }, async (c) => {
     const authId = pathId(c, 'auth_id');
