@@ -1,5 +1,5 @@
-import { z } from 'zod';
 import { parseAllowedHosts } from './domain/oauth/outbound.ts';
+import { z } from 'zod';
 
 const optional = z
   .string()
