@@ -38,8 +38,11 @@ export function isOAuthCallbackPath(path: string): boolean {
   return path === OAUTH_CALLBACK_PATH || /^\/v2\/auth\/callback\/[^/]+$/.test(path);
 }
 
-/** A form-encoded callback (`response_mode=form_post`) is small; more is not a callback. */
-const CALLBACK_FORM_LIMIT = 64 * 1024;
+/**
+ * A POSTed callback carries a code and a state (with form_post perhaps an id_token of a few KiB);
+ * more is not a callback. Small, because anyone may POST here without a key.
+ */
+const CALLBACK_BODY_LIMIT = 16 * 1024;
 
 /**
  * OAuth helper routes in the hosted API's shapes (the langchain-auth SDK requires 200 on every
@@ -142,8 +145,8 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   const isJson = (c: Context<AppEnv>) => /^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(c.req.header('content-type') ?? '');
   /** A POSTed callback: a provider's `form_post` (form-encoded, answered with the page), or a front end handing on `{code, state}` (JSON, answered with JSON). */
   const posted = async (c: Context<AppEnv>, providerSlug: string | null) => {
-    if (isJson(c)) return json(c, await flows.callback(await readJson(c, CallbackFinalize), providerSlug));
-    const text = new TextDecoder().decode(await readLimited(c.req.raw, CALLBACK_FORM_LIMIT));
+    if (isJson(c)) return json(c, await flows.callback(await readJson(c, CallbackFinalize, CALLBACK_BODY_LIMIT), providerSlug));
+    const text = new TextDecoder().decode(await readLimited(c.req.raw, CALLBACK_BODY_LIMIT));
     const query = validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
     return page(c, await flows.callback(query, providerSlug));
   };

@@ -84,8 +84,10 @@ describe('callback forms', () => {
   it('a POST without a state, or with a body that is too large, is a 4xx and no flow changes', async () => {
     const empty = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'code=x' });
     expect(empty.status).toBe(400);
-    const big = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `code=${'x'.repeat(100_000)}` });
+    const big = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `code=${'x'.repeat(20_000)}` });
     expect(big.status).toBe(413);
+    const bigJson = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'x'.repeat(20_000), state: 'y' }) });
+    expect(bigJson.status).toBe(413);
   });
 
   it('the token routes of the workspace: list, metadata, delete one, exists', async () => {
