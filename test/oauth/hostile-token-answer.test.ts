@@ -105,6 +105,20 @@ describe('hostile token answers', () => {
     expect(row.error_description).not.toContain('bad code');
   });
 
+  it('a hostile answer to a refresh is not a 500 either: authenticate starts a new flow and keeps the refresh token', async () => {
+    const first = await flowAgainst(JSON.stringify({ access_token: 'short-lived', expires_in: 1, refresh_token: 'refresh-1' }));
+    expect(first.waited).toMatchObject({ status: 'completed', token: 'short-lived' });
+    answer = { status: 200, contentType: 'application/json', body: JSON.stringify({ access_token: 'refreshed', expires_in: '1e308' }) };
+    // Past half the token's one-second life, authenticate refreshes first.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    const asked = await ctx.api.post('/v2/auth/authenticate', { provider: `hostile-${n}`, scopes: ['read'], user_id: 'u' });
+    expect(asked.status).toBe(200);
+    expect(asked.body).toMatchObject({ status: 'pending', token: null });
+    // The stored token was kept (a garbled answer may be the provider's passing fault): a good answer later refreshes it.
+    answer = { status: 200, contentType: 'application/json', body: JSON.stringify({ access_token: 'refreshed', expires_in: 3600 }) };
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: `hostile-${n}`, scopes: ['read'], user_id: 'u' })).body).toMatchObject({ status: 'completed', token: 'refreshed' });
+  });
+
   it('the accepted forms still work: expires_in as a digit string, scope as a list, null fields', async () => {
     answer = { status: 200, contentType: 'application/json', body: '' };
     const { page, waited } = await flowAgainst(JSON.stringify({ access_token: 'good-token', expires_in: '3600', scope: ['read', 'write'], refresh_token: null, token_type: null }));
