@@ -1,3 +1,4 @@
+import { parseAllowedHosts } from './domain/oauth/outbound.ts';
 import { z } from 'zod';
 
 const optional = z
@@ -12,6 +13,20 @@ export const Config = z.object({
   DATABASE_URL: z.string().default('./data/control-plane.db'),
   BOOTSTRAP_API_KEY: optional,
   PUBLIC_URL: optional,
+  /**
+   * Provider hosts (`host` or `host:port`, comma-separated) the OAuth helper may contact even when
+   * they resolve to loopback, private, link-local or metadata addresses (an internal identity provider).
+   */
+  OAUTH_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .superRefine((value, ctx) => {
+      try {
+        parseAllowedHosts(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      }
+    }),
   GITHUB_WEBHOOK_SECRET: optional,
   GITHUB_WEBHOOK_SECRET_PREVIOUS: optional,
   SANDBOX_STAGE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1000),

@@ -5,9 +5,11 @@ import { createGithubWebhooks } from './github-webhooks.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
+import type { Resolve } from './domain/oauth/outbound.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
-import { OAUTH_CALLBACK_PATH, oauthRoutes } from './routes/oauth.ts';
+import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
+import { oauthRoutes } from './routes/oauth.ts';
 import { createServices, type Services } from './services.ts';
 import { SqliteOAuthStore } from './store/oauth.ts';
 import type { SqliteStore } from './store/sqlite.ts';
@@ -21,6 +23,8 @@ export type ControlPlaneDeps = {
   secretBox: SecretBox;
   /** The address the outside world reaches this server at (known once it listens). */
   publicUrl: () => string;
+  /** Name resolution for OAuth provider hosts (tests inject a hostile resolver); the system's by default. */
+  oauthResolve?: Resolve;
 };
 
 export type ControlPlane = {
@@ -50,9 +54,17 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   workers.push(github.worker, github.reconciler);
 
   // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
-  const oauth = createOAuth({ store: new SqliteOAuthStore(deps.store.db), secretBox: deps.secretBox, clock: deps.clock, log: deps.log, publicUrl: deps.publicUrl });
+  const oauth = createOAuth({
+    store: new SqliteOAuthStore(deps.store.db),
+    secretBox: deps.secretBox,
+    clock: deps.clock,
+    log: deps.log,
+    publicUrl: deps.publicUrl,
+    allowedHosts: deps.config.OAUTH_ALLOWED_HOSTS,
+    resolve: deps.oauthResolve,
+  });
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
-  publicPaths.push((path) => path === OAUTH_CALLBACK_PATH);
+  publicPaths.push(isOAuthCallbackPath);
 
   const app = createApp(services, { extraRoutes, publicPaths });
   return {

@@ -1,75 +1,106 @@
-import { page, PageQuery } from '../../shared/schemas/common.ts';
-import { AuthenticateRequest, AuthenticateResponse, OAuthProvider, OAuthProviderCreate, OAuthProviderPatch, WaitQuery, WaitResponse } from '../../shared/schemas/oauth.ts';
+import type { Context } from 'hono';
+import {
+  AuthenticateRequest,
+  AuthenticateResponse,
+  OAuthMessage,
+  OAuthProvider,
+  OAuthProviderCreate,
+  OAuthProviderList,
+  OAuthProviderPatch,
+  OAuthTokenList,
+  OAuthTokenMetadataPatch,
+  OAuthTokenSummary,
+  ProviderSlug,
+  TokensDeleteQuery,
+  TokensDeleteResponse,
+  TokensExistsQuery,
+  TokensExistsResponse,
+  TokensQuery,
+  WaitQuery,
+  WaitResponse,
+} from '../../shared/schemas/oauth.ts';
 import { requireOrganizationScope } from '../domain/auth.ts';
 import type { OAuth } from '../domain/oauth/oauth.ts';
-import type { RouteContext } from '../http/env.ts';
+import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery } from '../http/validation.ts';
-import { CALLBACK_PAGE_HEADERS, callbackPage } from './oauth-page.ts';
+import { pathId, readQuery } from '../http/validation.ts';
+import { readOAuthBody } from './oauth-body.ts';
+import { oauthCallbackRoutes } from './oauth-callback.ts';
 
-/** The path the providers redirect back to; it takes no API key (the `state` authenticates it). */
-export const OAUTH_CALLBACK_PATH = '/v2/auth/callback';
-
-/** OAuth helper routes: providers of the key's organization, authenticate, callback, wait. */
+/**
+ * OAuth helper routes in the hosted API's shapes (the langchain-auth SDK requires 200 on every
+ * call): providers of the key's organization, by slug or id; tokens of the key's workspace;
+ * authenticate, wait; the callback is in oauth-callback.ts.
+ */
 export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
-  const { providers, flows } = oauth;
+  const { providers, flows, tokens } = oauth;
   const tag = 'oauth';
   const base = '/v2/auth/providers';
-  route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 201, schema: OAuthProvider } }, async (c) => {
+  const org = (c: Context<AppEnv>) => c.get('principal').organizationId;
+  const ws = (c: Context<AppEnv>) => c.get('principal').workspaceId;
+  const providerRef = (c: Context<AppEnv>) => c.req.param('provider_id') ?? '';
+  /**
+   * `{provider_id}` is a slug, not a uuid. Spread in, because the field is the `openapi` branch's
+   * addition to RouteDoc (ignored until it is merged, then documented).
+   */
+  const slugParam = { pathParams: { provider_id: ProviderSlug } };
+
+  route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'create OAuth providers');
-    const body = await readJson(c, OAuthProviderCreate);
-    return c.json(await providers.create(c.get('principal').organizationId, body), 201);
+    const body = await readOAuthBody(c, OAuthProviderCreate);
+    return c.json(await providers.create(org(c), body), 200);
   });
-  route(ctx, { method: 'get', path: base, summary: 'List OAuth providers', tag, query: PageQuery, response: { status: 200, schema: page(OAuthProvider) } }, async (c) => {
-    const query = readQuery(c, PageQuery);
-    return c.json(await providers.list(c.get('principal').organizationId, query.limit, query.offset));
-  });
-  route(ctx, { method: 'get', path: `${base}/:id`, summary: 'Get an OAuth provider', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
-    c.json(await providers.get(c.get('principal').organizationId, pathId(c, 'id'))),
+  route(ctx, { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } }, async (c) =>
+    c.json(await providers.list(org(c))),
   );
-  route(ctx, { method: 'patch', path: `${base}/:id`, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
+  route(ctx, { method: 'get', path: `${base}/:provider_id`, ...slugParam, summary: 'Get an OAuth provider by its provider_id (or id)', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
+    c.json(await providers.get(org(c), providerRef(c))),
+  );
+  route(ctx, { method: 'patch', path: `${base}/:provider_id`, ...slugParam, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'change OAuth providers');
-    const id = pathId(c, 'id');
-    const body = await readJson(c, OAuthProviderPatch);
-    return c.json(await providers.patch(c.get('principal').organizationId, id, body));
+    const body = await readOAuthBody(c, OAuthProviderPatch);
+    return c.json(await providers.patch(org(c), providerRef(c), body));
   });
-  route(ctx, { method: 'delete', path: `${base}/:id`, summary: 'Delete an OAuth provider with its tokens', tag, response: { status: 204, schema: null } }, async (c) => {
+  route(ctx, { method: 'delete', path: `${base}/:provider_id`, ...slugParam, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
-    await providers.delete(c.get('principal').organizationId, pathId(c, 'id'));
+    const deleted = await providers.delete(org(c), providerRef(c));
+    return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
+  });
+
+  route(ctx, { method: 'get', path: '/v2/auth/tokens', summary: "The workspace's stored tokens (no token values)", tag, query: TokensQuery, response: { status: 200, schema: OAuthTokenList } }, async (c) => {
+    const query = readQuery(c, TokensQuery);
+    return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
+  });
+  route(ctx, { method: 'delete', path: '/v2/auth/tokens', summary: "Forget the workspace's tokens of a provider", tag, query: TokensDeleteQuery, response: { status: 200, schema: TokensDeleteResponse } }, async (c) => {
+    const query = readQuery(c, TokensDeleteQuery);
+    const { provider, deleted } = await tokens.deleteForProvider(org(c), ws(c), query.provider_id);
+    return c.json({ message: `Deleted ${deleted} token(s) of OAuth provider '${provider.provider_id}'.`, deleted });
+  });
+  route(ctx, { method: 'get', path: '/v2/auth/tokens/exists', summary: 'Whether the workspace holds a token of a provider', tag, query: TokensExistsQuery, response: { status: 200, schema: TokensExistsResponse } }, async (c) => {
+    const query = readQuery(c, TokensExistsQuery);
+    const exists = await tokens.exists(org(c), ws(c), query.provider_id, { userId: query.user_id, agentId: query.agent_id });
+    return c.json({ exists, has_token: exists });
+  });
+  route(ctx, { method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } }, async (c) => {
+    await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
     return c.body(null, 204);
+  });
+  route(ctx, { method: 'patch', path: '/v2/auth/tokens/:token_id/metadata', summary: "Change a token's label or default mark", tag, body: OAuthTokenMetadataPatch, response: { status: 200, schema: OAuthTokenSummary } }, async (c) => {
+    const id = pathId(c, 'token_id');
+    const body = await readOAuthBody(c, OAuthTokenMetadataPatch);
+    return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
   });
 
   route(ctx, { method: 'post', path: '/v2/auth/authenticate', summary: 'Get a token, or start an authorization flow', tag, body: AuthenticateRequest, response: { status: 200, schema: AuthenticateResponse } }, async (c) => {
-    const body = await readJson(c, AuthenticateRequest);
-    return c.json(await flows.authenticate(c.get('principal').organizationId, body));
+    const body = await readOAuthBody(c, AuthenticateRequest);
+    return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
   });
 
-  route(
-    ctx,
-    { method: 'get', path: OAUTH_CALLBACK_PATH, summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag, auth: false, response: { status: 200, schema: null, description: 'HTML page' } },
-    async (c) => {
-      const outcome = await flows.callback({
-        state: c.req.query('state'),
-        code: c.req.query('code'),
-        error: c.req.query('error'),
-        error_description: c.req.query('error_description'),
-      });
-      switch (outcome.kind) {
-        case 'completed':
-          return c.html(callbackPage('Authorization complete', 'You can close this window.'), 200, CALLBACK_PAGE_HEADERS);
-        case 'invalid_state':
-          return c.html(callbackPage('Authorization failed', outcome.message), 400, CALLBACK_PAGE_HEADERS);
-        case 'failed': {
-          const detail = outcome.description ? `${outcome.error}: ${outcome.description}` : outcome.error;
-          return c.html(callbackPage('Authorization failed', `No token was obtained (${detail}). You can close this window.`), outcome.providerUnavailable ? 502 : 400, CALLBACK_PAGE_HEADERS);
-        }
-      }
-    },
-  );
+  oauthCallbackRoutes(ctx, flows, tag);
 
   route(ctx, { method: 'get', path: '/v2/auth/wait/:auth_id', summary: 'Wait until an authorization flow completes or fails', tag, query: WaitQuery, response: { status: 200, schema: WaitResponse } }, async (c) => {
     const authId = pathId(c, 'auth_id');
     const query = readQuery(c, WaitQuery);
-    return c.json(await flows.wait(c.get('principal').organizationId, authId, query.timeout, c.req.raw.signal));
+    return c.json(await flows.wait(ws(c), authId, query.timeout, c.req.raw.signal));
   });
 }

@@ -1,7 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
 import { Conflict } from '../domain/errors.ts';
-import type { Page } from './types.ts';
 
 type Row = Record<string, unknown>;
 
@@ -12,20 +11,23 @@ export type ProviderRecord = {
   provider_id: string;
   name: string;
   client_id: string;
-  client_secret_sealed: string;
+  /** Null for a public client (`token_endpoint_auth_method` `none`). */
+  client_secret_sealed: string | null;
   auth_url: string;
   token_url: string;
   uses_pkce: boolean;
   code_challenge_method: CodeChallengeMethod;
   token_endpoint_auth_method: TokenEndpointAuthMethod;
+  provider_type: string | null;
   created_at: string;
   updated_at: string;
 };
 
-/** One stored token per (provider, user_id, agent_id); `''` stands for "not given". */
+/** One stored token per (provider, workspace, user_id, agent_id); `''` stands for "not given". */
 export type TokenRecord = {
   id: string;
   organization_id: string;
+  workspace_id: string;
   provider_ref: string;
   user_id: string;
   agent_id: string;
@@ -34,6 +36,8 @@ export type TokenRecord = {
   refresh_token_sealed: string | null;
   token_type: string | null;
   expires_at: string | null;
+  is_default: boolean;
+  provider_account_label: string | null;
   created_at: string;
   updated_at: string;
 };
@@ -43,6 +47,8 @@ export type FlowStatus = 'pending' | 'exchanging' | 'completed' | 'failed';
 export type FlowRecord = {
   id: string;
   organization_id: string;
+  /** The workspace of the key that started the flow: the token it obtains is that workspace's. */
+  workspace_id: string;
   provider_ref: string;
   state_hash: string;
   user_id: string;
@@ -50,9 +56,11 @@ export type FlowRecord = {
   scopes: string[];
   redirect_uri: string;
   code_verifier_sealed: string | null;
+  is_default: boolean;
   status: FlowStatus;
   error: string | null;
-  error_description: string | null;
+  /** Sealed: it may quote the provider's answer. */
+  error_description_sealed: string | null;
   token_ref: string | null;
   created_at: string;
   expires_at: string;
@@ -62,7 +70,8 @@ export type FlowRecord = {
 /** What the OAuth domain needs from storage; async so another database can implement it. */
 export interface OAuthStore {
   createProvider(provider: ProviderRecord): Promise<void>;
-  listProviders(organizationId: string, limit: number, offset: number): Promise<Page<ProviderRecord>>;
+  /** Every provider of the organization, newest first. */
+  listProviders(organizationId: string): Promise<ProviderRecord[]>;
   getProvider(organizationId: string, id: string): Promise<ProviderRecord | null>;
   getProviderBySlug(organizationId: string, providerId: string): Promise<ProviderRecord | null>;
   /** Writes every mutable field of `provider`; false when it no longer exists. */
@@ -72,16 +81,22 @@ export interface OAuthStore {
 
   /** Stores a new flow, and deletes the organization's flows created before `forgetBefore`. */
   createFlow(flow: FlowRecord, forgetBefore: string): Promise<void>;
-  getFlow(organizationId: string, id: string): Promise<FlowRecord | null>;
+  /** The flow, if it was started in this workspace. */
+  getFlow(workspaceId: string, id: string): Promise<FlowRecord | null>;
   findFlowByState(stateHash: string): Promise<FlowRecord | null>;
   /** Moves a pending, unexpired flow to `exchanging`; false when another request got there first. */
   claimFlow(id: string, now: string): Promise<boolean>;
   /** Stores the token (replacing the one for the same owner) and completes the flow, atomically. */
   completeFlow(flowId: string, token: TokenRecord, now: string): Promise<TokenRecord>;
-  failFlow(id: string, error: string, description: string | null, now: string): Promise<void>;
+  failFlow(id: string, error: string, descriptionSealed: string | null, now: string): Promise<void>;
 
-  getToken(providerRef: string, userId: string, agentId: string): Promise<TokenRecord | null>;
+  getToken(providerRef: string, workspaceId: string, userId: string, agentId: string): Promise<TokenRecord | null>;
   getTokenById(id: string): Promise<TokenRecord | null>;
+  /** The workspace's tokens, optionally of one provider, newest first. */
+  listTokens(workspaceId: string, providerRef: string | null): Promise<TokenRecord[]>;
+  /** Deletes the workspace's tokens of a provider; how many. */
+  deleteTokens(workspaceId: string, providerRef: string): Promise<number>;
+  updateTokenMetadata(id: string, workspaceId: string, fields: { is_default: boolean; provider_account_label: string | null; updated_at: string }): Promise<boolean>;
   /** Replaces the token's secrets and expiry after a refresh. */
   updateToken(token: TokenRecord): Promise<void>;
   deleteToken(id: string): Promise<void>;
@@ -100,21 +115,19 @@ export class SqliteOAuthStore implements OAuthStore {
       this.#db
         .prepare(
           `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url,
-             uses_pkce, code_challenge_method, token_endpoint_auth_method, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+             uses_pkce, code_challenge_method, token_endpoint_auth_method, provider_type, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         )
-        .run(p.id, p.organization_id, p.provider_id, p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.created_at, p.updated_at);
+        .run(p.id, p.organization_id, p.provider_id, p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.provider_type, p.created_at, p.updated_at);
     } catch (error) {
       if (isUniqueViolation(error)) throw new Conflict(`An OAuth provider with provider_id '${p.provider_id}' already exists in this organization.`);
       throw error;
     }
   }
 
-  async listProviders(organizationId: string, limit: number, offset: number): Promise<Page<ProviderRecord>> {
-    const rows = this.#db
-      .prepare('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?')
-      .all(organizationId, limit, offset) as Row[];
-    return { resources: rows.map(toProvider), offset: offset + rows.length };
+  async listProviders(organizationId: string): Promise<ProviderRecord[]> {
+    const rows = this.#db.prepare('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC').all(organizationId) as Row[];
+    return rows.map(toProvider);
   }
 
   async getProvider(organizationId: string, id: string): Promise<ProviderRecord | null> {
@@ -131,10 +144,10 @@ export class SqliteOAuthStore implements OAuthStore {
     const result = this.#db
       .prepare(
         `UPDATE oauth_providers SET name = ?, client_id = ?, client_secret_sealed = ?, auth_url = ?, token_url = ?, uses_pkce = ?,
-           code_challenge_method = ?, token_endpoint_auth_method = ?, updated_at = ?
+           code_challenge_method = ?, token_endpoint_auth_method = ?, provider_type = ?, updated_at = ?
          WHERE id = ? AND organization_id = ?`,
       )
-      .run(p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.updated_at, p.id, p.organization_id);
+      .run(p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.provider_type, p.updated_at, p.id, p.organization_id);
     return result.changes === 1;
   }
 
@@ -148,16 +161,16 @@ export class SqliteOAuthStore implements OAuthStore {
       this.#db.prepare('DELETE FROM oauth_flows WHERE organization_id = ? AND created_at < ?').run(f.organization_id, forgetBefore);
       this.#db
         .prepare(
-          `INSERT INTO oauth_flows (id, organization_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
-             status, error, error_description, token_ref, created_at, expires_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO oauth_flows (id, organization_id, workspace_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
+             is_default, status, error, error_description, token_ref, created_at, expires_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         )
-        .run(f.id, f.organization_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.status, f.error, f.error_description, f.token_ref, f.created_at, f.expires_at, f.updated_at);
+        .run(f.id, f.organization_id, f.workspace_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.is_default ? 1 : 0, f.status, f.error, f.error_description_sealed, f.token_ref, f.created_at, f.expires_at, f.updated_at);
     })();
   }
 
-  async getFlow(organizationId: string, id: string): Promise<FlowRecord | null> {
-    const row = this.#db.prepare('SELECT * FROM oauth_flows WHERE id = ? AND organization_id = ?').get(id, organizationId) as Row | undefined;
+  async getFlow(workspaceId: string, id: string): Promise<FlowRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM oauth_flows WHERE id = ? AND workspace_id = ?').get(id, workspaceId) as Row | undefined;
     return row ? toFlow(row) : null;
   }
 
@@ -177,16 +190,18 @@ export class SqliteOAuthStore implements OAuthStore {
     return this.#db.transaction(() => {
       this.#db
         .prepare(
-          `INSERT INTO oauth_tokens (id, organization_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, refresh_token_sealed,
-             token_type, expires_at, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (provider_ref, user_id, agent_id) DO UPDATE SET
+          `INSERT INTO oauth_tokens (id, organization_id, workspace_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, refresh_token_sealed,
+             token_type, expires_at, is_default, provider_account_label, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (provider_ref, workspace_id, user_id, agent_id) DO UPDATE SET
              scopes = excluded.scopes, access_token_sealed = excluded.access_token_sealed,
              refresh_token_sealed = excluded.refresh_token_sealed, token_type = excluded.token_type,
-             expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
+             expires_at = excluded.expires_at, is_default = excluded.is_default, updated_at = excluded.updated_at`,
         )
-        .run(t.id, t.organization_id, t.provider_ref, t.user_id, t.agent_id, JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.created_at, t.updated_at);
-      const stored = toToken(this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND user_id = ? AND agent_id = ?').get(t.provider_ref, t.user_id, t.agent_id) as Row);
+        .run(t.id, t.organization_id, t.workspace_id, t.provider_ref, t.user_id, t.agent_id, JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.is_default ? 1 : 0, t.provider_account_label, t.created_at, t.updated_at);
+      const stored = toToken(
+        this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?').get(t.provider_ref, t.workspace_id, t.user_id, t.agent_id) as Row,
+      );
       // The verifier has done its job: drop it with the flow's completion.
       this.#db
         .prepare("UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status = 'exchanging'")
@@ -195,20 +210,42 @@ export class SqliteOAuthStore implements OAuthStore {
     })();
   }
 
-  async failFlow(id: string, error: string, description: string | null, now: string): Promise<void> {
+  async failFlow(id: string, error: string, descriptionSealed: string | null, now: string): Promise<void> {
     this.#db
       .prepare("UPDATE oauth_flows SET status = 'failed', error = ?, error_description = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status IN ('pending', 'exchanging')")
-      .run(error, description, now, id);
+      .run(error, descriptionSealed, now, id);
   }
 
-  async getToken(providerRef: string, userId: string, agentId: string): Promise<TokenRecord | null> {
-    const row = this.#db.prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND user_id = ? AND agent_id = ?').get(providerRef, userId, agentId) as Row | undefined;
+  async getToken(providerRef: string, workspaceId: string, userId: string, agentId: string): Promise<TokenRecord | null> {
+    const row = this.#db
+      .prepare('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?')
+      .get(providerRef, workspaceId, userId, agentId) as Row | undefined;
     return row ? toToken(row) : null;
   }
 
   async getTokenById(id: string): Promise<TokenRecord | null> {
     const row = this.#db.prepare('SELECT * FROM oauth_tokens WHERE id = ?').get(id) as Row | undefined;
     return row ? toToken(row) : null;
+  }
+
+  async listTokens(workspaceId: string, providerRef: string | null): Promise<TokenRecord[]> {
+    const rows = (
+      providerRef === null
+        ? this.#db.prepare('SELECT * FROM oauth_tokens WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC').all(workspaceId)
+        : this.#db.prepare('SELECT * FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ? ORDER BY created_at DESC, rowid DESC').all(workspaceId, providerRef)
+    ) as Row[];
+    return rows.map(toToken);
+  }
+
+  async deleteTokens(workspaceId: string, providerRef: string): Promise<number> {
+    return this.#db.prepare('DELETE FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ?').run(workspaceId, providerRef).changes;
+  }
+
+  async updateTokenMetadata(id: string, workspaceId: string, f: { is_default: boolean; provider_account_label: string | null; updated_at: string }): Promise<boolean> {
+    const result = this.#db
+      .prepare('UPDATE oauth_tokens SET is_default = ?, provider_account_label = ?, updated_at = ? WHERE id = ? AND workspace_id = ?')
+      .run(f.is_default ? 1 : 0, f.provider_account_label, f.updated_at, id, workspaceId);
+    return result.changes === 1;
   }
 
   async updateToken(t: TokenRecord): Promise<void> {
@@ -233,12 +270,13 @@ function toProvider(row: Row): ProviderRecord {
     provider_id: row.provider_id as string,
     name: row.name as string,
     client_id: row.client_id as string,
-    client_secret_sealed: row.client_secret_sealed as string,
+    client_secret_sealed: (row.client_secret_sealed as string | null) ?? null,
     auth_url: row.auth_url as string,
     token_url: row.token_url as string,
     uses_pkce: row.uses_pkce === 1,
     code_challenge_method: row.code_challenge_method as CodeChallengeMethod,
     token_endpoint_auth_method: row.token_endpoint_auth_method as TokenEndpointAuthMethod,
+    provider_type: (row.provider_type as string | null) ?? null,
     created_at: row.created_at as string,
     updated_at: row.updated_at as string,
   };
@@ -248,6 +286,7 @@ function toToken(row: Row): TokenRecord {
   return {
     id: row.id as string,
     organization_id: row.organization_id as string,
+    workspace_id: row.workspace_id as string,
     provider_ref: row.provider_ref as string,
     user_id: row.user_id as string,
     agent_id: row.agent_id as string,
@@ -256,6 +295,8 @@ function toToken(row: Row): TokenRecord {
     refresh_token_sealed: (row.refresh_token_sealed as string | null) ?? null,
     token_type: (row.token_type as string | null) ?? null,
     expires_at: (row.expires_at as string | null) ?? null,
+    is_default: row.is_default === 1,
+    provider_account_label: (row.provider_account_label as string | null) ?? null,
     created_at: row.created_at as string,
     updated_at: row.updated_at as string,
   };
@@ -265,6 +306,7 @@ function toFlow(row: Row): FlowRecord {
   return {
     id: row.id as string,
     organization_id: row.organization_id as string,
+    workspace_id: row.workspace_id as string,
     provider_ref: row.provider_ref as string,
     state_hash: row.state_hash as string,
     user_id: row.user_id as string,
@@ -272,9 +314,10 @@ function toFlow(row: Row): FlowRecord {
     scopes: JSON.parse(row.scopes as string) as string[],
     redirect_uri: row.redirect_uri as string,
     code_verifier_sealed: (row.code_verifier_sealed as string | null) ?? null,
+    is_default: row.is_default === 1,
     status: row.status as FlowStatus,
     error: (row.error as string | null) ?? null,
-    error_description: (row.error_description as string | null) ?? null,
+    error_description_sealed: (row.error_description as string | null) ?? null,
     token_ref: (row.token_ref as string | null) ?? null,
     created_at: row.created_at as string,
     expires_at: row.expires_at as string,

@@ -39,39 +39,65 @@ export const ProviderSlug = z
 export const CodeChallengeMethod = z.enum(['S256', 'plain']);
 export type CodeChallengeMethod = z.infer<typeof CodeChallengeMethod>;
 
-export const TokenEndpointAuthMethod = z.enum(['client_secret_post', 'client_secret_basic']);
+/** How the client authenticates at the token endpoint; `none` is a public client (PKCE required). */
+export const TokenEndpointAuthMethod = z.enum(['client_secret_post', 'client_secret_basic', 'none']);
 export type TokenEndpointAuthMethod = z.infer<typeof TokenEndpointAuthMethod>;
+
+/** The hosted API's presets; stored and answered as given (this server has no preset behaviour). */
+export const ProviderType = z.enum(['microsoft', 'salesforce', 'slack']);
 
 const Text = z.string().min(1).max(1024);
 
-export const OAuthProviderCreate = z.strictObject({
-  provider_id: ProviderSlug,
-  name: z.string().min(1).max(255),
-  client_id: Text,
-  client_secret: Text,
-  auth_url: EndpointUrl,
-  token_url: EndpointUrl,
-  uses_pkce: z.boolean().default(false),
-  code_challenge_method: CodeChallengeMethod.default('S256'),
-  token_endpoint_auth_method: TokenEndpointAuthMethod.default('client_secret_post'),
-});
+/** A public client has no secret and must use PKCE; a confidential one needs its secret. */
+function checkClientAuth(
+  value: { token_endpoint_auth_method?: TokenEndpointAuthMethod | null; client_secret?: string | null; uses_pkce?: boolean | null },
+  ctx: z.RefinementCtx,
+): void {
+  if (value.token_endpoint_auth_method === 'none') {
+    if (value.client_secret != null) ctx.addIssue({ code: 'custom', path: ['client_secret'], message: 'A public client (token_endpoint_auth_method none) has no client_secret', input: value.client_secret });
+    if (value.uses_pkce === false) ctx.addIssue({ code: 'custom', path: ['uses_pkce'], message: 'A public client (token_endpoint_auth_method none) must use PKCE', input: value.uses_pkce });
+  }
+}
+
+export const OAuthProviderCreate = z
+  .strictObject({
+    provider_id: ProviderSlug,
+    name: z.string().min(1).max(255),
+    client_id: Text,
+    client_secret: Text.nullish(),
+    auth_url: EndpointUrl,
+    token_url: EndpointUrl,
+    uses_pkce: z.boolean().default(false),
+    code_challenge_method: CodeChallengeMethod.default('S256'),
+    provider_type: ProviderType.nullish(),
+    token_endpoint_auth_method: TokenEndpointAuthMethod.default('client_secret_post'),
+  })
+  .superRefine((value, ctx) => {
+    checkClientAuth(value, ctx);
+    if (value.token_endpoint_auth_method !== 'none' && value.client_secret == null) {
+      ctx.addIssue({ code: 'custom', path: ['client_secret'], message: `client_secret is required with token_endpoint_auth_method ${value.token_endpoint_auth_method}`, input: value.client_secret });
+    }
+  });
 export type OAuthProviderCreate = z.infer<typeof OAuthProviderCreate>;
 
 /** Every field may be omitted or null (= unchanged); `provider_id` may not change (400). */
-export const OAuthProviderPatch = z.strictObject({
-  provider_id: ProviderSlug.nullish(),
-  name: z.string().min(1).max(255).nullish(),
-  client_id: Text.nullish(),
-  client_secret: Text.nullish(),
-  auth_url: EndpointUrl.nullish(),
-  token_url: EndpointUrl.nullish(),
-  uses_pkce: z.boolean().nullish(),
-  code_challenge_method: CodeChallengeMethod.nullish(),
-  token_endpoint_auth_method: TokenEndpointAuthMethod.nullish(),
-});
+export const OAuthProviderPatch = z
+  .strictObject({
+    provider_id: ProviderSlug.nullish(),
+    name: z.string().min(1).max(255).nullish(),
+    client_id: Text.nullish(),
+    client_secret: Text.nullish(),
+    auth_url: EndpointUrl.nullish(),
+    token_url: EndpointUrl.nullish(),
+    uses_pkce: z.boolean().nullish(),
+    code_challenge_method: CodeChallengeMethod.nullish(),
+    provider_type: ProviderType.nullish(),
+    token_endpoint_auth_method: TokenEndpointAuthMethod.nullish(),
+  })
+  .superRefine(checkClientAuth);
 export type OAuthProviderPatch = z.infer<typeof OAuthProviderPatch>;
 
-/** The seed's provider shape (plus `token_endpoint_auth_method`); never the client secret. */
+/** The hosted API's `OAuthProviderResponse` (plus `token_endpoint_auth_method`); never the client secret. */
 export const OAuthProvider = z.object({
   id: Uuid,
   organization_id: Uuid,
@@ -83,12 +109,22 @@ export const OAuthProvider = z.object({
   uses_pkce: z.boolean(),
   code_challenge_method: CodeChallengeMethod,
   token_endpoint_auth_method: TokenEndpointAuthMethod,
+  /** The preset named at create, or null. */
+  provider_type: z.string().nullable(),
+  /** Always null: providers are not discovered from MCP servers here. */
+  mcp_server_url: z.string().nullable(),
+  /** Always false: no dynamic client registration here. */
+  is_dynamic_client: z.boolean(),
   created_at: Timestamp,
   updated_at: Timestamp,
-  /** Always `custom`: every provider here is configured by its endpoints. */
-  provider_type: z.string(),
 });
 export type OAuthProvider = z.infer<typeof OAuthProvider>;
+
+export const OAuthProviderList = z.array(OAuthProvider);
+
+/** `DELETE` answers of the OAuth routes (the SDK reads `message`). */
+export const OAuthMessage = z.object({ message: z.string() });
+export type OAuthMessage = z.infer<typeof OAuthMessage>;
 
 /** RFC 6749 §3.3 scope-token: printable ASCII without space, `"` or `\`. */
 const ScopeToken = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/, { message: 'A scope must be 1-256 printable ASCII characters without spaces, " or \\' });
@@ -99,6 +135,8 @@ export const AuthenticateRequest = z.strictObject({
   provider: ProviderSlug,
   scopes: z.array(ScopeToken).max(100),
   user_id: OwnerId.nullish(),
+  /** The hosted API's own user id; here the token's owner when `user_id` is not given. */
+  ls_user_id: OwnerId.nullish(),
   agent_id: OwnerId.nullish(),
   /** Accepted for compatibility; tokens are keyed by `user_id` / `agent_id`. */
   platform_user_id: z.string().max(255).nullish(),
@@ -106,10 +144,26 @@ export const AuthenticateRequest = z.strictObject({
     .boolean()
     .default(false)
     .refine((value) => value === false, { message: 'This server has no public OAuth app; configure a provider and leave this false' }),
+  /** Start a new flow even when a stored token covers the scopes. */
+  force_new: z.boolean().default(false),
+  /** Use this stored token (of the caller's workspace and this provider) rather than the owner's. */
+  token_id: Uuid.nullish(),
+  /** Marked on the token the flow obtains. */
+  is_default: z.boolean().default(true),
 });
 export type AuthenticateRequest = z.infer<typeof AuthenticateRequest>;
 
 export const AuthenticateStatus = z.enum(['completed', 'pending']);
+
+/** What is known of the token handed out (`completed`); no secret in it. */
+export const TokenMetadata = z.object({
+  token_id: Uuid,
+  scopes: z.array(z.string()),
+  expires_at: Timestamp.nullable(),
+  token_type: z.string().nullable(),
+  is_default: z.boolean(),
+  provider_account_label: z.string().nullable(),
+});
 
 export const AuthenticateResponse = z.object({
   status: AuthenticateStatus,
@@ -119,8 +173,53 @@ export const AuthenticateResponse = z.object({
   auth_id: Uuid.nullable(),
   /** The access token (completed), else null. */
   token: z.string().nullable(),
+  /** The token's owner (`user_id`, else `ls_user_id`), or null. */
+  user_id: z.string().nullable(),
+  /** For `completed`: the token's metadata; else null. */
+  metadata: TokenMetadata.nullable(),
 });
 export type AuthenticateResponse = z.infer<typeof AuthenticateResponse>;
+
+/** The hosted API's `OAuthTokenSummary`, plus whose token it is; never the token itself. */
+export const OAuthTokenSummary = z.object({
+  id: Uuid,
+  /** The provider's slug. */
+  provider_id: z.string(),
+  user_id: z.string().nullable(),
+  agent_id: z.string().nullable(),
+  provider_account_label: z.string().nullable(),
+  scopes: z.array(z.string()),
+  expires_at: Timestamp.nullable(),
+  is_default: z.boolean(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type OAuthTokenSummary = z.infer<typeof OAuthTokenSummary>;
+export const OAuthTokenList = z.array(OAuthTokenSummary);
+
+export const TokensQuery = z.object({ provider_id: ProviderSlug.optional() });
+export const TokensDeleteQuery = z.object({ provider_id: ProviderSlug });
+/** `user_id` / `agent_id` narrow the question to one owner; without them: any token of the provider. */
+export const TokensExistsQuery = z.object({ provider_id: ProviderSlug, user_id: OwnerId.optional(), agent_id: OwnerId.optional() });
+
+/** `{exists}` as the contract says, and `has_token` as the hosted document names it. */
+export const TokensExistsResponse = z.object({ exists: z.boolean(), has_token: z.boolean() });
+
+export const TokensDeleteResponse = z.object({ message: z.string(), deleted: z.int() });
+
+export const OAuthTokenMetadataPatch = z.strictObject({
+  provider_account_label: z.string().max(255).nullish(),
+  is_default: z.boolean().nullish(),
+});
+export type OAuthTokenMetadataPatch = z.infer<typeof OAuthTokenMetadataPatch>;
+
+/** The hosted API's `OAuthFinalizeRequest`: a front end that received the redirect hands on the code. */
+export const CallbackFinalize = z.object({
+  code: z.string().max(4096).optional(),
+  state: z.string().max(1024).optional(),
+  error: z.string().max(1024).optional(),
+  error_description: z.string().max(4096).optional(),
+});
 
 export const WaitQuery = z.object({
   timeout: z.coerce.number().int().min(0).max(60).default(30),

@@ -4,6 +4,7 @@ import { createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
+import type { Resolve } from '../../server/domain/oauth/outbound.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
 import { apiClient, type Api } from './api.ts';
@@ -12,13 +13,13 @@ import { apiClient, type Api } from './api.ts';
  * The whole app in this process on an in-memory SQLite database, called through `app.request()`
  * (no port). Fast; for the rules of single requests. End-to-end behaviour is tested on a port.
  */
-export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string> } = {}) {
+export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve } = {}) {
   const secretBox = new SecretBox(randomBytes(32));
   const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox, synchronous: 'NORMAL' });
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost' });
+  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
   await controlPlane.start();
   const { app, services } = controlPlane;
 

@@ -5,8 +5,9 @@ import Provider from 'oidc-provider';
 /** A client registered at the test authorization server. */
 export type TestClient = {
   client_id: string;
+  /** Empty for a public client (`none`). */
   client_secret: string;
-  token_endpoint_auth_method: 'client_secret_post' | 'client_secret_basic';
+  token_endpoint_auth_method: 'client_secret_post' | 'client_secret_basic' | 'none';
   /** The provider refuses an authorization request without PKCE for this client. */
   requirePkce?: boolean;
   /** Access-token lifetime in seconds (default 3600). */
@@ -39,7 +40,7 @@ export async function startAuthorizationServer(clients: TestClient[], redirectUr
   const provider = new Provider(issuer, {
     clients: clients.map((c) => ({
       client_id: c.client_id,
-      client_secret: c.client_secret,
+      ...(c.token_endpoint_auth_method === 'none' ? {} : { client_secret: c.client_secret }),
       token_endpoint_auth_method: c.token_endpoint_auth_method,
       redirect_uris: [redirectUri],
       grant_types: ['authorization_code', 'refresh_token'],

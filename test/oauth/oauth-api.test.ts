@@ -3,7 +3,9 @@ import { inProcessApp } from '../helpers/in-process.ts';
 
 let ctx: Awaited<ReturnType<typeof inProcessApp>>;
 beforeAll(async () => {
-  ctx = await inProcessApp();
+  // The loopback hosts these tests name are allowed as an operator would allow an internal provider;
+  // test/oauth/ssrf.test.ts covers the refusal without this setting.
+  ctx = await inProcessApp({ env: { OAUTH_ALLOWED_HOSTS: 'localhost,127.0.0.1,127.8.9.10,[::1]' } });
 });
 afterAll(() => ctx.close());
 
@@ -27,10 +29,10 @@ async function callback(query: string) {
 }
 
 describe('providers', () => {
-  it('create answers 201 with the provider shape and defaults, and never the client secret', async () => {
+  it('create answers 200 with the hosted provider shape and defaults, and never the client secret', async () => {
     const body = providerBody();
     const created = await ctx.api.post('/v2/auth/providers', body);
-    expect(created.status).toBe(201);
+    expect(created.status).toBe(200);
     expect(created.body).toEqual({
       id: expect.any(String),
       organization_id: expect.any(String),
@@ -44,12 +46,17 @@ describe('providers', () => {
       token_endpoint_auth_method: 'client_secret_post',
       created_at: expect.any(String),
       updated_at: expect.any(String),
-      provider_type: 'custom',
+      provider_type: null,
+      mcp_server_url: null,
+      is_dynamic_client: false,
     });
     const fetched = await ctx.api.get(`/v2/auth/providers/${created.body.id}`);
     expect(fetched.body).toEqual(created.body);
+    // By its slug, as the hosted API's clients name it, too.
+    expect((await ctx.api.get(`/v2/auth/providers/${body.provider_id}`)).body).toEqual(created.body);
     const listed = await ctx.api.get('/v2/auth/providers');
-    expect(listed.body.resources.map((p: { id: string }) => p.id)).toContain(created.body.id);
+    expect(Array.isArray(listed.body)).toBe(true);
+    expect(listed.body.map((p: { id: string }) => p.id)).toContain(created.body.id);
     expect(JSON.stringify([created.body, fetched.body, listed.body])).not.toContain(body.client_secret);
     const row = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.body.id) as { client_secret_sealed: string };
     expect(row.client_secret_sealed).toMatch(/^v1:/);
@@ -58,7 +65,7 @@ describe('providers', () => {
 
   it('provider_id is unique in the organization (409)', async () => {
     const body = providerBody();
-    expect((await ctx.api.post('/v2/auth/providers', body)).status).toBe(201);
+    expect((await ctx.api.post('/v2/auth/providers', body)).status).toBe(200);
     const again = await ctx.api.post('/v2/auth/providers', { ...body, name: 'other' });
     expect(again.status).toBe(409);
     expect(again.body.detail).toContain(body.provider_id);
@@ -81,19 +88,34 @@ describe('providers', () => {
     const notUrl = await ctx.api.post('/v2/auth/providers', providerBody({ token_url: 'not a url' }));
     expect(notUrl.body.detail).toEqual([{ loc: ['body', 'token_url'], msg: expect.any(String), type: 'url_parsing' }]);
     for (const url of ['http://localhost:9000/token', 'http://127.0.0.1/token', 'http://127.8.9.10:1/token', 'http://[::1]:8080/token']) {
-      expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_url: url, auth_url: url }))).status, url).toBe(201);
+      expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_url: url, auth_url: url }))).status, url).toBe(200);
     }
   });
 
   it('other bad input is 422 in the FastAPI shape', async () => {
     const { client_secret: _omitted, ...noSecret } = providerBody();
-    expect((await ctx.api.post('/v2/auth/providers', noSecret)).body.detail).toEqual([{ loc: ['body', 'client_secret'], msg: 'Field required', type: 'missing' }]);
+    expect((await ctx.api.post('/v2/auth/providers', noSecret)).body.detail).toEqual([{ loc: ['body', 'client_secret'], msg: 'client_secret is required with token_endpoint_auth_method client_secret_post', type: 'value_error' }]);
+    // A public client has no secret and must use PKCE.
+    expect((await ctx.api.post('/v2/auth/providers', { ...noSecret, token_endpoint_auth_method: 'none' })).body.detail[0]).toMatchObject({ loc: ['body', 'uses_pkce'], type: 'value_error' });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'none', uses_pkce: true }))).body.detail[0]).toMatchObject({ loc: ['body', 'client_secret'], type: 'value_error' });
+    const publicClient = await ctx.api.post('/v2/auth/providers', { ...providerBody(), client_secret: null, token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
+    expect(publicClient.status).toBe(200);
+    expect(publicClient.body).toMatchObject({ token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
+    // A public client stays secret-less and PKCE-bound; made confidential, it needs its secret.
+    const ref = `/v2/auth/providers/${publicClient.body.provider_id}`;
+    expect((await ctx.api.patch(ref, { client_secret: 'a-secret-for-a-public-client' })).status).toBe(400);
+    expect((await ctx.api.patch(ref, { uses_pkce: false })).status).toBe(400);
+    expect((await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic' })).status).toBe(400);
+    const confidential = await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic', client_secret: 'now-a-secret-0123456789' });
+    expect(confidential.body).toMatchObject({ token_endpoint_auth_method: 'client_secret_basic' });
+    const row = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id) as { client_secret_sealed: string };
+    expect(row.client_secret_sealed).toMatch(/^v1:/);
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ code_challenge_method: 'S512' }))).body.detail[0]).toMatchObject({ loc: ['body', 'code_challenge_method'], type: 'enum' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'private_key_jwt' }))).body.detail[0]).toMatchObject({ loc: ['body', 'token_endpoint_auth_method'], type: 'enum' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_type: 'github' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_type'], type: 'extra_forbidden' });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_type: 'github' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_type'], type: 'enum' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_id: 'has space' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_id'], type: 'string_pattern_mismatch' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ uses_pkce: 'yes' }))).body.detail[0]).toMatchObject({ loc: ['body', 'uses_pkce'], type: 'bool_type' });
-    expect((await ctx.api.get('/v2/auth/providers/not-a-uuid')).status).toBe(422);
+    expect((await ctx.api.get('/v2/auth/providers/no-such-provider')).status).toBe(404);
   });
 
   it('patch changes fields and the secret (sealed again), refuses a new provider_id (400); delete removes it', async () => {
@@ -116,7 +138,9 @@ describe('providers', () => {
 
     expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { provider_id: 'another-id' })).status).toBe(400);
     expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { token_url: 'http://idp.example.com/token' })).body.detail[0].loc).toEqual(['body', 'token_url']);
-    expect((await ctx.api.delete(`/v2/auth/providers/${created.id}`)).status).toBe(204);
+    const deleted = await ctx.api.delete(`/v2/auth/providers/${body.provider_id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ message: `OAuth provider '${body.provider_id}' deleted.` });
     expect((await ctx.api.get(`/v2/auth/providers/${created.id}`)).status).toBe(404);
     expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { name: 'x' })).status).toBe(404);
   });
@@ -146,12 +170,36 @@ describe('providers', () => {
   });
 });
 
+describe('unknown fields (contract §2)', () => {
+  it('are ignored and each named in a Warning header; nothing of them is stored', async () => {
+    const body = providerBody({ tracked_packages: ['x'], nested_extra: { a: 1 } });
+    const created = await ctx.api.post('/v2/auth/providers', body);
+    expect(created.status).toBe(200);
+    const warnings = created.headers.get('warning') ?? '';
+    expect(warnings).toContain('299 - "Unknown field ignored: body.tracked_packages"');
+    expect(warnings).toContain('299 - "Unknown field ignored: body.nested_extra"');
+    expect(created.body).not.toHaveProperty('tracked_packages');
+    const row = ctx.store.db.prepare('SELECT * FROM oauth_providers WHERE id = ?').get(created.body.id);
+    expect(JSON.stringify(row)).not.toContain('tracked_packages');
+
+    const started = await ctx.api.post('/v2/auth/authenticate', { provider: body.provider_id, scopes: ['read'], user_id: 'w', platform_extra: true });
+    expect(started.status).toBe(200);
+    expect(started.headers.get('warning')).toBe('299 - "Unknown field ignored: body.platform_extra"');
+    // A body without unknown fields has no Warning.
+    expect((await ctx.api.get('/v2/auth/providers')).headers.get('warning')).toBeNull();
+    // A known field with a wrong type is still 422, unknown fields or not.
+    const wrong = await ctx.api.patch(`/v2/auth/providers/${body.provider_id}`, { uses_pkce: 'yes', extra: 1 });
+    expect(wrong.status).toBe(422);
+    expect(wrong.body.detail).toEqual([{ loc: ['body', 'uses_pkce'], msg: expect.any(String), type: 'bool_type' }]);
+  });
+});
+
 describe('authenticate', () => {
   it('starts a flow: the provider auth_url (its own parameters kept) with state, redirect_uri and PKCE', async () => {
     const provider = (await ctx.api.post('/v2/auth/providers', providerBody({ auth_url: 'https://idp.example.com/authorize?audience=api', uses_pkce: true, code_challenge_method: 'plain' }))).body;
     const response = await ctx.api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['read', 'write', 'read'], user_id: 'u1' });
     expect(response.status).toBe(200);
-    expect(response.body).toEqual({ status: 'pending', url: expect.any(String), auth_id: expect.any(String), token: null });
+    expect(response.body).toEqual({ status: 'pending', url: expect.any(String), auth_id: expect.any(String), token: null, user_id: 'u1', metadata: null });
     const url = new URL(response.body.url);
     expect(url.origin + url.pathname).toBe('https://idp.example.com/authorize');
     expect(url.searchParams.get('audience')).toBe('api');
@@ -174,7 +222,9 @@ describe('authenticate', () => {
     expect((await ctx.api.post('/v2/auth/authenticate', { scopes: ['a'] })).body.detail[0].loc).toEqual(['body', 'provider']);
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['has space'] })).body.detail[0].loc).toEqual(['body', 'scopes', 0]);
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], use_agent_builder_public_oauth: true })).body.detail[0].loc).toEqual(['body', 'use_agent_builder_public_oauth']);
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], bogus: 1 })).body.detail[0].type).toBe('extra_forbidden');
+    // An unknown field is ignored (the provider is still unknown: 404), a known one of the wrong type is 422.
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], bogus: 1 })).status).toBe(404);
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], force_new: 'yes', bogus: 1 })).body.detail).toEqual([{ loc: ['body', 'force_new'], msg: expect.any(String), type: 'bool_type' }]);
     expect((await ctx.app.request('/v2/auth/authenticate', { method: 'POST', body: '{}' })).status).toBe(401);
   });
 });
@@ -239,7 +289,7 @@ describe('callback and wait', () => {
 
   it('the OpenAPI document lists the OAuth routes; the callback takes no key', async () => {
     const doc = (await (await ctx.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v2/auth/providers', '/v2/auth/providers/{id}', '/v2/auth/authenticate', '/v2/auth/callback', '/v2/auth/wait/{auth_id}']));
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v2/auth/providers', '/v2/auth/providers/{provider_id}', '/v2/auth/callback/{provider_id}', '/v2/auth/tokens', '/v2/auth/tokens/exists', '/v2/auth/authenticate', '/v2/auth/callback', '/v2/auth/wait/{auth_id}']));
     expect(doc.paths['/v2/auth/callback']!.get!.security).toEqual([]);
   });
 });

@@ -13,6 +13,7 @@ const CLIENTS = {
   pkceBasic: { client_id: 'pkce:basic', client_secret: 'b@sic s3cret+/:=&%~', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true },
   noPkce: { client_id: 'no-pkce', client_secret: 'no-pkce-secret-0123456789', token_endpoint_auth_method: 'client_secret_post' },
   shortLived: { client_id: 'short-lived', client_secret: 'short-lived-secret-0123456789', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true, accessTokenTtl: 2 },
+  publicClient: { client_id: 'public-client', client_secret: '', token_endpoint_auth_method: 'none', requirePkce: true },
   revoked: { client_id: 'revoked', client_secret: 'revoked-secret-0123456789', token_endpoint_auth_method: 'client_secret_post', accessTokenTtl: 1 },
 } satisfies Record<string, TestClient>;
 
@@ -23,7 +24,8 @@ let callbackUrl: string;
 
 beforeAll(async () => {
   // PUBLIC_URL is left unset: the redirect_uri comes from where the server really listens.
-  server = await startServerProcess();
+  // The test authorization server listens on 127.0.0.1: an operator's allowance, as for an internal provider.
+  server = await startServerProcess({ OAUTH_ALLOWED_HOSTS: '127.0.0.1' });
   api = apiClient(server.url, server.apiKey);
   callbackUrl = `http://localhost:${server.port}/v2/auth/callback`;
   idp = await startAuthorizationServer(Object.values(CLIENTS), callbackUrl);
@@ -46,7 +48,7 @@ async function createProvider(client: TestClient, overrides: Record<string, unkn
     token_endpoint_auth_method: client.token_endpoint_auth_method,
     ...overrides,
   });
-  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  expect(response.status, JSON.stringify(response.body)).toBe(200);
   return response.body as { id: string; provider_id: string };
 }
 
@@ -57,11 +59,11 @@ async function deliver(url: URL) {
 }
 
 /** authenticate → pending → the provider's pages → our callback → wait: the token. */
-async function fullFlow(providerId: string, scopes: string[], owner: Record<string, string> = { user_id: 'alice' }) {
-  const started = await api.post('/v2/auth/authenticate', { provider: providerId, scopes, ...owner });
+async function fullFlow(providerId: string, scopes: string[], owner: Record<string, string> = { user_id: 'alice' }, using: Api = api) {
+  const started = await using.post('/v2/auth/authenticate', { provider: providerId, scopes, ...owner });
   expect(started.status, JSON.stringify(started.body)).toBe(200);
   expect(started.body.status).toBe('pending');
-  const waiting = api.get(`/v2/auth/wait/${started.body.auth_id}?timeout=30`);
+  const waiting = using.get(`/v2/auth/wait/${started.body.auth_id}?timeout=30`);
   const redirect = await new Browser().authorize(started.body.url, callbackUrl);
   const page = await deliver(redirect);
   expect(page.status, page.html).toBe(200);
@@ -103,7 +105,14 @@ describe('the authorization-code flow against a real authorization server', () =
     expect(((await userinfo.json()) as { sub: string }).sub).toBe('alice');
 
     const again = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
-    expect(again.body).toEqual({ status: 'completed', url: null, auth_id: null, token });
+    expect(again.body).toEqual({
+      status: 'completed',
+      url: null,
+      auth_id: null,
+      token,
+      user_id: 'alice',
+      metadata: { token_id: expect.any(String), scopes: expect.arrayContaining(['repo:read']), expires_at: expect.any(String), token_type: 'Bearer', is_default: true, provider_account_label: null },
+    });
 
     // The same state a second time: the flow is used up.
     const replay = await deliver(redirect);
@@ -113,6 +122,20 @@ describe('the authorization-code flow against a real authorization server', () =
     // Tokens are per owner: another user gets a new flow.
     const bob = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'bob' });
     expect(bob.body.status).toBe('pending');
+  });
+
+  it('a public client (token_endpoint_auth_method none): no secret stored or sent, PKCE carries the flow', async () => {
+    const provider = await createProvider(CLIENTS.publicClient, { client_secret: null });
+    const { token } = await fullFlow(provider.provider_id, ['openid', 'repo:read'], { user_id: 'pat' });
+    // A public client cannot introspect; the provider's userinfo endpoint accepts the token instead.
+    const userinfo = await fetch(`${idp.issuer}/me`, { headers: { authorization: `Bearer ${token}` } });
+    expect(userinfo.status).toBe(200);
+    // The scripted browser logs in at the provider as alice.
+    expect(((await userinfo.json()) as { sub: string }).sub).toBe('alice');
+    const db = new Database(server.databasePath, { readonly: true });
+    const row = db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(provider.id) as { client_secret_sealed: string | null };
+    db.close();
+    expect(row.client_secret_sealed).toBeNull();
   });
 
   it('with PKCE and client_secret_basic (form-encoded id and secret in HTTP Basic)', async () => {
@@ -255,13 +278,52 @@ describe('rejections', () => {
     expect((await other.get(`/v2/auth/providers/${provider.id}`)).status).toBe(404);
     expect((await other.patch(`/v2/auth/providers/${provider.id}`, { name: 'mine now' })).status).toBe(404);
     expect((await other.delete(`/v2/auth/providers/${provider.id}`)).status).toBe(404);
-    expect((await other.get('/v2/auth/providers')).body.resources).toEqual([]);
+    expect((await other.get('/v2/auth/providers')).body).toEqual([]);
+    expect((await other.get('/v2/auth/tokens')).body).toEqual([]);
     const authenticate = await other.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'erin' });
     expect(authenticate.status).toBe(404);
     expect((await other.get(`/v2/auth/wait/${started.auth_id}?timeout=0`)).body).toMatchObject({ status: 'not_found', token: null });
     // provider_id is unique per organization only.
     await createProvider(CLIENTS.noPkce, { provider_id: provider.provider_id }, other);
     expect((await api.get(`/v2/auth/providers/${provider.id}`)).status).toBe(200);
+  });
+});
+
+describe('tokens belong to the workspace whose flow obtained them (issue 10.2)', () => {
+  it("a workspace-scoped key of another workspace can neither obtain, see, change nor replace a token for the same user_id", async () => {
+    const provider = await createProvider(CLIENTS.noPkce);
+    // Workspace A (the organization's default, through the organization key) obtains a token for "victim".
+    const { token: tokenA, started: startedA } = await fullFlow(provider.provider_id, ['repo:read'], { user_id: 'victim' });
+    const [storedA] = (await api.get(`/v2/auth/tokens?provider_id=${provider.provider_id}`)).body as Array<{ id: string; user_id: string }>;
+    expect(storedA).toMatchObject({ user_id: 'victim', provider_id: provider.provider_id });
+
+    // Workspace B of the same organization, and a key scoped to it.
+    const workspace = await api.post('/v1/workspaces', { name: `ws-b-${crypto.randomUUID().slice(0, 8)}` });
+    expect(workspace.status).toBe(201);
+    const keyB = await api.post('/v1/api-keys', { workspace_id: workspace.body.id, description: 'workspace B' });
+    const b = apiClient(server.url, keyB.body.key);
+
+    // B sees the organization's provider, but not A's token: asking for "victim" starts B's own flow.
+    const asked = await b.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim' });
+    expect(asked.status).toBe(200);
+    expect(asked.body.status).toBe('pending');
+    expect(asked.body.token).toBeNull();
+    expect((await b.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim', token_id: storedA!.id })).status).toBe(404);
+    expect((await b.get('/v2/auth/tokens')).body).toEqual([]);
+    expect((await b.get(`/v2/auth/tokens/exists?provider_id=${provider.provider_id}`)).body).toEqual({ exists: false, has_token: false });
+    expect((await b.get(`/v2/auth/wait/${startedA.auth_id}?timeout=0`)).body.status).toBe('not_found');
+    expect((await b.patch(`/v2/auth/tokens/${storedA!.id}/metadata`, { provider_account_label: 'mine' })).status).toBe(404);
+    expect((await b.delete(`/v2/auth/tokens/${storedA!.id}`)).status).toBe(404);
+    expect((await b.delete(`/v2/auth/tokens?provider_id=${provider.provider_id}`)).body).toMatchObject({ deleted: 0 });
+
+    // B completes a flow for the same user_id: it gets its own token, and A's stays A's.
+    const { token: tokenB } = await fullFlow(provider.provider_id, ['repo:read'], { user_id: 'victim' }, b);
+    expect(tokenB).not.toBe(tokenA);
+    const againA = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim' });
+    expect(againA.body).toMatchObject({ status: 'completed', token: tokenA });
+    const againB = await b.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim' });
+    expect(againB.body).toMatchObject({ status: 'completed', token: tokenB });
+    expect((await api.get(`/v2/auth/tokens/exists?provider_id=${provider.provider_id}&user_id=victim`)).body.exists).toBe(true);
   });
 });
 
@@ -273,13 +335,14 @@ describe('at rest', () => {
     const bytes = Buffer.concat(files.map((path) => readFileSync(path)));
     // The flows really wrote something there (the test could not pass on an empty file).
     expect(bytes.includes(Buffer.from('pkce-post'))).toBe(true);
-    for (const client of Object.values(CLIENTS)) {
+    const confidential = Object.values(CLIENTS).filter((client) => client.client_secret !== '');
+    for (const client of confidential) {
       expect(bytes.includes(Buffer.from(client.client_secret)), client.client_id).toBe(false);
     }
     for (const token of idp.issuedTokens) expect(bytes.includes(Buffer.from(token)), 'a token in clear text').toBe(false);
     // Nor in the log.
     const log = server.output();
-    for (const client of Object.values(CLIENTS)) expect(log).not.toContain(client.client_secret);
+    for (const client of confidential) expect(log).not.toContain(client.client_secret);
     for (const token of idp.issuedTokens) expect(log).not.toContain(token);
   });
 });

@@ -4,9 +4,10 @@ import type { Logger } from '../../logger.ts';
 import type { FlowRecord, OAuthStore } from '../../store/oauth.ts';
 import type { Clock } from '../clock.ts';
 import { RevisionWatch } from '../revision-watch.ts';
+import type { OutboundPolicy } from './outbound.ts';
 import { codeChallenge, hashState, newCodeVerifier, newState } from './pkce.ts';
 import type { OAuthProviders } from './providers.ts';
-import { requestToken } from './token-request.ts';
+import { excerpt, providerErrorCode, requestToken } from './token-request.ts';
 import { sealIssuedToken, type OAuthTokens, type TokenOwner } from './tokens.ts';
 
 /** How long a user has to finish at the provider; a later callback is refused (400). */
@@ -39,9 +40,10 @@ export class OAuthFlows {
   readonly #providers: OAuthProviders;
   readonly #tokens: OAuthTokens;
   readonly #publicUrl: () => string;
+  readonly #policy: OutboundPolicy;
   readonly #watch = new RevisionWatch();
 
-  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string }) {
+  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string; policy: OutboundPolicy }) {
     this.#store = deps.store;
     this.#box = deps.secretBox;
     this.#clock = deps.clock;
@@ -49,6 +51,7 @@ export class OAuthFlows {
     this.#providers = deps.providers;
     this.#tokens = deps.tokens;
     this.#publicUrl = deps.publicUrl;
+    this.#policy = deps.policy;
   }
 
   /** `redirect_uri` registered with providers: PUBLIC_URL + the callback path. */
@@ -56,13 +59,32 @@ export class OAuthFlows {
     return `${this.#publicUrl()}/v2/auth/callback`;
   }
 
-  /** A stored token that covers the request, or a new pending flow. */
-  async authenticate(organizationId: string, body: AuthenticateRequest): Promise<AuthenticateResponse> {
+  /**
+   * A stored token of the caller's workspace that covers the request, or a new pending flow whose
+   * token will be that workspace's. Providers are the organization's; tokens are the workspace's.
+   */
+  async authenticate(caller: { organizationId: string; workspaceId: string }, body: AuthenticateRequest): Promise<AuthenticateResponse> {
+    const { organizationId } = caller;
     const provider = await this.#providers.bySlug(organizationId, body.provider);
-    const owner: TokenOwner = { userId: body.user_id ?? '', agentId: body.agent_id ?? '' };
+    const userId = body.user_id ?? body.ls_user_id ?? '';
+    const owner: TokenOwner = { workspaceId: caller.workspaceId, userId, agentId: body.agent_id ?? '' };
     const scopes = [...new Set(body.scopes)];
-    const token = await this.#tokens.usable(provider, owner, scopes);
-    if (token !== null) return { status: 'completed', url: null, auth_id: null, token };
+    const answerUser = userId === '' ? null : userId;
+    if (!body.force_new) {
+      const usable = await this.#tokens.usable(provider, owner, scopes, body.token_id ?? null);
+      if (usable !== null) {
+        const { record } = usable;
+        const metadata = {
+          token_id: record.id,
+          scopes: record.scopes,
+          expires_at: record.expires_at,
+          token_type: record.token_type,
+          is_default: record.is_default,
+          provider_account_label: record.provider_account_label,
+        };
+        return { status: 'completed', url: null, auth_id: null, token: usable.accessToken, user_id: answerUser, metadata };
+      }
+    }
 
     const now = this.#clock.now();
     const state = newState();
@@ -70,6 +92,7 @@ export class OAuthFlows {
     const flow: FlowRecord = {
       id: crypto.randomUUID(),
       organization_id: organizationId,
+      workspace_id: caller.workspaceId,
       provider_ref: provider.id,
       state_hash: hashState(state),
       user_id: owner.userId,
@@ -77,9 +100,10 @@ export class OAuthFlows {
       scopes,
       redirect_uri: this.redirectUri(),
       code_verifier_sealed: verifier === null ? null : this.#box.encrypt(verifier),
+      is_default: body.is_default,
       status: 'pending',
       error: null,
-      error_description: null,
+      error_description_sealed: null,
       token_ref: null,
       created_at: now,
       expires_at: new Date(Date.parse(now) + FLOW_TTL_MS).toISOString(),
@@ -99,15 +123,22 @@ export class OAuthFlows {
       url.searchParams.set('code_challenge', codeChallenge(verifier, provider.code_challenge_method));
       url.searchParams.set('code_challenge_method', provider.code_challenge_method);
     }
-    this.#log.info('oauth flow started', { auth_id: flow.id, provider_id: provider.provider_id, organization_id: organizationId });
-    return { status: 'pending', url: url.toString(), auth_id: flow.id, token: null };
+    this.#log.info('oauth flow started', { auth_id: flow.id, provider_id: provider.provider_id, organization_id: organizationId, workspace_id: caller.workspaceId });
+    return { status: 'pending', url: url.toString(), auth_id: flow.id, token: null, user_id: answerUser, metadata: null };
   }
 
-  /** The provider sent the user back: check the state, exchange the code, store the token. */
-  async callback(query: CallbackQuery): Promise<CallbackOutcome> {
+  /**
+   * The provider sent the user back: check the state, exchange the code, store the token. With
+   * `providerSlug` (the `/v2/auth/callback/{provider_id}` form), the flow must be of that provider.
+   */
+  async callback(query: CallbackQuery, providerSlug: string | null = null): Promise<CallbackOutcome> {
     if (!query.state) return { kind: 'invalid_state', message: 'The request carries no state, so it belongs to no authorization.' };
     const flow = await this.#store.findFlowByState(hashState(query.state));
     if (!flow) return { kind: 'invalid_state', message: 'This authorization is unknown to this server.' };
+    if (providerSlug !== null) {
+      const provider = await this.#store.getProvider(flow.organization_id, flow.provider_ref);
+      if (provider?.provider_id !== providerSlug) return { kind: 'invalid_state', message: 'This authorization is unknown to this server.' };
+    }
     if (flow.status !== 'pending') return { kind: 'invalid_state', message: 'This authorization was already used.' };
     const now = this.#clock.now();
     if (flow.expires_at <= now) {
@@ -115,8 +146,11 @@ export class OAuthFlows {
       return { kind: 'invalid_state', message: 'This authorization has expired; start a new one.' };
     }
     if (query.error) {
-      await this.#fail(flow, query.error, query.error_description ?? null);
-      return { kind: 'failed', error: query.error, description: query.error_description ?? null, providerUnavailable: false };
+      // The provider's words reach the page and `wait` only as a short excerpt.
+      const error = providerErrorCode(query.error);
+      const description = excerpt(query.error_description);
+      await this.#fail(flow, error, description);
+      return { kind: 'failed', error, description, providerUnavailable: false };
     }
     if (!query.code) {
       await this.#fail(flow, 'invalid_request', 'The provider sent neither a code nor an error.');
@@ -124,23 +158,37 @@ export class OAuthFlows {
     }
     // Claim before the exchange, so a replayed callback cannot use the state (or the code) twice.
     if (!(await this.#store.claimFlow(flow.id, now))) return { kind: 'invalid_state', message: 'This authorization was already used.' };
+    try {
+      return await this.#exchange(flow, query.code);
+    } catch (error) {
+      // Whatever went wrong after the claim, the flow ends now rather than sitting in `exchanging`
+      // until its expiry: the waiter hears of it at once. The error itself goes on to the 500 handler.
+      await this.#fail(flow, 'server_error', 'The server could not finish this authorization; start a new one.').catch(() => undefined);
+      throw error;
+    }
+  }
 
-    const provider = await this.#providers.record(flow.organization_id, flow.provider_ref);
-    const params: Record<string, string> = { grant_type: 'authorization_code', code: query.code, redirect_uri: flow.redirect_uri };
+  /** Exchanges the code of a claimed flow and stores the token. */
+  async #exchange(flow: FlowRecord, code: string): Promise<CallbackOutcome> {
+    const provider = await this.#providers.byRef(flow.organization_id, flow.provider_ref);
+    const params: Record<string, string> = { grant_type: 'authorization_code', code, redirect_uri: flow.redirect_uri };
     if (flow.code_verifier_sealed !== null) params.code_verifier = this.#box.decrypt(flow.code_verifier_sealed);
-    const result = await requestToken(this.#providers.tokenClient(provider), params);
+    const result = await requestToken(this.#providers.tokenClient(provider), params, this.#policy);
     if (!result.ok) {
       const description = result.description ?? `The provider answered ${result.error}.`;
-      await this.#fail(flow, result.kind === 'rejected' ? result.error : 'token_exchange_failed', description);
+      const error = result.kind === 'unavailable' ? 'token_exchange_failed' : result.error;
+      await this.#fail(flow, error, description);
       return { kind: 'failed', error: result.error, description, providerUnavailable: result.kind === 'unavailable' };
     }
     const done = this.#clock.now();
     const token = sealIssuedToken(this.#box, result.token, {
       provider,
-      owner: { userId: flow.user_id, agentId: flow.agent_id },
+      owner: { workspaceId: flow.workspace_id, userId: flow.user_id, agentId: flow.agent_id },
       requestedScopes: flow.scopes,
       previousRefresh: null,
       now: done,
+      isDefault: flow.is_default,
+      label: null,
     });
     await this.#store.completeFlow(flow.id, token, done);
     this.#watch.notify(flow.id);
@@ -149,16 +197,20 @@ export class OAuthFlows {
   }
 
   /** Holds until the flow completes or fails, or `timeoutSeconds` pass. */
-  async wait(organizationId: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitResponse> {
+  async wait(workspaceId: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitResponse> {
     const deadline = Date.now() + timeoutSeconds * 1000;
     for (;;) {
-      const flow = await this.#store.getFlow(organizationId, authId);
+      // Only flows started in the caller's workspace: another workspace's flow is `not_found`.
+      const flow = await this.#store.getFlow(workspaceId, authId);
       if (!flow) return { status: 'not_found', token: null, error: null, error_description: null };
       if (flow.status === 'completed') {
         const token = flow.token_ref === null ? null : await this.#tokens.accessToken(flow.token_ref);
         return { status: 'completed', token, error: null, error_description: null };
       }
-      if (flow.status === 'failed') return { status: 'failed', token: null, error: flow.error, error_description: flow.error_description };
+      if (flow.status === 'failed') {
+        const description = flow.error_description_sealed === null ? null : this.#box.decrypt(flow.error_description_sealed);
+        return { status: 'failed', token: null, error: flow.error, error_description: description };
+      }
       // A flow stuck in `exchanging` (the process stopped during the code exchange) is let go
       // once the exchange's own timeout is long past, so waiting on it cannot go on forever.
       const grace = flow.status === 'exchanging' ? EXCHANGE_GRACE_MS : 0;
@@ -176,7 +228,8 @@ export class OAuthFlows {
   }
 
   async #fail(flow: FlowRecord, error: string, description: string | null): Promise<void> {
-    await this.#store.failFlow(flow.id, error, description, this.#clock.now());
+    // Sealed: the description may quote the provider, whose words are not ours to keep in clear.
+    await this.#store.failFlow(flow.id, error, description === null ? null : this.#box.encrypt(description), this.#clock.now());
     this.#watch.notify(flow.id);
     this.#log.info('oauth flow failed', { auth_id: flow.id, organization_id: flow.organization_id, error });
   }
