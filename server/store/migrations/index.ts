@@ -1,6 +1,7 @@
 import initial from './001_initial.ts';
 import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
+import revisionCommit from './008_revision_commit.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -10,4 +11,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
+  { version: 8, name: 'revision_commit', sql: revisionCommit },
 ];
