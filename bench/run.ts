@@ -4,12 +4,13 @@ import { longPoll } from './scenarios/long-poll.ts';
 import { scale } from './scenarios/scale.ts';
 import { startup } from './scenarios/startup.ts';
 import { webhookPush } from './scenarios/webhook-push.ts';
+import { webhookHistory } from './scenarios/webhook-history.ts';
 import { removeTempDirs } from './lib/processes.ts';
 import { settingsFrom } from './lib/settings.ts';
 import { renderTable, type Row } from './lib/table.ts';
 
 /**
- * `npm run bench [-- --quick] [--only=hot,scale,longpoll,startup,webhook] [--sqlite-synchronous=NORMAL]`: starts the two
+ * `npm run bench [-- --quick] [--only=hot,scale,longpoll,startup,webhook,history] [--sqlite-synchronous=NORMAL]`: starts the two
  * baselines and the real server as child processes, drives them with autocannon and prints one
  * table. Not part of `npm test`.
  */
@@ -25,6 +26,7 @@ async function run(argv: string[]): Promise<void> {
   if (wanted('longpoll')) rows.push(...(await longPoll(settings, log)));
   if (wanted('scale')) rows.push(...(await scale(settings, log)));
   if (wanted('webhook')) rows.push(...(await webhookPush(settings, log)));
+  if (wanted('history')) rows.push(...(await webhookHistory(settings, log)));
   if (wanted('startup')) rows.push(...(await startup(settings, log)));
 
   const cpu = cpus();

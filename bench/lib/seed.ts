@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
 
 type Row = Record<string, unknown>;
 
@@ -99,4 +100,35 @@ export function queryPlan(path: string, sql: string, params: Row): string {
   } finally {
     db.close();
   }
+}
+
+/**
+ * Gives deployment `deploymentId` `count` past push revisions, older than its existing ones (as if
+ * it had been pushed to `count` times before): distinct commits, every one ended (DEPLOYED or
+ * SKIPPED, alternately), copies of its first revision otherwise (real SecretBox ciphertext).
+ * Fills every commit column the schema has, so the seed stays right when the commit gets a column
+ * of its own. Run it while the server is stopped.
+ */
+export function seedRevisionHistory(path: string, deploymentId: string, count: number): void {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = OFF');
+  const first = db.prepare('SELECT * FROM revisions WHERE deployment_id = ? ORDER BY seq LIMIT 1').get(deploymentId) as Row | undefined;
+  if (!first) throw new Error(`deployment ${deploymentId} has no revision to copy`);
+  const columns = (db.prepare('PRAGMA table_info(revisions)').all() as Array<{ name: string }>).map((c) => c.name).filter((name) => name !== 'seq');
+  const insert = db.prepare(`INSERT INTO revisions (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`);
+  const start = Date.parse(first.created_at as string) - count * 1000;
+  db.transaction(() => {
+    for (let i = 0; i < count; i += 1) {
+      const sha = randomBytes(20).toString('hex');
+      const at = new Date(start + i * 1000).toISOString();
+      const config = { ...(JSON.parse(first.source_revision_config as string) as Record<string, unknown>), repo_commit_sha: sha };
+      const { seq: _seq, ...copy } = first;
+      const row: Row = { ...copy, id: crypto.randomUUID(), status: i % 2 ? 'DEPLOYED' : 'SKIPPED', trigger: 'push', source_revision_config: JSON.stringify(config), created_at: at, updated_at: at };
+      for (const column of columns) if (/commit_sha$/.test(column)) row[column] = sha;
+      insert.run(row);
+    }
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
 }

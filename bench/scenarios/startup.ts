@@ -1,4 +1,5 @@
 import { apiClient } from '../../test/helpers/api.ts';
+import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { rssBytes, sleep, startChild, tempDir } from '../lib/processes.ts';
 import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
@@ -13,8 +14,10 @@ export async function startup(settings: Settings, log: (line: string) => void): 
   log(`startup: ${rounds} cold starts`);
   const startMs: number[] = [];
   const idle: number[] = [];
+  let databasePath = '';
   for (let i = 0; i < rounds; i += 1) {
     const server = await startControlPlane(settings);
+    databasePath = server.databasePath;
     try {
       startMs.push(server.startMs);
       const health = await apiClient(server.url, API_KEY).get('/v2/deployments');
@@ -30,8 +33,8 @@ export async function startup(settings: Settings, log: (line: string) => void): 
   // The floor: what Node itself holds idle, with and without better-sqlite3 loaded.
   const floors: string[] = [];
   for (const [name, script, env] of [
-    ['node:http', 'bench/baselines/http-fixed.ts', {}],
-    ['node:http+SQLite', 'bench/baselines/http-sqlite.ts', { BASELINE_DB: join(tempDir(), 'baseline.db') }],
+    ['node:http', 'bench/baselines/http-fixed.mjs', {}],
+    ['node:http+SQLite', 'bench/baselines/http-sqlite.mjs', { BASELINE_DB: await copyOf(databasePath) }],
   ] as const) {
     const child = await startChild(script, env);
     try {
@@ -46,4 +49,13 @@ export async function startup(settings: Settings, log: (line: string) => void): 
     { scenario: 'server start (spawn → listening, new DB)', p50: median(startMs), max: Math.max(...startMs), target: '< 1 s', verdict: verdict(median(startMs) < 1000), note: `median of ${rounds} starts (max = slowest)` },
     { scenario: 'idle memory (RSS)', target: '< 100 MB', verdict: verdict(idleMb < 100), note: `${idleMb.toFixed(1)} MB (median of ${rounds}); ${floors.join('; ')}` },
   ];
+}
+
+/** A copy of a server's database (the SQLite baseline opens the control plane's schema). */
+async function copyOf(path: string): Promise<string> {
+  const copy = join(tempDir(), 'baseline.db');
+  const source = new Database(path, { readonly: true });
+  await source.backup(copy);
+  source.close();
+  return copy;
 }

@@ -11,11 +11,11 @@ import { queryPlan, seedDatabase } from '../lib/seed.ts';
 import { API_KEY, ENCRYPTION_KEY, type Settings } from '../lib/settings.ts';
 import { verdict, type Row } from '../lib/table.ts';
 
-const SECRET = `bench-webhook-${randomBytes(12).toString('hex')}`;
-const INSTALLATION_ID = 424_242;
+export const SECRET = `bench-webhook-${randomBytes(12).toString('hex')}`;
+export const INSTALLATION_ID = 424_242;
 const REPO = { owner: 'acme', name: 'agent' };
-const REPO_URL = `https://github.com/${REPO.owner}/${REPO.name}`;
-const BRANCH = 'main';
+export const REPO_URL = `https://github.com/${REPO.owner}/${REPO.name}`;
+export const BRANCH = 'main';
 const TOTAL = 10_000;
 const MATCHING = 10;
 /** Same repository but another branch, and same repository with build_on_push off: they are read and skipped. */
@@ -26,7 +26,7 @@ const PUSH_OFF = 10;
  * The real server with webhooks on: the secret set, the reconciler off (its polling is not what is
  * measured), sandbox stages of an hour so the pushed revisions hold still once made.
  */
-function startServer(settings: Settings, databasePath: string, processDelayMs = 0): Promise<Child> {
+export function startServer(settings: Settings, databasePath: string, processDelayMs = 0): Promise<Child> {
   return startChild('server/main.ts', {
     DATABASE_URL: databasePath,
     BOOTSTRAP_API_KEY: API_KEY,
@@ -69,10 +69,10 @@ function variants(databasePath: string, templateId: string) {
   };
 }
 
-type Delivery = { id: string; sha: string; body: string; signature: string };
+export type Delivery = { id: string; sha: string; body: string; signature: string };
 
 /** A signed `push` to `main` of the repository, with a commit of its own. */
-async function delivery(webhooks: Webhooks, n: number): Promise<Delivery> {
+export async function delivery(webhooks: Webhooks, n: number): Promise<Delivery> {
   const sha = randomBytes(20).toString('hex');
   const id = randomUUID();
   const body = JSON.stringify({
@@ -102,7 +102,7 @@ async function delivery(webhooks: Webhooks, n: number): Promise<Delivery> {
 }
 
 /** Posts one delivery; answers its status and the time from sending to the last byte of the answer. */
-function send(agent: Agent, url: URL, d: Delivery): Promise<{ status: number; ms: number }> {
+export function send(agent: Agent, url: URL, d: Delivery): Promise<{ status: number; ms: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const req = request(
@@ -128,9 +128,9 @@ function send(agent: Agent, url: URL, d: Delivery): Promise<{ status: number; ms
   });
 }
 
-type Logged = { outcome: string; received_at: string; processed_at: string | null; results: Array<{ result: string; revision_id: string | null }> };
+export type Logged = { outcome: string; received_at: string; processed_at: string | null; results: Array<{ result: string; revision_id: string | null }> };
 
-async function logged(api: Api, id: string): Promise<Logged | undefined> {
+export async function logged(api: Api, id: string): Promise<Logged | undefined> {
   const res = await api.get(`/v1/webhooks/github/deliveries?delivery_id=${encodeURIComponent(id)}`);
   if (res.status !== 200) throw new Error(`delivery log: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.resources[0] as Logged | undefined;

@@ -3,8 +3,6 @@ import type { ApiKey } from '../../shared/schemas/api-key.ts';
 import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
 import {
-  IN_PROGRESS_REVISION_STATUSES,
-  TERMINAL_REVISION_STATUSES,
   type LogEntry,
   type LogLevel,
   type LogType,
@@ -17,6 +15,7 @@ import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
+import { HOT_QUERIES, TERMINAL } from './hot-queries.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import type {
   ApiKeyRecord,
@@ -37,15 +36,6 @@ import type {
 
 type Row = Record<string, unknown>;
 
-/** Status lists as SQL literals (fixed enum values, not input). */
-const sqlList = (statuses: Iterable<string>) => [...statuses].map((status) => `'${status}'`).join(',');
-const IN_PROGRESS = sqlList(IN_PROGRESS_REVISION_STATUSES);
-const TERMINAL = sqlList(TERMINAL_REVISION_STATUSES);
-/**
- * Statuses after which a commit may be built again by a push. SKIPPED is not among them: a revision
- * skipped because a newer one superseded it must not come back on a redelivery and deploy an older commit.
- */
-const PUSH_RETRYABLE = ['CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'INTERRUPTED'];
 
 export type SqliteOptions = {
   /** A file path, or `:memory:`. */
@@ -109,15 +99,15 @@ export class SqliteStore implements Store {
   /** Statements on hot paths, prepared once. */
   private prepareStatements() {
     return {
-      apiKeyByHash: this.sql('SELECT * FROM api_keys WHERE key_hash = ?'),
-      defaultWorkspace: this.sql('SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1'),
-      deployment: this.sql('SELECT * FROM deployments WHERE id = ? AND tenant_id = ?'),
-      deploymentById: this.sql('SELECT * FROM deployments WHERE id = ?'),
-      revision: this.sql('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?'),
-      revisionById: this.sql('SELECT * FROM revisions WHERE id = ?'),
+      apiKeyByHash: this.sql(HOT_QUERIES.apiKeyByHash),
+      defaultWorkspace: this.sql(HOT_QUERIES.defaultWorkspace),
+      deployment: this.sql(HOT_QUERIES.deployment),
+      deploymentById: this.sql(HOT_QUERIES.deploymentById),
+      revision: this.sql(HOT_QUERIES.revision),
+      revisionById: this.sql(HOT_QUERIES.revisionById),
       insertRevision: this.sql(
-        `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, secrets, resource_spec, trigger, created_at, updated_at)
-         VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @secrets, @resource_spec, @trigger, @now, @now)`,
+        `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at)
+         VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @now, @now)`,
       ),
       transition: this.sql(
         `UPDATE revisions SET status = @to, status_message = @status_message, version = version + 1, updated_at = @now
@@ -128,14 +118,11 @@ export class SqliteStore implements Store {
            status = CASE WHEN status = 'AWAITING_DELETE' THEN status ELSE 'READY' END
          WHERE id = @deployment_id`,
       ),
-      inProgressCount: this.sql(
-        `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS})`,
-      ),
-      queued: this.sql(`SELECT * FROM revisions WHERE deployment_id = ? AND status = 'QUEUED' ORDER BY seq DESC`),
+      inProgressCount: this.sql(HOT_QUERIES.inProgressCount),
+      queued: this.sql(HOT_QUERIES.queued),
+      revisionOfCommit: this.sql(HOT_QUERIES.revisionOfCommit),
       insertLog: this.sql('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)'),
-      readLogs: this.sql(
-        'SELECT seq, timestamp, level, message FROM revision_logs WHERE revision_id = ? AND type = ? AND seq > ? ORDER BY seq LIMIT ?',
-      ),
+      readLogs: this.sql(HOT_QUERIES.readLogs),
     };
   }
 
@@ -322,6 +309,7 @@ export class SqliteStore implements Store {
       status_message: revision.status_message ?? null,
       source,
       source_revision_config: JSON.stringify(revision.source_revision_config),
+      commit_sha: revision.source_revision_config.repo_commit_sha ?? null,
       secrets: this.#box.encryptJson(revision.secrets),
       resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
       trigger: revision.trigger,
@@ -431,8 +419,7 @@ export class SqliteStore implements Store {
   }
 
   async listDeploymentsByRepo(repoUrlKey: string): Promise<DeploymentRecord[]> {
-    const rows = this.sql("SELECT * FROM deployments WHERE repo_url_key = ? AND source = 'github' ORDER BY created_at, rowid")
-      .all(repoUrlKey) as Row[];
+    const rows = this.sql(HOT_QUERIES.deploymentsByRepo).all(repoUrlKey) as Row[];
     return rows.map((row) => this.toDeployment(row));
   }
 
@@ -450,13 +437,7 @@ export class SqliteStore implements Store {
       const row = this.#stmt.deploymentById.get(input.deploymentId) as Row | undefined;
       if (!row) return { outcome: 'not_buildable', reason: 'the deployment no longer exists' };
       if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
-      const existing = this.sql(
-          `SELECT id, status FROM revisions
-           WHERE deployment_id = ? AND json_extract(source_revision_config, '$.repo_commit_sha') = ?
-             AND status NOT IN (${sqlList(PUSH_RETRYABLE)})
-           ORDER BY seq DESC LIMIT 1`,
-        )
-        .get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
+      const existing = this.#stmt.revisionOfCommit.get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
       if (existing) return { outcome: 'exists', revisionId: existing.id, status: existing.status };
       const deployment = this.toDeployment(row);
       const config: SourceRevisionConfig = { ...deployment.source_revision_config, repo_commit_sha: input.commitSha };

@@ -1,0 +1,132 @@
+// Baseline 2: bare node:http + better-sqlite3 doing what the control plane's two hot paths do in
+// SQL, with none of its framework: the floor for a JSON API on one SQLite file. Plain JavaScript
+// (no TypeScript stripper loaded).
+//
+// It opens a copy of the real server's database (`BASELINE_DB`, made by the benchmark after the
+// server created its deployments), so it reads the same rows through the same statements:
+// - `GET /v2/deployments/:id/revisions/:rid` runs the store's revision read
+//   (`SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`) and answers
+//   the same bytes as the server (the benchmark checks this at start) with the same ETag;
+// - `POST /v2/deployments` reads the JSON body, looks up the integration
+//   (`SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?`) and writes the same
+//   three rows in one transaction as the server's create (deployment, first revision, tracing
+//   project), secrets sealed with AES-256-GCM as the server stores them.
+// No API key check, no validation beyond JSON: that is the framework cost being measured.
+// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes).
+import Database from 'better-sqlite3';
+import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+
+const db = new Database(process.env.BASELINE_DB);
+db.pragma('journal_mode = WAL');
+db.pragma(`synchronous = ${process.env.BASELINE_SYNCHRONOUS ?? 'FULL'}`);
+db.pragma('busy_timeout = 5000');
+db.pragma('foreign_keys = ON');
+const tenantId = process.env.BASELINE_TENANT_ID;
+const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
+
+const readRevision = db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?');
+const readIntegration = db.prepare('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?');
+const insertDeployment = db.prepare(
+  `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
+     latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
+     repo_url_key, repo_ref, build_on_push, created_at, updated_at)
+   VALUES (@id, @tenant_id, @name, @source, @source_config, @source_revision_config, @secrets, @status,
+     @latest_revision_id, NULL, NULL, @deployment_type, @integration_id, NULL,
+     @repo_url_key, @repo_ref, @build_on_push, @now, @now)`,
+);
+const insertRevision = db.prepare(
+  `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, secrets, resource_spec, trigger, created_at, updated_at)
+   VALUES (@id, @deployment_id, @tenant_id, @status, NULL, @source, @source_revision_config, @secrets, NULL, 'create', @now, @now)`,
+);
+const insertTracingProject = db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)');
+const create = db.transaction((row) => {
+  insertDeployment.run(row);
+  insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
+  insertTracingProject.run(randomUUID(), row.tenant_id, row.name, row.id, row.now);
+});
+
+/** The server's SecretBox format: `v1:<iv>:<tag>:<ciphertext>`, base64url. */
+function seal(value) {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const ciphertext = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
+  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join(':');
+}
+
+function send(res, status, text, headers = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+const REVISION_PATH = /^\/v2\/deployments\/([0-9a-f-]{36})\/revisions\/([0-9a-f-]{36})$/;
+
+const server = createServer((req, res) => {
+  const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
+  if (match) {
+    const row = readRevision.get(match[2], match[1], tenantId);
+    if (!row) return send(res, 404, '{"detail":"not found"}');
+    // The answer's fields in the server's order (publicRevision), so the bytes are the same.
+    const text = JSON.stringify({
+      id: row.id,
+      deployment_id: row.deployment_id,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+      status: row.status,
+      status_message: row.status_message ?? null,
+      source: row.source,
+      source_revision_config: JSON.parse(row.source_revision_config),
+      trigger: row.trigger,
+    });
+    return send(res, 200, text, { etag: `"${row.id}.${row.version}"` });
+  }
+  if (req.method === 'POST' && req.url === '/v2/deployments') {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      let input;
+      try {
+        input = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return send(res, 422, '{"detail":"invalid JSON"}');
+      }
+      const integration = readIntegration.get(input.source_config?.integration_id, tenantId);
+      if (!integration) return send(res, 400, '{"detail":"unknown integration"}');
+      const now = new Date().toISOString();
+      const sourceConfig = { ...input.source_config, deployment_type: input.source_config.deployment_type ?? 'dev', build_on_push: Boolean(input.source_config.build_on_push) };
+      const revisionConfig = { ...input.source_revision_config, image_uri: null, repo_commit_sha: null };
+      const secrets = seal(input.secrets ?? []);
+      const row = {
+        id: randomUUID(),
+        tenant_id: tenantId,
+        name: input.name,
+        source: 'github',
+        source_config: JSON.stringify(sourceConfig),
+        source_revision_config: JSON.stringify(revisionConfig),
+        secrets,
+        status: 'AWAITING_DATABASE',
+        latest_revision_id: randomUUID(),
+        deployment_type: sourceConfig.deployment_type,
+        integration_id: integration.id,
+        repo_url_key: String(sourceConfig.repo_url).toLowerCase().replace(/\.git$/, ''),
+        repo_ref: revisionConfig.repo_ref,
+        build_on_push: sourceConfig.build_on_push ? 1 : 0,
+        now,
+      };
+      try {
+        create(row);
+      } catch (error) {
+        return send(res, 409, JSON.stringify({ detail: String(error.message) }));
+      }
+      send(res, 201, JSON.stringify({ id: row.id, tenant_id: tenantId, name: row.name, source: 'github', source_config: sourceConfig, source_revision_config: revisionConfig, status: row.status, latest_revision_id: row.latest_revision_id, created_at: now, updated_at: now }));
+    });
+    return;
+  }
+  send(res, 404, '{"detail":"not found"}');
+});
+server.keepAliveTimeout = 65_000;
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  const address = server.address();
+  process.stderr.write(JSON.stringify({ msg: 'listening', port: typeof address === 'object' && address ? address.port : 0 }) + '\n');
+});
+process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -1,0 +1,214 @@
+import { Webhooks } from '@octokit/webhooks';
+import Database from 'better-sqlite3';
+import { Agent } from 'node:http';
+import { join } from 'node:path';
+import { apiClient, type Api } from '../../test/helpers/api.ts';
+import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
+import { sleep, tempDir, type Child } from '../lib/processes.ts';
+import { seedRevisionHistory } from '../lib/seed.ts';
+import { API_KEY, type Settings } from '../lib/settings.ts';
+import { verdict, type Row } from '../lib/table.ts';
+import { BRANCH, delivery, INSTALLATION_ID, logged, REPO_URL, SECRET, send, startServer, type Delivery } from './webhook-push.ts';
+
+/** Targets of issue 13: a push costs the same whatever the deployment's history. */
+export const HISTORY_TARGETS = { processingRatio: 1.2, drainRatio: 1.2 } as const;
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/** A server with webhooks on, one workspace linked to the installation and one deployment building `main` on push. */
+async function serverWithDeployment(settings: Settings, databasePath: string, processDelayMs = 0): Promise<{ server: Child; api: Api; deploymentId: string }> {
+  const server = await startServer(settings, databasePath, processDelayMs);
+  const api = apiClient(server.url, API_KEY);
+  const fx = await workspaceFixtures(api, INSTALLATION_ID);
+  const created = await api.post(
+    '/v2/deployments',
+    githubBody(`history-${Date.now().toString(36)}`, fx.integrationId, {
+      source_config: { integration_id: fx.integrationId, repo_url: REPO_URL, deployment_type: 'dev', build_on_push: true },
+      source_revision_config: { repo_ref: BRANCH, graph_config_path: 'langgraph.json' },
+    }),
+  );
+  if (created.status !== 201) throw new Error(`create: ${created.status} ${JSON.stringify(created.body)}`);
+  return { server, api, deploymentId: created.body.id };
+}
+
+/** Sends deliveries one at a time; for each, the server's own received → processed (ms, from the delivery log). */
+async function processingTimes(server: Child, api: Api, count: number): Promise<number[]> {
+  const webhooks = new Webhooks({ secret: SECRET });
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const url = new URL(`${server.url}/v1/webhooks/github`);
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < count; i += 1) {
+      const d = await delivery(webhooks, i);
+      const answer = await send(agent, url, d);
+      if (answer.status !== 202) throw new Error(`delivery answered ${answer.status}`);
+      for (const started = performance.now(); ; await sleep(2)) {
+        const entry = await logged(api, d.id);
+        if (entry && entry.outcome !== 'pending') {
+          if (entry.outcome !== 'revisions_created') throw new Error(`delivery ${d.id}: ${entry.outcome} ${JSON.stringify(entry.results)}`);
+          times.push(Date.parse(entry.processed_at!) - Date.parse(entry.received_at));
+          break;
+        }
+        if (performance.now() - started > 30_000) throw new Error(`delivery ${d.id} not processed within 30 s`);
+      }
+      await sleep(20);
+    }
+    return times;
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** How many deliveries the server has finished with, read from its database file (read-only; WAL lets it). */
+function processedCount(databasePath: string): number {
+  const db = new Database(databasePath, { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare("SELECT count(*) AS n FROM webhook_deliveries WHERE status <> 'pending'").get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Issue 13's history scenarios. (a) One push at a time to a deployment with no history, then to the
+ * same deployment after 5,000 past revisions were added to it: the server's received → processed
+ * time should not grow. (b) A burst of 4,000 deliveries to one deployment, accepted with processing
+ * deferred, then drained by a restarted server: the drain rate over the last tenth (each delivery
+ * then meets ~3,600 earlier revisions) against the first tenth (fresh), and the time to 202 of
+ * deliveries sent at 8/s while the tail drains against the same on the idle server afterwards.
+ */
+export async function webhookHistory(settings: Settings, log: (line: string) => void): Promise<Row[]> {
+  const singles = settings.quick ? 5 : 20;
+  const history = settings.quick ? 1000 : 5000;
+  const burst = settings.quick ? 400 : 4000;
+  const rows: Row[] = [];
+
+  // (a) Processing time against history.
+  log(`webhook history: ${singles} pushes with no history, then with ${history} past revisions`);
+  const pathA = join(tempDir(), 'control-plane.db');
+  let fresh: number[];
+  let deploymentId: string;
+  {
+    const { server, api, deploymentId: id } = await serverWithDeployment(settings, pathA);
+    deploymentId = id;
+    try {
+      await processingTimes(server, api, 3); // warm-up
+      fresh = await processingTimes(server, api, singles);
+    } finally {
+      await server.stop();
+    }
+  }
+  seedRevisionHistory(pathA, deploymentId, history);
+  let aged: number[];
+  {
+    const server = await startServer(settings, pathA);
+    try {
+      const api = apiClient(server.url, API_KEY);
+      await processingTimes(server, api, 3);
+      aged = await processingTimes(server, api, singles);
+    } finally {
+      await server.stop();
+    }
+  }
+  const processingRatio = median(aged) / Math.max(1, median(fresh));
+  log(`  received → processed: fresh ${fresh.join(', ')} ms; with history ${aged.join(', ')} ms`);
+  rows.push({
+    scenario: `webhook push processing @ ${history} revisions of history`,
+    p50: median(aged),
+    max: Math.max(...aged),
+    ratio: `${processingRatio.toFixed(2)}× no history (p50 ${median(fresh)} ms)`,
+    target: `≤ ${HISTORY_TARGETS.processingRatio}×`,
+    verdict: verdict(processingRatio <= HISTORY_TARGETS.processingRatio),
+    note: `${singles} deliveries one at a time to one deployment; the server's received → processed from the delivery log (ms resolution)`,
+  });
+
+  // (b) Drain rate after a burst.
+  log(`webhook history: burst of ${burst} deliveries, processing deferred, then drained`);
+  const pathB = join(tempDir(), 'control-plane.db');
+  const webhooks = new Webhooks({ secret: SECRET });
+  const all: Delivery[] = [];
+  for (let i = 0; i < burst; i += 1) all.push(await delivery(webhooks, i));
+  {
+    const { server } = await serverWithDeployment(settings, pathB, 3_600_000);
+    const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+    try {
+      const url = new URL(`${server.url}/v1/webhooks/github`);
+      let cursor = 0;
+      await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (cursor < all.length) {
+            const answer = await send(agent, url, all[cursor++]!);
+            if (answer.status !== 202) throw new Error(`delivery answered ${answer.status}`);
+          }
+        }),
+      );
+    } finally {
+      agent.destroy();
+      await server.stop();
+    }
+  }
+  const server = await startServer(settings, pathB);
+  const agent = new Agent({ keepAlive: true });
+  try {
+    const url = new URL(`${server.url}/v1/webhooks/github`);
+    const samples: Array<{ at: number; n: number }> = [];
+    const tail202: number[] = [];
+    let tailSending: Promise<void> | undefined;
+    const started = performance.now();
+    for (;;) {
+      const n = processedCount(pathB);
+      samples.push({ at: performance.now(), n });
+      // While the last fifth drains, deliveries arrive at 8/s: how long do their 202s wait?
+      if (!tailSending && n >= burst * 0.8) tailSending = pacedDeliveries(agent, url, webhooks, 8, settings.quick ? 2 : 5, tail202);
+      if (n >= burst) break;
+      if (performance.now() - started > 15 * 60_000) throw new Error(`drain did not finish in 15 min (${n} of ${burst})`);
+      await sleep(200);
+    }
+    await tailSending;
+    const rate = (from: number, to: number) => {
+      const first = samples.find((s) => s.n >= from)!;
+      const last = samples.find((s) => s.n >= to)!;
+      return (last.n - first.n) / ((last.at - first.at) / 1000);
+    };
+    const freshRate = rate(burst * 0.05, burst * 0.15);
+    const tailRate = rate(burst * 0.85, burst * 0.95);
+    const drainRatio = freshRate / tailRate;
+    await sleep(1000);
+    const idle202: number[] = [];
+    await pacedDeliveries(agent, url, webhooks, 8, settings.quick ? 2 : 5, idle202);
+    log(`  drain: ${freshRate.toFixed(1)}/s over the first tenth, ${tailRate.toFixed(1)}/s over the last; 202 p50 at 8/s: ${median(tail202).toFixed(1)} ms while draining, ${median(idle202).toFixed(1)} ms idle`);
+    rows.push({
+      scenario: `webhook drain rate after a ${burst}-delivery burst`,
+      rps: tailRate,
+      ratio: `fresh ${freshRate.toFixed(1)}/s is ${drainRatio.toFixed(2)}× it`,
+      target: `within ${HISTORY_TARGETS.drainRatio}× of fresh`,
+      verdict: verdict(drainRatio <= HISTORY_TARGETS.drainRatio),
+      note: `one deployment; deliveries/s over processed ${burst * 0.85}–${burst * 0.95} (≈${Math.round(burst * 0.85)} revisions of history) against ${burst * 0.05}–${burst * 0.15}`,
+    });
+    rows.push({
+      scenario: `  202 at 8/s while the tail drains`,
+      p50: median(tail202),
+      max: Math.max(...tail202),
+      note: `${tail202.length} deliveries; on the idle server afterwards p50 ${median(idle202).toFixed(2)} ms, max ${Math.max(...idle202).toFixed(2)} ms`,
+    });
+  } finally {
+    agent.destroy();
+    await server.stop();
+  }
+  return rows;
+}
+
+/** Sends signed deliveries on a schedule (`rate` per second for `seconds`), recording each one's time to 202. */
+async function pacedDeliveries(agent: Agent, url: URL, webhooks: Webhooks, rate: number, seconds: number, into: number[]): Promise<void> {
+  const count = rate * seconds;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const d = await delivery(webhooks, 1_000_000 + i);
+      await sleep(Math.max(0, start + (i * 1000) / rate - performance.now()));
+      const answer = await send(agent, url, d);
+      if (answer.status !== 202) throw new Error(`delivery answered ${answer.status}`);
+      into.push(answer.ms);
+    }),
+  );
+}

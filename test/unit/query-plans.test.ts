@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HOT_QUERIES } from '../../server/store/hot-queries.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
+import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+
+type App = Awaited<ReturnType<typeof inProcessApp>>;
+
+/**
+ * Every hot statement (server/store/hot-queries.ts) must be an index seek whatever the history:
+ * the plans are read on a database where one deployment has 2,000 past revisions, the shape in
+ * which the webhook's commit check and the pipeline's in-progress count used to read them all.
+ */
+describe('query plans of the hot statements', () => {
+  let app: App;
+  let deploymentId: string;
+  const pastCommits: string[] = [];
+
+  beforeAll(async () => {
+    app = await inProcessApp({ stageMs: 3_600_000 });
+    const fx = await workspaceFixtures(app.api);
+    const created = await app.api.post('/v2/deployments', githubBody(uniqueName('plans'), fx.integrationId, { source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/acme/agent', build_on_push: true } }));
+    expect(created.status).toBe(201);
+    deploymentId = created.body.id;
+    // 2,000 past push revisions, inserted the way the store inserts them (commit in the JSON and its column).
+    const db = app.store.db;
+    const first = db.prepare('SELECT * FROM revisions WHERE deployment_id = ?').get(deploymentId) as Record<string, unknown>;
+    const insert = db.prepare(
+      `INSERT INTO revisions (id, deployment_id, tenant_id, status, source, source_revision_config, commit_sha, secrets, trigger, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'push', ?, ?)`,
+    );
+    db.transaction(() => {
+      for (let i = 0; i < 2000; i += 1) {
+        const sha = randomBytes(20).toString('hex');
+        pastCommits.push(sha);
+        const config = { ...JSON.parse(first.source_revision_config as string), repo_commit_sha: sha };
+        insert.run(crypto.randomUUID(), deploymentId, first.tenant_id, i % 2 ? 'DEPLOYED' : 'SKIPPED', first.source, JSON.stringify(config), sha, first.secrets, first.created_at, first.created_at);
+      }
+    })();
+  });
+  afterAll(() => app?.close());
+
+  const plan = (sql: string) => {
+    const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
+    return (app.store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((row) => row.detail);
+  };
+
+  for (const [name, sql] of Object.entries(HOT_QUERIES)) {
+    it(`${name} is an index seek`, () => {
+      const steps = plan(sql);
+      expect(steps.length).toBeGreaterThan(0);
+      for (const step of steps) {
+        // A SCAN reads a whole table or index; every hot statement must SEARCH by a key instead.
+        expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/^SCAN/);
+        if (/^SEARCH/.test(step)) expect(step).toMatch(/USING (COVERING )?INDEX|USING INTEGER PRIMARY KEY|USING PRIMARY KEY/);
+        // A seek on the deployment alone then reads every revision it ever had: that is the scan this test exists to catch.
+        expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/revisions_by_deployment \(deployment_id=\?\)$/);
+      }
+    });
+  }
+
+  it("the push commit check and the in-progress count use the indexes made for them, not the deployment's whole history", () => {
+    expect(plan(HOT_QUERIES.revisionOfCommit).join('; ')).toMatch(/USING INDEX revisions_by_commit \(deployment_id=\? AND commit_sha=\?\)/);
+    expect(plan(HOT_QUERIES.inProgressCount).join('; ')).toMatch(/USING COVERING INDEX revisions_unfinished/);
+    expect(plan(HOT_QUERIES.queued).join('; ')).toMatch(/USING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
+  });
+
+  it('a commit already in the history is found through its column, and a new one is built', async () => {
+    const again = await app.store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha: pastCommits[1234]!, now: new Date().toISOString() });
+    expect(again.outcome).toBe('exists');
+    const sha = randomBytes(20).toString('hex');
+    const fresh = await app.store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha: sha, now: new Date().toISOString() });
+    expect(fresh.outcome).toBe('created');
+    const column = app.store.db.prepare('SELECT commit_sha FROM revisions WHERE deployment_id = ? ORDER BY seq DESC LIMIT 1').get(deploymentId) as { commit_sha: string };
+    expect(column.commit_sha).toBe(sha);
+  });
+});
