@@ -15,6 +15,11 @@ export type NewDelivery = {
   repository: string | null;
   ref: string | null;
   after_sha: string | null;
+  /**
+   * The workspace a repository-webhook delivery was verified for (with its own secret), or null for
+   * the GitHub App's deliveries, which are addressed by their installation.
+   */
+  workspace_id: string | null;
   /** The verified body, kept until the delivery is processed. */
   payload: string;
   received_at: string;
@@ -22,7 +27,7 @@ export type NewDelivery = {
   done?: { outcome: StoredOutcome; reason: string | null };
 };
 
-export type PendingDelivery = { delivery_id: string; event: string; payload: string; attempts: number; received_at: string };
+export type PendingDelivery = { delivery_id: string; event: string; workspace_id: string | null; payload: string; attempts: number; received_at: string };
 
 export type DeliveryResultLine = {
   tenant_id: string;
@@ -35,7 +40,7 @@ export type DeliveryResultLine = {
 };
 
 /** A delivery as the log reads it: what was received (less the body), and what came of it. */
-export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done'> & {
+export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done' | 'workspace_id'> & {
   status: DeliveryStatus;
   outcome: StoredOutcome;
   reason: string | null;
@@ -46,10 +51,13 @@ export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done'> & {
 /** Storage of GitHub webhook deliveries and of the reconciler's branch heads. */
 export interface WebhookStore {
   /**
-   * Stores a delivery (pending unless `done`) and makes it visible to the workspaces linked to its
-   * installation, in one transaction. False when a delivery with that id was already stored.
+   * Stores a delivery (pending unless `done`) and makes it visible to the workspaces it is addressed
+   * to (its `workspace_id`, or else those linked to its installation), in one transaction. False
+   * when a delivery with that id was already stored.
    */
   insertDelivery(delivery: NewDelivery): Promise<boolean>;
+  /** The workspaces that linked this GitHub App installation: those an App delivery naming it is addressed to. */
+  tenantsOfInstallation(installationId: number): Promise<string[]>;
   /** Pending deliveries received at or before `dueBy`, oldest first. */
   listPending(dueBy: string, limit: number): Promise<PendingDelivery[]>;
   /** When the oldest pending delivery was received; null when none is pending. */
@@ -80,8 +88,8 @@ export class SqliteWebhookStore implements WebhookStore {
     return db.transaction((): boolean => {
       const inserted = db
         .prepare(
-          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, payload, status, summary, received_at, processed_at)
-           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @payload, @status, @summary, @received_at, @processed_at)
+          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
+           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @workspace_id, @payload, @status, @summary, @received_at, @processed_at)
            ON CONFLICT (delivery_id) DO NOTHING`,
         )
         .run({
@@ -92,7 +100,9 @@ export class SqliteWebhookStore implements WebhookStore {
           processed_at: d.done ? d.received_at : null,
         });
       if (inserted.changes === 0) return false;
-      if (d.installation_id !== null) {
+      if (d.workspace_id !== null) {
+        db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)').run(d.delivery_id, d.workspace_id);
+      } else if (d.installation_id !== null) {
         db.prepare(
           `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
            SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
@@ -102,10 +112,15 @@ export class SqliteWebhookStore implements WebhookStore {
     })();
   }
 
+  async tenantsOfInstallation(installationId: number): Promise<string[]> {
+    const rows = this.#db.prepare('SELECT DISTINCT tenant_id FROM github_integrations WHERE installation_id = ?').all(installationId) as Array<{ tenant_id: string }>;
+    return rows.map((r) => r.tenant_id);
+  }
+
   async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
     return this.#db
       .prepare(
-        `SELECT delivery_id, event, payload, attempts, received_at FROM webhook_deliveries
+        `SELECT delivery_id, event, workspace_id, payload, attempts, received_at FROM webhook_deliveries
          WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
       )
       .all(dueBy, limit) as PendingDelivery[];

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { deliver, processedDelivery, pushPayload, revisionsOf } from './github.ts';
+import { deliver, processedDelivery, pushPayload, revisionsOf, workspaceHook } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 
 function git(cwd: string, ...args: string[]): string {
@@ -73,7 +73,12 @@ describe('the reconciler', () => {
 
       const message = 'Fix a typo in the docs [skip ci]';
       const skipped = remote.commit(message);
-      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), { secret: 'reconciler-secret' });
+      // A repository webhook (no installation): delivered to the workspace's own URL with its own secret.
+      const hook = await workspaceHook(api);
+      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), {
+        secret: hook.secret,
+        path: hook.path,
+      });
       expect(delivery.status).toBe(202);
       const processed = await processedDelivery(api, delivery.id);
       expect(JSON.stringify(processed)).toContain('[skip ci]');
