@@ -29,7 +29,17 @@ export function createGithubWebhooks(deps: {
   secretBox: SecretBox;
   /** The address GitHub reaches this server at (the workspaces' Payload URLs). */
   publicUrl: () => string;
-  config: Pick<Config, 'GITHUB_WEBHOOK_SECRET' | 'GITHUB_WEBHOOK_SECRET_PREVIOUS' | 'RECONCILE_INTERVAL_MS' | 'WEBHOOK_PROCESS_DELAY_MS'>;
+  config: Pick<
+    Config,
+    | 'GITHUB_WEBHOOK_SECRET'
+    | 'GITHUB_WEBHOOK_SECRET_PREVIOUS'
+    | 'RECONCILE_INTERVAL_MS'
+    | 'RECONCILE_ALLOWED_HOSTS'
+    | 'RECONCILE_CONCURRENCY'
+    | 'RECONCILE_TIMEOUT_MS'
+    | 'ALLOW_FILE_REPO_URLS'
+    | 'WEBHOOK_PROCESS_DELAY_MS'
+  >;
   readHead?: BranchHeadReader;
 }) {
   const { services, config } = deps;
@@ -66,7 +76,9 @@ export function createGithubWebhooks(deps: {
     store,
     webhookStore,
     builds,
-    readHead: deps.readHead ?? lsRemoteBranchHead(),
+    readHead: deps.readHead ?? lsRemoteBranchHead({ timeoutMs: config.RECONCILE_TIMEOUT_MS, allowFile: config.ALLOW_FILE_REPO_URLS }),
+    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS },
+    concurrency: config.RECONCILE_CONCURRENCY,
     clock,
     log,
     intervalMs: config.RECONCILE_INTERVAL_MS,
