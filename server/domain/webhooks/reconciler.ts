@@ -64,6 +64,8 @@ export class Reconciler {
   stop(): void {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    // Queued reads are dropped (a later start lists them again); running ones end on their own.
+    for (const queued of this.#queue) this.#inFlight.delete(queued.item.key);
     this.#queue.length = 0;
   }
 
