@@ -10,6 +10,26 @@ export type BranchHeadReader = (repoUrl: string, branch: string) => Promise<stri
 const OUTPUT_LIMIT = 1024 * 1024;
 
 /**
+ * Process groups of the reads under way. Each runs detached (so its time limit can reach git's
+ * helpers), which also means it would outlive the server: they are killed when the process exits.
+ */
+const running = new Set<number>();
+let exitHookInstalled = false;
+function killAllOnExit(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const pgid of running) {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+/**
  * `git ls-remote <url> refs/heads/<branch>` as a tenant's URL deserves: nothing of the server's
  * user is used. Git runs with an empty temporary HOME and no system or global config (so no
  * credential helper, `insteadOf` or SSH key of the operator), `credential.helper` emptied, no
@@ -55,6 +75,9 @@ function run(repoUrl: string, branch: string, home: string, timeoutMs: number, a
       GIT_SSH_COMMAND: 'ssh -F /dev/null -o IdentitiesOnly=yes -i /dev/null -o BatchMode=yes',
     },
   });
+  killAllOnExit();
+  const pgid = child.pid;
+  if (pgid !== undefined) running.add(pgid);
   return new Promise((resolve, reject) => {
     let stdout = '';
     let stderr = '';
@@ -77,12 +100,14 @@ function run(repoUrl: string, branch: string, home: string, timeoutMs: number, a
     });
     child.on('error', (error) => {
       clearTimeout(timer);
+      if (pgid !== undefined) running.delete(pgid);
       reject(new Error(`git ls-remote failed: ${error.message}`));
     });
     child.on('close', (code) => {
       clearTimeout(timer);
       // Whatever git left behind goes with it.
       killGroup(null);
+      if (pgid !== undefined) running.delete(pgid);
       if (failure !== null) return reject(new Error(`git ls-remote failed: ${failure}`));
       if (code !== 0) {
         const lines = stderr.trim().split('\n');
