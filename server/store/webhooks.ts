@@ -8,6 +8,10 @@ export type DeliveryStatus = 'pending' | 'processed' | 'failed';
 export type StoredOutcome = 'pending' | 'push' | 'applied' | 'ignored' | 'failed';
 
 export type NewDelivery = {
+  /**
+   * The key a delivery counts once under: GitHub's `X-GitHub-Delivery` for the App's deliveries,
+   * prefixed with the workspace for a workspace's (see `deliveryKey`).
+   */
   delivery_id: string;
   event: string;
   action: string | null;
@@ -66,8 +70,11 @@ export interface WebhookStore {
   completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void>;
   /** Counts a failed attempt; with `giveUp` the delivery is marked failed and not retried. */
   recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void>;
-  /** A workspace's view: deliveries visible to it, newest first, with only its own result lines. */
-  listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }>;
+  /**
+   * A workspace's view: deliveries visible to it, newest first, with only its own result lines;
+   * `deliveryKeys` narrows it to those keys.
+   */
+  listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }>;
   /** Removes processed deliveries received before `before`; pending ones are always kept. */
   pruneDeliveries(before: string): Promise<number>;
 
@@ -164,15 +171,15 @@ export class SqliteWebhookStore implements WebhookStore {
       .run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
   }
 
-  async listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }> {
+  async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
     const db = this.#db;
     const rows = db
       .prepare(
         `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
-         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@delivery_id IS NULL OR d.delivery_id = @delivery_id)
+         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@keys IS NULL OR d.delivery_id IN (SELECT value FROM json_each(@keys)))
          ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
       )
-      .all({ tenant_id: tenantId, event: query.event ?? null, delivery_id: query.delivery_id ?? null, limit: query.limit, offset: query.offset }) as Row[];
+      .all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
     const resultsOf = db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq');
     const resources = rows.map((row): StoredDelivery => {
       const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;

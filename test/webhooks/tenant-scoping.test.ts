@@ -149,6 +149,25 @@ describe('a delivery reaches only the workspaces it is addressed to', () => {
     expect(await inLog(attacker, delivery.id)).toBe(false);
   });
 
+  it("a workspace that sends a delivery id first cannot make the victim's delivery with that id count as a redelivery", async () => {
+    const { repo, mine, theirs } = await contested();
+    const hook = await workspaceHook(attacker);
+    const id = crypto.randomUUID();
+    const early = await deliver(server.url, 'push', pushPayload({ repo, installationId: null, message: 'claimed first' }), { secret: hook.secret, path: hook.path, id });
+    expect(early.status).toBe(202);
+    expect((await processedDelivery(attacker, id)).results.map((r: { deployment_id: string }) => r.deployment_id)).toEqual([theirs.id]);
+
+    const real = await deliver(server.url, 'push', pushPayload({ repo, installationId: victimFx.installationId }), { secret: APP_SECRET, id });
+    expect(real.status).toBe(202);
+    const entry = await processedDelivery(victim, id);
+    expect(entry).toMatchObject({ delivery_id: id, outcome: 'revisions_created' });
+    expect(await pushes(victim, mine.id)).toHaveLength(1);
+    // Each sees its own delivery under GitHub's id, and only its own.
+    const attackers = (await attacker.get(`/v1/webhooks/github/deliveries?delivery_id=${id}`)).body.resources;
+    expect(attackers).toHaveLength(1);
+    expect(attackers[0].results.map((r: { deployment_id: string }) => r.deployment_id)).toEqual([theirs.id]);
+  });
+
   it("an installation event sent through a workspace's repository webhook changes no integration", async () => {
     const hook = await workspaceHook(attacker);
     const event = { action: 'deleted', installation: { id: victimFx.installationId, account: { login: 'victim' } }, sender: { login: 'mallory' } };

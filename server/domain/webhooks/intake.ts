@@ -3,6 +3,8 @@ import type { Logger } from '../../logger.ts';
 import type { NewDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
 import { Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
+import type { DeliveryAddress } from './delivery-key.ts';
+import { deliveryKey } from './delivery-key.ts';
 import type { WorkspaceWebhookSecrets } from './workspace-secrets.ts';
 
 export type IncomingDelivery = {
@@ -16,12 +18,7 @@ export type IncomingDelivery = {
   body: string;
 };
 
-/**
- * Who a delivery is for, by the endpoint it came to: the GitHub App's (the server's secret; the
- * delivery is addressed by the installation it names), or one workspace's repository webhooks
- * (that workspace's own secret; the delivery reaches that workspace only).
- */
-export type DeliveryAddress = { kind: 'app' } | { kind: 'workspace'; workspaceId: string };
+export type { DeliveryAddress } from './delivery-key.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Longest value of a display field (ref, repository, after) kept from a body: GitHub's are far shorter. */
@@ -97,7 +94,7 @@ export class WebhookIntake {
     const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, FIELD_LIMIT) : null);
     const installationId = installation?.id;
     const record: NewDelivery = {
-      delivery_id: delivery.id,
+      delivery_id: deliveryKey(address, delivery.id),
       event: delivery.event,
       action: text(fields.action),
       installation_id: installationNumber(installationId),
