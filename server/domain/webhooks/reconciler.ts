@@ -47,6 +47,7 @@ export class Reconciler {
   readonly #queue: Array<{ item: WorkItem; run: () => Promise<void> }> = [];
   #running = 0;
   readonly #runningByTenant = new Map<string, number>();
+  #listing = false;
   /** URLs already reported as not contacted (reported once at warn level, not at every pass). */
   readonly #refusedReported = new Set<string>();
 
@@ -84,7 +85,15 @@ export class Reconciler {
    * once this pass's reads are done, how many revisions it created.
    */
   async pass(): Promise<number> {
-    const items = await this.#workItems();
+    // Two listings at once would both queue the URLs neither had queued yet.
+    if (this.#listing) return 0;
+    this.#listing = true;
+    let items: WorkItem[];
+    try {
+      items = await this.#workItems();
+    } finally {
+      this.#listing = false;
+    }
     const done = items.map(
       (item) =>
         new Promise<number>((resolve) => {
