@@ -43,6 +43,19 @@ export const Config = z.object({
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
+  /**
+   * The only hosts the reconciler's `git ls-remote` contacts: comma-separated `host` (its https port)
+   * or `host:port`. A tenant's `repo_url` elsewhere is never contacted; webhooks still work for it.
+   */
+  RECONCILE_ALLOWED_HOSTS: z
+    .string()
+    .default('github.com')
+    .transform((value) => value.split(',').map((h) => h.trim().toLowerCase()).filter((h) => h.length > 0))
+    .pipe(z.array(z.string().regex(/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/, 'each entry must be host or host:port'))),
+  /** How many `git ls-remote` the reconciler runs at once (a workspace takes at most a quarter of them). */
+  RECONCILE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
+  /** Time limit of one `git ls-remote`; the whole git process group is killed when it passes. */
+  RECONCILE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -48,7 +48,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
-  const github = createGithubWebhooks({ services, db: deps.store.db, config: deps.config });
+  const github = createGithubWebhooks({ services, db: deps.store.db, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });
   extraRoutes.push(github.routes);
   publicPaths.push(github.isPublic);
   workers.push(github.worker, github.reconciler);

@@ -1,8 +1,10 @@
 import type Database from 'better-sqlite3';
 import type { Config } from './config.ts';
+import type { SecretBox } from './crypto/secret-box.ts';
 import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
 import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
 import { WebhookIntake } from './domain/webhooks/intake.ts';
+import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts';
 import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
 import { PushBuilds } from './domain/webhooks/push-builds.ts';
 import { Reconciler } from './domain/webhooks/reconciler.ts';
@@ -10,7 +12,10 @@ import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
 import type { RouteContext } from './http/env.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
+import { SqliteWebhookSecretStore } from './store/webhook-secrets.ts';
 import { SqliteWebhookStore } from './store/webhooks.ts';
+
+const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
 
 /**
  * The GitHub push feature, wired from the control plane's services: the signature-checked
@@ -20,7 +25,21 @@ import { SqliteWebhookStore } from './store/webhooks.ts';
 export function createGithubWebhooks(deps: {
   services: Services;
   db: Database.Database;
-  config: Pick<Config, 'GITHUB_WEBHOOK_SECRET' | 'GITHUB_WEBHOOK_SECRET_PREVIOUS' | 'RECONCILE_INTERVAL_MS' | 'WEBHOOK_PROCESS_DELAY_MS'>;
+  /** Encrypts the workspaces' webhook secrets at rest. */
+  secretBox: SecretBox;
+  /** The address GitHub reaches this server at (the workspaces' Payload URLs). */
+  publicUrl: () => string;
+  config: Pick<
+    Config,
+    | 'GITHUB_WEBHOOK_SECRET'
+    | 'GITHUB_WEBHOOK_SECRET_PREVIOUS'
+    | 'RECONCILE_INTERVAL_MS'
+    | 'RECONCILE_ALLOWED_HOSTS'
+    | 'RECONCILE_CONCURRENCY'
+    | 'RECONCILE_TIMEOUT_MS'
+    | 'ALLOW_FILE_REPO_URLS'
+    | 'WEBHOOK_PROCESS_DELAY_MS'
+  >;
   readHead?: BranchHeadReader;
 }) {
   const { services, config } = deps;
@@ -29,12 +48,20 @@ export function createGithubWebhooks(deps: {
   const builds = new PushBuilds({ store, pipeline, clock, log });
   const worker = new DeliveryWorker({
     webhookStore,
-    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore }),
+    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore }),
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
   });
+  const workspaceSecrets = new WorkspaceWebhookSecrets({
+    store: new SqliteWebhookSecretStore(deps.db),
+    secretBox: deps.secretBox,
+    clock,
+    log,
+    payloadUrl: (tenantId) => `${deps.publicUrl()}${WEBHOOK_PATH}/workspaces/${tenantId}`,
+  });
   const intake = new WebhookIntake({
+    workspaceSecrets,
     secret: config.GITHUB_WEBHOOK_SECRET,
     previousSecrets: (config.GITHUB_WEBHOOK_SECRET_PREVIOUS ?? '')
       .split(',')
@@ -49,7 +76,9 @@ export function createGithubWebhooks(deps: {
     store,
     webhookStore,
     builds,
-    readHead: deps.readHead ?? lsRemoteBranchHead(),
+    readHead: deps.readHead ?? lsRemoteBranchHead({ timeoutMs: config.RECONCILE_TIMEOUT_MS, allowFile: config.ALLOW_FILE_REPO_URLS }),
+    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS },
+    concurrency: config.RECONCILE_CONCURRENCY,
     clock,
     log,
     intervalMs: config.RECONCILE_INTERVAL_MS,
@@ -58,8 +87,8 @@ export function createGithubWebhooks(deps: {
   return {
     worker,
     reconciler,
-    routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog }),
-    /** Only the delivery endpoint itself skips the API key; the delivery log needs one. */
-    isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/`,
+    routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
+    /** Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one. */
+    isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/` || WORKSPACE_DELIVERY.test(path),
   };
 }

@@ -1,9 +1,11 @@
 import type { Context } from 'hono';
 import { page } from '../../shared/schemas/common.ts';
 import { WebhookAccepted, WebhookDelivery, WebhookDeliveryListQuery } from '../../shared/schemas/webhook-delivery.ts';
+import { WebhookSecretCreated, WebhookSecretStatus } from '../../shared/schemas/webhook-secret.ts';
 import { BadRequest, PayloadTooLarge, Unauthorized } from '../domain/errors.ts';
 import type { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
-import type { WebhookIntake } from '../domain/webhooks/intake.ts';
+import type { DeliveryAddress, WebhookIntake } from '../domain/webhooks/intake.ts';
+import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { readQuery } from '../http/validation.ts';
@@ -12,8 +14,11 @@ import { readLimited } from '../lib/read-limited.ts';
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
 export const WEBHOOK_PATH = '/v1/webhooks/github';
+/** Where one workspace's repository webhooks deliver, signed with that workspace's own secret. */
+export const WORKSPACE_WEBHOOK_PATH = `${WEBHOOK_PATH}/workspaces/:workspace_id`;
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
-const EVENT_NAME = /^[a-z_]{1,100}$/;
+// GitHub's event names are lower case with underscores and digits (`projects_v2_item`).
+const EVENT_NAME = /^[a-z0-9_]{1,100}$/;
 
 /** How much of an oversized body is read and thrown away, so the client can read the 413. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
@@ -34,41 +39,104 @@ function tooLarge(c: Context, drained: boolean): Response {
   return c.json({ detail: `The body is larger than GitHub's limit of ${WEBHOOK_BODY_LIMIT} bytes.` }, 413);
 }
 
-/** `POST /v1/webhooks/github` (signature-checked, no API key) and the workspace's delivery log. */
-export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntake; log: DeliveryLog }): void {
+/** Reads, checks and stores one delivery for the endpoint it came to (see `DeliveryAddress`). */
+async function receiveDelivery(c: Context, intake: WebhookIntake, address: DeliveryAddress): Promise<Response> {
+  // Refuse what cannot be right before reading the body: 503 unconfigured, 401 no secret, 413, 401, 400.
+  await intake.secretsFor(address);
+  const declared = Number(c.req.header('content-length') ?? '0');
+  if (declared > DRAIN_LIMIT) return tooLarge(c, false);
+  if (declared > WEBHOOK_BODY_LIMIT) {
+    const read = await readBody(c);
+    return read instanceof Response ? read : tooLarge(c, true);
+  }
+  const signature = c.req.header('x-hub-signature-256');
+  if (!signature) throw new Unauthorized('The X-Hub-Signature-256 header is missing: set a secret on the GitHub webhook.');
+  const event = c.req.header('x-github-event');
+  const id = c.req.header('x-github-delivery');
+  if (!event || !EVENT_NAME.test(event)) throw new BadRequest('The X-GitHub-Event header is missing or malformed.');
+  if (!id || !DELIVERY_ID.test(id)) throw new BadRequest('The X-GitHub-Delivery header is missing or malformed.');
+  const bytes = await readBody(c);
+  if (bytes instanceof Response) return bytes;
+  // The signature is checked on this text; GitHub sends UTF-8, and bytes that are not would decode
+  // to U+FFFD and fail the check rather than pass it.
+  const body = new TextDecoder('utf-8').decode(bytes);
+  const status = await intake.receive({ id, event, signature, body }, address);
+  return c.json({ delivery_id: id, status }, status === 'pong' ? 200 : 202);
+}
+
+/**
+ * `POST /v1/webhooks/github` (the GitHub App's, signed with the server's secret), `POST
+ * /v1/webhooks/github/workspaces/{id}` (a workspace's repository webhooks, signed with its own
+ * secret), both without an API key; the workspace's secret and delivery log, with one.
+ */
+export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntake; log: DeliveryLog; secrets: WorkspaceWebhookSecrets }): void {
   const tag = 'webhooks';
   route(
     ctx,
     {
       method: 'post',
       path: WEBHOOK_PATH,
-      summary: 'Receive a GitHub delivery (push, installation, ping); stored first, answered 202, processed after',
+      summary: "Receive a GitHub App delivery (push, installation, ping), signed with the server's secret; stored first, answered 202, processed after",
       tag,
       auth: false,
       response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored); `ping` answers 200' },
     },
+    (c) => receiveDelivery(c, feature.intake, { kind: 'app' }),
+  );
+
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: WORKSPACE_WEBHOOK_PATH,
+      summary: "Receive a repository webhook's delivery for one workspace, signed with that workspace's secret; it builds only that workspace's deployments",
+      tag,
+      auth: false,
+      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored); `ping` answers 200' },
+    },
+    (c) => receiveDelivery(c, feature.intake, { kind: 'workspace', workspaceId: c.req.param('workspace_id') ?? '' }),
+  );
+
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: `${WEBHOOK_PATH}/secret`,
+      summary: "Create or rotate the workspace's repository-webhook secret; the value is shown in this answer only",
+      tag,
+      response: { status: 201, schema: WebhookSecretCreated },
+    },
     async (c) => {
-      // Refuse what cannot be right before reading the body: 503 unconfigured, 413, 401, 400.
-      await feature.intake.ensureConfigured();
-      const declared = Number(c.req.header('content-length') ?? '0');
-      if (declared > DRAIN_LIMIT) return tooLarge(c, false);
-      if (declared > WEBHOOK_BODY_LIMIT) {
-        const read = await readBody(c);
-        return read instanceof Response ? read : tooLarge(c, true);
-      }
-      const signature = c.req.header('x-hub-signature-256');
-      if (!signature) throw new Unauthorized('The X-Hub-Signature-256 header is missing: set a secret on the GitHub webhook.');
-      const event = c.req.header('x-github-event');
-      const id = c.req.header('x-github-delivery');
-      if (!event || !EVENT_NAME.test(event)) throw new BadRequest('The X-GitHub-Event header is missing or malformed.');
-      if (!id || !DELIVERY_ID.test(id)) throw new BadRequest('The X-GitHub-Delivery header is missing or malformed.');
-      const bytes = await readBody(c);
-      if (bytes instanceof Response) return bytes;
-      // The signature is checked on this text; GitHub sends UTF-8, and bytes that are not would decode
-      // to U+FFFD and fail the check rather than pass it.
-      const body = new TextDecoder('utf-8').decode(bytes);
-      const status = await feature.intake.receive({ id, event, signature, body });
-      return c.json({ delivery_id: id, status }, status === 'pong' ? 200 : 202);
+      const created = await feature.secrets.rotate(c.get('principal').workspaceId);
+      c.header('cache-control', 'no-store');
+      return c.json(created, 201);
+    },
+  );
+
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: `${WEBHOOK_PATH}/secret`,
+      summary: "The workspace's repository-webhook secret: its Payload URL and dates, never its value",
+      tag,
+      response: { status: 200, schema: WebhookSecretStatus },
+    },
+    async (c) => c.json(await feature.secrets.status(c.get('principal').workspaceId)),
+  );
+
+  route(
+    ctx,
+    {
+      method: 'delete',
+      path: `${WEBHOOK_PATH}/secret`,
+      summary: "Remove the workspace's repository-webhook secret: its repository webhooks are refused from then on",
+      tag,
+      response: { status: 204, schema: null },
+    },
+    async (c) => {
+      await feature.secrets.remove(c.get('principal').workspaceId);
+      return c.body(null, 204);
     },
   );
 

@@ -8,6 +8,10 @@ export type DeliveryStatus = 'pending' | 'processed' | 'failed';
 export type StoredOutcome = 'pending' | 'push' | 'applied' | 'ignored' | 'failed';
 
 export type NewDelivery = {
+  /**
+   * The key a delivery counts once under: GitHub's `X-GitHub-Delivery` for the App's deliveries,
+   * prefixed with the workspace for a workspace's (see `deliveryKey`).
+   */
   delivery_id: string;
   event: string;
   action: string | null;
@@ -15,6 +19,11 @@ export type NewDelivery = {
   repository: string | null;
   ref: string | null;
   after_sha: string | null;
+  /**
+   * The workspace a repository-webhook delivery was verified for (with its own secret), or null for
+   * the GitHub App's deliveries, which are addressed by their installation.
+   */
+  workspace_id: string | null;
   /** The verified body, kept until the delivery is processed. */
   payload: string;
   received_at: string;
@@ -22,7 +31,7 @@ export type NewDelivery = {
   done?: { outcome: StoredOutcome; reason: string | null };
 };
 
-export type PendingDelivery = { delivery_id: string; event: string; payload: string; attempts: number; received_at: string };
+export type PendingDelivery = { delivery_id: string; event: string; workspace_id: string | null; payload: string; attempts: number; received_at: string };
 
 export type DeliveryResultLine = {
   tenant_id: string;
@@ -35,7 +44,7 @@ export type DeliveryResultLine = {
 };
 
 /** A delivery as the log reads it: what was received (less the body), and what came of it. */
-export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done'> & {
+export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done' | 'workspace_id'> & {
   status: DeliveryStatus;
   outcome: StoredOutcome;
   reason: string | null;
@@ -46,10 +55,13 @@ export type StoredDelivery = Omit<NewDelivery, 'payload' | 'done'> & {
 /** Storage of GitHub webhook deliveries and of the reconciler's branch heads. */
 export interface WebhookStore {
   /**
-   * Stores a delivery (pending unless `done`) and makes it visible to the workspaces linked to its
-   * installation, in one transaction. False when a delivery with that id was already stored.
+   * Stores a delivery (pending unless `done`) and makes it visible to the workspaces it is addressed
+   * to (its `workspace_id`, or else those linked to its installation), in one transaction. False
+   * when a delivery with that id was already stored.
    */
   insertDelivery(delivery: NewDelivery): Promise<boolean>;
+  /** The workspaces that linked this GitHub App installation: those an App delivery naming it is addressed to. */
+  tenantsOfInstallation(installationId: number): Promise<string[]>;
   /** Pending deliveries received at or before `dueBy`, oldest first. */
   listPending(dueBy: string, limit: number): Promise<PendingDelivery[]>;
   /** When the oldest pending delivery was received; null when none is pending. */
@@ -58,8 +70,11 @@ export interface WebhookStore {
   completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void>;
   /** Counts a failed attempt; with `giveUp` the delivery is marked failed and not retried. */
   recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void>;
-  /** A workspace's view: deliveries visible to it, newest first, with only its own result lines. */
-  listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }>;
+  /**
+   * A workspace's view: deliveries visible to it, newest first, with only its own result lines;
+   * `deliveryKeys` narrows it to those keys.
+   */
+  listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }>;
   /** Removes processed deliveries received before `before`; pending ones are always kept. */
   pruneDeliveries(before: string): Promise<number>;
 
@@ -80,8 +95,8 @@ export class SqliteWebhookStore implements WebhookStore {
     return db.transaction((): boolean => {
       const inserted = db
         .prepare(
-          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, payload, status, summary, received_at, processed_at)
-           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @payload, @status, @summary, @received_at, @processed_at)
+          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
+           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @workspace_id, @payload, @status, @summary, @received_at, @processed_at)
            ON CONFLICT (delivery_id) DO NOTHING`,
         )
         .run({
@@ -92,7 +107,9 @@ export class SqliteWebhookStore implements WebhookStore {
           processed_at: d.done ? d.received_at : null,
         });
       if (inserted.changes === 0) return false;
-      if (d.installation_id !== null) {
+      if (d.workspace_id !== null) {
+        db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)').run(d.delivery_id, d.workspace_id);
+      } else if (d.installation_id !== null) {
         db.prepare(
           `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
            SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
@@ -102,10 +119,15 @@ export class SqliteWebhookStore implements WebhookStore {
     })();
   }
 
+  async tenantsOfInstallation(installationId: number): Promise<string[]> {
+    const rows = this.#db.prepare('SELECT DISTINCT tenant_id FROM github_integrations WHERE installation_id = ?').all(installationId) as Array<{ tenant_id: string }>;
+    return rows.map((r) => r.tenant_id);
+  }
+
   async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
     return this.#db
       .prepare(
-        `SELECT delivery_id, event, payload, attempts, received_at FROM webhook_deliveries
+        `SELECT delivery_id, event, workspace_id, payload, attempts, received_at FROM webhook_deliveries
          WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
       )
       .all(dueBy, limit) as PendingDelivery[];
@@ -149,15 +171,15 @@ export class SqliteWebhookStore implements WebhookStore {
       .run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
   }
 
-  async listForTenant(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: StoredDelivery[]; offset: number }> {
+  async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
     const db = this.#db;
     const rows = db
       .prepare(
         `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
-         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@delivery_id IS NULL OR d.delivery_id = @delivery_id)
+         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@keys IS NULL OR d.delivery_id IN (SELECT value FROM json_each(@keys)))
          ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
       )
-      .all({ tenant_id: tenantId, event: query.event ?? null, delivery_id: query.delivery_id ?? null, limit: query.limit, offset: query.offset }) as Row[];
+      .all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
     const resultsOf = db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq');
     const resources = rows.map((row): StoredDelivery => {
       const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;

@@ -75,7 +75,7 @@ export async function deliver(
   baseUrl: string,
   event: string,
   payload: unknown,
-  options: { secret?: string; id?: string; body?: string; headers?: Record<string, string | null> } = {},
+  options: { secret?: string; id?: string; body?: string; headers?: Record<string, string | null>; path?: string } = {},
 ): Promise<Delivery> {
   const body = options.body ?? JSON.stringify(payload);
   const id = options.id ?? crypto.randomUUID();
@@ -87,7 +87,7 @@ export async function deliver(
     'x-hub-signature-256': options.secret ? await signature(options.secret, body) : null,
     ...options.headers,
   };
-  const response = await fetch(`${baseUrl}/v1/webhooks/github`, {
+  const response = await fetch(`${baseUrl}${options.path ?? '/v1/webhooks/github'}`, {
     method: 'POST',
     headers: Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== null)),
     body,
@@ -100,6 +100,16 @@ export async function deliver(
     // leave as text
   }
   return { status: response.status, body: parsed, id };
+}
+
+/**
+ * Creates (or rotates) the workspace's repository-webhook secret; answers the secret and the path
+ * its repository webhooks deliver to (the `path` option of `deliver`).
+ */
+export async function workspaceHook(api: Api): Promise<{ secret: string; path: string; payloadUrl: string }> {
+  const created = await api.post('/v1/webhooks/github/secret', {});
+  if (created.status !== 201) throw new Error(`webhook secret: ${created.status} ${JSON.stringify(created.body)}`);
+  return { secret: created.body.secret, path: new URL(created.body.payload_url).pathname, payloadUrl: created.body.payload_url };
 }
 
 /** Waits until the workspace's delivery log shows the delivery processed, and answers its entry. */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf, sha } from './github.ts';
@@ -201,10 +201,12 @@ describe('GitHub push webhooks against a real server', () => {
       expect(entry.results).toEqual([]);
     });
 
-    it('another installation', async () => {
+    it('another installation linked to the same workspace', async () => {
+      const otherInstallation = fx.installationId + 7_000_000;
+      expect((await api.post('/v1/integrations/github', { installation_id: otherInstallation, name: 'second' })).status).toBe(201);
       await expectNoRevision({
-        deliver: (name) => push(name, { installationId: fx.installationId + 1 }),
-        reason: new RegExp(`installation ${fx.installationId}; the delivery came from installation ${fx.installationId + 1}`),
+        deliver: (name) => push(name, { installationId: otherInstallation }),
+        reason: new RegExp(`installation ${fx.installationId}; the delivery came from installation ${otherInstallation}`),
       });
     });
 
@@ -273,9 +275,10 @@ describe('GitHub push webhooks against a real server', () => {
     expect((await processedDelivery(api, deleted.id)).results[0].result).toBe('integration_removed');
     const integrations = await api.get('/v1/integrations/github/install');
     expect(integrations.body.map((i: any) => i.id)).not.toContain(linked.body.id);
-    const afterDelete = await processedDelivery(api, (await push()).id);
-    expect(afterDelete.outcome).toBe('no_revision');
-    expect(afterDelete.results[0].reason).toMatch(/integration no longer exists/);
+    // The installation is linked to no workspace any more: its deliveries are addressed to no one.
+    const afterDelete = await push();
+    await eventually(async () => (server.output().includes(`"delivery_id":"${afterDelete.id}","event":"push","workspace_id":null,"outcome"`) ? true : undefined));
+    expect((await api.get(`/v1/webhooks/github/deliveries?delivery_id=${afterDelete.id}`)).body.resources).toEqual([]);
     expect(await pushRevisions(dep.id)).toHaveLength(1);
   });
 

@@ -1,34 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { deliver, processedDelivery, pushPayload, revisionsOf } from './github.ts';
+import { deliver, processedDelivery, pushPayload, revisionsOf, workspaceHook } from './github.ts';
+import { localRemote } from './local-remote.ts';
 import { pushDeployment } from './shared-setup.ts';
-
-function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
-}
-
-/** A bare repository (the "remote") and a clone that pushes to it over file://. */
-function localRemote() {
-  const root = mkdtempSync(join(tmpdir(), 'cp-git-'));
-  const bare = join(root, 'remote.git');
-  const work = join(root, 'work');
-  git(root, 'init', '--bare', '--initial-branch=main', bare);
-  git(root, 'clone', `file://${bare}`, work);
-  const commit = (message: string) => {
-    writeFileSync(join(work, 'agent.py'), `# ${message}\n`);
-    git(work, 'add', 'agent.py');
-    git(work, 'commit', '-m', message);
-    git(work, 'push', 'origin', 'HEAD:refs/heads/main');
-    return git(work, 'rev-parse', 'HEAD');
-  };
-  return { url: `file://${bare}`, commit };
-}
 
 describe('the reconciler', () => {
   let server: ServerProcess | undefined;
@@ -73,7 +49,12 @@ describe('the reconciler', () => {
 
       const message = 'Fix a typo in the docs [skip ci]';
       const skipped = remote.commit(message);
-      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), { secret: 'reconciler-secret' });
+      // A repository webhook (no installation): delivered to the workspace's own URL with its own secret.
+      const hook = await workspaceHook(api);
+      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), {
+        secret: hook.secret,
+        path: hook.path,
+      });
       expect(delivery.status).toBe(202);
       const processed = await processedDelivery(api, delivery.id);
       expect(JSON.stringify(processed)).toContain('[skip ci]');

@@ -1,5 +1,6 @@
 import type { WebhookDelivery, WebhookDeliveryListQuery, WebhookDeliveryOutcome } from '../../../shared/schemas/webhook-delivery.ts';
 import type { StoredDelivery, WebhookStore } from '../../store/webhooks.ts';
+import { deliveryKey, githubDeliveryId } from './delivery-key.ts';
 
 /**
  * The delivery log as one workspace sees it: deliveries from installations linked to it, or that
@@ -13,7 +14,8 @@ export class DeliveryLog {
   }
 
   async list(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: WebhookDelivery[]; offset: number }> {
-    const page = await this.#store.listForTenant(tenantId, query);
+    const { delivery_id: githubId, ...rest } = query;
+    const page = await this.#store.listForTenant(tenantId, { ...rest, deliveryKeys: githubId === undefined ? undefined : [githubId, deliveryKey({ kind: 'workspace', workspaceId: tenantId }, githubId)] });
     return { resources: page.resources.map(toPublic), offset: page.offset };
   }
 }
@@ -29,7 +31,7 @@ function toPublic(d: StoredDelivery): WebhookDelivery {
     outcome = d.outcome;
   }
   return {
-    delivery_id: d.delivery_id,
+    delivery_id: githubDeliveryId(d.delivery_id),
     event: d.event,
     action: d.action,
     installation_id: d.installation_id,

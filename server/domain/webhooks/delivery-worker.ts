@@ -1,5 +1,5 @@
 import type { Logger } from '../../logger.ts';
-import type { WebhookStore } from '../../store/webhooks.ts';
+import type { PendingDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
 import type { DeliveryProcessor } from './process-delivery.ts';
 
@@ -96,14 +96,15 @@ export class DeliveryWorker {
     this.#scheduleDue();
   }
 
-  async #processOne(delivery: { delivery_id: string; event: string; payload: string; attempts: number }): Promise<void> {
+  async #processOne(delivery: PendingDelivery): Promise<void> {
     const { webhookStore, processor, clock, log } = this.#deps;
     try {
-      const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown);
+      const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown, delivery.workspace_id);
       await webhookStore.completeDelivery(delivery.delivery_id, { ...outcome, now: clock.now() });
       log.info('webhooks: delivery processed', {
         delivery_id: delivery.delivery_id,
         event: delivery.event,
+        workspace_id: delivery.workspace_id,
         outcome: outcome.outcome,
         revisions: outcome.results.filter((r) => r.result === 'revision_created').length,
         skipped: outcome.results.filter((r) => r.result === 'skipped').length,

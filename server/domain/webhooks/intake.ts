@@ -1,8 +1,11 @@
-import { Webhooks, type EmitterWebhookEvent } from '@octokit/webhooks';
+import { verifyWithFallback } from '@octokit/webhooks-methods';
 import type { Logger } from '../../logger.ts';
 import type { NewDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
-import { DomainError, Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
+import { Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
+import type { DeliveryAddress } from './delivery-key.ts';
+import { deliveryKey } from './delivery-key.ts';
+import type { WorkspaceWebhookSecrets } from './workspace-secrets.ts';
 
 export type IncomingDelivery = {
   /** `X-GitHub-Delivery` */
@@ -15,97 +18,111 @@ export type IncomingDelivery = {
   body: string;
 };
 
-/** An error thrown by our own handler, told apart from the library's verification and parse errors. */
-class HandlerFailure extends Error {
-  override readonly cause: unknown;
-  constructor(cause: unknown) {
-    super('storing the delivery failed');
-    this.cause = cause;
-  }
-}
+export type { DeliveryAddress } from './delivery-key.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** Longest value of a display field (ref, repository, after) kept from a body: GitHub's are far shorter. */
+const FIELD_LIMIT = 512;
 
 /**
- * Accepts GitHub deliveries: `@octokit/webhooks` checks the signature on the raw text (current
- * secret, then the previous ones) and only then parses it; the one handler, registered here once,
- * stores the delivery as pending. Processing happens later, in the delivery worker.
+ * Accepts GitHub deliveries: the signature is checked on the raw text (`@octokit/webhooks-methods`,
+ * constant-time, current secret first) with the secrets of the endpoint the delivery came to, and
+ * only then is the body parsed and stored as pending. Processing happens later, in the delivery worker.
  */
 export class WebhookIntake {
-  readonly #webhooks: Webhooks | null;
-  readonly #deps: { store: WebhookStore; clock: Clock; log: Logger; onStored: () => void };
+  readonly #appSecrets: string[];
+  readonly #deps: { workspaceSecrets: WorkspaceWebhookSecrets; store: WebhookStore; clock: Clock; log: Logger; onStored: () => void };
 
-  constructor(deps: { secret: string | undefined; previousSecrets: string[]; store: WebhookStore; clock: Clock; log: Logger; onStored: () => void }) {
+  constructor(deps: {
+    secret: string | undefined;
+    previousSecrets: string[];
+    workspaceSecrets: WorkspaceWebhookSecrets;
+    store: WebhookStore;
+    clock: Clock;
+    log: Logger;
+    onStored: () => void;
+  }) {
     this.#deps = deps;
-    this.#webhooks = deps.secret ? new Webhooks({ secret: deps.secret, additionalSecrets: deps.previousSecrets }) : null;
-    this.#webhooks?.onAny(async (event) => {
-      try {
-        await this.#store(event);
-      } catch (error) {
-        throw new HandlerFailure(error);
-      }
-    });
+    this.#appSecrets = deps.secret ? [deps.secret, ...deps.previousSecrets] : [];
   }
 
-  /** Throws `Unavailable` (503) when no secret is configured, so nothing is accepted unsigned. */
-  async ensureConfigured(): Promise<Webhooks> {
-    if (!this.#webhooks) {
-      throw new Unavailable('GitHub webhooks are not configured on this server: set GITHUB_WEBHOOK_SECRET to the secret entered in GitHub.');
+  /**
+   * The secrets a delivery to this endpoint may be signed with, checked before the body is read:
+   * `Unavailable` (503) for the App endpoint with no `GITHUB_WEBHOOK_SECRET`; `Unauthorized` (401)
+   * for a workspace with no secret, or no such workspace (the two are not told apart).
+   */
+  async secretsFor(address: DeliveryAddress): Promise<string[]> {
+    if (address.kind === 'app') {
+      if (this.#appSecrets.length === 0) {
+        throw new Unavailable('GitHub webhooks are not configured on this server: set GITHUB_WEBHOOK_SECRET to the secret entered in GitHub.');
+      }
+      return this.#appSecrets;
     }
-    return this.#webhooks;
+    const secrets = UUID.test(address.workspaceId) ? await this.#deps.workspaceSecrets.accepted(address.workspaceId) : [];
+    if (secrets.length === 0) {
+      throw new Unauthorized("No repository-webhook secret matches: create the workspace's secret with POST /v1/webhooks/github/secret and enter it in GitHub.");
+    }
+    return secrets;
   }
 
   /** Verifies and stores one delivery; `ping` is stored as done. Throws a domain error for a refused one. */
-  async receive(delivery: IncomingDelivery): Promise<'queued' | 'pong'> {
-    const webhooks = await this.ensureConfigured();
-    try {
-      await webhooks.verifyAndReceive({ id: delivery.id, name: delivery.event, payload: delivery.body, signature: delivery.signature });
-    } catch (error) {
-      throw classify(error);
+  async receive(delivery: IncomingDelivery, address: DeliveryAddress): Promise<'queued' | 'pong'> {
+    const [secret, ...others] = await this.secretsFor(address);
+    const matches = delivery.body.length > 0 && (await verifyWithFallback(secret!, delivery.body, delivery.signature, others));
+    if (!matches) {
+      throw new Unauthorized(
+        address.kind === 'app'
+          ? 'The X-Hub-Signature-256 signature does not match the body for the configured webhook secret.'
+          : "The X-Hub-Signature-256 signature does not match the body for this workspace's webhook secret.",
+      );
     }
+    let payload: unknown;
+    try {
+      payload = JSON.parse(delivery.body);
+    } catch {
+      throw new UnsupportedMediaType("The body is not JSON: set the webhook's content type to application/json in GitHub.");
+    }
+    if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) throw new UnsupportedMediaType('The body must be a JSON object.');
+    await this.#store(delivery, payload as Record<string, unknown>, address);
     return delivery.event === 'ping' ? 'pong' : 'queued';
   }
 
-  async #store(event: EmitterWebhookEvent): Promise<void> {
+  async #store(delivery: IncomingDelivery, fields: Record<string, unknown>, address: DeliveryAddress): Promise<void> {
     const { store, clock, log, onStored } = this.#deps;
-    const payload = event.payload as unknown;
-    if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
-      throw new UnsupportedMediaType('The body must be a JSON object.');
-    }
-    const fields = payload as Record<string, unknown>;
     const installation = fields.installation as { id?: unknown } | undefined;
     const repository = fields.repository as { full_name?: unknown } | undefined;
-    const text = (value: unknown) => (typeof value === 'string' ? value : null);
+    const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, FIELD_LIMIT) : null);
+    const installationId = installation?.id;
     const record: NewDelivery = {
-      delivery_id: event.id,
-      event: event.name,
+      delivery_id: deliveryKey(address, delivery.id),
+      event: delivery.event,
       action: text(fields.action),
-      installation_id: typeof installation?.id === 'number' ? installation.id : null,
+      installation_id: installationNumber(installationId),
       repository: text(repository?.full_name),
       ref: text(fields.ref),
       after_sha: text(fields.after),
-      // The verified value; stored as JSON text and parsed again by the worker.
-      payload: JSON.stringify(payload),
+      workspace_id: address.kind === 'workspace' ? address.workspaceId : null,
+      // The verified text; parsed again by the worker.
+      payload: delivery.body,
       received_at: clock.now(),
-      done: event.name === 'ping' ? { outcome: 'ignored', reason: 'A ping: GitHub reached this server and the signature matched.' } : undefined,
+      done: delivery.event === 'ping' ? { outcome: 'ignored', reason: 'A ping: GitHub reached this server and the signature matched.' } : undefined,
     };
     const stored = await store.insertDelivery(record);
     if (!stored) {
-      log.info('webhooks: delivery already stored; nothing more to do', { delivery_id: event.id, event: event.name });
+      log.info('webhooks: delivery already stored; nothing more to do', { delivery_id: delivery.id, event: delivery.event });
       return;
     }
-    log.info('webhooks: delivery stored', { delivery_id: event.id, event: event.name, action: record.action });
+    log.info('webhooks: delivery stored', { delivery_id: delivery.id, event: delivery.event, action: record.action, workspace_id: record.workspace_id });
     if (!record.done) onStored();
   }
 }
 
-/** Sorts what `verifyAndReceive` rejected with: a bad signature (401), our handler's failure, or a body that is not JSON (415). */
-function classify(error: unknown): unknown {
-  const inner = error instanceof AggregateError ? error.errors : [error];
-  const ours = inner.find((e): e is HandlerFailure => e instanceof HandlerFailure);
-  if (ours) return ours.cause;
-  if (inner.some((e) => e instanceof Error && /signature does not match/i.test(e.message))) {
-    return new Unauthorized('The X-Hub-Signature-256 signature does not match the body for the configured webhook secret.');
-  }
-  if (inner.some((e) => e instanceof DomainError)) return inner.find((e) => e instanceof DomainError);
-  // The library's JSON.parse failed, or the JSON was not an object it could dispatch.
-  return new UnsupportedMediaType('The body is not JSON: set the webhook\'s content type to application/json in GitHub.');
+/**
+ * The installation a delivery names, for addressing it (who may see it in their log). A number in
+ * a string ("4242") still names that installation, so its workspaces see the delivery and why it
+ * was not built (the worker builds only from a real number); anything else addresses no one.
+ */
+function installationNumber(id: unknown): number | null {
+  const value = typeof id === 'string' && /^[1-9][0-9]{0,15}$/.test(id) ? Number(id) : id;
+  return Number.isSafeInteger(value) && (value as number) > 0 ? (value as number) : null;
 }

@@ -41,6 +41,35 @@ export function pushFacts(payload: PushPayload): PushFacts | null {
   };
 }
 
+const COMMIT_SHA = /^[0-9a-f]{40}$/;
+
+/** A value quoted in a reason, short whatever was sent. */
+function quote(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/**
+ * Why a signed push cannot be built from at all, or null: missing fields, an `after` that is not
+ * a commit SHA (it would be stored as one and handed to a build), or an `installation.id` that is
+ * not a number (the delivery could not be addressed, and must not fall back to "no installation").
+ */
+export function pushProblem(payload: PushPayload): string | null {
+  const fields = payload as unknown as Record<string, unknown>;
+  const repo = fields.repository as { full_name?: unknown } | null | undefined;
+  if (typeof fields.ref !== 'string' || typeof fields.after !== 'string' || typeof repo?.full_name !== 'string') {
+    return 'Not buildable: the push payload lacks ref, after or repository.full_name.';
+  }
+  if (!COMMIT_SHA.test(fields.after)) return `Not buildable: after ${quote(fields.after)} is not a 40-character hexadecimal commit SHA.`;
+  if (fields.installation !== undefined && fields.installation !== null) {
+    const id = (fields.installation as { id?: unknown }).id;
+    if (!Number.isSafeInteger(id) || (id as number) <= 0) {
+      return `Not buildable: installation.id ${quote(id)} is not a number, so the delivery cannot be matched to an installation.`;
+    }
+  }
+  return null;
+}
+
 /** A reason that rules out every deployment at once (deletion, tag, skip marker), or null. */
 export function pushWideSkip(push: PushFacts): string | null {
   if (push.deleted) return `The push deleted ${push.ref}: a deletion never builds.`;

@@ -2,60 +2,90 @@ import type { EmitterWebhookEvent } from '@octokit/webhooks';
 import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
-import { deploymentSkip, pushFacts, pushWideSkip, type PushPayload } from './match-push.ts';
+import { deploymentSkip, pushFacts, pushProblem, pushWideSkip, type PushPayload } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
 type InstallationPayload = EmitterWebhookEvent<'installation'>['payload'];
 
 /** Where the branch heads a webhook handled are recorded, so the reconciler does not redo them. */
 export type HeadsSeen = Pick<WebhookStore, 'setReconcileHead'>;
+/** Which workspaces linked an installation: those an App delivery naming it is addressed to. */
+export type InstallationLinks = Pick<WebhookStore, 'tenantsOfInstallation'>;
 
 export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[] };
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen };
+  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks };
 
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen }) {
+  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks }) {
     this.#deps = deps;
   }
 
-  async process(event: string, payload: unknown): Promise<ProcessOutcome> {
+  /**
+   * `workspaceId`: the workspace a repository-webhook delivery was verified for, or null for the
+   * GitHub App's. Either way only the workspaces the delivery is addressed to are considered: no
+   * other workspace gets a revision, a result line or a trace in its log.
+   */
+  async process(event: string, payload: unknown, workspaceId: string | null): Promise<ProcessOutcome> {
     if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       return { outcome: 'ignored', reason: 'The body is not a JSON object.', results: [] };
     }
-    if (event === 'push') return this.#push(payload as PushPayload);
-    if (event === 'installation') return this.#installation(payload as InstallationPayload);
+    if (event === 'push') return this.#push(payload as PushPayload, workspaceId);
+    if (event === 'installation') {
+      // A workspace's secret proves only that the workspace sent it: it must not unlink or suspend anyone's integrations.
+      if (workspaceId !== null) {
+        return { outcome: 'ignored', reason: "installation events are taken only from the GitHub App (signed with the server's secret), not from a workspace's repository webhook.", results: [] };
+      }
+      return this.#installation(payload as InstallationPayload);
+    }
     return { outcome: 'ignored', reason: `The ${event} event is not used by this server (it acts on push and installation).`, results: [] };
   }
 
-  async #push(payload: PushPayload): Promise<ProcessOutcome> {
+  async #push(payload: PushPayload, workspaceId: string | null): Promise<ProcessOutcome> {
     const { store, builds } = this.#deps;
-    const push = pushFacts(payload);
-    if (!push) return { outcome: 'ignored', reason: 'The push payload lacks ref, after or repository.', results: [] };
+    const problem = pushProblem(payload);
+    const facts = problem ? null : pushFacts(payload);
+    if (!facts) return { outcome: 'push', reason: problem ?? 'The push payload lacks ref, after or repository.', results: [] };
+
+    let addressed: Set<string>;
+    if (workspaceId !== null) {
+      addressed = new Set([workspaceId]);
+    } else if (facts.installationId !== null) {
+      addressed = new Set(await this.#deps.installations.tenantsOfInstallation(facts.installationId));
+    } else {
+      return {
+        outcome: 'ignored',
+        reason:
+          "Signed with the GitHub App's secret but names no installation: it is addressed to no workspace. Repository webhooks deliver to their workspace's own URL with its own secret.",
+        results: [],
+      };
+    }
 
     const byId = new Map<string, DeploymentRecord>();
-    for (const key of push.repoKeys) for (const d of await store.listDeploymentsByRepo(key)) byId.set(d.id, d);
-    if (byId.size === 0) return { outcome: 'push', reason: `No github deployment tracks the repository ${push.repository}.`, results: [] };
+    for (const key of facts.repoKeys) {
+      for (const d of await store.listDeploymentsByRepo(key)) if (addressed.has(d.tenant_id)) byId.set(d.id, d);
+    }
+    if (byId.size === 0) return { outcome: 'push', reason: `No github deployment tracks the repository ${facts.repository}.`, results: [] };
 
-    const wide = pushWideSkip(push);
+    const wide = pushWideSkip(facts);
     const results: DeliveryResultLine[] = [];
     for (const deployment of byId.values()) {
       const line = { tenant_id: deployment.tenant_id, deployment_id: deployment.id, deployment_name: deployment.name, integration_id: deployment.source_config.integration_id ?? null };
       const integration: IntegrationRecord | null = line.integration_id ? await store.getIntegrationById(line.integration_id) : null;
-      const own = deploymentSkip(deployment, integration, push);
+      const own = deploymentSkip(deployment, integration, facts);
       const skip = wide ?? own;
       // A push of this deployment's branch that it would build, built here or skipped on purpose (a
       // skip marker): the reconciler must not build that head later.
-      const branchPush = !push.deleted && push.ref.startsWith('refs/heads/');
+      const branchPush = !facts.deleted && facts.ref.startsWith('refs/heads/');
       if (own === null && branchPush) {
-        await this.#deps.heads.setReconcileHead(deployment.id, deployment.source_revision_config.repo_ref!, push.after, this.#deps.clock.now());
+        await this.#deps.heads.setReconcileHead(deployment.id, deployment.source_revision_config.repo_ref!, facts.after, this.#deps.clock.now());
       }
       if (skip) {
         results.push({ ...line, result: 'skipped', revision_id: null, reason: skip });
         continue;
       }
-      const built = await builds.build(deployment.id, push.after, 'webhook');
+      const built = await builds.build(deployment.id, facts.after, 'webhook');
       if (built.outcome === 'created') {
         results.push({ ...line, result: 'revision_created', revision_id: built.revision.id, reason: null });
       } else if (built.outcome === 'exists') {
@@ -63,7 +93,7 @@ export class DeliveryProcessor {
           ...line,
           result: 'skipped',
           revision_id: built.revisionId,
-          reason: `Commit ${push.after.slice(0, 12)} already has revision ${built.revisionId} (${built.status}) of this deployment.`,
+          reason: `Commit ${facts.after.slice(0, 12)} already has revision ${built.revisionId} (${built.status}) of this deployment.`,
         });
       } else {
         results.push({ ...line, result: 'skipped', revision_id: null, reason: `Not built: ${built.reason}.` });

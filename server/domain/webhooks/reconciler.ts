@@ -1,4 +1,5 @@
 import type { BranchHeadReader } from '../../git/ls-remote.ts';
+import { reconcileTarget, type RemotePolicy } from '../../git/remote-policy.ts';
 import type { Logger } from '../../logger.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { WebhookStore } from '../../store/webhooks.ts';
@@ -11,11 +12,18 @@ export type ReconcilerDeps = {
   webhookStore: WebhookStore;
   builds: PushBuilds;
   readHead: BranchHeadReader;
+  /** Which hosts may be contacted (`RECONCILE_ALLOWED_HOSTS`, `ALLOW_FILE_REPO_URLS`). */
+  policy: RemotePolicy;
+  /** `RECONCILE_CONCURRENCY`: reads at once; one workspace takes at most a quarter of them. */
+  concurrency: number;
   clock: Clock;
   log: Logger;
   /** `RECONCILE_INTERVAL_MS`; 0 turns the reconciler off. */
   intervalMs: number;
 };
+
+/** One `git ls-remote`: a repository URL and branch, and the deployments that track it. */
+type WorkItem = { key: string; tenantId: string; url: string; branch: string; deployments: DeploymentRecord[] };
 
 /**
  * Webhooks are a hint, not a guarantee: every `intervalMs` this compares the head of each
@@ -23,14 +31,29 @@ export type ReconcilerDeps = {
  * creates the missing `push` revision. A newest revision with no known commit (built from the
  * branch name at create or PATCH time) is taken to have built the head seen on the first look; a
  * later, different head is built.
+ *
+ * Tenants name the URLs, so reads are contained: only allowed hosts are contacted, reads run
+ * concurrently up to `concurrency` with a per-workspace share, workspaces take turns in the queue,
+ * and a pass never waits for an earlier pass's slow reads (a URL still being read is skipped), so
+ * one workspace's unreachable URLs cannot hold up everyone else's.
  */
 export class Reconciler {
   readonly #deps: ReconcilerDeps;
+  readonly #perTenant: number;
   #timer: NodeJS.Timeout | null = null;
   #stopped = true;
+  /** Work items queued or being read. */
+  readonly #inFlight = new Set<string>();
+  readonly #queue: Array<{ item: WorkItem; run: () => Promise<void> }> = [];
+  #running = 0;
+  readonly #runningByTenant = new Map<string, number>();
+  #listing = false;
+  /** URLs already reported as not contacted (reported once at warn level, not at every pass). */
+  readonly #refusedReported = new Set<string>();
 
   constructor(deps: ReconcilerDeps) {
     this.#deps = deps;
+    this.#perTenant = Math.max(1, Math.floor(deps.concurrency / 4));
   }
 
   start(): void {
@@ -42,47 +65,133 @@ export class Reconciler {
   stop(): void {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    // Queued reads are dropped (a later start lists them again); running ones end on their own.
+    for (const queued of this.#queue) this.#inFlight.delete(queued.item.key);
+    this.#queue.length = 0;
   }
 
-  /** The next pass starts `intervalMs` after the previous one ended, so passes never overlap. */
+  /** A pass every `intervalMs`; reads still running from earlier passes are left to finish, not awaited. */
   #schedule(): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
-      this.pass()
-        .catch((error: unknown) => this.#deps.log.error('reconciler: pass failed', { error: String(error) }))
-        .finally(() => this.#schedule());
+      this.pass().catch((error: unknown) => this.#deps.log.error('reconciler: pass failed', { error: String(error) }));
+      this.#schedule();
     }, this.#deps.intervalMs);
     this.#timer.unref();
   }
 
-  /** One comparison of every `build_on_push` deployment; answers how many revisions it created. */
+  /**
+   * One comparison of every `build_on_push` deployment whose URL is not still being read; answers,
+   * once this pass's reads are done, how many revisions it created.
+   */
   async pass(): Promise<number> {
-    const { store, readHead, log } = this.#deps;
-    const keyOf = (d: DeploymentRecord) => `${d.source_config.repo_url}\n${trackedBranch(d.source_revision_config.repo_ref)}`;
-    // Deployments of one repository and branch one after another: each head is used right after it is read.
-    const deployments = (await store.listBuildOnPushDeployments()).sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
-    // One ls-remote per repository and branch, however many deployments track it.
-    const heads = new Map<string, { head: Promise<string | null>; readAt: string }>();
-    let created = 0;
-    for (const deployment of deployments) {
-      if (this.#stopped) break;
+    // Two listings at once would both queue the URLs neither had queued yet.
+    if (this.#listing) return 0;
+    this.#listing = true;
+    let items: WorkItem[];
+    try {
+      items = await this.#workItems();
+    } finally {
+      this.#listing = false;
+    }
+    const done = items.map(
+      (item) =>
+        new Promise<number>((resolve) => {
+          this.#inFlight.add(item.key);
+          this.#queue.push({
+            item,
+            run: () =>
+              this.#read(item)
+                .then(resolve, (error: unknown) => {
+                  this.#deps.log.error('reconciler: reconciling a repository failed', { repo_url: item.url, branch: item.branch, error: String(error) });
+                  resolve(0);
+                }),
+          });
+        }),
+    );
+    this.#pump();
+    return (await Promise.all(done)).reduce((a, b) => a + b, 0);
+  }
+
+  /** This pass's reads: one per repository URL and branch, workspaces taking turns. */
+  async #workItems(): Promise<WorkItem[]> {
+    const { store, policy, log } = this.#deps;
+    const byKey = new Map<string, WorkItem>();
+    for (const deployment of await store.listBuildOnPushDeployments()) {
       const branch = trackedBranch(deployment.source_revision_config.repo_ref);
       const repoUrl = deployment.source_config.repo_url;
       if (!branch || !repoUrl) continue;
       const integration = deployment.source_config.integration_id ? await store.getIntegrationById(deployment.source_config.integration_id) : null;
       if (integrationBlock(deployment, integration)) continue;
       const key = `${repoUrl}\n${branch}`;
-      if (!heads.has(key)) heads.set(key, { head: readHead(repoUrl, branch), readAt: this.#deps.clock.now() });
-      const read = heads.get(key)!;
-      let head: string | null;
-      try {
-        head = await read.head;
-      } catch (error) {
-        log.warn('reconciler: could not read the branch head', { deployment_id: deployment.id, repo_url: repoUrl, branch, error: String(error) });
+      if (this.#inFlight.has(key)) continue;
+      const existing = byKey.get(key);
+      if (existing) {
+        existing.deployments.push(deployment);
         continue;
       }
-      if (!head) continue;
-      if (await this.#reconcile(deployment, branch, head, read.readAt)) created += 1;
+      const target = reconcileTarget(repoUrl, policy);
+      if (!target.ok) {
+        const fields = { deployment_id: deployment.id, repo_url: repoUrl, reason: target.reason };
+        if (this.#refusedReported.has(key)) log.debug('reconciler: repository not contacted', fields);
+        else log.warn('reconciler: repository not contacted', fields);
+        this.#refusedReported.add(key);
+        continue;
+      }
+      byKey.set(key, { key, tenantId: deployment.tenant_id, url: target.url, branch, deployments: [deployment] });
+    }
+    // Round robin over workspaces: each one's first repository comes before anyone's second.
+    const byTenant = new Map<string, WorkItem[]>();
+    for (const item of byKey.values()) byTenant.set(item.tenantId, [...(byTenant.get(item.tenantId) ?? []), item]);
+    const lists = [...byTenant.values()];
+    const ordered: WorkItem[] = [];
+    for (let i = 0; ordered.length < byKey.size; i++) for (const list of lists) if (list[i]) ordered.push(list[i]!);
+    return ordered;
+  }
+
+  /** Starts queued reads while there are free slots, skipping workspaces that have used their share. */
+  #pump(): void {
+    const { concurrency } = this.#deps;
+    for (let i = 0; i < this.#queue.length && this.#running < concurrency && !this.#stopped; ) {
+      const next = this.#queue[i]!;
+      const tenant = next.item.tenantId;
+      if ((this.#runningByTenant.get(tenant) ?? 0) >= this.#perTenant) {
+        i++;
+        continue;
+      }
+      this.#queue.splice(i, 1);
+      this.#running++;
+      this.#runningByTenant.set(tenant, (this.#runningByTenant.get(tenant) ?? 0) + 1);
+      void next.run().finally(() => {
+        this.#running--;
+        const left = (this.#runningByTenant.get(tenant) ?? 1) - 1;
+        if (left === 0) this.#runningByTenant.delete(tenant);
+        else this.#runningByTenant.set(tenant, left);
+        this.#inFlight.delete(next.item.key);
+        this.#pump();
+      });
+    }
+  }
+
+  /** Reads one branch head and reconciles the deployments that track it; answers how many revisions it created. */
+  async #read(item: WorkItem): Promise<number> {
+    const { store, readHead, clock, log } = this.#deps;
+    const readAt = clock.now();
+    let head: string | null;
+    try {
+      head = await readHead(item.url, item.branch);
+    } catch (error) {
+      log.warn('reconciler: could not read the branch head', { deployment_ids: item.deployments.map((d) => d.id), repo_url: item.url, branch: item.branch, error: String(error) });
+      return 0;
+    }
+    if (!head || this.#stopped) return 0;
+    let created = 0;
+    for (const listed of item.deployments) {
+      // The read may have taken a while: decide on the deployment as it is now.
+      const deployment = await store.getDeployment(listed.tenant_id, listed.id);
+      if (!deployment || deployment.status === 'AWAITING_DELETE' || !deployment.source_config.build_on_push || deployment.source_config.repo_url !== listed.source_config.repo_url) continue;
+      if (trackedBranch(deployment.source_revision_config.repo_ref) !== item.branch) continue;
+      if (await this.#reconcile(deployment, item.branch, head, readAt)) created += 1;
     }
     return created;
   }

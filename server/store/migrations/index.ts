@@ -2,6 +2,7 @@ import initial from './001_initial.ts';
 import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
 import oauthWorkspaces from './005_oauth_workspaces.ts';
+import webhookScoping from './006_webhook_scoping.ts';
 import revisionCommit from './008_revision_commit.ts';
 
 /**
@@ -13,5 +14,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
   { version: 5, name: 'oauth_workspaces', sql: oauthWorkspaces },
+  { version: 6, name: 'webhook_scoping', sql: webhookScoping },
   { version: 8, name: 'revision_commit', sql: revisionCommit },
 ];
