@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { page, PageQuery } from '../../shared/schemas/common.ts';
 import { AuthenticateRequest, AuthenticateResponse, OAuthProvider, OAuthProviderCreate, OAuthProviderPatch, WaitQuery, WaitResponse } from '../../shared/schemas/oauth.ts';
 import { requireOrganizationScope } from '../domain/auth.ts';
@@ -46,7 +47,17 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
 
   route(
     ctx,
-    { method: 'get', path: OAUTH_CALLBACK_PATH, summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag, auth: false, response: { status: 200, schema: null, description: 'HTML page' } },
+    { method: 'get', path: OAUTH_CALLBACK_PATH, summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag,
+      auth: false,
+      query: z.object({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional(), error_description: z.string().optional() }),
+      response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: authorization complete' },
+      responses: [
+        { status: 400, schema: z.string(), contentType: 'text/html', description: 'HTML page: unknown, used or expired state, or the user denied consent' },
+        { status: 502, schema: z.string(), contentType: 'text/html', description: 'HTML page: the provider\'s token endpoint failed' },
+      ],
+      // Answers are pages for a browser, never {"detail"} JSON.
+      errors: [],
+    },
     async (c) => {
       const outcome = await flows.callback({
         state: c.req.query('state'),
