@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { REDOCLY, runCli, SPECTRAL, SPECTRAL_RULESET } from './linters.ts';
+import { REDOCLY, runCli, SPECTRAL, SPECTRAL_RULESET } from './tools.ts';
 
 /**
  * The document a real server serves, linted by Spectral (`spectral:oas`) and Redocly
