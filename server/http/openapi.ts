@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ErrorDetail, HTTPValidationError } from '../../shared/schemas/common.ts';
 import { HOSTED_OPERATION_IDS, hostedOperationKey } from './hosted-operation-ids.ts';
+import { SchemaComponents } from './openapi-schemas.ts';
 
 type Method = 'get' | 'post' | 'patch' | 'delete' | 'put';
 
@@ -139,6 +140,7 @@ export class OpenApiRegistry {
   #build(): Record<string, unknown> {
     const paths: Record<string, Record<string, unknown>> = {};
     const tags: string[] = [];
+    const schemas = new SchemaComponents();
     // Explicit names first, then the hosted document's, then derived ones: a clash is resolved in
     // favour of the more deliberate name, and every name stays unique.
     const used = new Set<string>();
@@ -149,10 +151,10 @@ export class OpenApiRegistry {
       if (!tags.includes(route.tag)) tags.push(route.tag);
       paths[path] ??= {};
       const operationId = hosted[i] || uniqueId(defaultOperationId(route.method, route.path), used);
-      paths[path][route.method] = { operationId, ...operation(route) };
+      paths[path][route.method] = { operationId, ...operation(route, schemas) };
     });
     const serverUrl = this.#serverUrl();
-    return {
+    return schemas.finish({
       openapi: '3.1.0',
       info: {
         title: 'Deployment control plane',
@@ -173,7 +175,7 @@ export class OpenApiRegistry {
       // Either key header, each with or without X-Tenant-Id.
       security: [{ ApiKey: [], TenantId: [] }, { ApiKey: [] }, { BearerAuth: [], TenantId: [] }, { BearerAuth: [] }],
       paths,
-    };
+    });
   }
 }
 
@@ -186,21 +188,21 @@ function uniqueId(base: string, used: Set<string>): string {
   return id;
 }
 
-function operation(route: RouteDoc): Record<string, unknown> {
+function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, unknown> {
   const parameters: unknown[] = [...route.path.matchAll(/:(\w+)/g)].map((m) => {
     const name = m[1]!;
     const given = route.pathParams?.[name];
-    return { name, in: 'path', required: true, schema: given ? schemaOf(given) : { type: 'string', format: 'uuid' } };
+    return { name, in: 'path', required: true, schema: given ? schemas.schema(given, 'input') : { type: 'string', format: 'uuid' } };
   });
   if (route.query) {
-    const schema = schemaOf(route.query) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+    const schema = schemas.inlineSchema(route.query, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
     for (const [name, property] of Object.entries(schema.properties ?? {})) {
       const { description, ...rest } = property;
       parameters.push({ name, in: 'query', required: schema.required?.includes(name) ?? false, ...(description ? { description } : {}), schema: rest });
     }
   }
   for (const header of route.headers ?? []) {
-    parameters.push({ name: header.name, in: 'header', required: header.required ?? false, description: header.description, schema: header.schema ? schemaOf(header.schema) : { type: 'string' } });
+    parameters.push({ name: header.name, in: 'header', required: header.required ?? false, description: header.description, schema: header.schema ? schemas.schema(header.schema, 'input') : { type: 'string' } });
   }
 
   const responses: Record<string, unknown> = {};
@@ -209,11 +211,11 @@ function operation(route: RouteDoc): Record<string, unknown> {
   const success: ResponseDoc = route.body && route.auth !== false
     ? { ...route.response, headers: { Warning: 'One `299 - "Unknown field ignored: body.<path>"` value per unknown field that was ignored', ...route.response.headers } }
     : route.response;
-  for (const answer of [success, ...(route.responses ?? [])]) responses[String(answer.status)] = response(answer);
+  for (const answer of [success, ...(route.responses ?? [])]) responses[String(answer.status)] = response(answer, schemas);
   for (const status of route.errors ?? derivedErrors(route)) {
     if (responses[String(status)]) continue;
     const schema = status === 422 ? HTTPValidationError : ErrorDetail;
-    responses[String(status)] = response({ status, schema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' });
+    responses[String(status)] = response({ status, schema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' }, schemas);
   }
 
   return {
@@ -221,22 +223,17 @@ function operation(route: RouteDoc): Record<string, unknown> {
     ...(route.description ? { description: route.description } : {}),
     tags: [route.tag],
     ...(parameters.length > 0 ? { parameters } : {}),
-    ...(route.body ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: schemaOf(route.body) } } } } : {}),
+    ...(route.body ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: schemas.schema(route.body, 'input') } } } } : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
     ...(route.auth === false ? { security: [] } : {}),
   };
 }
 
-function response(answer: ResponseDoc): Record<string, unknown> {
+function response(answer: ResponseDoc, schemas: SchemaComponents): Record<string, unknown> {
   const headers = Object.entries(answer.headers ?? {});
   return {
     description: answer.description ?? (answer.schema ? 'Success' : 'Success, no body'),
     ...(headers.length > 0 ? { headers: Object.fromEntries(headers.map(([name, description]) => [name, { description, schema: { type: 'string' } }])) } : {}),
-    ...(answer.schema ? { content: { [answer.contentType ?? 'application/json']: { schema: schemaOf(answer.schema, 'output') } } } : {}),
+    ...(answer.schema ? { content: { [answer.contentType ?? 'application/json']: { schema: schemas.schema(answer.schema, 'output') } } } : {}),
   };
-}
-
-function schemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): Record<string, unknown> {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
-  return rest;
 }

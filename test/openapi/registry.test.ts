@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { SchemaComponents } from '../../server/http/openapi-schemas.ts';
 import { defaultOperationId, derivedErrors, OpenApiRegistry, type RouteDoc } from '../../server/http/openapi.ts';
 
 type Op = { operationId: string; parameters?: Array<{ name: string; in: string; schema: Record<string, unknown> }>; responses: Record<string, { content?: Record<string, unknown>; headers?: Record<string, unknown> }> };
@@ -64,5 +65,25 @@ describe('OpenApiRegistry', () => {
     expect(op.responses['200']!.headers).toHaveProperty('ETag');
     expect(op.responses['304']!.content).toBeUndefined();
     expect(Object.keys(op.responses['400']!.content!)).toEqual(['text/html']);
+  });
+});
+
+describe('SchemaComponents', () => {
+  it('names registered schemas as components; one that reads differently as request and answer gets two', () => {
+    const Limits = z.object({ max: z.int().default(5) });
+    const Tag = z.enum(['a', 'b']);
+    const Thing = z.object({ tag: Tag, limits: Limits });
+    const registry = z.registry<{ id: string }>();
+    registry.add(Limits, { id: 'Limits' }).add(Tag, { id: 'Tag' }).add(Thing, { id: 'Thing' });
+    const schemas = new SchemaComponents(registry);
+    const doc = schemas.finish({ request: schemas.schema(Thing, 'input'), answer: schemas.schema(Thing, 'output'), tagOnly: schemas.schema(z.object({ t: Tag }), 'input') });
+    expect(doc.request).toEqual({ $ref: '#/components/schemas/ThingInput' });
+    expect(doc.answer).toEqual({ $ref: '#/components/schemas/Thing' });
+    expect(doc.tagOnly).toMatchObject({ properties: { t: { $ref: '#/components/schemas/Tag' } } });
+    const components = (doc as unknown as { components: { schemas: Record<string, { required?: string[]; properties?: Record<string, unknown> }> } }).components.schemas;
+    expect(Object.keys(components)).toEqual(['Limits', 'LimitsInput', 'Tag', 'Thing', 'ThingInput']);
+    expect(components.Limits!.required).toEqual(['max']);
+    expect(components.LimitsInput!.required).toBeUndefined();
+    expect(components.ThingInput!.properties!.limits).toEqual({ $ref: '#/components/schemas/LimitsInput' });
   });
 });
