@@ -35,7 +35,10 @@ export type RouteDoc = {
   operationId?: string;
   /** A JSON body, read with `readJson`: the route then also answers 413 and 415. */
   body?: z.ZodType;
-  /** Media type of `body` when it is not `application/json`. */
+  /**
+   * Media type of the body when it is not `application/json` (e.g. `application/gzip` for an
+   * upload: with no `body` schema, the body is documented as bytes of that type; 413/415 still apply).
+   */
   bodyContentType?: string;
   query?: z.ZodType;
   /** Path parameters that are not uuids (a slug, a name): name → schema. The others are uuids. */
@@ -65,9 +68,14 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   413: 'The body is larger than the route accepts',
   415: 'The body is not JSON',
   422: 'The request is malformed (FastAPI-shaped issues)',
-  429: 'Too many requests',
+  429: 'Too many failed authentication attempts from this address',
   502: 'An upstream service failed',
-  503: 'A service this route depends on is not configured or not available',
+  503: 'A service this route depends on (the database, a configured secret) is not available',
+};
+
+const ERROR_HEADERS: Record<number, Record<string, string>> = {
+  429: { 'Retry-After': 'Seconds until another attempt may succeed' },
+  503: { 'Retry-After': 'Seconds until the service may be available again (when known)' },
 };
 
 /** What each tag groups, for the document's `tags` list (a tag not listed here goes without). */
@@ -85,18 +93,19 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
 };
 
 /**
- * The error statuses a route of this shape can answer: 401/403 behind the API key; 404 when a
- * path names a resource; 400 and 409 when it changes something (GETs only read); 413/415 with a
- * JSON body; 422 when there is any input to validate. Routes added later get a right list without
- * listing it themselves.
+ * The error statuses a route of this shape can answer: 401/403 behind the API key, 429 when
+ * failed keys from one address are throttled, 503 when the database is failing (every keyed route
+ * reads it); 404 when a path names a resource; 400 and 409 when it changes something (GETs only
+ * read); 413/415 with a JSON body; 422 when there is any input to validate. Routes added later get
+ * a right list without listing it themselves.
  */
 export function derivedErrors(route: RouteDoc): number[] {
   const hasPathParams = /:\w+/.test(route.path);
   const errors = new Set<number>();
-  if (route.auth !== false) [401, 403].forEach((s) => errors.add(s));
+  if (route.auth !== false) [401, 403, 429, 503].forEach((s) => errors.add(s));
   if (hasPathParams) errors.add(404);
   if (route.method !== 'get') [400, 409].forEach((s) => errors.add(s));
-  if (route.body) [413, 415].forEach((s) => errors.add(s));
+  if (route.body || route.bodyContentType) [413, 415].forEach((s) => errors.add(s));
   if (route.body || route.query || hasPathParams) errors.add(422);
   return [...errors].sort((a, b) => a - b);
 }
@@ -215,7 +224,7 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
   for (const status of route.errors ?? derivedErrors(route)) {
     if (responses[String(status)]) continue;
     const schema = status === 422 ? HTTPValidationError : ErrorDetail;
-    responses[String(status)] = response({ status, schema, description: ERROR_DESCRIPTIONS[status] ?? 'Error' }, schemas);
+    responses[String(status)] = response({ status, schema, description: ERROR_DESCRIPTIONS[status] ?? 'Error', headers: ERROR_HEADERS[status] }, schemas);
   }
 
   return {
@@ -223,7 +232,9 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
     ...(route.description ? { description: route.description } : {}),
     tags: [route.tag],
     ...(parameters.length > 0 ? { parameters } : {}),
-    ...(route.body ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: schemas.schema(route.body, 'input') } } } } : {}),
+    ...(route.body || route.bodyContentType
+      ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: route.body ? schemas.schema(route.body, 'input') : { type: 'string', contentMediaType: route.bodyContentType } } } } }
+      : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
     ...(route.auth === false ? { security: [] } : {}),
   };

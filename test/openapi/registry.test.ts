@@ -33,10 +33,11 @@ describe('OpenApiRegistry', () => {
 
   it('derives errors from the route\'s shape', () => {
     const route = (r: Partial<RouteDoc>): RouteDoc => ({ ...base, method: 'get', path: '/x', ...r });
-    expect(derivedErrors(route({}))).toEqual([401, 403]);
+    expect(derivedErrors(route({}))).toEqual([401, 403, 429, 503]);
     expect(derivedErrors(route({ auth: false }))).toEqual([]);
-    expect(derivedErrors(route({ path: '/x/:id', query: z.object({}) }))).toEqual([401, 403, 404, 422]);
-    expect(derivedErrors(route({ method: 'post', body: z.object({}) }))).toEqual([400, 401, 403, 409, 413, 415, 422]);
+    expect(derivedErrors(route({ path: '/x/:id', query: z.object({}) }))).toEqual([401, 403, 404, 422, 429, 503]);
+    expect(derivedErrors(route({ method: 'post', body: z.object({}) }))).toEqual([400, 401, 403, 409, 413, 415, 422, 429, 503]);
+    expect(derivedErrors(route({ method: 'put', path: '/up/:id', auth: false, bodyContentType: 'application/gzip' }))).toEqual([400, 404, 409, 413, 415, 422]);
   });
 
   it('types path parameters as uuids unless told, documents headers and extra answers, builds once', () => {
@@ -61,7 +62,7 @@ describe('OpenApiRegistry', () => {
       ['other_id', 'path', 'uuid'],
       ['Prefer', 'header', 'string'],
     ]);
-    expect(Object.keys(op.responses)).toEqual(['200', '304', '400', '401', '403', '404', '422']);
+    expect(Object.keys(op.responses)).toEqual(['200', '304', '400', '401', '403', '404', '422', '429', '503']);
     expect(op.responses['200']!.headers).toHaveProperty('ETag');
     expect(op.responses['304']!.content).toBeUndefined();
     expect(Object.keys(op.responses['400']!.content!)).toEqual(['text/html']);
