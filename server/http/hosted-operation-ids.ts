@@ -50,3 +50,16 @@ export const HOSTED_OPERATION_IDS: Readonly<Record<string, string>> = {
 export function hostedOperationKey(method: string, path: string): string {
   return `${method.toLowerCase()} ${path.replace(/:\w+|\{\w+\}/g, '{}')}`;
 }
+
+/**
+ * The hosted document's tags for the route groups it shares with this server. Code generators make
+ * one class per tag (`DeploymentsV2Api`), so the shared groups use the hosted names and a client
+ * generated from this document has the same classes as one generated from the hosted document.
+ */
+export const HOSTED_TAGS: Readonly<Record<string, string>> = {
+  deployments: 'Deployments (v2)',
+  revisions: 'Deployments (v2)',
+  listeners: 'Listeners (v2)',
+  integrations: 'Integrations (v1)',
+  oauth: 'Auth Service (v2)',
+};

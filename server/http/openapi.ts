@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorDetail, HTTPValidationError } from '../../shared/schemas/common.ts';
-import { HOSTED_OPERATION_IDS, hostedOperationKey } from './hosted-operation-ids.ts';
+import { HOSTED_OPERATION_IDS, HOSTED_TAGS, hostedOperationKey } from './hosted-operation-ids.ts';
 import { SchemaComponents } from './openapi-schemas.ts';
 
 type Method = 'get' | 'post' | 'patch' | 'delete' | 'put';
@@ -26,6 +26,7 @@ export type RouteDoc = {
   summary: string;
   /** Longer text for the operation, where the summary cannot say enough. */
   description?: string;
+  /** The route group; the groups the hosted API shares take its tag names in the document (`HOSTED_TAGS`). */
   tag: string;
   /**
    * The operation's name in generated clients. Unset: the hosted document's name for the same
@@ -83,13 +84,12 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   health: 'Liveness, readiness and this document (no API key)',
   workspaces: 'Workspaces of the caller\'s organization',
   'api-keys': 'API keys of the caller\'s organization',
-  deployments: 'Deployments of agent servers',
-  revisions: 'Revisions of a deployment, their pipeline and logs',
-  listeners: 'Where deployments run',
-  integrations: 'GitHub App installations linked to the workspace',
+  'Deployments (v2)': 'Deployments of agent servers, their revisions, pipeline and logs',
+  'Listeners (v2)': 'Where deployments run',
+  'Integrations (v1)': 'GitHub App installations linked to the workspace',
   'tracing-projects': 'Tracing projects (one per deployment)',
   webhooks: 'GitHub push webhooks and the delivery log',
-  oauth: 'OAuth helper: providers, tokens, authorization flows',
+  'Auth Service (v2)': 'OAuth helper: providers, tokens, authorization flows',
 };
 
 /**
@@ -157,10 +157,11 @@ export class OpenApiRegistry {
     const hosted = this.#routes.map((route, i) => named[i] || uniqueId(HOSTED_OPERATION_IDS[hostedOperationKey(route.method, route.path)] ?? '', used));
     this.#routes.forEach((route, i) => {
       const path = route.path.replace(/:(\w+)/g, '{$1}');
-      if (!tags.includes(route.tag)) tags.push(route.tag);
+      const tag = HOSTED_TAGS[route.tag] ?? route.tag;
+      if (!tags.includes(tag)) tags.push(tag);
       paths[path] ??= {};
       const operationId = hosted[i] || uniqueId(defaultOperationId(route.method, route.path), used);
-      paths[path][route.method] = { operationId, ...operation(route, schemas) };
+      paths[path][route.method] = { operationId, tags: [tag], ...operation(route, schemas) };
     });
     const serverUrl = this.#serverUrl();
     return schemas.finish({
@@ -230,7 +231,6 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
   return {
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
-    tags: [route.tag],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.body || route.bodyContentType
       ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: route.body ? schemas.schema(route.body, 'input') : { type: 'string', contentMediaType: route.bodyContentType } } } } }

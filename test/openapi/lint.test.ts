@@ -47,6 +47,7 @@ describe('the served OpenAPI document', () => {
     // Shared with the hosted API: the hosted document's names.
     expect(doc.paths['/v2/deployments']!.post!.operationId).toBe('create_deployment_v2_deployments_post');
     expect(doc.paths['/v2/deployments/{deployment_id}/revisions/{revision_id}']!.get!.operationId).toBe('get_revision_v2_deployments__deployment_id__revisions__revision_id__get');
+    expect(doc.paths['/v2/deployments/{deployment_id}/revisions/{revision_id}']!.get!.tags).toEqual(['Deployments (v2)']);
   });
 
   it('has no Spectral (spectral:oas) errors', async () => {
