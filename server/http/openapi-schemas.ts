@@ -13,7 +13,7 @@ const DEFS_PREFIX = '#/$defs/';
  * `Timestamp`) stay inline, and query schemas are spread into parameters, so they are left out.
  */
 export function sharedSchemaNames(): z.core.$ZodRegistry<{ id: string }> {
-  const registry = z.registry<{ id: string }>();
+  const registry = new NamedSchemas();
   for (const [name, value] of Object.entries(sharedSchemas)) {
     if (!(value instanceof z.ZodType) || name.endsWith('Query')) continue;
     const plain = z.toJSONSchema(value, { unrepresentable: 'any' }) as Json;
@@ -21,6 +21,18 @@ export function sharedSchemaNames(): z.core.$ZodRegistry<{ id: string }> {
     if (structured && !registry.has(value)) registry.add(value, { id: name });
   }
   return registry;
+}
+
+/**
+ * Component names, read together with the global registry: `toJSONSchema` takes one metadata
+ * registry, and the schemas' own `.describe()` / `.meta()` texts live in the global one.
+ */
+class NamedSchemas extends z.core.$ZodRegistry<{ id: string }> {
+  override get(schema: z.core.$ZodType): { id: string } | undefined {
+    const global = z.globalRegistry.get(schema);
+    const own = super.get(schema);
+    return global || own ? ({ ...global, ...own } as { id: string }) : undefined;
+  }
 }
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { Deployment } from '../../shared/schemas/deployment.ts';
 import { SchemaComponents } from '../../server/http/openapi-schemas.ts';
 import { defaultOperationId, derivedErrors, OpenApiRegistry, type RouteDoc } from '../../server/http/openapi.ts';
 
@@ -66,6 +67,16 @@ describe('OpenApiRegistry', () => {
     expect(op.responses['200']!.headers).toHaveProperty('ETag');
     expect(op.responses['304']!.content).toBeUndefined();
     expect(Object.keys(op.responses['400']!.content!)).toEqual(['text/html']);
+  });
+});
+
+describe('schema texts', () => {
+  it('keeps .describe() / .meta() descriptions, of inline and of named (shared) schemas', () => {
+    const docs = new OpenApiRegistry();
+    docs.add({ method: 'post', path: '/x', summary: 's', tag: 't', body: z.object({ a: z.string().describe('the a') }), response: { status: 200, schema: Deployment } });
+    const doc = docs.document() as { paths: Record<string, Record<string, { requestBody: { content: Record<string, { schema: { properties: Record<string, { description?: string }> } }> } }>>; components: { schemas: Record<string, unknown> } };
+    expect(doc.paths['/x']!.post!.requestBody.content['application/json']!.schema.properties.a!.description).toBe('the a');
+    expect(JSON.stringify(doc.components.schemas)).toContain('is present in the interface but not to be used');
   });
 });
 
