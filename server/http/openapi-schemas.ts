@@ -87,8 +87,17 @@ export class SchemaComponents {
       const id = placeholder.slice(0, at);
       return split.has(id) && placeholder.slice(at + 1) === 'input' ? `${id}Input` : id;
     };
+    // Only what the document refers to, directly or through other components (a query object
+    // spread into parameters is converted, but never referred to).
     const components: Record<string, Json> = {};
-    for (const [key, value] of this.#defs) components[nameOf(key)] = value;
+    const queue = refsIn(document);
+    for (let placeholder = queue.pop(); placeholder !== undefined; placeholder = queue.pop()) {
+      const name = nameOf(placeholder);
+      const value = this.#defs.get(placeholder);
+      if (components[name] || !value) continue;
+      components[name] = value;
+      queue.push(...refsIn(value));
+    }
     const sorted = Object.fromEntries(Object.entries(components).sort(([a], [b]) => a.localeCompare(b)));
     return resolve({ ...document, components: { schemas: sorted, ...(document.components as Json | undefined) } }, nameOf) as T;
   }

@@ -88,6 +88,9 @@ describe('SchemaComponents', () => {
     const registry = z.registry<{ id: string }>();
     registry.add(Limits, { id: 'Limits' }).add(Tag, { id: 'Tag' }).add(Thing, { id: 'Thing' });
     const schemas = new SchemaComponents(registry);
+    const Unused = z.object({ u: z.string() });
+    registry.add(Unused, { id: 'Unused' });
+    schemas.inlineSchema(Unused, 'input');
     const doc = schemas.finish({ request: schemas.schema(Thing, 'input'), answer: schemas.schema(Thing, 'output'), tagOnly: schemas.schema(z.object({ t: Tag }), 'input') });
     expect(doc.request).toEqual({ $ref: '#/components/schemas/ThingInput' });
     expect(doc.answer).toEqual({ $ref: '#/components/schemas/Thing' });
