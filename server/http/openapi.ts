@@ -95,7 +95,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
 /**
  * The error statuses a route of this shape can answer: 401/403 behind the API key, 429 when
  * failed keys from one address are throttled, 503 when the database is failing (every keyed route
- * reads it); 404 when a path names a resource; 400 and 409 when it changes something (GETs only
+ * reads it); 404 when a path or a body names a resource (a body may name one by id or slug:
+ * `workspace_id`, `provider`); 400 and 409 when it changes something (GETs only
  * read); 413/415 with a JSON body; 422 when there is any input to validate. Routes added later get
  * a right list without listing it themselves.
  */
@@ -103,7 +104,7 @@ export function derivedErrors(route: RouteDoc): number[] {
   const hasPathParams = /:\w+/.test(route.path);
   const errors = new Set<number>();
   if (route.auth !== false) [401, 403, 429, 503].forEach((s) => errors.add(s));
-  if (hasPathParams) errors.add(404);
+  if (hasPathParams || route.body) errors.add(404);
   if (route.method !== 'get') [400, 409].forEach((s) => errors.add(s));
   if (route.body || route.bodyContentType) [413, 415].forEach((s) => errors.add(s));
   if (route.body || route.query || hasPathParams) errors.add(422);

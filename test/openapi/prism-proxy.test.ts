@@ -120,6 +120,8 @@ describe('Prism proxy: the traffic of a real flow matches the OpenAPI document',
     const key = await api.post('/v1/api-keys', { description: 'prism' });
     expect(key.status).toBe(201);
     expect((await api.delete(`/v1/api-keys/${key.body.id}`)).status).toBe(204);
+    // A body that names a workspace that is not the organization's: 404, though the path names none.
+    expect((await api.post('/v1/api-keys', { workspace_id: '00000000-0000-4000-8000-000000000000' })).status).toBe(404);
 
     const listener = await api.post('/v2/listeners', { compute_type: 'k8s', compute_id: uniqueName('k8s'), compute_config: { k8s_namespaces: ['agents'] } });
     expect(listener.status).toBe(201);

@@ -37,7 +37,7 @@ describe('OpenApiRegistry', () => {
     expect(derivedErrors(route({}))).toEqual([401, 403, 429, 503]);
     expect(derivedErrors(route({ auth: false }))).toEqual([]);
     expect(derivedErrors(route({ path: '/x/:id', query: z.object({}) }))).toEqual([401, 403, 404, 422, 429, 503]);
-    expect(derivedErrors(route({ method: 'post', body: z.object({}) }))).toEqual([400, 401, 403, 409, 413, 415, 422, 429, 503]);
+    expect(derivedErrors(route({ method: 'post', body: z.object({}) }))).toEqual([400, 401, 403, 404, 409, 413, 415, 422, 429, 503]);
     expect(derivedErrors(route({ method: 'put', path: '/up/:id', auth: false, bodyContentType: 'application/gzip' }))).toEqual([400, 404, 409, 413, 415, 422]);
   });
 
