@@ -55,7 +55,10 @@ export async function startPrismProxy(document: string, upstream: string): Promi
   child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`prism did not start:\n${output}`)), 30_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`prism did not start:\n${output}`));
+    }, 30_000);
     const onData = () => {
       const match = /Prism is listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
       if (!match) return;
