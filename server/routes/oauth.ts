@@ -47,7 +47,11 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
 
   route(
     ctx,
-    { method: 'get', path: OAUTH_CALLBACK_PATH, summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)', tag,
+    {
+      method: 'get',
+      path: OAUTH_CALLBACK_PATH,
+      summary: 'Where the provider sends the user back (HTML page; state-checked, no API key)',
+      tag,
       auth: false,
       query: z.object({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional(), error_description: z.string().optional() }),
       response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: authorization complete' },
