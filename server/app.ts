@@ -19,9 +19,9 @@ export type PublicPath = (path: string) => boolean;
  * Builds the HTTP app from the services: one auth middleware, one error mapping, routes by
  * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
  */
-export function createApp(services: Services, options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[] } = {}) {
+export function createApp(services: Services, options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; publicUrl?: () => string } = {}) {
   const app = new Hono<AppEnv>();
-  const docs = new OpenApiRegistry();
+  const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
   const ctx: RouteContext = { app, services, docs };
   const isPublic = (path: string) => (options.publicPaths ?? []).some((test) => test(path));
 

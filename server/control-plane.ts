@@ -66,7 +66,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push(isOAuthCallbackPath);
 
-  const app = createApp(services, { extraRoutes, publicPaths });
+  const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl });
   return {
     services,
     app,

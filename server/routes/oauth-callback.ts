@@ -67,11 +67,7 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
     const query = validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
     return page(c, await flows.callback(query, providerSlug));
   };
-  /**
-   * The callback's answers are pages for a browser, never {"detail"} JSON. `contentType`,
-   * `responses` and `errors` are the `openapi` branch's additions to RouteDoc: ignored until it is
-   * merged, then documented.
-   */
+  /** The callback's answers are pages for a browser, never {"detail"} JSON (hence no listed errors). */
   const callbackDoc = {
     summary: 'Where the provider sends the user back (HTML page; a POST of JSON is answered with JSON; state-checked, no API key)',
     tag,

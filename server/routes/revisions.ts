@@ -50,7 +50,12 @@ export function revisionRoutes(ctx: RouteContext): void {
       path: `${base}/:revision_id`,
       summary: 'Get a revision. With If-None-Match and Prefer: wait=<s ≤ 60>, held until it changes (200) or the time passes (304)',
       tag,
-      response: { status: 200, schema: Revision },
+      headers: [
+        { name: 'If-None-Match', description: 'An ETag this client has (a list, `W/` and `*` accepted): 304 while the revision still has it' },
+        { name: 'Prefer', description: '`wait=<seconds>` (at most 60) with If-None-Match: hold the request until the revision changes (200) or the time passes (304)' },
+      ],
+      response: { status: 200, schema: Revision, headers: { ETag: 'The revision\'s current entity tag, for If-None-Match', 'Cache-Control': '`no-cache`' } },
+      responses: [{ status: 304, schema: null, description: 'Not changed (within the wait, if one was asked for)', headers: { ETag: 'The revision\'s current entity tag', 'Cache-Control': '`no-cache`' } }],
     },
     async (c) => {
       const tenantId = c.get('principal').workspaceId;

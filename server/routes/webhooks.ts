@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import { z } from 'zod';
 import { page } from '../../shared/schemas/common.ts';
 import { WebhookAccepted, WebhookDelivery, WebhookDeliveryListQuery } from '../../shared/schemas/webhook-delivery.ts';
 import { WebhookSecretCreated, WebhookSecretStatus } from '../../shared/schemas/webhook-secret.ts';
@@ -79,7 +80,18 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       summary: "Receive a GitHub App delivery (push, installation, ping), signed with the server's secret; stored first, answered 202, processed after",
       tag,
       auth: false,
-      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored); `ping` answers 200' },
+      operationId: 'receive_github_webhook',
+      description: 'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
+      body: z.object({}).catchall(z.unknown()).meta({ description: 'The GitHub event payload (push, installation, ping, …), as GitHub sends it' }),
+      headers: [
+        { name: 'X-Hub-Signature-256', required: true, description: '`sha256=<hex HMAC-SHA256 of the raw body with the webhook secret>`' },
+        { name: 'X-GitHub-Event', required: true, description: 'The event name (`push`, `installation`, `ping`, …)' },
+        { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
+      ],
+      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
+      responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
+      // What the intake answers; it is not behind the API key and reads its body itself (not `readJson`).
+      errors: [400, 401, 413, 415, 503],
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'app' }),
   );

@@ -5,7 +5,7 @@ import { apiClient, type Api } from '../helpers/api.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { breakBody, type RawBody } from './fuzz/break.ts';
-import { arbitraryFor, type JsonSchema } from './fuzz/json-schema-arbitrary.ts';
+import { arbitraryFor, inlineSchemaRefs, type JsonSchema } from './fuzz/json-schema-arbitrary.ts';
 
 type Operation = {
   method: string;
@@ -58,7 +58,7 @@ describe('fuzzing every route with broken requests', () => {
     };
     const allIds = Object.values(realIds).flat();
 
-    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, any>> };
+    const doc = inlineSchemaRefs((await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, any>> });
     const operations: Operation[] = [];
     for (const [path, methods] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(methods)) {

@@ -76,3 +76,22 @@ function stringFor(schema: JsonSchema, ids: string[]): fc.Arbitrary<string> {
   }
   return fc.string({ minLength: schema.minLength ?? 0, maxLength: Math.min(schema.maxLength ?? 40, 40) });
 }
+
+/**
+ * The document with every `#/components/schemas/…` `$ref` replaced by the schema it names (the
+ * served document names shared schemas as components), so the generator above sees plain schemas.
+ */
+export function inlineSchemaRefs<T>(doc: T): T {
+  const components = ((doc as { components?: { schemas?: Record<string, unknown> } }).components?.schemas ?? {}) as Record<string, unknown>;
+  const walk = (node: unknown, depth: number): unknown => {
+    if (Array.isArray(node)) return node.map((item) => walk(item, depth));
+    if (!node || typeof node !== 'object') return node;
+    const ref = (node as { $ref?: unknown }).$ref;
+    if (typeof ref === 'string' && ref.startsWith('#/components/schemas/')) {
+      // A schema that refers to itself is cut off after a few levels, as `arbitraryFor` does.
+      return depth > 8 ? {} : walk(components[ref.slice('#/components/schemas/'.length)], depth + 1);
+    }
+    return Object.fromEntries(Object.entries(node).map(([key, child]) => [key, walk(child, depth)]));
+  };
+  return walk(doc, 0) as T;
+}
