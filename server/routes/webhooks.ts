@@ -104,7 +104,18 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       summary: "Receive a repository webhook's delivery for one workspace, signed with that workspace's secret; it builds only that workspace's deployments",
       tag,
       auth: false,
-      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored); `ping` answers 200' },
+      description: "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
+      // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
+      pathParams: { workspace_id: z.string() },
+      body: z.object({}).catchall(z.unknown()).meta({ description: 'The GitHub event payload (push, ping, …), as GitHub sends it' }),
+      headers: [
+        { name: 'X-Hub-Signature-256', required: true, description: "`sha256=<hex HMAC-SHA256 of the raw body with the workspace's secret>`" },
+        { name: 'X-GitHub-Event', required: true, description: 'The event name (`push`, `ping`, …)' },
+        { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
+      ],
+      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
+      responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
+      errors: [400, 401, 413, 415, 503],
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'workspace', workspaceId: c.req.param('workspace_id') ?? '' }),
   );
@@ -133,6 +144,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       summary: "The workspace's repository-webhook secret: its Payload URL and dates, never its value",
       tag,
       response: { status: 200, schema: WebhookSecretStatus },
+      // 404 while the workspace has no secret.
+      errors: [401, 403, 404, 429, 503],
     },
     async (c) => c.json(await feature.secrets.status(c.get('principal').workspaceId)),
   );
@@ -145,6 +158,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       summary: "Remove the workspace's repository-webhook secret: its repository webhooks are refused from then on",
       tag,
       response: { status: 204, schema: null },
+      // 404 when the workspace has no secret to remove.
+      errors: [401, 403, 404, 429, 503],
     },
     async (c) => {
       await feature.secrets.remove(c.get('principal').workspaceId);
