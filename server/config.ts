@@ -28,6 +28,8 @@ export const Config = z.object({
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
+  /** How long a listener agent's claim (and its listener's liveness) lasts without a renewal or heartbeat. */
+  AGENT_LEASE_MS: z.coerce.number().int().min(200).max(3_600_000).default(30_000),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });
