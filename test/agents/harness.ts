@@ -19,7 +19,7 @@ export function graphRepo(root = mkdtempSync(join(tmpdir(), 'cp-agent-git-'))) {
   const bare = join(root, 'remote.git');
   const work = join(root, 'work');
   git(root, 'init', '--bare', '--initial-branch=main', bare);
-  git(root, 'clone', `file://${bare}`, work);
+  git(root, 'clone', '-q', `file://${bare}`, work);
   cpSync(FIXTURE, work, { recursive: true, filter: (src) => !src.includes('node_modules') });
   /** Writes the files (path → content, relative to the repository), commits, pushes; answers the commit. */
   const commit = (files: Record<string, string>, message: string) => {
