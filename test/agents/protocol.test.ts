@@ -234,6 +234,14 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect(third.output()).toContain(`restarted revision ${d.latest_revision_id} from its build directory (no rebuild)`);
     expect((await runGraph(third.proxyPort, host)).body.answer).toBe('the first answer');
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
+
+    // Teardown: the agent stops the server and removes the work directory; then the deployment is gone.
+    const serverPid = Number(readFileSync(join(workDir, d.id, d.latest_revision_id, '.agent-server.pid'), 'utf8'));
+    expect((await api.delete(`/v2/deployments/${d.id}`)).status).toBe(204);
+    await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).status === 404 ? true : undefined), 30_000);
+    expect(existsSync(join(workDir, d.id))).toBe(false);
+    expect(() => process.kill(-serverPid, 0)).toThrow();
+    expect((await runGraph(third.proxyPort, host)).status).toBe(404);
   });
 
   it('an interrupt during a build ends the build’s processes', { timeout: 120_000 }, async () => {
