@@ -197,12 +197,12 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     agents.push(started);
     return started;
   };
-  const deploy = async (installCommand: string) => {
+  const deploy = async (installCommand: string, graphConfigPath = 'langgraph.json') => {
     const created = await api.post(
       '/v2/deployments',
       githubBody(uniqueName('fault'), integrationId, {
         source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false, install_command: installCommand },
-        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+        source_revision_config: { repo_ref: 'main', graph_config_path: graphConfigPath },
       }),
     );
     expect(created.status).toBe(201);
@@ -261,5 +261,20 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await api.post(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/interrupt`)).status).toBe(200);
     await eventually(async () => (alive() ? undefined : true), 15_000);
     expect((await api.get(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}`)).body.status).toBe('INTERRUPTED');
+  });
+
+  it('fails at once what this machine cannot run: an image with no container engine, a Python graph with no `langgraph`', { timeout: 120_000 }, async () => {
+    await agent('agent-four');
+    const image = await api.post('/v2/deployments', dockerBody(uniqueName('image'), listener.listenerId));
+    expect(image.status).toBe(201);
+    const failed = await revisionReaches(api, image.body.id, image.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 60_000);
+    expect(failed.status).toBe('DEPLOY_FAILED');
+    expect(failed.status_message).toContain('A container engine is needed');
+
+    repo.commit({ 'python/langgraph.json': JSON.stringify({ python_version: '3.11', graphs: { agent: './agent.py:graph' } }), 'python/agent.py': 'graph = None\n' }, 'A Python graph');
+    const python = await deploy('true', 'python/langgraph.json');
+    const built = await revisionReaches(api, python.id, python.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 60_000);
+    expect(built.status).toBe('BUILD_FAILED');
+    expect(built.status_message).toContain('`langgraph dev`');
   });
 });
