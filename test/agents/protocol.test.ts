@@ -245,6 +245,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
   });
 
   it('an interrupt during a build ends the build’s processes', { timeout: 120_000 }, async () => {
+    await agent('agent-interrupted');
     const pidFile = join(mkdtempSync(join(tmpdir(), 'cp-agent-pid-')), 'install.pid');
     const d = await deploy(`echo $$ > ${pidFile} && exec sleep 300`);
     await eventually(async () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() ? true : undefined), 60_000);
