@@ -22,11 +22,13 @@ export async function checkoutSource(
     if (result.code !== 0) throw new Error(`git ${args.split(' ')[0]} failed (exit code ${result.code}): ${result.lastLines.slice(-5).join(' | ')}`);
     return result.lastLines;
   };
-  await git(`clone --quiet ${quote(source.repo_url)} ${quote(dir)}`, '/');
+  // Values from the work item are never read as options: --end-of-options, and a commit must be hex.
+  if (source.commit_sha && !/^[0-9a-f]{7,64}$/i.test(source.commit_sha)) throw new Error(`'${source.commit_sha}' is not a commit id`);
+  await git(`clone --quiet --end-of-options ${quote(source.repo_url)} ${quote(dir)}`, '/');
   if (source.commit_sha) {
     await git(`checkout --quiet --detach ${quote(source.commit_sha)}`, dir);
   } else if (source.ref) {
-    await git(`fetch --quiet origin ${quote(source.ref)}`, dir);
+    await git(`fetch --quiet --end-of-options origin ${quote(source.ref)}`, dir);
     await git('checkout --quiet --detach FETCH_HEAD', dir);
   }
   const lines = await git('rev-parse HEAD', dir);

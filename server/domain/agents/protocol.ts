@@ -85,6 +85,12 @@ export class AgentProtocol {
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no stages.');
     if (!AGENT_MOVES[body.from]?.includes(body.to)) throw new BadRequest(`An agent may not move a revision from ${body.from} to ${body.to}.`);
+    const before = await store.getRevisionById(claim.revision_id);
+    if (before?.status !== body.from) {
+      if (before && isTerminal(before.status)) await agents.releaseClaim(claimId);
+      throw new Conflict(`Revision ${claim.revision_id} is ${before?.status ?? 'gone'}, not ${body.from}; stop this work.`);
+    }
+    // Written just before the move, so a 409 above changes nothing; the move's notification carries both.
     if (body.repo_commit_sha) await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
     const moved = await pipeline.transition({
       revisionId: claim.revision_id,
