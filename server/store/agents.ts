@@ -74,8 +74,10 @@ export class SqliteAgentStore {
     return row ? ({ id: row.id, compute_type: row.compute_type } as ListenerRecord) : null;
   }
 
+  /** Sets the workspace's default listener; null means its first sandbox listener (the built-in default). */
   async setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean> {
-    return this.#sql('UPDATE workspaces SET default_listener_id = ? WHERE id = ?').run(listenerId, workspaceId).changes > 0;
+    const sandbox = `(SELECT l.id FROM listeners l WHERE l.tenant_id = @ws AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1)`;
+    return this.#sql(`UPDATE workspaces SET default_listener_id = COALESCE(@listener, ${sandbox}) WHERE id = @ws`).run({ listener: listenerId, ws: workspaceId }).changes > 0;
   }
 
   // ------------------------------------------------------------ claims

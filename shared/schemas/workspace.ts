@@ -6,7 +6,7 @@ export const Workspace = z.object({
   name: z.string(),
   organization_id: Uuid,
   created_at: Timestamp,
-  /** The listener that serves deployments naming none (`github` ones); null: the built-in sandbox. */
+  /** The listener that serves deployments naming none (`github` ones): its sandbox listener until changed. */
   default_listener_id: Uuid.nullable().optional(),
 });
 export type Workspace = z.infer<typeof Workspace>;

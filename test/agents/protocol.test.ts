@@ -159,8 +159,15 @@ describe('the listener-agent protocol (in process)', () => {
     expect((await agentCall(t.app, a.listenerId, a.token, '/heartbeat', { agent_id: 'a1', version: 'v', capacity: 1 })).status).toBe(401);
     expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: crypto.randomUUID() })).status).toBe(400);
     expect((await t.api.patch(`/v1/workspaces/${crypto.randomUUID()}`, { default_listener_id: null })).status).toBe(404);
+    // Contract §5: the sandbox listener is the default until changed; null sets it back.
+    const sandbox = (await t.api.get('/v2/listeners?limit=100')).body.resources.find((l: any) => l.compute_type === 'sandbox');
+    expect((await t.api.get('/v1/workspaces')).body[0].default_listener_id).toBe(sandbox.id);
     const set = await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: b.listenerId });
     expect(set.body.default_listener_id).toBe(b.listenerId);
+    expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: null })).body.default_listener_id).toBe(sandbox.id);
+    const created = await t.api.post('/v1/workspaces', { name: `ws-${crypto.randomUUID().slice(0, 8)}` });
+    const other = (await t.api.get('/v1/workspaces')).body.find((w: any) => w.id === created.body.id);
+    expect(other.default_listener_id).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
 

@@ -33,6 +33,15 @@ ALTER TABLE listeners ADD COLUMN last_seen_at TEXT;
 ALTER TABLE listeners ADD COLUMN agent_version TEXT;
 ALTER TABLE listeners ADD COLUMN agent_capacity INTEGER;
 
--- NULL: the workspace's sandbox listener (the built-in default).
+-- Contract §5: the workspace's default listener, its bootstrap sandbox listener until changed.
+-- NULL (no sandbox listener, or the default was deleted) also means the built-in sandbox.
 ALTER TABLE workspaces ADD COLUMN default_listener_id TEXT REFERENCES listeners(id) ON DELETE SET NULL;
+UPDATE workspaces SET default_listener_id = (
+  SELECT l.id FROM listeners l WHERE l.tenant_id = workspaces.id AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1
+);
+-- A workspace's first sandbox listener (created with the workspace) becomes its default.
+CREATE TRIGGER listeners_sandbox_default AFTER INSERT ON listeners WHEN NEW.compute_type = 'sandbox'
+BEGIN
+  UPDATE workspaces SET default_listener_id = NEW.id WHERE id = NEW.tenant_id AND default_listener_id IS NULL;
+END;
 `;
