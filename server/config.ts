@@ -56,6 +56,8 @@ export const Config = z.object({
   RECONCILE_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
   /** Time limit of one `git ls-remote`; the whole git process group is killed when it passes. */
   RECONCILE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
+  /** How long a listener agent's claim (and its listener's liveness) lasts without a renewal or heartbeat. */
+  AGENT_LEASE_MS: z.coerce.number().int().min(200).max(3_600_000).default(30_000),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
+import { createListenerAgents } from './listener-agents.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
@@ -42,7 +43,8 @@ export type ControlPlane = {
  * once. Features beyond the core API add their routes, public paths and workers below.
  */
 export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
-  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config });
+  const listenerAgents = createListenerAgents({ db: deps.store.db, clock: deps.clock, log: deps.log, config: deps.config });
+  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
@@ -65,6 +67,12 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push(isOAuthCallbackPath);
+
+  // Listener agents (issue 11): agent tokens, the agent protocol, the workspace's default listener.
+  const agents = listenerAgents.attach(services);
+  extraRoutes.push(agents.routes);
+  publicPaths.push(agents.isPublic);
+  workers.push(agents.worker);
 
   const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl });
   return {

@@ -1,5 +1,5 @@
 import type { Config } from './config.ts';
-import { ListenerAgentDataPlane, SandboxDataPlane } from './dataplane/sandbox.ts';
+import { SandboxDataPlane } from './dataplane/sandbox.ts';
 import type { DataPlane } from './dataplane/types.ts';
 import { Auth } from './domain/auth.ts';
 import type { Clock } from './domain/clock.ts';
@@ -20,6 +20,8 @@ export type ServiceDeps = {
   config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS'>;
   /** Replaces the built-in sandbox (tests, or a future remote data plane). */
   sandbox?: DataPlane;
+  /** The data plane of `local` and `k8s` listeners (the listener-agent protocol). */
+  listenerAgent: DataPlane;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -34,7 +36,7 @@ export function createServices(deps: ServiceDeps) {
     log,
     watch,
     sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log }),
-    listenerAgent: new ListenerAgentDataPlane(),
+    listenerAgent: deps.listenerAgent,
   });
   return {
     store,

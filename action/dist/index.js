@@ -49625,7 +49625,7 @@ var GithubIntegrationCreate = external_exports.strictObject({
 });
 
 // shared/schemas/listener.ts
-var ComputeType = external_exports.enum(["k8s", "sandbox"]);
+var ComputeType = external_exports.enum(["k8s", "sandbox", "local"]);
 var Namespace = external_exports.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "A namespace must be a DNS label" });
 var ComputeConfig = external_exports.strictObject({ k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]) });
 var ListenerCreate = external_exports.strictObject({
@@ -49641,7 +49641,12 @@ var Listener = external_exports.object({
   compute_id: external_exports.string(),
   compute_config: external_exports.object({ k8s_namespaces: external_exports.array(external_exports.string()) }),
   created_at: Timestamp,
-  updated_at: Timestamp
+  updated_at: Timestamp,
+  /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */
+  last_seen_at: Timestamp.nullable().optional(),
+  /** The version the agent last reported in its heartbeat. */
+  agent_version: external_exports.string().nullable().optional(),
+  agent_capacity: external_exports.int().nullable().optional()
 });
 
 // shared/schemas/revision.ts

@@ -107,14 +107,3 @@ function imageOf(revision: RevisionWork, deployment: DeploymentRecord): string {
   if (revision.source_revision_config.image_uri) return revision.source_revision_config.image_uri;
   return `the build of ${deployment.name}`;
 }
-
-/**
- * Stand-in for `k8s` listeners until the listener agent's protocol exists: it leaves revisions in
- * `AWAITING_DEPLOY`, where an agent will claim them through the same `StageControl`.
- */
-export class ListenerAgentDataPlane implements DataPlane {
-  readonly name = 'listener-agent';
-  run(): void {}
-  async teardown(): Promise<void> {}
-  stop(): void {}
-}

@@ -18,6 +18,8 @@ export interface DataPlane {
    * server hands over revisions it finds mid-pipeline). Must not throw; failures end the revision.
    */
   run(revision: RevisionWork, deployment: DeploymentRecord, control: StageControl): void;
+  /** Whether this data plane serves the deployment; the pipeline asks the listener agents' first. */
+  serves?(deployment: DeploymentRecord): Promise<boolean>;
   /** Removes what the deployment runs; resolves when it is gone. */
   teardown(deployment: DeploymentRecord): Promise<void>;
   /** Stops timers and work in flight (shutdown); the database keeps the state to resume from. */

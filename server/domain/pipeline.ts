@@ -13,7 +13,7 @@ export type PipelineDeps = {
   watch: RevisionWatch;
   /** The data plane for `github` deployments and `sandbox` listeners. */
   sandbox: DataPlane;
-  /** The data plane for `k8s` listeners. */
+  /** The data plane for `local` and `k8s` listeners (listener agents). */
   listenerAgent: DataPlane;
 };
 
@@ -157,10 +157,9 @@ export class Pipeline {
     });
   }
 
+  /** Contract §5: the deployment's listener, else its workspace's default; agents serve `local` and `k8s`. */
   async #dataPlaneFor(deployment: DeploymentRecord): Promise<DataPlane> {
-    if (deployment.source === 'github' || !deployment.source_config.listener_id) return this.#deps.sandbox;
-    const listener = await this.#deps.store.getListenerById(deployment.source_config.listener_id);
-    return listener?.compute_type === 'k8s' ? this.#deps.listenerAgent : this.#deps.sandbox;
+    return (await this.#deps.listenerAgent.serves?.(deployment)) ? this.#deps.listenerAgent : this.#deps.sandbox;
   }
 
   stop(): void {

@@ -759,7 +759,13 @@ function toApiKey(row: Row): ApiKey {
 }
 
 function toWorkspace(row: Row): Workspace {
-  return { id: row.id as string, name: row.name as string, organization_id: row.organization_id as string, created_at: row.created_at as string };
+  return {
+    id: row.id as string,
+    name: row.name as string,
+    organization_id: row.organization_id as string,
+    created_at: row.created_at as string,
+    default_listener_id: (row.default_listener_id as string | null | undefined) ?? null,
+  };
 }
 
 function toListener(row: Row): ListenerRecord {
@@ -771,6 +777,9 @@ function toListener(row: Row): ListenerRecord {
     compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],
     created_at: row.created_at as string,
     updated_at: row.updated_at as string,
+    last_seen_at: (row.last_seen_at as string | null | undefined) ?? null,
+    agent_version: (row.agent_version as string | null | undefined) ?? null,
+    agent_capacity: (row.agent_capacity as number | null | undefined) ?? null,
   };
 }
 

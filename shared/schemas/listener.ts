@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Timestamp, Uuid } from './common.ts';
 
-export const ComputeType = z.enum(['k8s', 'sandbox']);
+export const ComputeType = z.enum(['k8s', 'sandbox', 'local']);
 export type ComputeType = z.infer<typeof ComputeType>;
 
 const Namespace = z
@@ -30,5 +30,10 @@ export const Listener = z.object({
   compute_config: z.object({ k8s_namespaces: z.array(z.string()) }),
   created_at: Timestamp,
   updated_at: Timestamp,
+  /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */
+  last_seen_at: Timestamp.nullable().optional(),
+  /** The version the agent last reported in its heartbeat. */
+  agent_version: z.string().nullable().optional(),
+  agent_capacity: z.int().nullable().optional(),
 });
 export type Listener = z.infer<typeof Listener>;

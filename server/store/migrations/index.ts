@@ -3,6 +3,7 @@ import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
 import oauthWorkspaces from './005_oauth_workspaces.ts';
 import webhookScoping from './006_webhook_scoping.ts';
+import agents from './007_agents.ts';
 import revisionCommit from './008_revision_commit.ts';
 
 /**
@@ -15,5 +16,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 3, name: 'oauth', sql: oauth },
   { version: 5, name: 'oauth_workspaces', sql: oauthWorkspaces },
   { version: 6, name: 'webhook_scoping', sql: webhookScoping },
+  { version: 7, name: 'agents', sql: agents },
   { version: 8, name: 'revision_commit', sql: revisionCommit },
 ];

@@ -1,0 +1,71 @@
+import type { AgentHeartbeatAck, AgentTransition, ClaimResponse, LeaseRenewed, LiveDeployments, WorkItem } from '../shared/schemas/agent.ts';
+
+/** A 409 from the control plane: the work moved on (interrupted, lease lost); the agent stops it. */
+export class WorkGone extends Error {
+  override readonly name = 'WorkGone';
+}
+
+/** The agent's side of the listener protocol (docs/listener-protocol.md), over fetch. */
+export class AgentClient {
+  readonly #base: string;
+  readonly #token: string;
+
+  constructor(options: { url: string; token: string; listenerId: string }) {
+    this.#base = `${options.url.replace(/\/+$/, '')}/v2/listeners/${options.listenerId}/agent`;
+    this.#token = options.token;
+  }
+
+  async #call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    const response = await fetch(this.#base + path, {
+      method,
+      headers: { authorization: `Bearer ${this.#token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+    const text = await response.text();
+    if (response.status === 409) throw new WorkGone(detailOf(text));
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${detailOf(text)}`);
+    return (text ? JSON.parse(text) : null) as T;
+  }
+
+  heartbeat(agentId: string, version: string, capacity: number): Promise<AgentHeartbeatAck> {
+    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity });
+  }
+
+  async claim(agentId: string, waitSeconds: number, signal?: AbortSignal): Promise<WorkItem | null> {
+    return (await this.#call<ClaimResponse>('POST', '/claim', { agent_id: agentId, wait_seconds: waitSeconds }, signal)).work;
+  }
+
+  renew(claimId: string): Promise<LeaseRenewed> {
+    return this.#call('POST', `/claims/${claimId}/renew`);
+  }
+
+  transition(claimId: string, change: AgentTransition): Promise<unknown> {
+    return this.#call('POST', `/claims/${claimId}/transition`, change);
+  }
+
+  logs(claimId: string, lines: Array<{ type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string }>): Promise<void> {
+    return this.#call('POST', `/claims/${claimId}/logs`, { lines });
+  }
+
+  done(claimId: string): Promise<void> {
+    return this.#call('POST', `/claims/${claimId}/done`);
+  }
+
+  release(claimId: string): Promise<void> {
+    return this.#call('DELETE', `/claims/${claimId}`);
+  }
+
+  live(): Promise<LiveDeployments> {
+    return this.#call('GET', '/live');
+  }
+}
+
+function detailOf(text: string): string {
+  try {
+    const body = JSON.parse(text) as { detail?: unknown };
+    return typeof body.detail === 'string' ? body.detail : text;
+  } catch {
+    return text;
+  }
+}

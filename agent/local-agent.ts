@@ -1,0 +1,368 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import type { RevisionStatus } from '../shared/schemas/revision.ts';
+import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
+import { endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
+import { AgentClient, WorkGone } from './client.ts';
+import { detectInstallCommand } from './detect.ts';
+import { Aborted, checkoutSource, quote } from './git.ts';
+import { readGraphConfig } from './graph-config.ts';
+import { LogStream } from './log-stream.ts';
+import { runCommand } from './processes.ts';
+import { DeploymentProxy } from './proxy.ts';
+
+const run = promisify(execFile);
+
+/** Marks a build directory whose build finished: a restarted agent serves it without building again. */
+const BUILT_MARKER = '.agent-built';
+
+export type LocalAgentOptions = {
+  url: string;
+  token: string;
+  listenerId: string;
+  agentId: string;
+  version: string;
+  workDir: string;
+  proxyPort: number;
+  proxyHost: string;
+  capacity: number;
+  startTimeoutMs: number;
+  /** The environment commands and servers start from (the agent's own, without its token). */
+  env: NodeJS.ProcessEnv;
+  print: (line: string) => void;
+};
+
+/** A failure that ends the revision (as opposed to the work being taken away). */
+class StageFailure extends Error {
+  override readonly name = 'StageFailure';
+}
+
+type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string };
+
+/**
+ * The `local` listener agent: pulls work of its listener, builds `github` revisions in a work
+ * directory with real git and the repository's package manager, runs the LangGraph agent server
+ * of each live revision, and routes `<deployment host>` to it through its reverse proxy.
+ */
+export class LocalAgent {
+  readonly #o: LocalAgentOptions;
+  readonly #client: AgentClient;
+  readonly #proxy = new DeploymentProxy();
+  readonly #live = new Map<string, Live>();
+  readonly #running = new Set<Promise<void>>();
+  readonly #stopping = new AbortController();
+  #heartbeat: NodeJS.Timeout | null = null;
+  #leaseMs = 30_000;
+  #loop: Promise<void> | null = null;
+
+  constructor(options: LocalAgentOptions) {
+    this.#o = { ...options, workDir: resolve(options.workDir) };
+    this.#client = new AgentClient(options);
+  }
+
+  /** Starts the proxy, says hello, restarts the live revisions' servers, then pulls work. */
+  async start(): Promise<{ proxyPort: number }> {
+    mkdirSync(this.#o.workDir, { recursive: true });
+    const proxyPort = await this.#proxy.listen(this.#o.proxyPort, this.#o.proxyHost);
+    this.#o.print(`agent: proxy listening on http://${this.#o.proxyHost}:${proxyPort}`);
+    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity);
+    this.#leaseMs = ack.lease_ms;
+    this.#heartbeat = setInterval(() => {
+      this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
+    }, Math.max(100, Math.floor(this.#leaseMs / 3)));
+    await this.#restore();
+    this.#loop = this.#pull();
+    this.#o.print(`agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId}`);
+    return { proxyPort };
+  }
+
+  /** Stops pulling, gives back claims in progress, stops every server it runs. */
+  async stop(): Promise<void> {
+    this.#stopping.abort();
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await Promise.allSettled([...this.#running]);
+    await this.#loop?.catch(() => undefined);
+    await Promise.allSettled([...this.#live.values()].map((live) => live.server.stop()));
+    this.#live.clear();
+    await this.#proxy.close();
+  }
+
+  async #pull(): Promise<void> {
+    const signal = this.#stopping.signal;
+    while (!signal.aborted) {
+      if (this.#running.size >= this.#o.capacity) {
+        await Promise.race(this.#running);
+        continue;
+      }
+      let work: WorkItem | null = null;
+      try {
+        work = await this.#client.claim(this.#o.agentId, 20, signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#o.print(`agent: claim failed: ${String(error)}`);
+        await sleep(1000);
+        continue;
+      }
+      if (!work) continue;
+      const task = this.#handle(work).catch((error: unknown) => this.#o.print(`agent: work failed unexpectedly: ${String(error)}`));
+      const tracked: Promise<void> = task.finally(() => this.#running.delete(tracked));
+      this.#running.add(tracked);
+    }
+  }
+
+  /** Carries one claim: renews its lease while it works; a lost lease or an interrupt aborts it. */
+  async #handle(work: WorkItem): Promise<void> {
+    const gone = new AbortController();
+    const onStop = () => gone.abort(new Aborted('the agent is stopping'));
+    this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+    const renew = setInterval(() => {
+      this.#client.renew(work.claim_id).catch((error: unknown) => {
+        if (error instanceof WorkGone) gone.abort(error);
+      });
+    }, Math.max(100, Math.floor(work.lease_ms / 3)));
+    try {
+      if (work.kind === 'teardown') await this.#teardown(work.deployment, work.claim_id);
+      else await this.#carry(work.deployment, work.revision, work.claim_id, gone);
+    } finally {
+      clearInterval(renew);
+      this.#stopping.signal.removeEventListener('abort', onStop);
+      if (this.#stopping.signal.aborted) await this.#client.release(work.claim_id).catch(() => undefined);
+    }
+  }
+
+  async #carry(deployment: WorkDeployment, revision: WorkRevision, claimId: string, gone: AbortController): Promise<void> {
+    const logs = new LogStream(this.#client, claimId, (error) => {
+      if (error instanceof WorkGone) gone.abort(error);
+    });
+    let status: RevisionStatus = revision.status;
+    const move = async (to: RevisionStatus, extra: { status_message?: string; repo_commit_sha?: string } = {}) => {
+      await logs.flush();
+      await this.#client.transition(claimId, { from: status, to, ...extra });
+      status = to;
+    };
+    const buildDir = join(this.#o.workDir, deployment.id, revision.id);
+    try {
+      if (revision.source.type === 'image') {
+        await this.#runImage(deployment, revision, revision.source.image_uri, buildDir, logs, move, () => status, gone.signal);
+        return;
+      }
+      if (revision.source.type === 'tarball') {
+        // SEAM (internal_source): fetch the signed URL, unpack into buildDir, then build as below.
+        throw new StageFailure('This agent cannot fetch uploaded sources (internal_source) yet.');
+      }
+      if (status === 'AWAITING_BUILD') await move('BUILDING');
+      if (status === 'BUILDING') {
+        const sha = await this.#build(deployment, revision, buildDir, logs, 'build', gone.signal);
+        await move('AWAITING_DEPLOY', { repo_commit_sha: sha });
+      }
+      if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
+      if (status === 'DEPLOYING') {
+        if (!existsSync(join(buildDir, BUILT_MARKER))) {
+          // Built by an agent that is gone (its lease lapsed after the build): build again here.
+          logs.line('deploy', `local agent ${this.#o.agentId}: the build of this revision is not on this machine; building it again`);
+          await this.#build(deployment, revision, buildDir, logs, 'deploy', gone.signal);
+        }
+        await this.#deploy(deployment, revision, buildDir, logs, move, gone.signal);
+      }
+    } catch (error) {
+      if (gone.signal.aborted || error instanceof WorkGone || error instanceof Aborted) {
+        this.#o.print(`agent: stopped work on revision ${revision.id}: ${String(gone.signal.reason ?? error)}`);
+        if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+        return;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      const failed: RevisionStatus = status === 'AWAITING_BUILD' || status === 'BUILDING' ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
+      logs.line(failed === 'BUILD_FAILED' ? 'build' : 'deploy', message, 'error');
+      await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#o.print(`agent: could not report ${failed}: ${String(e)}`));
+      if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+    } finally {
+      await logs.flush();
+    }
+  }
+
+  /** Fetches the commit and runs install and build from the graph config's directory; answers the commit. */
+  async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string> {
+    if (revision.source.type !== 'git') throw new StageFailure('Only git sources are built here.');
+    rmSync(buildDir, { recursive: true, force: true });
+    mkdirSync(dirname(buildDir), { recursive: true });
+    const source = revision.source;
+    logs.line(type, `local agent ${this.#o.agentId}: fetching ${source.repo_url} at ${source.commit_sha ?? source.ref ?? 'its default branch'}`);
+    let sha: string;
+    try {
+      sha = await checkoutSource(source, buildDir, { env: this.#childEnv(), signal, onLine: (line) => logs.line(type, line) });
+    } catch (error) {
+      if (error instanceof Aborted) throw error;
+      throw new StageFailure(`Could not fetch the repository: ${(error as Error).message}`);
+    }
+    logs.line(type, `checked out commit ${sha}`);
+    const configPath = join(buildDir, revision.graph_config_path ?? 'langgraph.json');
+    if (!configPath.startsWith(buildDir + '/') || !existsSync(configPath)) throw new StageFailure(`The graph config ${revision.graph_config_path ?? 'langgraph.json'} is not in the repository at commit ${sha}.`);
+    let config;
+    try {
+      config = readGraphConfig(configPath);
+    } catch (error) {
+      throw new StageFailure((error as Error).message);
+    }
+    if (config.language === 'python' && !(await answers('langgraph', ['--help']))) {
+      throw new StageFailure('This graph config declares Python graphs, which need `langgraph dev` (pip install -U "langgraph-cli[inmem]"); it is not installed on the machine of this local agent.');
+    }
+    const cwd = dirname(configPath);
+    const steps: Array<[string, string | null]> = [
+      ['install_command', deployment.install_command ?? detectInstallCommand(cwd)],
+      ['build_command', deployment.build_command],
+    ];
+    for (const [label, command] of steps) {
+      if (!command) continue;
+      logs.line(type, `$ ${command}`);
+      const result = await runCommand(command, { cwd, env: this.#childEnv(), signal, onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info') });
+      if (result.aborted) throw new Aborted(`${label} interrupted`);
+      if (result.code !== 0) {
+        const how = result.code === null ? `signal ${result.signal}` : `exit code ${result.code}`;
+        throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
+      }
+    }
+    writeFileSync(join(buildDir, BUILT_MARKER), JSON.stringify({ sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' }));
+    logs.line(type, `build finished (commit ${sha})`);
+    return sha;
+  }
+
+  /** Starts the new server, moves the deployment's host names to it, then stops the previous one. */
+  async #deploy(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, signal: AbortSignal): Promise<void> {
+    let output: (line: string) => void = (line) => logs.line('deploy', line);
+    let server: RunningAgentServer;
+    try {
+      server = await this.#startServer(buildDir, revision, (line) => output(line), signal);
+    } catch (error) {
+      if (signal.aborted) throw new Aborted('interrupted');
+      throw new StageFailure(`The agent server did not start: ${(error as Error).message}`);
+    }
+    await this.#switch(deployment, revision, buildDir, server, logs, async () => {
+      await move('DEPLOYED');
+      // The claim ends with DEPLOYED: later output goes to the agent's own output.
+      output = (line) => this.#o.print(`[${deployment.name}] ${line}`);
+    });
+  }
+
+  /** Routes the deployment to `server`; if `commit` fails, routes it back. Then stops the previous server. */
+  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, commit: () => Promise<void>): Promise<void> {
+    const hosts = hostsOf(deployment);
+    const previous = this.#live.get(deployment.id);
+    this.#proxy.route(hosts, server.port);
+    this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
+    logs.line('deploy', `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`);
+    try {
+      await commit();
+    } catch (error) {
+      if (previous) {
+        this.#proxy.route(hosts, previous.server.port);
+        this.#live.set(deployment.id, previous);
+      } else {
+        this.#proxy.unroute(hosts);
+        this.#live.delete(deployment.id);
+      }
+      await server.stop();
+      throw error;
+    }
+    if (previous && previous.server.port !== server.port) {
+      await this.#proxy.drained(previous.server.port);
+      await previous.server.stop();
+      if (previous.buildDir !== buildDir) rmSync(previous.buildDir, { recursive: true, force: true });
+    }
+  }
+
+  #startServer(buildDir: string, revision: WorkRevision, onLine: (line: string) => void, signal: AbortSignal, command?: string): Promise<RunningAgentServer> {
+    const configPath = join(buildDir, revision.graph_config_path ?? 'langgraph.json');
+    const config = command ? { language: 'javascript' as const, graphs: [] } : readGraphConfig(configPath);
+    const secrets = Object.fromEntries(revision.secrets.map((s) => [s.name, s.value]));
+    return startAgentServer({ buildDir, configPath, config, command, env: { ...this.#childEnv(), ...secrets }, timeoutMs: this.#o.startTimeoutMs, signal, onLine });
+  }
+
+  /** `external_docker` on a local listener: a container engine runs the image, or the revision fails at once. */
+  async #runImage(deployment: WorkDeployment, revision: WorkRevision, image: string, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, status: () => RevisionStatus, signal: AbortSignal): Promise<void> {
+    const engine = (await answers('docker', ['info'])) ? 'docker' : (await answers('podman', ['info'])) ? 'podman' : null;
+    if (!engine) throw new StageFailure('A container engine is needed to run images on a local listener: neither `docker info` nor `podman info` answered on this machine.');
+    if (status() === 'AWAITING_DEPLOY') await move('DEPLOYING');
+    mkdirSync(buildDir, { recursive: true });
+    const env = revision.secrets.map((s) => `-e ${quote(s.name)}`).join(' ');
+    const command = `exec ${engine} run --rm --name ${quote(`cp-${deployment.id}-${revision.id}`)} -p 127.0.0.1:{port}:8000 ${env} ${quote(image)}`;
+    logs.line('deploy', `$ ${engine} run … ${image}`);
+    let server: RunningAgentServer;
+    try {
+      server = await this.#startServer(buildDir, revision, (line) => logs.line('deploy', line), signal, command);
+    } catch (error) {
+      if (signal.aborted) throw new Aborted('interrupted');
+      throw new StageFailure(`The image did not start: ${(error as Error).message}`);
+    }
+    await this.#switch(deployment, revision, buildDir, server, logs, () => move('DEPLOYED'));
+  }
+
+  async #teardown(deployment: WorkDeployment, claimId: string): Promise<void> {
+    const live = this.#live.get(deployment.id);
+    if (live) {
+      this.#proxy.unroute(live.hosts);
+      await live.server.stop();
+      this.#live.delete(deployment.id);
+    }
+    rmSync(join(this.#o.workDir, deployment.id), { recursive: true, force: true });
+    this.#o.print(`agent: tore down ${deployment.name}`);
+    await this.#client.done(claimId);
+  }
+
+  /** At start: serves again every live revision of the listener whose build is on this machine. */
+  async #restore(): Promise<void> {
+    const { deployments } = await this.#client.live();
+    for (const { deployment, revision } of deployments) {
+      const buildDir = join(this.#o.workDir, deployment.id, revision.id);
+      if (!existsSync(join(buildDir, BUILT_MARKER))) {
+        this.#o.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
+        continue;
+      }
+      await endOrphan(buildDir);
+      try {
+        const server = await this.#startServer(buildDir, revision, (line) => this.#o.print(`[${deployment.name}] ${line}`), this.#stopping.signal);
+        const hosts = hostsOf(deployment);
+        this.#proxy.route(hosts, server.port);
+        this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
+        this.#o.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
+      } catch (error) {
+        this.#o.print(`agent: ${deployment.name}: could not restart revision ${revision.id}: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  /** The agent's environment for commands and servers: its token removed, its own Node first on PATH. */
+  #childEnv(): NodeJS.ProcessEnv {
+    const env = { ...this.#o.env };
+    delete env.CONTROL_PLANE_AGENT_TOKEN;
+    env.PATH = `${dirname(process.execPath)}:${env.PATH ?? ''}`;
+    return env;
+  }
+}
+
+/** The host names the proxy serves a deployment under: its `custom_url` host, and its name as first label. */
+function hostsOf(deployment: WorkDeployment): string[] {
+  const hosts = [deployment.name.toLowerCase()];
+  if (deployment.custom_url) {
+    try {
+      hosts.push(new URL(deployment.custom_url).hostname);
+    } catch {
+      // not a URL: the name still routes
+    }
+  }
+  return hosts;
+}
+
+async function answers(command: string, args: string[]): Promise<boolean> {
+  try {
+    await run(command, args, { timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,68 @@
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { LocalAgent } from './local-agent.ts';
+
+const USAGE = `Usage: npm run agent -- --url <control plane URL> --listener <listener id> [--token <token>]
+  [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
+  [--agent-id <id>] [--start-timeout 120]
+The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).`;
+
+/** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' },
+      token: { type: 'string' },
+      listener: { type: 'string' },
+      'work-dir': { type: 'string', default: './data/agent' },
+      'proxy-port': { type: 'string', default: '8180' },
+      'proxy-host': { type: 'string', default: '127.0.0.1' },
+      capacity: { type: 'string', default: '2' },
+      'agent-id': { type: 'string' },
+      'start-timeout': { type: 'string', default: '120' },
+      help: { type: 'boolean' },
+    },
+  });
+  const token = values.token ?? env.CONTROL_PLANE_AGENT_TOKEN;
+  if (values.help || !values.url || !values.listener || !token) {
+    process.stderr.write(`${USAGE}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  const int = (name: string, value: string, min: number) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) {
+      process.stderr.write(`--${name} must be an integer ≥ ${min}\n`);
+      process.exit(2);
+    }
+    return n;
+  };
+  const agent = new LocalAgent({
+    url: values.url,
+    token,
+    listenerId: values.listener,
+    agentId: values['agent-id'] ?? `${hostname()}-${process.pid}`,
+    version: 'local-agent/0.1.0',
+    workDir: values['work-dir'],
+    proxyPort: int('proxy-port', values['proxy-port'], 0),
+    proxyHost: values['proxy-host'],
+    capacity: int('capacity', values.capacity, 1),
+    startTimeoutMs: int('start-timeout', values['start-timeout'], 1) * 1000,
+    env,
+    print: (line) => process.stdout.write(`${line}\n`),
+  });
+  await agent.start();
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
+      agent.stop().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+}
+
+await main(process.argv.slice(2), process.env);

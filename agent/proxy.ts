@@ -1,0 +1,82 @@
+import { createServer, request, Agent, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Route = { port: number };
+
+/**
+ * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
+ * `custom_url` host name, or `<name>.<anything>`); it is forwarded to the port of that deployment's
+ * live agent server. Switching a route is one map write; requests already forwarded finish on the
+ * old server, and `drained(port)` tells when none is left, so the old server can be stopped.
+ */
+export class DeploymentProxy {
+  readonly #routes = new Map<string, Route>();
+  readonly #inFlight = new Map<number, number>();
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  #server: Server | null = null;
+
+  /** Points the deployment's host names at `port`. */
+  route(hosts: string[], port: number): void {
+    for (const host of hosts) this.#routes.set(host.toLowerCase(), { port });
+  }
+
+  unroute(hosts: string[]): void {
+    for (const host of hosts) this.#routes.delete(host.toLowerCase());
+  }
+
+  /** Resolves when no request is being forwarded to `port` (or after `maxMs`). */
+  async drained(port: number, maxMs = 10_000): Promise<void> {
+    const deadline = Date.now() + maxMs;
+    while ((this.#inFlight.get(port) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  }
+
+  #target(hostHeader: string | undefined): Route | null {
+    const host = (hostHeader ?? '').replace(/:\d+$/, '').toLowerCase();
+    return this.#routes.get(host) ?? this.#routes.get(host.split('.')[0] ?? '') ?? null;
+  }
+
+  listen(port: number, host: string): Promise<number> {
+    const server = createServer((req, res) => {
+      const target = this.#target(req.headers.host);
+      if (!target) {
+        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
+        return;
+      }
+      const { port: upstreamPort } = target;
+      this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 0) + 1);
+      let done = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
+      };
+      const upstream = request(
+        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          answer.on('end', finish);
+          answer.on('error', finish);
+        },
+      );
+      upstream.on('error', (error) => {
+        finish();
+        if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `The agent server did not answer: ${error.message}` }));
+        else res.destroy();
+      });
+      res.on('close', finish);
+      req.pipe(upstream);
+    });
+    this.#server = server;
+    return new Promise((resolve) => server.listen(port, host, () => resolve((server.address() as AddressInfo).port)));
+  }
+
+  close(): Promise<void> {
+    this.#agent.destroy();
+    return new Promise((resolve) => {
+      if (!this.#server) return resolve();
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+  }
+}

@@ -1,0 +1,90 @@
+import type { Clock } from '../domain/clock.ts';
+import type { RevisionWatch } from '../domain/revision-watch.ts';
+import type { Logger } from '../logger.ts';
+import type { SqliteAgentStore } from '../store/agents.ts';
+import type { DeploymentRecord } from '../store/types.ts';
+import type { DataPlane } from './types.ts';
+
+/**
+ * The data plane of `local` and `k8s` listeners: the work stays in the database (revisions in their
+ * stages, deployments being deleted) and a listener agent pulls it through the agent routes. This
+ * side only wakes the agents' long-polls and waits for teardowns the agents report done; it also
+ * sweeps listeners that went silent (their deployments become `UNKNOWN`).
+ */
+export class AgentDataPlane implements DataPlane {
+  readonly name = 'listener-agent';
+  readonly #agents: SqliteAgentStore;
+  readonly #wake: RevisionWatch;
+  readonly #clock: Clock;
+  readonly #log: Logger;
+  readonly #leaseMs: number;
+  readonly #teardowns = new Map<string, Set<() => void>>();
+  #sweep: NodeJS.Timeout | null = null;
+
+  constructor(deps: { agents: SqliteAgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number }) {
+    this.#agents = deps.agents;
+    this.#wake = deps.wake;
+    this.#clock = deps.clock;
+    this.#log = deps.log;
+    this.#leaseMs = deps.leaseMs;
+  }
+
+  /** Whether an agent serves this deployment (its listener is `local` or `k8s`). */
+  async serves(deployment: DeploymentRecord): Promise<boolean> {
+    const listener = await this.#agents.servingListener(deployment.id);
+    return listener?.compute_type === 'local' || listener?.compute_type === 'k8s';
+  }
+
+  run(_revision: unknown, deployment: DeploymentRecord): void {
+    void this.#wakeListenerOf(deployment.id);
+  }
+
+  /** Resolves when an agent of the listener reports the deployment torn down. */
+  teardown(deployment: DeploymentRecord): Promise<void> {
+    return new Promise((resolve) => {
+      let waiters = this.#teardowns.get(deployment.id);
+      if (!waiters) this.#teardowns.set(deployment.id, (waiters = new Set()));
+      waiters.add(resolve);
+      void this.#wakeListenerOf(deployment.id);
+    });
+  }
+
+  /** An agent finished tearing the deployment down. */
+  teardownDone(deploymentId: string): void {
+    const waiters = this.#teardowns.get(deploymentId);
+    this.#teardowns.delete(deploymentId);
+    for (const resolve of waiters ?? []) resolve();
+  }
+
+  /** Wakes the long-polls of one listener's agents. */
+  wake(listenerId: string): void {
+    this.#wake.notify(listenerId);
+  }
+
+  async #wakeListenerOf(deploymentId: string): Promise<void> {
+    const listener = await this.#agents.servingListener(deploymentId);
+    if (listener) this.#wake.notify(listener.id);
+  }
+
+  /** Starts the silent-listener sweep: every half lease, listeners not heard from for a lease. */
+  start(): void {
+    if (this.#sweep) return;
+    const every = Math.max(100, Math.floor(this.#leaseMs / 2));
+    this.#sweep = setInterval(() => {
+      const now = this.#clock.now();
+      const cutoff = new Date(Date.parse(now) - this.#leaseMs).toISOString();
+      this.#agents
+        .markSilent(cutoff, now)
+        .then((ids) => {
+          if (ids.length > 0) this.#log.warn('listener agent silent past its lease: deployments are UNKNOWN', { deployments: ids.length });
+        })
+        .catch((error: unknown) => this.#log.error('silent-listener sweep failed', { error: String(error) }));
+    }, every);
+    this.#sweep.unref();
+  }
+
+  stop(): void {
+    if (this.#sweep) clearInterval(this.#sweep);
+    this.#sweep = null;
+  }
+}

@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto';
+import type { ListenerToken, ListenerTokenCreated } from '../../../shared/schemas/agent.ts';
+import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
+import type { SqliteAgentStore } from '../../store/agents.ts';
+import type { Store } from '../../store/types.ts';
+import type { Clock } from '../clock.ts';
+import { NotFound, Unauthorized } from '../errors.ts';
+
+/** Agent tokens carry their own prefix, so a log or a support request tells them from API keys. */
+const PREFIX = 'lat_';
+
+/** Who an agent request comes from: a listener, through one of its tokens. */
+export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: string };
+
+/**
+ * Agent credentials of a listener: shown once, stored as SHA-256 hashes, revocable. A token
+ * authenticates only the agent routes of its own listener; API keys are not accepted there.
+ */
+export class ListenerTokens {
+  readonly #store: Store;
+  readonly #agents: SqliteAgentStore;
+  readonly #clock: Clock;
+
+  constructor(deps: { store: Store; agents: SqliteAgentStore; clock: Clock }) {
+    this.#store = deps.store;
+    this.#agents = deps.agents;
+    this.#clock = deps.clock;
+  }
+
+  async create(tenantId: string, listenerId: string): Promise<ListenerTokenCreated> {
+    await this.#listener(tenantId, listenerId);
+    const token = PREFIX + randomBytes(32).toString('base64url');
+    const created = { id: crypto.randomUUID(), listener_id: listenerId, token, created_at: this.#clock.now() };
+    await this.#agents.createToken({ id: created.id, listenerId, tenantId, tokenHash: hashApiKey(token), now: created.created_at });
+    return created;
+  }
+
+  async list(tenantId: string, listenerId: string): Promise<ListenerToken[]> {
+    await this.#listener(tenantId, listenerId);
+    return (await this.#agents.listTokens(listenerId)).map((t) => ({ id: t.id, listener_id: t.listener_id, created_at: t.created_at }));
+  }
+
+  async revoke(tenantId: string, listenerId: string, tokenId: string): Promise<void> {
+    await this.#listener(tenantId, listenerId);
+    if (!(await this.#agents.revokeToken(listenerId, tokenId, this.#clock.now()))) throw new NotFound(`Listener token ID ${tokenId} not found.`);
+  }
+
+  /** The listener the token belongs to, when it is the one the path names. */
+  async authenticate(token: string | undefined, listenerId: string): Promise<AgentPrincipal> {
+    if (!token) throw new Unauthorized('Missing listener token: send it as Authorization: Bearer <token>.');
+    if (!token.startsWith(PREFIX)) throw new Unauthorized('Agent routes take a listener token (POST /v2/listeners/{id}/tokens), not an API key.');
+    const hash = hashApiKey(token);
+    const record = await this.#agents.findToken(hash);
+    if (!record || record.revoked || !sameDigest(record.token_hash, hash)) throw new Unauthorized('Invalid or revoked listener token.');
+    // Another listener's token: answer as if the listener did not exist for this caller.
+    if (record.listener_id !== listenerId) throw new NotFound(`Listener ID ${listenerId} not found.`);
+    return { listenerId: record.listener_id, tenantId: record.tenant_id, tokenId: record.id };
+  }
+
+  async #listener(tenantId: string, listenerId: string) {
+    const listener = await this.#store.getListener(tenantId, listenerId);
+    if (!listener) throw new NotFound(`Listener ID ${listenerId} not found.`);
+    return listener;
+  }
+}

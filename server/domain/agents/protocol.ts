@@ -1,0 +1,211 @@
+import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
+import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
+import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
+import type { SqliteAgentStore, ClaimRecord } from '../../store/agents.ts';
+import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
+import type { Clock } from '../clock.ts';
+import { BadRequest, Conflict } from '../errors.ts';
+import type { Pipeline } from '../pipeline.ts';
+import type { RevisionWatch } from '../revision-watch.ts';
+import type { AgentPrincipal } from './listener-tokens.ts';
+
+/** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
+const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
+  AWAITING_BUILD: ['BUILDING', 'BUILD_FAILED'],
+  BUILDING: ['AWAITING_DEPLOY', 'BUILD_FAILED'],
+  AWAITING_DEPLOY: ['DEPLOYING', 'DEPLOY_FAILED'],
+  DEPLOYING: ['DEPLOYED', 'DEPLOY_FAILED'],
+};
+
+/** While nothing wakes a long-poll, it looks again this often: a lapsed lease frees work without any event. */
+const RECHECK_MS = 1000;
+
+export type AgentProtocolDeps = {
+  store: Store;
+  agents: SqliteAgentStore;
+  pipeline: Pipeline;
+  plane: AgentDataPlane;
+  wake: RevisionWatch;
+  clock: Clock;
+  leaseMs: number;
+};
+
+/**
+ * The listener-agent protocol (contract §9): long-poll claims with leases, stage changes through
+ * the pipeline's compare-and-set transitions, log appends, heartbeats, teardown reports. Every
+ * call is scoped to the caller's listener; a claim is only ever its claimant's.
+ */
+export class AgentProtocol {
+  readonly #deps: AgentProtocolDeps;
+
+  constructor(deps: AgentProtocolDeps) {
+    this.#deps = deps;
+  }
+
+  async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
+    const now = this.#deps.clock.now();
+    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity });
+    return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
+  }
+
+  /** Claims the next piece of work, holding the request up to `waitMs` until some appears. */
+  async claim(agent: AgentPrincipal, agentId: string, waitMs: number, signal?: AbortSignal): Promise<WorkItem | null> {
+    const { agents, clock, wake } = this.#deps;
+    const deadline = Date.now() + waitMs;
+    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    for (;;) {
+      const now = clock.now();
+      const claim = await agents.claimNext({ listenerId: agent.listenerId, agentId, claimId: crypto.randomUUID(), now, leaseUntil: this.#leaseFrom(now) });
+      if (claim) {
+        const item = await this.#workItem(claim);
+        if (item) return item;
+        await agents.releaseClaim(claim.claim_id);
+        continue;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0 || signal?.aborted) return null;
+      await wake.wait(agent.listenerId, Math.min(left, RECHECK_MS), signal).changed;
+    }
+  }
+
+  /** Extends the lease; 409 when the claim was lost (lapsed and taken) or its revision has ended. */
+  async renew(agent: AgentPrincipal, claimId: string): Promise<LeaseRenewed> {
+    const { agents, clock } = this.#deps;
+    const claim = await this.#claim(agent, claimId);
+    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    const status = await this.#liveStatus(claim);
+    const leaseUntil = this.#leaseFrom(clock.now());
+    await agents.renewClaim(claimId, leaseUntil);
+    return { claim_id: claimId, lease_expires_at: leaseUntil, status };
+  }
+
+  /** One stage change, compare-and-set: 409 naming the current status when the revision moved on. */
+  async transition(agent: AgentPrincipal, claimId: string, body: AgentTransition) {
+    const { pipeline, agents, store, clock } = this.#deps;
+    const claim = await this.#claim(agent, claimId);
+    if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no stages.');
+    if (!AGENT_MOVES[body.from]?.includes(body.to)) throw new BadRequest(`An agent may not move a revision from ${body.from} to ${body.to}.`);
+    const before = await store.getRevisionById(claim.revision_id);
+    if (before?.status !== body.from) {
+      if (before && isTerminal(before.status)) await agents.releaseClaim(claimId);
+      throw new Conflict(`Revision ${claim.revision_id} is ${before?.status ?? 'gone'}, not ${body.from}; stop this work.`);
+    }
+    // Written just before the move, so a 409 above changes nothing; the move's notification carries both.
+    if (body.repo_commit_sha) await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
+    const moved = await pipeline.transition({
+      revisionId: claim.revision_id,
+      from: [body.from],
+      to: body.to,
+      statusMessage: body.status_message ?? null,
+    });
+    if (!moved) {
+      const current = await store.getRevisionById(claim.revision_id);
+      if (current && isTerminal(current.status)) await agents.releaseClaim(claimId);
+      throw new Conflict(`Revision ${claim.revision_id} is ${current?.status ?? 'gone'}, not ${body.from}; stop this work.`);
+    }
+    if (isTerminal(moved.status)) await agents.releaseClaim(claimId);
+    else await agents.renewClaim(claimId, this.#leaseFrom(clock.now()));
+    return moved;
+  }
+
+  /** Appends log lines of the claimed revision in one write; 409 once the revision has ended. */
+  async appendLogs(agent: AgentPrincipal, claimId: string, body: AgentLogAppend): Promise<void> {
+    const { store, clock } = this.#deps;
+    const claim = await this.#claim(agent, claimId);
+    if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
+    await this.#liveStatus(claim);
+    await store.appendLogs(claim.revision_id, body.lines, clock.now());
+  }
+
+  /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
+  async teardownDone(agent: AgentPrincipal, claimId: string): Promise<void> {
+    const claim = await this.#claim(agent, claimId);
+    if (claim.kind !== 'teardown') throw new BadRequest('This claim is not a teardown.');
+    await this.#deps.agents.releaseClaim(claimId);
+    this.#deps.plane.teardownDone(claim.deployment_id);
+  }
+
+  /** Gives a claim back before its lease ends (the agent is shutting down): another agent may take it. */
+  async release(agent: AgentPrincipal, claimId: string): Promise<void> {
+    await this.#claim(agent, claimId);
+    await this.#deps.agents.releaseClaim(claimId);
+    this.#deps.plane.wake(agent.listenerId);
+  }
+
+  /** What the listener should be running now: each live revision with its secrets, to restart without rebuilding. */
+  async live(agent: AgentPrincipal): Promise<LiveDeployments> {
+    const { agents, store, clock } = this.#deps;
+    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    const deployments: LiveDeployments['deployments'] = [];
+    for (const live of await agents.liveDeployments(agent.listenerId)) {
+      const [deployment, revision] = await Promise.all([store.getDeploymentById(live.deploymentId), store.getRevisionWork(live.revisionId)]);
+      if (deployment && revision) deployments.push({ deployment: workDeployment(deployment), revision: workRevision(revision, deployment) });
+    }
+    return { deployments };
+  }
+
+  async #claim(agent: AgentPrincipal, claimId: string): Promise<ClaimRecord> {
+    const claim = await this.#deps.agents.getClaim(agent.listenerId, claimId);
+    if (!claim) throw new Conflict(`Claim ${claimId} is not held: its lease lapsed and the work went back to the queue; stop this work.`);
+    return claim;
+  }
+
+  /** The claimed revision's status; 409 (and the claim released) when it has ended, e.g. interrupted. */
+  async #liveStatus(claim: ClaimRecord): Promise<RevisionStatus | null> {
+    if (claim.kind !== 'revision' || !claim.revision_id) return null;
+    const revision = await this.#deps.store.getRevisionById(claim.revision_id);
+    if (!revision || isTerminal(revision.status)) {
+      await this.#deps.agents.releaseClaim(claim.claim_id);
+      throw new Conflict(`Revision ${claim.revision_id} is ${revision?.status ?? 'gone'}; stop this work.`);
+    }
+    return revision.status;
+  }
+
+  async #workItem(claim: ClaimRecord): Promise<WorkItem | null> {
+    const { store } = this.#deps;
+    const deployment = await store.getDeploymentById(claim.deployment_id);
+    if (!deployment) return null;
+    const lease = { claim_id: claim.claim_id, lease_expires_at: claim.lease_expires_at, lease_ms: this.#deps.leaseMs };
+    if (claim.kind === 'teardown') return { kind: 'teardown', ...lease, deployment: workDeployment(deployment) };
+    const revision = claim.revision_id ? await store.getRevisionWork(claim.revision_id) : null;
+    if (!revision) return null;
+    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: workRevision(revision, deployment) };
+  }
+
+  #leaseFrom(now: string): string {
+    return new Date(Date.parse(now) + this.#deps.leaseMs).toISOString();
+  }
+}
+
+function workDeployment(deployment: DeploymentRecord): WorkDeployment {
+  return {
+    id: deployment.id,
+    name: deployment.name,
+    source: deployment.source,
+    custom_url: deployment.source_config.custom_url,
+    install_command: deployment.source_config.install_command,
+    build_command: deployment.source_config.build_command,
+  };
+}
+
+function workRevision(revision: RevisionWork, deployment: DeploymentRecord): WorkRevision {
+  return {
+    id: revision.id,
+    status: revision.status,
+    graph_config_path: revision.source_revision_config.graph_config_path,
+    source: sourceOf(revision, deployment),
+    secrets: revision.secrets.map((s) => ({ name: s.name, value: s.value })),
+  };
+}
+
+/**
+ * Where the agent fetches what it builds. SEAM for `internal_source` (uploaded tarballs, built on
+ * another branch): it becomes `{type: 'tarball', url: <signed fetch URL>}` here once that source exists.
+ */
+function sourceOf(revision: RevisionWork, deployment: DeploymentRecord): WorkSource {
+  const config = revision.source_revision_config;
+  if (deployment.source === 'github') {
+    return { type: 'git', repo_url: deployment.source_config.repo_url ?? '', ref: config.repo_ref, commit_sha: config.repo_commit_sha };
+  }
+  return { type: 'image', image_uri: config.image_uri ?? '' };
+}

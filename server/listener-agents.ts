@@ -1,0 +1,46 @@
+import type Database from 'better-sqlite3';
+import type { Config } from './config.ts';
+import { AgentDataPlane } from './dataplane/listener-agent.ts';
+import type { Clock } from './domain/clock.ts';
+import { ListenerTokens } from './domain/agents/listener-tokens.ts';
+import { AgentProtocol } from './domain/agents/protocol.ts';
+import { DefaultListener } from './domain/agents/default-listener.ts';
+import { RevisionWatch } from './domain/revision-watch.ts';
+import type { RouteContext } from './http/env.ts';
+import type { Logger } from './logger.ts';
+import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
+import { listenerTokenRoutes } from './routes/listener-tokens.ts';
+import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
+import type { Services } from './services.ts';
+import { SqliteAgentStore } from './store/agents.ts';
+
+/**
+ * Listener agents (issue 11), in two steps because the pipeline needs the data plane and the
+ * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
+ */
+export function createListenerAgents(deps: { db: Database.Database; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
+  const agents = new SqliteAgentStore(deps.db);
+  // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it.
+  const wake = new RevisionWatch();
+  const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS });
+  return {
+    plane,
+    attach(services: Services) {
+      const { store, clock, pipeline } = services;
+      const tokens = new ListenerTokens({ store, agents, clock });
+      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS });
+      const defaults = new DefaultListener({ store, agents });
+      return {
+        protocol,
+        routes: (ctx: RouteContext) => {
+          listenerTokenRoutes(ctx, tokens);
+          agentRoutes(ctx, { tokens, protocol });
+          workspaceSettingsRoutes(ctx, defaults);
+        },
+        /** Agent routes authenticate by listener token, not by API key. */
+        isPublic: (path: string) => AGENT_PATH.test(path),
+        worker: { start: () => plane.start(), stop: () => plane.stop() },
+      };
+    },
+  };
+}

@@ -1,0 +1,87 @@
+import type { Context } from 'hono';
+import {
+  AgentHeartbeat,
+  AgentHeartbeatAck,
+  AgentLogAppend,
+  AgentTransition,
+  ClaimRequest,
+  ClaimResponse,
+  LeaseRenewed,
+  LiveDeployments,
+} from '../../shared/schemas/agent.ts';
+import { Revision } from '../../shared/schemas/revision.ts';
+import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
+import type { AgentProtocol } from '../domain/agents/protocol.ts';
+import { publicRevision } from '../domain/revisions.ts';
+import type { RouteContext } from '../http/env.ts';
+import { route } from '../http/route.ts';
+import { pathId, readJson } from '../http/validation.ts';
+
+export const AGENT_PATH = /^\/v2\/listeners\/[^/]+\/agent(\/|$)/;
+
+/**
+ * The listener-agent protocol (docs/listener-protocol.md). These routes take a listener token, not
+ * an API key (the API-key middleware skips them), and only the token's own listener's.
+ */
+export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; protocol: AgentProtocol }): void {
+  const { tokens, protocol } = deps;
+  const tag = 'listener-agent';
+  const base = '/v2/listeners/:listener_id/agent';
+  const agentOf = (c: Context) => tokens.authenticate(bearerOf(c.req.raw.headers), pathId(c, 'listener_id'));
+  const doc = { tag, auth: false } as const;
+
+  route(ctx, { ...doc, method: 'post', path: `${base}/heartbeat`, summary: 'Agent heartbeat: version and capacity (listener token)', body: AgentHeartbeat, response: { status: 200, schema: AgentHeartbeatAck } }, async (c) => {
+    const agent = await agentOf(c);
+    return c.json(await protocol.heartbeat(agent, await readJson(c, AgentHeartbeat)));
+  });
+
+  route(ctx, { ...doc, method: 'post', path: `${base}/claim`, summary: 'Long-poll for work and claim it with a lease; {"work": null} when none came in time (listener token)', body: ClaimRequest, response: { status: 200, schema: ClaimResponse } }, async (c) => {
+    const agent = await agentOf(c);
+    const body = await readJson(c, ClaimRequest);
+    return c.json({ work: await protocol.claim(agent, body.agent_id, body.wait_seconds * 1000, c.req.raw.signal) });
+  });
+
+  const claimPath = `${base}/claims/:claim_id`;
+  route(ctx, { ...doc, method: 'post', path: `${claimPath}/renew`, summary: "Renew a claim's lease; 409 when it was lost or its revision ended (listener token)", response: { status: 200, schema: LeaseRenewed } }, async (c) => {
+    const agent = await agentOf(c);
+    return c.json(await protocol.renew(agent, pathId(c, 'claim_id')));
+  });
+
+  route(ctx, { ...doc, method: 'post', path: `${claimPath}/transition`, summary: 'Move the claimed revision on (compare-and-set); 409 names the current status (listener token)', body: AgentTransition, response: { status: 200, schema: Revision } }, async (c) => {
+    const agent = await agentOf(c);
+    const claimId = pathId(c, 'claim_id');
+    return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition))));
+  });
+
+  route(ctx, { ...doc, method: 'post', path: `${claimPath}/logs`, summary: 'Append build or deploy log lines of the claimed revision (listener token)', body: AgentLogAppend, response: { status: 204, schema: null } }, async (c) => {
+    const agent = await agentOf(c);
+    const claimId = pathId(c, 'claim_id');
+    await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend));
+    return c.body(null, 204);
+  });
+
+  route(ctx, { ...doc, method: 'post', path: `${claimPath}/done`, summary: 'Report a claimed teardown finished: the deployment is removed (listener token)', response: { status: 204, schema: null } }, async (c) => {
+    const agent = await agentOf(c);
+    await protocol.teardownDone(agent, pathId(c, 'claim_id'));
+    return c.body(null, 204);
+  });
+
+  route(ctx, { ...doc, method: 'delete', path: claimPath, summary: 'Give a claim back before its lease ends (listener token)', response: { status: 204, schema: null } }, async (c) => {
+    const agent = await agentOf(c);
+    await protocol.release(agent, pathId(c, 'claim_id'));
+    return c.body(null, 204);
+  });
+
+  route(ctx, { ...doc, method: 'get', path: `${base}/live`, summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)", response: { status: 200, schema: LiveDeployments } }, async (c) => {
+    const agent = await agentOf(c);
+    return c.json(await protocol.live(agent));
+  });
+}
+
+/** Only `Authorization: Bearer`: an `X-Api-Key` header is never read on agent routes. */
+function bearerOf(headers: Headers): string | undefined {
+  const authorization = headers.get('authorization');
+  const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  return bearer?.[1] ?? (headers.get('x-api-key') ? 'x-api-key' : undefined);
+}
+

@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { Timestamp, Uuid } from './common.ts';
+import { LogLevel, LogType, RevisionStatus } from './revision.ts';
+
+/** `POST /v2/listeners/{id}/tokens` → 201: the token is shown this once and stored only as a hash. */
+export const ListenerTokenCreated = z.object({ id: Uuid, listener_id: Uuid, token: z.string(), created_at: Timestamp });
+export type ListenerTokenCreated = z.infer<typeof ListenerTokenCreated>;
+
+export const ListenerToken = z.object({ id: Uuid, listener_id: Uuid, created_at: Timestamp });
+export type ListenerToken = z.infer<typeof ListenerToken>;
+
+/** Names one running agent process; a second agent on the same listener has another id. */
+const AgentId = z.string().min(1).max(100).regex(/^[A-Za-z0-9._:-]+$/, { message: 'agent_id must be 1-100 characters of A-Z a-z 0-9 . _ : -' });
+
+export const AgentHeartbeat = z.strictObject({
+  agent_id: AgentId,
+  version: z.string().min(1).max(100),
+  /** How many pieces of work the agent can take at once. */
+  capacity: z.int().min(0).max(1000),
+});
+export type AgentHeartbeat = z.infer<typeof AgentHeartbeat>;
+
+export const AgentHeartbeatAck = z.object({ listener_id: Uuid, heard_at: Timestamp, lease_ms: z.int() });
+export type AgentHeartbeatAck = z.infer<typeof AgentHeartbeatAck>;
+
+export const ClaimRequest = z.strictObject({
+  agent_id: AgentId,
+  /** Long-poll: hold the request up to this long until work appears (0: answer at once). */
+  wait_seconds: z.number().min(0).max(60).default(25),
+});
+export type ClaimRequest = z.infer<typeof ClaimRequest>;
+
+/**
+ * Where the agent gets what it builds. `git`: the repository at `commit_sha` when known, else the
+ * head of `ref`. `tarball`: an uploaded source archive behind a signed URL (internal_source; the
+ * upload routes are being built on another branch, so no work item carries this yet).
+ */
+export const WorkSource = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('git'), repo_url: z.string(), ref: z.string().nullable(), commit_sha: z.string().nullable() }),
+  z.object({ type: z.literal('tarball'), url: z.string().nullable() }),
+  z.object({ type: z.literal('image'), image_uri: z.string() }),
+]);
+export type WorkSource = z.infer<typeof WorkSource>;
+
+/** The deployment as the agent needs it (no tenant-wide data). */
+export const WorkDeployment = z.object({
+  id: Uuid,
+  name: z.string(),
+  source: z.string(),
+  custom_url: z.string().nullable(),
+  install_command: z.string().nullable(),
+  build_command: z.string().nullable(),
+});
+export type WorkDeployment = z.infer<typeof WorkDeployment>;
+
+export const WorkRevision = z.object({
+  id: Uuid,
+  status: RevisionStatus,
+  graph_config_path: z.string().nullable(),
+  source: WorkSource,
+  /** The deployment's secrets: they reach the agent only here, inside claimed work. */
+  secrets: z.array(z.object({ name: z.string(), value: z.string() })),
+});
+export type WorkRevision = z.infer<typeof WorkRevision>;
+
+export const WorkItem = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('revision'),
+    claim_id: Uuid,
+    lease_expires_at: Timestamp,
+    lease_ms: z.int(),
+    deployment: WorkDeployment,
+    revision: WorkRevision,
+  }),
+  z.object({ kind: z.literal('teardown'), claim_id: Uuid, lease_expires_at: Timestamp, lease_ms: z.int(), deployment: WorkDeployment }),
+]);
+export type WorkItem = z.infer<typeof WorkItem>;
+
+export const ClaimResponse = z.object({ work: WorkItem.nullable() });
+export type ClaimResponse = z.infer<typeof ClaimResponse>;
+
+export const LeaseRenewed = z.object({ claim_id: Uuid, lease_expires_at: Timestamp, status: RevisionStatus.nullable() });
+export type LeaseRenewed = z.infer<typeof LeaseRenewed>;
+
+export const AgentTransition = z.strictObject({
+  from: RevisionStatus,
+  to: RevisionStatus,
+  status_message: z.string().max(4000).nullish(),
+  /** The commit the agent built: becomes the revision's `repo_commit_sha`. */
+  repo_commit_sha: z
+    .string()
+    .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, { message: 'repo_commit_sha must be a full hex commit id' })
+    .nullish(),
+});
+export type AgentTransition = z.infer<typeof AgentTransition>;
+
+export const AgentLogLine = z.strictObject({ type: LogType, level: LogLevel.default('info'), message: z.string().max(16_000) });
+export const AgentLogAppend = z.strictObject({ lines: z.array(AgentLogLine).min(1).max(1000) });
+export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
+
+/** `GET …/agent/live`: what the listener's agents should be running (restart without rebuilding). */
+export const LiveDeployments = z.object({
+  deployments: z.array(z.object({ deployment: WorkDeployment, revision: WorkRevision })),
+});
+export type LiveDeployments = z.infer<typeof LiveDeployments>;

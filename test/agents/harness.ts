@@ -1,0 +1,146 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import type { Api } from '../helpers/api.ts';
+import { ROOT } from '../helpers/listening-child.ts';
+
+export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
+}
+
+/**
+ * A real git "remote" (a bare repository, reached over file://) holding the fixture LangGraph app,
+ * and a clone that commits and pushes to it.
+ */
+export function graphRepo(root = mkdtempSync(join(tmpdir(), 'cp-agent-git-'))) {
+  const bare = join(root, 'remote.git');
+  const work = join(root, 'work');
+  git(root, 'init', '--bare', '--initial-branch=main', bare);
+  git(root, 'clone', '-q', `file://${bare}`, work);
+  cpSync(FIXTURE, work, { recursive: true, filter: (src) => !src.includes('node_modules') });
+  /** Writes the files (path → content, relative to the repository), commits, pushes; answers the commit. */
+  const commit = (files: Record<string, string>, message: string) => {
+    for (const [path, content] of Object.entries(files)) {
+      mkdirSync(dirname(join(work, path)), { recursive: true });
+      writeFileSync(join(work, path), content);
+    }
+    git(work, 'add', '-A');
+    git(work, 'commit', '-q', '-m', message);
+    git(work, 'push', '-q', 'origin', 'HEAD:refs/heads/main');
+    return git(work, 'rev-parse', 'HEAD');
+  };
+  const read = (path: string) => readFileSync(join(work, path), 'utf8');
+  const first = commit({}, 'The fixture LangGraph app');
+  return { url: `file://${bare}`, first, commit, read };
+}
+
+export type AgentProcess = {
+  pid: number;
+  proxyPort: number;
+  workDir: string;
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+};
+
+/** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
+export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string> }): Promise<AgentProcess> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [resolve(ROOT, 'agent/main.ts'), '--url', options.url, '--listener', options.listenerId, '--work-dir', options.workDir, '--proxy-port', '0', '--agent-id', options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`],
+    {
+      cwd: ROOT,
+      // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).
+      env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: options.token, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  const proxyPort = await new Promise<number>((resolvePort, reject) => {
+    const timer = setTimeout(() => reject(new Error(`agent did not start:\n${output}`)), 60_000);
+    const check = () => {
+      const port = /proxy listening on http:\/\/[^:]+:(\d+)/.exec(output)?.[1];
+      if (port && output.includes('agent: serving listener')) {
+        clearTimeout(timer);
+        resolvePort(Number(port));
+      }
+    };
+    child.stdout!.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    pid: child.pid!,
+    proxyPort,
+    workDir: options.workDir,
+    output: () => output,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+/** A `local` listener with an agent token, made the workspace's default listener. */
+export async function localListener(api: Api, workspaceId: string, computeId = `local-${crypto.randomUUID().slice(0, 8)}`) {
+  const listener = await api.post('/v2/listeners', { compute_type: 'local', compute_id: computeId });
+  if (listener.status !== 201) throw new Error(`listener: ${listener.status} ${JSON.stringify(listener.body)}`);
+  const token = await api.post(`/v2/listeners/${listener.body.id}/tokens`);
+  if (token.status !== 201) throw new Error(`token: ${token.status} ${JSON.stringify(token.body)}`);
+  const patched = await api.patch(`/v1/workspaces/${workspaceId}`, { default_listener_id: listener.body.id });
+  if (patched.status !== 200) throw new Error(`workspace: ${patched.status} ${JSON.stringify(patched.body)}`);
+  return { listenerId: listener.body.id as string, token: token.body.token as string };
+}
+
+/** Ends every agent server left in a work directory (after an agent was SIGKILLed). */
+export function killLeftoverServers(workDir: string): void {
+  if (!existsSync(workDir)) return;
+  for (const deployment of readdirSync(workDir)) {
+    const dir = join(workDir, deployment);
+    for (const revision of existsSync(dir) ? readdirSync(dir) : []) {
+      const pidFile = join(dir, revision, '.agent-server.pid');
+      if (!existsSync(pidFile)) continue;
+      try {
+        process.kill(-Number(readFileSync(pidFile, 'utf8')), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
+
+/** Runs the graph through the deployment's URL (the agent's proxy, by Host): POST /runs/wait. */
+export async function runGraph(proxyPort: number, host: string): Promise<{ status: number; body: any }> {
+  const response = await hostFetch(proxyPort, host, '/runs/wait', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input: {} }) });
+  return response;
+}
+
+/** An HTTP request to the proxy on loopback with a chosen Host header (as curl http://<host>:<port> would send). */
+export async function hostFetch(proxyPort: number, host: string, path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; body: any }> {
+  const { request } = await import('node:http');
+  return new Promise((resolvePromise, reject) => {
+    const req = request({ host: '127.0.0.1', port: proxyPort, path, method: init.method ?? 'GET', headers: { ...init.headers, host: `${host}:${proxyPort}` } }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => {
+        let body: unknown = text;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          // not JSON
+        }
+        resolvePromise({ status: res.statusCode ?? 0, body });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(init.body);
+  });
+}
