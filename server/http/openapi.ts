@@ -58,6 +58,8 @@ export type RouteDoc = {
   errors?: number[];
   /** False for the routes that take no API key. */
   auth?: boolean;
+  /** For a route with `auth: false` that takes another credential: its security requirement (e.g. `[{ ListenerToken: [] }]`). */
+  security?: Array<Record<string, string[]>>;
 };
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -90,6 +92,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   'tracing-projects': 'Tracing projects (one per deployment)',
   webhooks: 'GitHub push webhooks and the delivery log',
   'Auth Service (v2)': 'OAuth helper: providers, tokens, authorization flows',
+  'listener-agent': 'The listener-agent protocol: what an agent running where deployments run calls, with its listener token (docs/listener-protocol.md)',
 };
 
 /**
@@ -181,6 +184,7 @@ export class OpenApiRegistry {
           ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: 'API Key: an organization- or workspace-scoped API key.' },
           TenantId: { type: 'apiKey', in: 'header', name: 'X-Tenant-Id', description: 'Tenant ID: the workspace to act in (optional; the key\'s default workspace otherwise).' },
           BearerAuth: { type: 'http', scheme: 'bearer', description: 'Bearer Auth: the API key as `Authorization: Bearer <key>`.' },
+          ListenerToken: { type: 'http', scheme: 'bearer', description: "A listener agent's token (`POST /v2/listeners/{id}/tokens`), on its own listener's agent routes only." },
         },
       },
       // Either key header, each with or without X-Tenant-Id.
@@ -237,7 +241,7 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
       ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: route.body ? schemas.schema(route.body, 'input') : { type: 'string', contentMediaType: route.bodyContentType } } } } }
       : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
-    ...(route.auth === false ? { security: [] } : {}),
+    ...(route.security ? { security: route.security } : route.auth === false ? { security: [] } : {}),
   };
 }
 

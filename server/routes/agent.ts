@@ -28,7 +28,8 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
   const tag = 'listener-agent';
   const base = '/v2/listeners/:listener_id/agent';
   const agentOf = (c: Context) => tokens.authenticate(bearerOf(c.req.raw.headers), pathId(c, 'listener_id'));
-  const doc = { tag, auth: false } as const;
+  // Not behind the API key: the listener token is checked here, so the errors are listed rather than derived.
+  const doc = { tag, auth: false, security: [{ ListenerToken: [] }], errors: [400, 401, 404, 409, 413, 415, 422, 503] };
 
   route(ctx, { ...doc, method: 'post', path: `${base}/heartbeat`, summary: 'Agent heartbeat: version and capacity (listener token)', body: AgentHeartbeat, response: { status: 200, schema: AgentHeartbeatAck } }, async (c) => {
     const agent = await agentOf(c);
