@@ -28,6 +28,14 @@ export const Config = z.object({
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
+  /** Largest source tarball a signed upload URL takes (the hosted API's 200 MiB). */
+  UPLOAD_MAX_BYTES: z.coerce.number().int().min(1).max(4 * 1024 ** 3).default(200 * 1024 * 1024),
+  /** How long an upload URL from `POST …/upload-url` stays valid. */
+  UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(900),
+  /** Container registry that `internal_docker` clients push to (`POST …/push-token`). */
+  REGISTRY_URL: optional,
+  /** The token `POST …/push-token` hands out for `docker login` to REGISTRY_URL; a secret, never logged. */
+  REGISTRY_PUSH_TOKEN: optional,
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

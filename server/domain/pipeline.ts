@@ -158,6 +158,7 @@ export class Pipeline {
   }
 
   async #dataPlaneFor(deployment: DeploymentRecord): Promise<DataPlane> {
+    // Deployments without a listener (github, internal_*) run on the workspace's default one: the sandbox.
     if (deployment.source === 'github' || !deployment.source_config.listener_id) return this.#deps.sandbox;
     const listener = await this.#deps.store.getListenerById(deployment.source_config.listener_id);
     return listener?.compute_type === 'k8s' ? this.#deps.listenerAgent : this.#deps.sandbox;
@@ -170,7 +171,12 @@ export class Pipeline {
 }
 
 
-/** `github` revisions are built first; `external_docker` ones go straight to deploy. */
+/** `github` and `internal_source` revisions are built first; the two image sources go straight to deploy. */
 export function firstStage(revision: Pick<RevisionRecord, 'source'>): RevisionStatus {
-  return revision.source === 'github' ? 'AWAITING_BUILD' : 'AWAITING_DEPLOY';
+  return buildsFromSource(revision.source) ? 'AWAITING_BUILD' : 'AWAITING_DEPLOY';
+}
+
+/** Sources whose revisions have a build stage. */
+export function buildsFromSource(source: RevisionRecord['source']): boolean {
+  return source === 'github' || source === 'internal_source';
 }

@@ -12,7 +12,7 @@ export function listenerRoutes(ctx: RouteContext): void {
     return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
   });
   route(ctx, { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, response: { status: 201, schema: Listener } }, async (c) => {
-    const body = await readJson(c, ListenerCreate);
+    const body = await readJson(c, ListenerCreate, { unknownFields: 'ignore' });
     return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
   });
   route(ctx, { method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } }, async (c) =>
@@ -20,7 +20,7 @@ export function listenerRoutes(ctx: RouteContext): void {
   );
   route(ctx, { method: 'patch', path: '/v2/listeners/:listener_id', summary: 'Update a listener', tag, body: ListenerPatch, response: { status: 200, schema: Listener } }, async (c) => {
     const id = pathId(c, 'listener_id');
-    const body = await readJson(c, ListenerPatch);
+    const body = await readJson(c, ListenerPatch, { unknownFields: 'ignore' });
     return c.json(await listeners.patch(c.get('principal').workspaceId, id, body));
   });
   route(ctx, { method: 'delete', path: '/v2/listeners/:listener_id', summary: 'Delete a listener no deployment uses', tag, response: { status: 204, schema: null } }, async (c) => {

@@ -1,6 +1,7 @@
 import initial from './001_initial.ts';
 import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
+import compat from './004_compat.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -10,4 +11,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
+  { version: 4, name: 'compat', sql: compat },
 ];
