@@ -42,8 +42,28 @@ export type ClientOptions = {
   /** Injected so tests can see the delays without waiting them out. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onRetry?: (event: RetryEvent) => void;
+  /** Each `Warning` the server sends (e.g. `Unknown field ignored: body.x`), with what was being done. */
+  onWarning?: (event: WarningEvent) => void;
   userAgent?: string;
 };
+
+export type WarningEvent = { what: string; text: string };
+
+/**
+ * The texts of a `Warning` header (RFC 7234: `<code> <agent> "<text>"`, several joined by commas
+ * when a fetch implementation folds them): each quoted text, unescaped; a value in no known form whole.
+ */
+export function warningTexts(header: string | null): string[] {
+  if (!header) return [];
+  const texts = [...header.matchAll(/\d{3} \S+ "((?:[^"\\]|\\.)*)"/g)].map((match) => {
+    try {
+      return JSON.parse(`"${match[1]}"`) as string;
+    } catch {
+      return match[1]!;
+    }
+  });
+  return texts.length > 0 ? texts : [header];
+}
 
 type RequestOptions<T> = {
   what: string;
@@ -140,6 +160,7 @@ export class ApiClient {
       let retryDelay: number | null = null;
       try {
         const response = await this.#send(method, path, options);
+        for (const text of warningTexts(response.headers.get('warning'))) this.#options.onWarning?.({ what: options.what, text });
         if (response.ok || options.accept?.includes(response.status)) {
           const text = response.status === 204 || response.status === 304 ? '' : await response.text();
           return { status: response.status, headers: response.headers, body: text && options.schema ? this.#parse(options.schema, text, options.what) : null };
