@@ -8,6 +8,8 @@ import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './er
 
 /** Chunk rows are at most this big: a PUT holds at most one chunk in memory at a time. */
 export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
+/** How much of an oversized body is read and discarded before the 413 (beyond it, the connection is cut). */
+const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024;
 /** Where the signed `PUT` goes; the signature authorizes it, no API key. */
 export const UPLOAD_PATH_PREFIX = '/v1/uploads/';
 
@@ -111,7 +113,11 @@ export class Uploads {
           if (second !== 0x8b) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
         }
         total += value.length;
-        if (total > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+        if (total > maxBytes) {
+          // Read on (and discard) a moderately oversized rest, so the client gets the 413, not a reset.
+          await drain(reader, DRAIN_LIMIT_BYTES);
+          throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+        }
         let offset = 0;
         while (offset < value.length) {
           const take = Math.min(UPLOAD_CHUNK_BYTES - pendingBytes, value.length - offset);
@@ -165,5 +171,19 @@ export class Uploads {
     const expected = Buffer.from(this.#sign(id, expires));
     const given = Buffer.from(signature);
     return expected.length === given.length && timingSafeEqual(expected, given);
+  }
+}
+
+/** Reads and discards up to `limit` more bytes; stops early at the end or on an error. */
+async function drain(reader: ReadableStreamDefaultReader<Uint8Array>, limit: number): Promise<void> {
+  let drained = 0;
+  try {
+    while (drained <= limit) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      drained += value.length;
+    }
+  } catch {
+    // the client went away: nothing to answer
   }
 }

@@ -5,7 +5,7 @@ import { pack } from 'tar-stream';
 export async function gzipTarball(files: Record<string, string | Buffer>): Promise<Buffer> {
   const tar = pack();
   const parts: Buffer[] = [];
-  tar.on('data', (chunk: Buffer) => parts.push(chunk));
+  tar.on('data', (chunk: unknown) => parts.push(chunk as Buffer));
   const ended = new Promise<void>((resolve, reject) => {
     tar.on('end', () => resolve());
     tar.on('error', reject);
