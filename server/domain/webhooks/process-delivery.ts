@@ -14,9 +14,9 @@ export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; re
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen };
+  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; repos?: { recordFromDelivery(event: string, payload: unknown): Promise<void> } };
 
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen }) {
+  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; repos?: { recordFromDelivery(event: string, payload: unknown): Promise<void> } }) {
     this.#deps = deps;
   }
 
@@ -24,6 +24,7 @@ export class DeliveryProcessor {
     if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       return { outcome: 'ignored', reason: 'The body is not a JSON object.', results: [] };
     }
+    await this.#deps.repos?.recordFromDelivery(event, payload); // the repositories GET /v1/integrations/github/{id}/repos lists
     if (event === 'push') return this.#push(payload as PushPayload);
     if (event === 'installation') return this.#installation(payload as InstallationPayload);
     return { outcome: 'ignored', reason: `The ${event} event is not used by this server (it acts on push and installation).`, results: [] };
