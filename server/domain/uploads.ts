@@ -43,7 +43,8 @@ export class Uploads {
   async issue(tenantId: string, deploymentId: string): Promise<UploadUrl> {
     const { store, clock, ttlMs, publicUrl } = this.#deps;
     const now = clock.now();
-    await store.removeExpiredUploads(deploymentId, now);
+    // Tarballs no revision uses are kept one URL lifetime (time enough for the PATCH that names them), then dropped.
+    await store.removeStaleUploads(deploymentId, now, new Date(Date.parse(now) - ttlMs).toISOString());
     const id = crypto.randomUUID();
     const expires = Date.parse(now) + ttlMs;
     const objectPath = `deployments/${deploymentId}/uploads/${id}.tar.gz`;

@@ -32,8 +32,11 @@ export interface UploadStore {
   findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null>;
   /** The chunk with this sequence number, or null past the end. */
   readChunk(id: string, seq: number): Promise<Buffer | null>;
-  /** Drops URLs of the deployment that expired unused. */
-  removeExpiredUploads(deploymentId: string, now: string): Promise<void>;
+  /**
+   * Drops URLs of the deployment that expired unused, and complete uploads finished before
+   * `unusedBefore` that no revision of the deployment names (a redeploy may still need the others).
+   */
+  removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void>;
 }
 
 type Row = Record<string, unknown>;
@@ -102,8 +105,19 @@ export class SqliteUploadStore implements UploadStore {
     return row?.data ?? null;
   }
 
-  async removeExpiredUploads(deploymentId: string, now: string): Promise<void> {
-    this.#db.prepare("DELETE FROM uploads WHERE deployment_id = ? AND state = 'issued' AND expires_at < ?").run(deploymentId, now);
+  async removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare("DELETE FROM uploads WHERE deployment_id = ? AND state = 'issued' AND expires_at < ?").run(deploymentId, now);
+      // Chunk rows go with their upload (ON DELETE CASCADE).
+      this.#db
+        .prepare(
+          `DELETE FROM uploads WHERE deployment_id = @deployment_id AND state = 'complete' AND completed_at < @unused_before
+             AND object_path NOT IN (
+               SELECT json_extract(source_revision_config, '$.source_tarball_path') FROM revisions
+               WHERE deployment_id = @deployment_id AND json_extract(source_revision_config, '$.source_tarball_path') IS NOT NULL)`,
+        )
+        .run({ deployment_id: deploymentId, unused_before: unusedBefore });
+    })();
   }
 }
 

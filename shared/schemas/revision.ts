@@ -94,7 +94,7 @@ export type RevisionLogs = z.infer<typeof RevisionLogs>;
  * optional. `offset` is the cursor a previous answer gave as `next_offset`; `query` matches a
  * substring of the message; `level` the level (`warning` reads as `warn`).
  */
-export const ProjectLogsRequest = z.object({
+export const ProjectLogsRequest = z.strictObject({
   limit: z.int().min(1).max(1000).nullish(),
   order: z.enum(['asc', 'desc']).nullish(),
   offset: z.union([z.int().min(0), z.string().regex(/^\d{1,15}$/, { message: 'offset must be a cursor from next_offset' })]).nullish(),

@@ -155,6 +155,12 @@ describe('compatibility with the hosted API', () => {
     const empty = await t.app.request(`/v1/projects/${id}/deploy_logs`, { method: 'POST', headers: { 'x-api-key': t.apiKey } });
     expect(empty.status).toBe(200);
     expect((await t.api.post(`/v1/projects/${id}/deploy_logs`, { order: 'sideways' })).status).toBe(422);
+    const extra = await t.api.post(`/v1/projects/${id}/deploy_logs`, { order: 'desc', follow: true });
+    expect(extra.status).toBe(200);
+    expect(extra.headers.get('warning')).toBe('299 - "Unknown field ignored: body.follow"');
+    // The tracing project's id names the same logs.
+    const project = (await t.api.get(`/v1/tracing-projects?name=${created.body.name}`)).body.resources[0];
+    expect((await t.api.post(`/v1/projects/${project.id}/deploy_logs`, { order: 'desc' })).body.logs).toEqual(deploy.body.logs);
     expect((await t.api.post(`/v1/projects/${crypto.randomUUID()}/deploy_logs`, {})).status).toBe(404);
   });
 

@@ -2,10 +2,12 @@ import { serve, type ServerType } from '@hono/node-server';
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
+import { startServerProcess } from '../helpers/server-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
@@ -252,6 +254,68 @@ describe('upload URLs expire', () => {
     } finally {
       await http.close();
       t.close();
+    }
+  });
+
+  it('tarballs no revision names are dropped one URL lifetime after they were uploaded; named ones stay', async () => {
+    const t = await inProcessApp({ stageMs: 5, env: { UPLOAD_URL_TTL_SECONDS: '1' } });
+    const http = await served(t);
+    try {
+      const id = (await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source' })).body.id;
+      const upload = async () => {
+        const issued = new URL((await t.api.post(`/v2/deployments/${id}/upload-url`)).body.upload_url);
+        const response = await put(`${http.url}${issued.pathname}${issued.search}`, [await gzipTarball(agentProject())]);
+        expect(response.status).toBe(200);
+        return response.body.object_path as string;
+      };
+      const unused = await upload();
+      const named = await upload();
+      expect((await t.api.patch(`/v2/deployments/${id}`, { source_revision_config: { source_tarball_path: named } })).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 1100));
+      await t.api.post(`/v2/deployments/${id}/upload-url`);
+      const kept = (t.store.db.prepare("SELECT object_path FROM uploads WHERE deployment_id = ? AND state = 'complete'").all(id) as Array<{ object_path: string }>).map((r) => r.object_path);
+      expect(kept).toEqual([named]);
+      expect(unused).not.toBe(named);
+      expect((t.store.db.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(1);
+    } finally {
+      await http.close();
+      t.close();
+    }
+  });
+});
+
+describe('a crash in the middle of a PUT', () => {
+  it('leaves nothing stored: the next start drops the chunks, and the URL can be used again', async () => {
+    const server = await startServerProcess();
+    let restarted: Awaited<ReturnType<typeof startServerProcess>> | undefined;
+    try {
+      const api = (await import('../helpers/api.ts')).apiClient(server.url, server.apiKey);
+      const id = (await api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source' })).body.id;
+      const { upload_url: uploadUrl, object_path: objectPath } = (await api.post(`/v2/deployments/${id}/upload-url`)).body;
+      const uploadId = new URL(uploadUrl).pathname.split('/').at(-1)!;
+      const db = new Database(server.databasePath, { readonly: true });
+      const chunks = () => (db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId) as { n: number }).n;
+      const megabyte = Buffer.alloc(1024 * 1024, 3);
+      const cut = put(`${server.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]), megabyte, megabyte], {
+        between: async (index) => {
+          if (index !== 1) return;
+          await eventually(async () => (chunks() >= 2 ? true : undefined), 5000);
+          await server.kill('SIGKILL'); // the crash, while the body is still arriving
+        },
+      }).catch(() => null);
+      await cut;
+      expect(chunks()).toBeGreaterThanOrEqual(2);
+      db.close();
+      restarted = await server.restart();
+      const after = new Database(server.databasePath, { readonly: true });
+      expect(after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
+      expect(after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)).toEqual({ state: 'issued' });
+      after.close();
+      const again = await put(`${restarted.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [await gzipTarball(agentProject())]);
+      expect(again).toMatchObject({ status: 200, body: { object_path: objectPath } });
+    } finally {
+      await restarted?.kill();
+      await server.kill();
     }
   });
 });
