@@ -49814,7 +49814,7 @@ var RevisionLogsQuery = external_exports.object({
   offset: external_exports.coerce.number().int().min(0).default(0)
 });
 var RevisionLogs = external_exports.object({ logs: external_exports.array(LogEntry), next_offset: external_exports.int().nullable() });
-var ProjectLogsRequest = external_exports.object({
+var ProjectLogsRequest = external_exports.strictObject({
   limit: external_exports.int().min(1).max(1e3).nullish(),
   order: external_exports.enum(["asc", "desc"]).nullish(),
   offset: external_exports.union([external_exports.int().min(0), external_exports.string().regex(/^\d{1,15}$/, { message: "offset must be a cursor from next_offset" })]).nullish(),
@@ -50001,6 +50001,23 @@ var ApiClient = class {
   }
   patchDeployment(id, body, signal) {
     return this.#json("PATCH", `/v2/deployments/${encodeURIComponent(id)}`, Deployment, `PATCH deployment ${id}`, { body, signal });
+  }
+  /** `POST …/revisions`: a new revision (an empty body rebuilds the latest config). */
+  createRevision(deploymentId, body = {}, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/revisions`, Revision, `POST revision of ${deploymentId}`, { body, signal });
+  }
+  /** Bulk delete (≤ 100 ids): what was deleted and what failed, whether the server answered 200 or 207. */
+  deleteDeployments(ids, signal) {
+    const query = ids.map((id) => `deployment_ids=${encodeURIComponent(id)}`).join("&");
+    return this.#json("DELETE", `/v2/deployments?${query}`, BulkDeleteResult, `DELETE ${ids.length} deployments`, { signal });
+  }
+  /** `internal_source`: a signed URL to PUT a gzip tarball to, and the `object_path` to PATCH as `source_tarball_path`. */
+  uploadUrl(deploymentId, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/upload-url`, UploadUrl, `POST upload-url of ${deploymentId}`, { body: {}, signal });
+  }
+  /** `internal_docker`: the registry and a token to push the image with. */
+  pushToken(deploymentId, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/push-token`, PushToken, `POST push-token of ${deploymentId}`, { body: {}, signal });
   }
   /** A revision and its ETag. */
   async getRevision(deploymentId, revisionId, signal) {
