@@ -8,6 +8,8 @@ export type RouteDoc = {
   summary: string;
   tag: string;
   body?: z.ZodType;
+  /** The route ignores unknown body fields (with a `Warning`), so the document must not forbid them. */
+  bodyAcceptsUnknownFields?: boolean;
   query?: z.ZodType;
   /** Status and schema of the success answer; `null` schema for an empty body. */
   response: { status: number; schema: z.ZodType | null; description?: string };
@@ -58,7 +60,7 @@ export class OpenApiRegistry {
         summary: route.summary,
         tags: [route.tag],
         ...(parameters.length > 0 ? { parameters } : {}),
-        ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(route.body) } } } } : {}),
+        ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.bodyAcceptsUnknownFields ? allowingUnknown(schemaOf(route.body)) : schemaOf(route.body) } } } } : {}),
         responses,
         ...(route.auth === false ? { security: [] } : {}),
       };
@@ -77,6 +79,11 @@ export class OpenApiRegistry {
       paths,
     };
   }
+}
+
+/** The schema without `additionalProperties: false` anywhere (a copy). */
+function allowingUnknown(schema: Record<string, unknown>): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema), (key, value: unknown) => (key === 'additionalProperties' && value === false ? undefined : value)) as Record<string, unknown>;
 }
 
 function schemaOf(schema: z.ZodType, io: 'input' | 'output' = 'input'): Record<string, unknown> {

@@ -23,7 +23,7 @@ const LENIENT = { unknownFields: 'ignore' } as const;
 export function deploymentRoutes(ctx: RouteContext): void {
   const { deployments, uploads, registry } = ctx.services;
   const tag = 'deployments';
-  route(ctx, { method: 'post', path: '/v2/deployments', summary: 'Create a deployment (and its first revision and tracing project)', tag, body: DeploymentCreate, response: { status: 201, schema: Deployment } }, async (c) => {
+  route(ctx, { method: 'post', path: '/v2/deployments', summary: 'Create a deployment (and its first revision and tracing project)', tag, body: DeploymentCreate, bodyAcceptsUnknownFields: true, response: { status: 201, schema: Deployment } }, async (c) => {
     const body = await readJson(c, DeploymentCreate, LENIENT);
     return c.json(publicDeployment(await deployments.create(c.get('principal').workspaceId, body)), 201);
   });
@@ -52,7 +52,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(ctx, { method: 'get', path: '/v2/deployments/:deployment_id', summary: 'Get a deployment', tag, response: { status: 200, schema: Deployment } }, async (c) =>
     c.json(publicDeployment(await deployments.get(c.get('principal').workspaceId, pathId(c, 'deployment_id')))),
   );
-  route(ctx, { method: 'patch', path: '/v2/deployments/:deployment_id', summary: 'Update a deployment; some fields create a revision', tag, body: DeploymentPatch, response: { status: 200, schema: Deployment } }, async (c) => {
+  route(ctx, { method: 'patch', path: '/v2/deployments/:deployment_id', summary: 'Update a deployment; some fields create a revision', tag, body: DeploymentPatch, bodyAcceptsUnknownFields: true, response: { status: 200, schema: Deployment } }, async (c) => {
     const id = pathId(c, 'deployment_id');
     const body = await readJson(c, DeploymentPatch, LENIENT);
     const { deployment } = await deployments.patch(c.get('principal').workspaceId, id, body);

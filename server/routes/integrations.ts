@@ -10,7 +10,7 @@ export function integrationRoutes(ctx: RouteContext): void {
   route(ctx, { method: 'get', path: '/v1/integrations/github/install', summary: 'List the GitHub integrations of the workspace', tag, response: { status: 200, schema: z.array(GithubIntegration) } }, async (c) =>
     c.json(await integrations.list(c.get('principal').workspaceId)),
   );
-  route(ctx, { method: 'post', path: '/v1/integrations/github', summary: 'Link a GitHub App installation to the workspace', tag, body: GithubIntegrationCreate, response: { status: 201, schema: GithubIntegration } }, async (c) => {
+  route(ctx, { method: 'post', path: '/v1/integrations/github', summary: 'Link a GitHub App installation to the workspace', tag, body: GithubIntegrationCreate, bodyAcceptsUnknownFields: true, response: { status: 201, schema: GithubIntegration } }, async (c) => {
     const body = await readJson(c, GithubIntegrationCreate, { unknownFields: 'ignore' });
     return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
   });

@@ -11,14 +11,14 @@ export function listenerRoutes(ctx: RouteContext): void {
     const query = readQuery(c, PageQuery);
     return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
   });
-  route(ctx, { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, response: { status: 201, schema: Listener } }, async (c) => {
+  route(ctx, { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, bodyAcceptsUnknownFields: true, response: { status: 201, schema: Listener } }, async (c) => {
     const body = await readJson(c, ListenerCreate, { unknownFields: 'ignore' });
     return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
   });
   route(ctx, { method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } }, async (c) =>
     c.json(await listeners.get(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
   );
-  route(ctx, { method: 'patch', path: '/v2/listeners/:listener_id', summary: 'Update a listener', tag, body: ListenerPatch, response: { status: 200, schema: Listener } }, async (c) => {
+  route(ctx, { method: 'patch', path: '/v2/listeners/:listener_id', summary: 'Update a listener', tag, body: ListenerPatch, bodyAcceptsUnknownFields: true, response: { status: 200, schema: Listener } }, async (c) => {
     const id = pathId(c, 'listener_id');
     const body = await readJson(c, ListenerPatch, { unknownFields: 'ignore' });
     return c.json(await listeners.patch(c.get('principal').workspaceId, id, body));

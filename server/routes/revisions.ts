@@ -43,7 +43,7 @@ export function revisionRoutes(ctx: RouteContext): void {
     return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
   });
 
-  route(ctx, { method: 'post', path: base, summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config", tag, body: RevisionCreate, response: { status: 201, schema: Revision } }, async (c) => {
+  route(ctx, { method: 'post', path: base, summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config", tag, body: RevisionCreate, bodyAcceptsUnknownFields: true, response: { status: 201, schema: Revision } }, async (c) => {
     const deploymentId = pathId(c, 'deployment_id');
     const empty = !c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0';
     const body = empty ? {} : await readJson(c, RevisionCreate, { unknownFields: 'ignore' });

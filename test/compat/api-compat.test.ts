@@ -46,6 +46,17 @@ describe('compatibility with the hosted API', () => {
     expect((await t.api.get(`/v2/deployments/${created.body.id}/revisions`)).body.resources.length).toBe(before);
   });
 
+  it('the OpenAPI document does not forbid the fields these routes ignore', async () => {
+    const doc = (await (await t.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { requestBody?: unknown }>> };
+    for (const [path, method] of [['/v2/deployments', 'post'], ['/v2/deployments/{deployment_id}', 'patch'], ['/v2/listeners', 'post'], ['/v1/projects/{project_id}/deploy_logs', 'post']] as const) {
+      const body = JSON.stringify(doc.paths[path]![method]!.requestBody);
+      expect(body, `${method} ${path}`).toContain('"properties"');
+      expect(body, `${method} ${path}`).not.toContain('"additionalProperties":false');
+    }
+    // A route that still refuses unknown fields says so.
+    expect(JSON.stringify(doc.paths['/v1/api-keys']!.post!.requestBody)).toContain('"additionalProperties":false');
+  });
+
   it('a known field with a wrong type is still 422, and the request stores nothing', async () => {
     const name = uniqueName();
     const body = { ...githubBody(name, fx.integrationId), tracked_packages: ['x'] };
