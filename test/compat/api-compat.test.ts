@@ -209,6 +209,12 @@ describe('compatibility with the hosted API', () => {
     const logs = await t.api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=deploy`);
     expect(logs.body.logs[0].message).toContain('registry.local/agent@sha256:abc');
     expect((await t.api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=build`)).body.logs).toEqual([]);
+    expect((await t.api.patch(`/v2/deployments/${id}`, { source_config: { custom_url: 'https://mine.example.com' } })).body.detail).toContain('read-only');
+    // An image on create makes the first revision at once.
+    const withImage = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_docker', source_revision_config: { image_uri: 'registry.local/a:1' } });
+    expect(withImage.status).toBe(201);
+    expect(withImage.body.latest_revision_id).not.toBeNull();
+    expect((await revisionReaches(t.api, withImage.body.id, withImage.body.latest_revision_id, ['DEPLOYED'])).trigger).toBe('create');
     // Fields these sources do not take: 422 on create.
     const bad = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_docker', source_config: { listener_id: fx.listenerId } });
     expect(bad.status).toBe(422);
