@@ -46,6 +46,19 @@ describe('compatibility with the hosted API', () => {
     expect((await t.api.get(`/v2/deployments/${created.body.id}/revisions`)).body.resources.length).toBe(before);
   });
 
+  it('many unknown fields: 20 Warning values and one that counts the rest; odd keys are escaped', async () => {
+    const body: Record<string, unknown> = githubBody(uniqueName(), fx.integrationId);
+    for (let i = 0; i < 25; i++) body[`extra_${String(i).padStart(2, '0')}`] = i;
+    body['grüße "x"'] = 1;
+    const response = await t.api.post('/v2/deployments', body);
+    expect(response.status).toBe(201);
+    const values = warnings(response.headers);
+    expect(values).toHaveLength(21);
+    expect(values.at(-1)).toBe('299 - "6 more unknown fields ignored"');
+    const escaped = await t.api.patch(`/v2/deployments/${response.body.id}`, { 'grüße "x"': 1 });
+    expect(escaped.headers.get('warning')).toBe('299 - "Unknown field ignored: body.gr\\u00fc\\u00dfe \\"x\\""');
+  });
+
   it('the OpenAPI document does not forbid the fields these routes ignore', async () => {
     const doc = (await (await t.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { requestBody?: unknown }>> };
     for (const [path, method] of [['/v2/deployments', 'post'], ['/v2/deployments/{deployment_id}', 'patch'], ['/v2/listeners', 'post'], ['/v1/projects/{project_id}/deploy_logs', 'post']] as const) {
