@@ -68,6 +68,7 @@ describe('langgraph deploy against this server', () => {
     const name = `my_agent_${uniqueName().replaceAll('-', '_')}`;
     const secrets = [{ name: 'OPENAI_API_KEY', value: 'sk-from-dotenv' }];
     const tracked_packages = [{ name: 'langgraph', version: '1.0.0' }];
+    const signatures: string[] = [];
 
     async function deployRemote(tarball: Buffer): Promise<{ deploymentId: string; created: boolean; wait: Awaited<ReturnType<typeof waitForRevision>> }> {
       const found = await api.request('GET', `/v2/deployments?name_contains=${encodeURIComponent(name)}`);
@@ -84,6 +85,8 @@ describe('langgraph deploy against this server', () => {
         deploymentId = deployment.id as string;
       }
       const { upload_url, object_path } = await api.request('POST', `/v2/deployments/${deploymentId}/upload-url`);
+      expect(new URL(upload_url).origin).toBe(`http://localhost:${server.port}`); // PUBLIC_URL's default
+      signatures.push(new URL(upload_url).searchParams.get('signature')!);
       // The upload: no API key, the headers the CLI sends to a GCS-style signed URL.
       const put = await fetch(upload_url, {
         method: 'PUT',
@@ -136,6 +139,9 @@ describe('langgraph deploy against this server', () => {
     await api.request('DELETE', `/v2/deployments/${id}`);
     await eventually(async () => ((await fetch(`${server.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server.apiKey } })).status === 404 ? true : undefined));
     expect(api.calls.filter((call) => call.startsWith('POST /v1/projects/'))).not.toHaveLength(0);
+    // The signed URLs authorize an upload: they are never written to the log.
+    expect(signatures).toHaveLength(2);
+    for (const signature of signatures) expect(server.output()).not.toContain(signature);
   });
 
   it('--image: create (internal_docker) → push-token → (docker push, simulated) → PATCH image_uri → DEPLOYED; the token is never logged', async () => {
