@@ -58,7 +58,17 @@ export class Uploads {
    * a complete one), then streams the body into chunk rows. A body over the cap, one that is not
    * gzip, or a broken stream removes what was written and leaves nothing stored.
    */
-  async receive(input: { id: string; expires: string | undefined; signature: string | undefined; declaredLength: number | null; body: ReadableStream<Uint8Array> | null }): Promise<{ object_path: string; size: number }> {
+  async receive(input: {
+    id: string;
+    expires: string | undefined;
+    signature: string | undefined;
+    declaredLength: number | null;
+    /**
+     * Opens the body only once the checks passed: a body left unopened is drained by the HTTP
+     * server after a refusal, while an opened, unread one would hold the connection up.
+     */
+    body: () => ReadableStream<Uint8Array> | null;
+  }): Promise<{ object_path: string; size: number }> {
     const { store, clock, maxBytes, log } = this.#deps;
     const expires = Number(input.expires);
     if (!input.signature || !Number.isSafeInteger(expires) || !this.#verify(input.id, expires, input.signature)) {
@@ -73,7 +83,7 @@ export class Uploads {
     if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
     if (claim === 'in_use') throw new Conflict('Another upload to this URL is in progress.');
     try {
-      const size = await this.#streamIn(upload, input.body);
+      const size = await this.#streamIn(upload, input.body());
       await store.completeUpload(upload.id, size, clock.now());
       log.info('upload stored', { deployment_id: upload.deployment_id, upload_id: upload.id, bytes: size });
       return { object_path: upload.object_path, size };
@@ -114,11 +124,7 @@ export class Uploads {
           if (second !== 0x8b) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
         }
         total += value.length;
-        if (total > maxBytes) {
-          // Read on (and discard) a moderately oversized rest, so the client gets the 413, not a reset.
-          await drain(reader, DRAIN_LIMIT_BYTES);
-          throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
-        }
+        if (total > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
         let offset = 0;
         while (offset < value.length) {
           const take = Math.min(UPLOAD_CHUNK_BYTES - pendingBytes, value.length - offset);
@@ -128,6 +134,10 @@ export class Uploads {
           if (pendingBytes === UPLOAD_CHUNK_BYTES) await flush();
         }
       }
+    } catch (error) {
+      // Read on (and discard) a moderately sized rest, so the client gets the answer, not a reset.
+      await drain(reader, DRAIN_LIMIT_BYTES);
+      throw error;
     } finally {
       reader.releaseLock();
     }

@@ -27,7 +27,7 @@ export function uploadRoutes(ctx: RouteContext): void {
         expires: c.req.query('expires'),
         signature: c.req.query('signature'),
         declaredLength: declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : null,
-        body: c.req.raw.body,
+        body: () => c.req.raw.body,
       });
       return c.json(result);
     },

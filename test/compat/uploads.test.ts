@@ -1,6 +1,6 @@
 import { serve, type ServerType } from '@hono/node-server';
 import { createHash } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -159,6 +159,35 @@ describe('internal_source uploads', () => {
     expect(chunkCount(target.id).n).toBe(0);
     expect(state(target.id)).toBe('issued');
     expect((await put(target.url, [tarball])).status).toBe(200);
+  });
+
+  it('a refused PUT leaves its connection usable: the unread body is drained, not left holding it', async () => {
+    const id = await newDeployment();
+    const target = await uploadUrl(id);
+    const forged = new URL(target.url);
+    forged.searchParams.set('signature', 'x');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const send = (method: string, url: string, body?: Buffer) =>
+        new Promise<number>((resolve, reject) => {
+          const u = new URL(url);
+          const req = httpRequest({ host: u.hostname, port: u.port, method, path: u.pathname + u.search, agent }, (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          });
+          req.on('error', reject);
+          req.end(body);
+        });
+      const sockets = new Set<unknown>();
+      agent.on('free', (socket) => sockets.add(socket));
+      expect(await send('PUT', forged.toString(), Buffer.concat([Buffer.from([0x1f, 0x8b]), Buffer.alloc(1_100_000, 1)]))).toBe(403);
+      // The same kept-alive connection carries the next request (maxSockets: 1).
+      expect(await send('GET', `${http.url}/healthz`)).toBe(200);
+      expect(await send('PUT', target.url, await gzipTarball(agentProject()))).toBe(200);
+      expect(sockets.size).toBe(1);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('a reused URL is refused (409) and keeps the first upload', async () => {
