@@ -91,6 +91,8 @@ async function runAction(deps: ActionDeps): Promise<void> {
     fetch: deps.fetch,
     userAgent: 'agent-deploy-action',
     onRetry: (event) => core.info(`${event.what}: ${event.reason}; retry ${event.attempt} in ${formatDuration(event.delayMs)}.`),
+    // A field the server ignored (or any other Warning it sends) shows as a workflow warning.
+    onWarning: (event) => core.warning(`${event.what}: ${event.text}`),
   });
 
   const label = inputs.deploy.target.kind === 'name' ? inputs.deploy.target.name : inputs.deploy.target.deploymentId;

@@ -37,6 +37,11 @@ Exit codes: 0 deployed (or nothing to wait for), 1 failed (the revision failed o
 
 type Io = { stdout: (text: string) => void; stderr: (text: string) => void };
 
+/** Every `Warning` the server sends goes to stderr, so a field it ignored is never a silent surprise. */
+function printWarning(io: Io) {
+  return (event: { what: string; text: string }) => io.stderr(`warning: ${event.what}: ${event.text}`);
+}
+
 const EXTRA_FLAGS = ['revision-id', 'retries', 'secret', 'json', 'no-wait', 'help'] as const;
 
 /** `--flag value`, `--flag=value`, bare `--json`; repeated `--secret`. */
@@ -165,7 +170,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     if (!Number.isInteger(retries) || retries < 0) throw new InputError('Flag --retries must be a whole number, 0 or more.');
     if (command === 'deploy') {
       const options = parseDeployOptions(raw);
-      const client = new ApiClient({ baseUrl: options.apiUrl, apiKey: options.apiKey, workspaceId: options.workspaceId, retries, userAgent: 'agent-deploy-cli', onRetry: (e) => io.stderr(`${e.what}: ${e.reason}; retry ${e.attempt} in ${formatDuration(e.delayMs)}`) });
+      const client = new ApiClient({ baseUrl: options.apiUrl, apiKey: options.apiKey, workspaceId: options.workspaceId, retries, userAgent: 'agent-deploy-cli', onRetry: (e) => io.stderr(`${e.what}: ${e.reason}; retry ${e.attempt} in ${formatDuration(e.delayMs)}`), onWarning: printWarning(io) });
       return report(io, await deployAndWait(client, options, progress(io), signal), json);
     }
     if (command === 'status' || command === 'wait') {
@@ -180,7 +185,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       if (name && !ResourceName.safeParse(name).success) throw new InputError(`Input name is not a valid deployment name: '${name}'.`);
       const revisionFlag = raw('revision-id');
       if (revisionFlag && !Uuid.safeParse(revisionFlag).success) throw new InputError(`Input revision-id must be a UUID; got '${revisionFlag}'.`);
-      const client = new ApiClient({ baseUrl: apiUrl, apiKey, workspaceId: raw('workspace-id'), retries, userAgent: 'agent-deploy-cli' });
+      const client = new ApiClient({ baseUrl: apiUrl, apiKey, workspaceId: raw('workspace-id'), retries, userAgent: 'agent-deploy-cli', onWarning: printWarning(io) });
       const deployment = deploymentId ? await client.getDeployment(deploymentId, signal) : await client.findDeploymentByName(name!, signal);
       if (!deployment) {
         io.stderr(`No deployment is named ${name}.`);

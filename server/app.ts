@@ -7,8 +7,10 @@ import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
 import { integrationRoutes } from './routes/integrations.ts';
 import { listenerRoutes } from './routes/listeners.ts';
+import { projectLogRoutes } from './routes/project-logs.ts';
 import { revisionRoutes } from './routes/revisions.ts';
 import { tracingProjectRoutes } from './routes/tracing-projects.ts';
+import { uploadRoutes } from './routes/uploads.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
 
@@ -42,6 +44,8 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   listenerRoutes(ctx);
   integrationRoutes(ctx);
   tracingProjectRoutes(ctx);
+  projectLogRoutes(ctx);
+  uploadRoutes(ctx);
   for (const register of options.extraRoutes ?? []) register(ctx);
   return app;
 }

@@ -58,6 +58,14 @@ export const Config = z.object({
   RECONCILE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
   /** How long a listener agent's claim (and its listener's liveness) lasts without a renewal or heartbeat. */
   AGENT_LEASE_MS: z.coerce.number().int().min(200).max(3_600_000).default(30_000),
+  /** Largest source tarball a signed upload URL takes (the hosted API's 200 MiB). */
+  UPLOAD_MAX_BYTES: z.coerce.number().int().min(1).max(4 * 1024 ** 3).default(200 * 1024 * 1024),
+  /** How long an upload URL from `POST …/upload-url` stays valid. */
+  UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(900),
+  /** Container registry that `internal_docker` clients push to (`POST …/push-token`). */
+  REGISTRY_URL: optional,
+  /** The token `POST …/push-token` hands out for `docker login` to REGISTRY_URL; a secret, never logged. */
+  REGISTRY_PUSH_TOKEN: optional,
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -12,6 +12,9 @@ import type { Logger } from './logger.ts';
 import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { createServices, type Services } from './services.ts';
+import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
+import { SqliteInstallationRepoStore } from './store/installation-repos.ts';
+import { SqliteUploadStore } from './store/uploads.ts';
 import { SqliteOAuthStore } from './store/oauth.ts';
 import type { SqliteStore } from './store/sqlite.ts';
 
@@ -44,10 +47,21 @@ export type ControlPlane = {
  */
 export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const listenerAgents = createListenerAgents({ db: deps.store.db, clock: deps.clock, log: deps.log, config: deps.config });
-  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane });
+  // Source tarballs of internal_source deployments (issue 9): the signed PUT takes no API key.
+  const uploads = new Uploads({
+    store: new SqliteUploadStore(deps.store.db),
+    clock: deps.clock,
+    log: deps.log,
+    signingKey: deps.secretBox.deriveKey('upload-url'),
+    publicUrl: deps.publicUrl,
+    ttlMs: deps.config.UPLOAD_URL_TTL_SECONDS * 1000,
+    maxBytes: deps.config.UPLOAD_MAX_BYTES,
+  });
+  const installationRepos = new SqliteInstallationRepoStore(deps.store.db);
+  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
-  const publicPaths: PublicPath[] = [];
-  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [];
+  const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
+  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [{ start: async () => void (await uploads.releaseInterrupted()), stop: () => {} }];
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({ services, db: deps.store.db, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });

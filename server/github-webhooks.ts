@@ -48,7 +48,7 @@ export function createGithubWebhooks(deps: {
   const builds = new PushBuilds({ store, pipeline, clock, log });
   const worker = new DeliveryWorker({
     webhookStore,
-    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore }),
+    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore, repos: services.installationRepos }),
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,

@@ -4,12 +4,15 @@ import type { DataPlane } from './dataplane/types.ts';
 import { Auth } from './domain/auth.ts';
 import type { Clock } from './domain/clock.ts';
 import { Deployments } from './domain/deployments.ts';
+import { InstallationRepos } from './domain/installation-repos.ts';
 import { Integrations } from './domain/integrations.ts';
 import { Listeners } from './domain/listeners.ts';
 import { Pipeline } from './domain/pipeline.ts';
 import { RevisionWatch } from './domain/revision-watch.ts';
 import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
+import type { Uploads } from './domain/uploads.ts';
+import type { InstallationRepoStore } from './store/installation-repos.ts';
 import type { Logger } from './logger.ts';
 import type { Store } from './store/types.ts';
 
@@ -17,7 +20,10 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN'>;
+  /** Uploaded source tarballs of `internal_source` deployments. */
+  uploads: Uploads;
+  installationRepos: InstallationRepoStore;
   /** Replaces the built-in sandbox (tests, or a future remote data plane). */
   sandbox?: DataPlane;
   /** The data plane of `local` and `k8s` listeners (the listener-agent protocol). */
@@ -35,7 +41,7 @@ export function createServices(deps: ServiceDeps) {
     clock,
     log,
     watch,
-    sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log }),
+    sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log, openUpload: (deploymentId, objectPath) => deps.uploads.open(deploymentId, objectPath) }),
     listenerAgent: deps.listenerAgent,
   });
   return {
@@ -45,7 +51,17 @@ export function createServices(deps: ServiceDeps) {
     watch,
     pipeline,
     auth: new Auth({ store, clock }),
-    deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN, allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS }),
+    deployments: new Deployments({
+      store,
+      clock,
+      pipeline,
+      deploymentDomain: deps.config.DEPLOYMENT_DOMAIN,
+      allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS,
+      tarballUploaded: (deploymentId, objectPath) => deps.uploads.isUploaded(deploymentId, objectPath),
+    }),
+    uploads: deps.uploads,
+    installationRepos: new InstallationRepos({ store, repos: deps.installationRepos, clock }),
+    registry: { REGISTRY_URL: deps.config.REGISTRY_URL, REGISTRY_PUSH_TOKEN: deps.config.REGISTRY_PUSH_TOKEN },
     revisions: new Revisions({ store, watch }),
     listeners: new Listeners({ store, clock }),
     integrations: new Integrations({ store, clock }),

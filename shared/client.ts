@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { HTTPValidationError, page } from './schemas/common.ts';
-import { Deployment, type DeploymentCreate, type DeploymentPatch } from './schemas/deployment.ts';
+import { BulkDeleteResult, Deployment, PushToken, UploadUrl, type DeploymentCreate, type DeploymentPatch, type RevisionCreate } from './schemas/deployment.ts';
 import { GithubIntegration } from './schemas/integration.ts';
 import { Listener } from './schemas/listener.ts';
 import { Revision, RevisionLogs, type LogEntry, type LogType } from './schemas/revision.ts';
@@ -42,8 +42,28 @@ export type ClientOptions = {
   /** Injected so tests can see the delays without waiting them out. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   onRetry?: (event: RetryEvent) => void;
+  /** Each `Warning` the server sends (e.g. `Unknown field ignored: body.x`), with what was being done. */
+  onWarning?: (event: WarningEvent) => void;
   userAgent?: string;
 };
+
+export type WarningEvent = { what: string; text: string };
+
+/**
+ * The texts of a `Warning` header (RFC 7234: `<code> <agent> "<text>"`, several joined by commas
+ * when a fetch implementation folds them): each quoted text, unescaped; a value in no known form whole.
+ */
+export function warningTexts(header: string | null): string[] {
+  if (!header) return [];
+  const texts = [...header.matchAll(/\d{3} \S+ "((?:[^"\\]|\\.)*)"/g)].map((match) => {
+    try {
+      return JSON.parse(`"${match[1]}"`) as string;
+    } catch {
+      return match[1]!;
+    }
+  });
+  return texts.length > 0 ? texts : [header];
+}
 
 type RequestOptions<T> = {
   what: string;
@@ -140,6 +160,7 @@ export class ApiClient {
       let retryDelay: number | null = null;
       try {
         const response = await this.#send(method, path, options);
+        for (const text of warningTexts(response.headers.get('warning'))) this.#options.onWarning?.({ what: options.what, text });
         if (response.ok || options.accept?.includes(response.status)) {
           const text = response.status === 204 || response.status === 304 ? '' : await response.text();
           return { status: response.status, headers: response.headers, body: text && options.schema ? this.#parse(options.schema, text, options.what) : null };
@@ -237,6 +258,27 @@ export class ApiClient {
 
   patchDeployment(id: string, body: DeploymentPatch, signal?: AbortSignal): Promise<Deployment> {
     return this.#json('PATCH', `/v2/deployments/${encodeURIComponent(id)}`, Deployment, `PATCH deployment ${id}`, { body, signal });
+  }
+
+  /** `POST …/revisions`: a new revision (an empty body rebuilds the latest config). */
+  createRevision(deploymentId: string, body: RevisionCreate = {}, signal?: AbortSignal): Promise<Revision> {
+    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/revisions`, Revision, `POST revision of ${deploymentId}`, { body, signal });
+  }
+
+  /** Bulk delete (≤ 100 ids): what was deleted and what failed, whether the server answered 200 or 207. */
+  deleteDeployments(ids: string[], signal?: AbortSignal): Promise<BulkDeleteResult> {
+    const query = ids.map((id) => `deployment_ids=${encodeURIComponent(id)}`).join('&');
+    return this.#json('DELETE', `/v2/deployments?${query}`, BulkDeleteResult, `DELETE ${ids.length} deployments`, { signal });
+  }
+
+  /** `internal_source`: a signed URL to PUT a gzip tarball to, and the `object_path` to PATCH as `source_tarball_path`. */
+  uploadUrl(deploymentId: string, signal?: AbortSignal): Promise<UploadUrl> {
+    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/upload-url`, UploadUrl, `POST upload-url of ${deploymentId}`, { body: {}, signal });
+  }
+
+  /** `internal_docker`: the registry and a token to push the image with. */
+  pushToken(deploymentId: string, signal?: AbortSignal): Promise<PushToken> {
+    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/push-token`, PushToken, `POST push-token of ${deploymentId}`, { body: {}, signal });
   }
 
   /** A revision and its ETag. */

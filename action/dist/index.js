@@ -49245,8 +49245,8 @@ function date4(params) {
 // shared/schemas/common.ts
 var Uuid = external_exports.uuid().toLowerCase();
 var Timestamp = external_exports.iso.datetime();
-var ResourceName = external_exports.string().regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/, {
-  message: "Name must be 1-63 characters of a-z, 0-9 and -, start with a letter and not end with -"
+var ResourceName = external_exports.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
+  message: "Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit"
 });
 function page(item) {
   return external_exports.object({ resources: external_exports.array(item), offset: external_exports.int() });
@@ -49273,6 +49273,9 @@ var FreeForm = external_exports.record(external_exports.string(), external_expor
 var StringMap = external_exports.record(external_exports.string(), external_exports.string());
 function count(field) {
   return external_exports.int({ error: `${field} must be a whole number` }).min(0, { error: `${field} must be 0 or more` }).nullish();
+}
+function cores(field) {
+  return external_exports.number({ error: `${field} must be a number` }).min(0, { error: `${field} must be 0 or more` }).nullish();
 }
 function unused(field) {
   return count(field).describe(`${field} is present in the interface but not to be used; it is stored and ignored.`);
@@ -49342,32 +49345,37 @@ var ORDERED_PAIRS = [
   ["queue_cpu", "queue_cpu_limit"],
   ["queue_memory_mb", "queue_memory_limit_mb"],
   ["db_cpu", "db_cpu_limit"],
-  ["db_memory_mb", "db_memory_limit_mb"]
+  ["db_memory_mb", "db_memory_limit_mb"],
+  ["redis_cpu", "redis_cpu_limit"],
+  ["redis_memory_mb", "redis_memory_limit_mb"]
 ];
 var ResourceSpec = external_exports.strictObject({
   min_scale: count("min_scale"),
   max_scale: count("max_scale"),
-  cpu: count("cpu"),
-  cpu_limit: count("cpu_limit"),
+  cpu: cores("cpu"),
+  cpu_limit: cores("cpu_limit"),
   memory_mb: count("memory_mb"),
   memory_limit_mb: count("memory_limit_mb"),
   queue_min_scale: count("queue_min_scale"),
   queue_max_scale: count("queue_max_scale"),
-  queue_cpu: count("queue_cpu"),
-  queue_cpu_limit: count("queue_cpu_limit"),
+  queue_cpu: cores("queue_cpu"),
+  queue_cpu_limit: cores("queue_cpu_limit"),
   queue_memory_mb: count("queue_memory_mb"),
   queue_memory_limit_mb: count("queue_memory_limit_mb"),
-  orchestrator_cpu: unused("orchestrator_cpu"),
-  orchestrator_cpu_limit: unused("orchestrator_cpu_limit"),
+  orchestrator_cpu: cores("orchestrator_cpu").describe("orchestrator_cpu is present in the interface but not to be used; it is stored and ignored."),
+  orchestrator_cpu_limit: cores("orchestrator_cpu_limit").describe("orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored."),
   orchestrator_memory_mb: unused("orchestrator_memory_mb"),
   orchestrator_memory_limit_mb: unused("orchestrator_memory_limit_mb"),
   orchestrator_min_scale: unused("orchestrator_min_scale"),
   orchestrator_max_scale: unused("orchestrator_max_scale"),
-  executor_cpu: unused("executor_cpu"),
-  executor_cpu_limit: unused("executor_cpu_limit"),
+  executor_cpu: cores("executor_cpu").describe("executor_cpu is present in the interface but not to be used; it is stored and ignored."),
+  executor_cpu_limit: cores("executor_cpu_limit").describe("executor_cpu_limit is present in the interface but not to be used; it is stored and ignored."),
   executor_memory_mb: unused("executor_memory_mb"),
   executor_memory_limit_mb: unused("executor_memory_limit_mb"),
   redis_memory_mb: count("redis_memory_mb"),
+  redis_cpu: cores("redis_cpu"),
+  redis_cpu_limit: cores("redis_cpu_limit"),
+  redis_memory_limit_mb: count("redis_memory_limit_mb"),
   labels: StringMap.nullish(),
   annotations: StringMap.nullish(),
   service_account_name: external_exports.string({ error: "service_account_name must be a string" }).nullish(),
@@ -49455,7 +49463,7 @@ var SecretList = external_exports.array(Secret).superRefine((secrets, ctx) => {
 });
 
 // shared/schemas/deployment.ts
-var Source = external_exports.enum(["github", "external_docker"]);
+var Source = external_exports.enum(["github", "external_docker", "internal_source", "internal_docker"]);
 var DeploymentType = external_exports.enum(["dev_free", "dev", "prod"]);
 var DeploymentStatus = external_exports.enum(["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"]);
 var RepoUrl = external_exports.string().max(2048).regex(/^(https:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
@@ -49469,6 +49477,7 @@ function isTagRef(ref) {
   return typeof ref === "string" && ref.startsWith(TAG_PREFIX);
 }
 var GraphConfigPath = external_exports.string().min(1).max(1024);
+var SourceTarballPath = external_exports.string().min(1).max(1024);
 var ImageUri = external_exports.string().min(1).max(1024).regex(/^\S+$/, { message: "image_uri must not contain white space" });
 var Command2 = external_exports.string().max(4096);
 var CustomUrl = external_exports.url({ protocol: /^https?$/, message: "custom_url must be an http(s) URL" });
@@ -49502,16 +49511,67 @@ var ExternalDockerSourceConfigCreate = external_exports.strictObject({
   install_command: notAllowed("install_command", "external_docker"),
   build_command: notAllowed("build_command", "external_docker")
 });
+function configPathRule(required2) {
+  return (value, ctx) => {
+    const { graph_config_path: seed, langgraph_config_path: hosted } = value;
+    if (seed != null && hosted != null && seed !== hosted) {
+      ctx.addIssue({ code: "custom", path: ["langgraph_config_path"], message: "graph_config_path and langgraph_config_path are one field; they were given different values" });
+    }
+    if (required2 && seed == null && hosted == null) {
+      ctx.addIssue({ code: "custom", path: ["graph_config_path"], message: "Field required (graph_config_path or langgraph_config_path)", params: { type: "missing" } });
+    }
+  };
+}
+function mergeConfigPath({ langgraph_config_path, ...rest }) {
+  return { ...rest, graph_config_path: rest.graph_config_path ?? langgraph_config_path ?? null };
+}
 var GithubRevisionConfigCreate = external_exports.strictObject({
   repo_ref: RepoRef,
-  graph_config_path: GraphConfigPath,
-  image_uri: notAllowed("image_uri", "github")
-});
+  graph_config_path: GraphConfigPath.nullish(),
+  langgraph_config_path: GraphConfigPath.nullish(),
+  image_uri: notAllowed("image_uri", "github"),
+  source_tarball_path: notAllowed("source_tarball_path", "github")
+}).superRefine(configPathRule(true)).transform(mergeConfigPath);
 var ExternalDockerRevisionConfigCreate = external_exports.strictObject({
   image_uri: ImageUri,
   repo_ref: notAllowed("repo_ref", "external_docker"),
-  graph_config_path: notAllowed("graph_config_path", "external_docker")
+  graph_config_path: notAllowed("graph_config_path", "external_docker"),
+  langgraph_config_path: notAllowed("langgraph_config_path", "external_docker"),
+  source_tarball_path: notAllowed("source_tarball_path", "external_docker")
 });
+var InternalSourceRevisionConfigCreate = external_exports.strictObject({
+  graph_config_path: GraphConfigPath.nullish(),
+  langgraph_config_path: GraphConfigPath.nullish(),
+  repo_ref: notAllowed("repo_ref", "internal_source"),
+  image_uri: notAllowed("image_uri", "internal_source"),
+  source_tarball_path: notAllowed(
+    "source_tarball_path",
+    "internal_source",
+    "cannot be given on create: upload the tarball with POST /v2/deployments/{id}/upload-url, then PATCH source_tarball_path"
+  )
+}).superRefine(configPathRule(false)).transform(mergeConfigPath);
+var InternalDockerRevisionConfigCreate = external_exports.strictObject({
+  image_uri: ImageUri.nullish(),
+  repo_ref: notAllowed("repo_ref", "internal_docker"),
+  graph_config_path: notAllowed("graph_config_path", "internal_docker"),
+  langgraph_config_path: notAllowed("langgraph_config_path", "internal_docker"),
+  source_tarball_path: notAllowed("source_tarball_path", "internal_docker")
+});
+function internalSourceConfigCreate(source) {
+  const builds = source === "internal_source";
+  return external_exports.strictObject({
+    deployment_type: DeploymentType.nullish(),
+    resource_spec: ResourceSpec.nullish(),
+    install_command: builds ? Command2.nullish() : notAllowed("install_command", source),
+    build_command: builds ? Command2.nullish() : notAllowed("build_command", source),
+    custom_url: notAllowed("custom_url", source, `is set by the server for ${source} deployments and is read-only`),
+    integration_id: notAllowed("integration_id", source),
+    repo_url: notAllowed("repo_url", source),
+    build_on_push: notAllowed("build_on_push", source),
+    listener_id: notAllowed("listener_id", source),
+    listener_config: notAllowed("listener_config", source)
+  });
+}
 var GithubDeploymentCreate = external_exports.strictObject({
   name: ResourceName,
   source: external_exports.literal("github"),
@@ -49536,7 +49596,28 @@ var ExternalDockerDeploymentCreate = external_exports.strictObject({
   secrets: SecretList.nullish(),
   image_version: external_exports.string().max(255).nullish()
 });
-var DeploymentCreate = external_exports.discriminatedUnion("source", [GithubDeploymentCreate, ExternalDockerDeploymentCreate]);
+var InternalSourceDeploymentCreate = external_exports.strictObject({
+  name: ResourceName,
+  source: external_exports.literal("internal_source"),
+  source_config: internalSourceConfigCreate("internal_source").nullish(),
+  source_revision_config: InternalSourceRevisionConfigCreate.nullish(),
+  secrets: SecretList.nullish(),
+  image_version: external_exports.string().max(255).nullish()
+});
+var InternalDockerDeploymentCreate = external_exports.strictObject({
+  name: ResourceName,
+  source: external_exports.literal("internal_docker"),
+  source_config: internalSourceConfigCreate("internal_docker").nullish(),
+  source_revision_config: InternalDockerRevisionConfigCreate.nullish(),
+  secrets: SecretList.nullish(),
+  image_version: external_exports.string().max(255).nullish()
+});
+var DeploymentCreate = external_exports.discriminatedUnion("source", [
+  GithubDeploymentCreate,
+  ExternalDockerDeploymentCreate,
+  InternalSourceDeploymentCreate,
+  InternalDockerDeploymentCreate
+]);
 var SourceConfigPatch = external_exports.strictObject({
   integration_id: Uuid.nullish(),
   repo_url: RepoUrl.nullish(),
@@ -49552,9 +49633,12 @@ var SourceConfigPatch = external_exports.strictObject({
 var SourceRevisionConfigPatch = external_exports.strictObject({
   repo_ref: RepoRef.nullish(),
   graph_config_path: GraphConfigPath.nullish(),
-  image_uri: ImageUri.nullish()
-});
+  langgraph_config_path: GraphConfigPath.nullish(),
+  image_uri: ImageUri.nullish(),
+  source_tarball_path: SourceTarballPath.nullish()
+}).superRefine(configPathRule(false)).transform(mergeConfigPath);
 var DeploymentPatch = external_exports.strictObject({
+  revision_source: Source.nullish(),
   source_config: SourceConfigPatch.nullish(),
   source_revision_config: SourceRevisionConfigPatch.nullish(),
   secrets: SecretList.nullish()
@@ -49567,6 +49651,22 @@ var DeploymentPatch = external_exports.strictObject({
     });
   }
 });
+var RevisionCreate = external_exports.strictObject({
+  revision_source: Source.nullish(),
+  source_config: external_exports.strictObject({ resource_spec: ResourceSpec.nullish() }).nullish(),
+  source_revision_config: SourceRevisionConfigPatch.nullish(),
+  secrets: SecretList.nullish()
+});
+var BulkDeleteQuery = external_exports.object({
+  deployment_ids: external_exports.array(Uuid).min(1).max(100),
+  delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
+});
+var BulkDeleteResult = external_exports.object({
+  deleted: external_exports.array(Uuid),
+  failed: external_exports.array(external_exports.object({ id: external_exports.string(), detail: external_exports.string() }))
+});
+var UploadUrl = external_exports.object({ upload_url: external_exports.url(), object_path: external_exports.string() });
+var PushToken = external_exports.object({ token: external_exports.string(), registry_url: external_exports.string() });
 var SourceConfig = external_exports.object({
   integration_id: Uuid.nullable(),
   repo_url: external_exports.string().nullable(),
@@ -49582,7 +49682,9 @@ var SourceConfig = external_exports.object({
 var SourceRevisionConfig = external_exports.object({
   repo_ref: external_exports.string().nullable(),
   graph_config_path: external_exports.string().nullable(),
+  langgraph_config_path: external_exports.string().nullable().default(null),
   image_uri: external_exports.string().nullable(),
+  source_tarball_path: external_exports.string().nullable().default(null),
   repo_commit_sha: external_exports.string().nullable()
 });
 var Deployment = external_exports.object({
@@ -49623,20 +49725,32 @@ var GithubIntegrationCreate = external_exports.strictObject({
   installation_id: external_exports.int().positive(),
   name: external_exports.string().min(1).max(255)
 });
+var GithubRepository = external_exports.object({
+  host_integration_id: Uuid,
+  id: external_exports.int(),
+  name: external_exports.string(),
+  owner: external_exports.string(),
+  url: external_exports.string(),
+  default_branch: external_exports.string()
+});
 
 // shared/schemas/listener.ts
 var ComputeType = external_exports.enum(["k8s", "sandbox", "local"]);
 var Namespace = external_exports.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "A namespace must be a DNS label" });
 var ComputeConfig = external_exports.strictObject({ k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]) });
+var Version = external_exports.string().max(255);
 var ListenerCreate = external_exports.strictObject({
+  version: Version.nullish(),
   compute_type: ComputeType,
   compute_id: external_exports.string().min(1).max(255),
   compute_config: ComputeConfig.nullish()
 });
-var ListenerPatch = external_exports.strictObject({ compute_config: ComputeConfig.nullish() });
+var ListenerPatch = external_exports.strictObject({ version: Version.nullish(), compute_config: ComputeConfig.nullish() });
 var Listener = external_exports.object({
   id: Uuid,
   tenant_id: Uuid,
+  /** Defaults to null so this client still reads a server that predates the field. */
+  version: external_exports.string().nullable().default(null),
   compute_type: ComputeType,
   compute_id: external_exports.string(),
   compute_config: external_exports.object({ k8s_namespaces: external_exports.array(external_exports.string()) }),
@@ -49705,6 +49819,17 @@ var RevisionLogsQuery = external_exports.object({
   offset: external_exports.coerce.number().int().min(0).default(0)
 });
 var RevisionLogs = external_exports.object({ logs: external_exports.array(LogEntry), next_offset: external_exports.int().nullable() });
+var ProjectLogsRequest = external_exports.strictObject({
+  limit: external_exports.int().min(1).max(1e3).nullish(),
+  order: external_exports.enum(["asc", "desc"]).nullish(),
+  offset: external_exports.union([external_exports.int().min(0), external_exports.string().regex(/^\d{1,15}$/, { message: "offset must be a cursor from next_offset" })]).nullish(),
+  level: external_exports.string().transform((value) => value.toLowerCase()).pipe(external_exports.enum(["debug", "info", "warn", "warning", "error"])).nullish(),
+  query: external_exports.string().max(1e3).nullish(),
+  start_time: external_exports.iso.datetime({ offset: true }).nullish(),
+  end_time: external_exports.iso.datetime({ offset: true }).nullish()
+});
+var ProjectLogEntry = external_exports.object({ id: external_exports.string(), timestamp: Timestamp, level: LogLevel, message: external_exports.string() });
+var ProjectLogs = external_exports.object({ logs: external_exports.array(ProjectLogEntry), next_offset: external_exports.int().nullable() });
 
 // shared/client.ts
 var ApiError = class extends Error {
@@ -49723,6 +49848,17 @@ var TransientError = class extends Error {
 var ResponseShapeError = class extends Error {
   name = "ResponseShapeError";
 };
+function warningTexts(header) {
+  if (!header) return [];
+  const texts = [...header.matchAll(/\d{3} \S+ "((?:[^"\\]|\\.)*)"/g)].map((match) => {
+    try {
+      return JSON.parse(`"${match[1]}"`);
+    } catch {
+      return match[1];
+    }
+  });
+  return texts.length > 0 ? texts : [header];
+}
 var DEFAULT_TIMEOUT_MS = 3e4;
 var MAX_BACKOFF_MS = 1e4;
 var NOT_ACTED = /* @__PURE__ */ new Set([429, 503]);
@@ -49780,6 +49916,7 @@ var ApiClient = class {
       let retryDelay = null;
       try {
         const response = await this.#send(method, path6, options);
+        for (const text2 of warningTexts(response.headers.get("warning"))) this.#options.onWarning?.({ what: options.what, text: text2 });
         if (response.ok || options.accept?.includes(response.status)) {
           const text2 = response.status === 204 || response.status === 304 ? "" : await response.text();
           return { status: response.status, headers: response.headers, body: text2 && options.schema ? this.#parse(options.schema, text2, options.what) : null };
@@ -49870,6 +50007,23 @@ var ApiClient = class {
   patchDeployment(id, body, signal) {
     return this.#json("PATCH", `/v2/deployments/${encodeURIComponent(id)}`, Deployment, `PATCH deployment ${id}`, { body, signal });
   }
+  /** `POST …/revisions`: a new revision (an empty body rebuilds the latest config). */
+  createRevision(deploymentId, body = {}, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/revisions`, Revision, `POST revision of ${deploymentId}`, { body, signal });
+  }
+  /** Bulk delete (≤ 100 ids): what was deleted and what failed, whether the server answered 200 or 207. */
+  deleteDeployments(ids, signal) {
+    const query = ids.map((id) => `deployment_ids=${encodeURIComponent(id)}`).join("&");
+    return this.#json("DELETE", `/v2/deployments?${query}`, BulkDeleteResult, `DELETE ${ids.length} deployments`, { signal });
+  }
+  /** `internal_source`: a signed URL to PUT a gzip tarball to, and the `object_path` to PATCH as `source_tarball_path`. */
+  uploadUrl(deploymentId, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/upload-url`, UploadUrl, `POST upload-url of ${deploymentId}`, { body: {}, signal });
+  }
+  /** `internal_docker`: the registry and a token to push the image with. */
+  pushToken(deploymentId, signal) {
+    return this.#json("POST", `/v2/deployments/${encodeURIComponent(deploymentId)}/push-token`, PushToken, `POST push-token of ${deploymentId}`, { body: {}, signal });
+  }
   /** A revision and its ETag. */
   async getRevision(deploymentId, revisionId, signal) {
     const { body, headers } = await this.request("GET", this.#revisionPath(deploymentId, revisionId), { what: `GET revision ${revisionId}`, schema: Revision, signal });
@@ -49926,6 +50080,7 @@ var ApiClient = class {
 
 // shared/deploy/options.ts
 var import_yaml = __toESM(require_dist(), 1);
+var CreatableSource = external_exports.enum(["github", "external_docker"]);
 var InputError = class extends Error {
   name = "InputError";
 };
@@ -50018,11 +50173,11 @@ function parseDeployOptions(raw, defaults2 = {}) {
   const apiKey = get("api-key");
   if (!apiKey) throw new InputError("Input api-key is required: an API key of the control plane (keep it in a repository secret).");
   const deploymentId = check2(Uuid, get("deployment-id"), "deployment-id", "a deployment id (a UUID)");
-  const name = check2(ResourceName, get("name"), "name", "1-63 characters of a-z, 0-9 and -, starting with a letter and not ending with -");
+  const name = check2(ResourceName, get("name"), "name", "1-63 characters of letters, digits, - and _, starting with a letter or digit");
   if (deploymentId && name) throw new InputError("Inputs deployment-id and name are both set: give one of them (name finds, or creates, the deployment with that name).");
   if (!deploymentId && !name) throw new InputError("Input name or deployment-id is required: name creates the deployment or updates the one with that name; deployment-id updates an existing one.");
   const target = deploymentId ? { kind: "id", deploymentId } : { kind: "name", name };
-  let source = check2(Source, get("source"), "source", "github or external_docker");
+  let source = check2(CreatableSource, get("source"), "source", "github or external_docker");
   const githubInputs = GITHUB_ONLY.filter(given);
   const dockerInputs = DOCKER_ONLY.filter(given);
   if (source === "github" && dockerInputs.length) throw new InputError(`Input ${dockerInputs[0]} applies to source external_docker, but source is github.`);
@@ -50090,6 +50245,28 @@ var NOT_FOR = {
     ["repoUrl", "repo-url"],
     ["integrationId", "integration-id"],
     ["deploymentType", "deployment-type"],
+    ["repoRef", "repo-ref"],
+    ["graphConfigPath", "graph-config-path"],
+    ["buildOnPush", "build-on-push"]
+  ],
+  // The hosted API's sources, found by id or name: an internal_docker one takes a new image here;
+  // an internal_source one needs an uploaded tarball, which `langgraph deploy` makes, not this client.
+  internal_source: [
+    ["imageUri", "image-uri"],
+    ["listenerId", "listener-id"],
+    ["k8sNamespace", "k8s-namespace"],
+    ["customUrl", "custom-url"],
+    ["repoUrl", "repo-url"],
+    ["integrationId", "integration-id"],
+    ["repoRef", "repo-ref"],
+    ["buildOnPush", "build-on-push"]
+  ],
+  internal_docker: [
+    ["listenerId", "listener-id"],
+    ["k8sNamespace", "k8s-namespace"],
+    ["customUrl", "custom-url"],
+    ["repoUrl", "repo-url"],
+    ["integrationId", "integration-id"],
     ["repoRef", "repo-ref"],
     ["graphConfigPath", "graph-config-path"],
     ["buildOnPush", "build-on-push"]
@@ -54672,7 +54849,9 @@ async function runAction(deps) {
     workspaceId: inputs.deploy.workspaceId,
     fetch: deps.fetch,
     userAgent: "agent-deploy-action",
-    onRetry: (event) => core.info(`${event.what}: ${event.reason}; retry ${event.attempt} in ${formatDuration(event.delayMs)}.`)
+    onRetry: (event) => core.info(`${event.what}: ${event.reason}; retry ${event.attempt} in ${formatDuration(event.delayMs)}.`),
+    // A field the server ignored (or any other Warning it sends) shows as a workflow warning.
+    onWarning: (event) => core.warning(`${event.what}: ${event.text}`)
   });
   const label = inputs.deploy.target.kind === "name" ? inputs.deploy.target.name : inputs.deploy.target.deploymentId;
   const reporter = inputs.githubDeployment ? (deps.githubReporter ?? ((s, warn) => new GithubDeploymentReporter(s, warn)))(inputs.githubDeployment, (m) => core.warning(m)) : null;

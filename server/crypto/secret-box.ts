@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
 
 const VERSION = 'v1';
 
@@ -30,6 +30,14 @@ export class SecretBox {
     const decipher = createDecipheriv('aes-256-gcm', this.#key, Buffer.from(iv, 'base64url'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+  }
+
+  /**
+   * A 32-byte key for one purpose (e.g. signing upload URLs), derived with HKDF from the encryption
+   * key: no second secret to configure, and the encryption key itself never signs anything.
+   */
+  deriveKey(purpose: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.#key.export(), Buffer.alloc(0), purpose, 32));
   }
 
   encryptJson(value: unknown): string {

@@ -1,6 +1,8 @@
+import type { Readable } from 'node:stream';
 import { withResourceSpecDefaults } from '../../shared/schemas/resource-spec.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionWork } from '../store/types.ts';
+import { inspectTarball } from './tarball.ts';
 import type { DataPlane, StageControl } from './types.ts';
 
 export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
@@ -16,11 +18,13 @@ export class SandboxDataPlane implements DataPlane {
   readonly #stageMs: number;
   readonly #log: Logger;
   readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #openUpload: (deploymentId: string, objectPath: string) => Promise<Readable | null>;
   #stopped = false;
 
-  constructor(options: { stageMs: number; log: Logger }) {
+  constructor(options: { stageMs: number; log: Logger; openUpload?: (deploymentId: string, objectPath: string) => Promise<Readable | null> }) {
     this.#stageMs = options.stageMs;
     this.#log = options.log;
+    this.#openUpload = options.openUpload ?? (async () => null);
   }
 
   run(revision: RevisionWork, deployment: DeploymentRecord, control: StageControl): void {
@@ -31,7 +35,7 @@ export class SandboxDataPlane implements DataPlane {
         .transition({
           revisionId: revision.id,
           from: ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'],
-          to: revision.source === 'github' && ['AWAITING_BUILD', 'BUILDING'].includes(revision.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED',
+          to: ['AWAITING_BUILD', 'BUILDING'].includes(revision.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED',
           statusMessage: 'The sandbox data plane failed unexpectedly; see the server log.',
         })
         .catch(() => undefined);
@@ -51,12 +55,24 @@ export class SandboxDataPlane implements DataPlane {
       return true;
     };
 
+    const fromUpload = deployment.source === 'internal_source';
     if (status === 'AWAITING_BUILD') {
-      const what = `${deployment.source_config.repo_url}@${config.repo_ref} (${config.graph_config_path})`;
-      if (!(await step('AWAITING_BUILD', 'BUILDING', [{ type: 'build', level: 'info', message: `sandbox: simulated build of ${what}; nothing is cloned or built` }]))) return;
+      const what = fromUpload
+        ? `the uploaded tarball ${config.source_tarball_path} (${config.graph_config_path ?? 'langgraph.json'}); nothing is built`
+        : `${deployment.source_config.repo_url}@${config.repo_ref} (${config.graph_config_path}); nothing is cloned or built`;
+      if (!(await step('AWAITING_BUILD', 'BUILDING', [{ type: 'build', level: 'info', message: `sandbox: simulated build of ${what}` }]))) return;
     }
     if (status === 'BUILDING') {
       if (!(await this.#wait())) return;
+      if (fromUpload) {
+        // The one real step of this simulated build: read the tarball as a builder would, to say what it would build.
+        const found = await this.#describeUpload(deployment.id, config.source_tarball_path, config.graph_config_path);
+        if (!found.ok) {
+          await step('BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: `sandbox: ${found.message}` }], `Build failed: ${found.message}`);
+          return;
+        }
+        await control.log(id, 'build', 'info', `sandbox: ${found.message}`);
+      }
       if (failStage === 'build') {
         await step('BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }], 'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).');
         return;
@@ -76,6 +92,21 @@ export class SandboxDataPlane implements DataPlane {
         return;
       }
       await step('DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
+    }
+  }
+
+  /** Reads the uploaded tarball and says what a real build would build from it. */
+  async #describeUpload(deploymentId: string, objectPath: string | null, graphConfigPath: string | null): Promise<{ ok: boolean; message: string }> {
+    const stream = objectPath ? await this.#openUpload(deploymentId, objectPath) : null;
+    if (!stream) return { ok: false, message: `the uploaded tarball ${objectPath ?? '(none)'} is not in the store` };
+    try {
+      const summary = await inspectTarball(stream, graphConfigPath);
+      const config = summary.graphConfig
+        ? `graph config ${summary.graphConfig.path} found (graphs: ${summary.graphConfig.graphs.join(', ') || 'none declared'})`
+        : `no graph config ${graphConfigPath ?? 'langgraph.json'} in it`;
+      return { ok: true, message: `simulated build would use ${summary.files} files from ${objectPath}; ${config}` };
+    } catch (error) {
+      return { ok: false, message: `the uploaded tarball ${objectPath} could not be read as a gzip tarball (${error instanceof Error ? error.message : String(error)})` };
     }
   }
 

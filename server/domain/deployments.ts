@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import {
   isTagRef,
+  revisionConfig,
+  type BulkDeleteResult,
   type Deployment,
   type DeploymentCreate,
   type DeploymentListQuery,
   type DeploymentPatch,
+  type RevisionCreate,
   type SourceConfig,
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
@@ -12,26 +15,45 @@ import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts
 import type { DeploymentChange, DeploymentRecord, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
+import { dnsSafeName } from './names.ts';
 import { firstStage, type Pipeline } from './pipeline.ts';
 
-export type DeploymentsDeps = { store: Store; clock: Clock; pipeline: Pipeline; deploymentDomain: string; allowFileRepoUrls: boolean };
+export type DeploymentsDeps = {
+  store: Store;
+  clock: Clock;
+  pipeline: Pipeline;
+  deploymentDomain: string;
+  allowFileRepoUrls: boolean;
+  /** Whether `objectPath` is a completed upload of this deployment (`POST …/upload-url`, then `PUT`). */
+  tarballUploaded: (deploymentId: string, objectPath: string) => Promise<boolean>;
+};
 
-/** Fields a source takes in `source_config` (the seed's "Applies to" column). */
+/** Fields a source takes in `source_config` (the seed's "Applies to" column, and the hosted API's two sources). */
 const SOURCE_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<keyof SourceConfig>> = {
   github: new Set(['integration_id', 'repo_url', 'deployment_type', 'build_on_push', 'install_command', 'build_command']),
   external_docker: new Set(['listener_id', 'listener_config', 'resource_spec', 'custom_url']),
+  internal_source: new Set(['deployment_type', 'install_command', 'build_command', 'resource_spec']),
+  internal_docker: new Set(['deployment_type', 'resource_spec']),
 };
 const REVISION_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<string>> = {
   github: new Set(['repo_ref', 'graph_config_path']),
   external_docker: new Set(['image_uri']),
+  internal_source: new Set(['graph_config_path', 'source_tarball_path']),
+  internal_docker: new Set(['image_uri']),
 };
+/** Sources whose `custom_url` the server sets (read-only to clients). */
+const SERVER_SET_URL = new Set<Deployment['source']>(['github', 'internal_source', 'internal_docker']);
 /** Fixed at creation; a PATCH may repeat the stored value but not change it. */
 const IMMUTABLE_SOURCE_CONFIG_FIELDS = ['integration_id', 'repo_url', 'deployment_type', 'listener_id'] as const;
 
-/** The deployment as the API shows it: secret values masked. */
+/** The deployment as the API shows it: secret values masked, both names of the graph config path. */
 export function publicDeployment(deployment: DeploymentRecord): Deployment {
   const { delete_tracing_project: _internal, ...shown } = deployment;
-  return { ...shown, secrets: deployment.secrets.map((secret) => ({ name: secret.name, value: MASKED_SECRET_VALUE })) };
+  return {
+    ...shown,
+    source_revision_config: revisionConfig(deployment.source_revision_config),
+    secrets: deployment.secrets.map((secret) => ({ name: secret.name, value: MASKED_SECRET_VALUE })),
+  };
 }
 
 export class Deployments {
@@ -45,10 +67,28 @@ export class Deployments {
     const { store, clock, pipeline } = this.#deps;
     const now = clock.now();
     const id = crypto.randomUUID();
-    const revisionId = crypto.randomUUID();
+    let revisionId: string | null = crypto.randomUUID();
     let sourceConfig: SourceConfig;
-    let revisionConfig: SourceRevisionConfig;
-    if (body.source === 'github') {
+    let config: SourceRevisionConfig;
+    const serverUrl = () => `https://${dnsSafeName(body.name)}-${randomBytes(4).toString('hex')}.${this.#deps.deploymentDomain}`;
+    if (body.source === 'internal_source' || body.source === 'internal_docker') {
+      // Created empty: `langgraph deploy` uploads or pushes next, and its PATCH makes the first revision.
+      const given = body.source_config ?? {};
+      sourceConfig = {
+        ...emptySourceConfig(),
+        deployment_type: given.deployment_type ?? 'dev',
+        install_command: ('install_command' in given ? (given.install_command as string | null | undefined) : null) ?? null,
+        build_command: ('build_command' in given ? (given.build_command as string | null | undefined) : null) ?? null,
+        resource_spec: given.resource_spec ?? null,
+        custom_url: serverUrl(),
+      };
+      const revisionFields = body.source_revision_config ?? {};
+      config = revisionConfig({
+        graph_config_path: 'graph_config_path' in revisionFields ? (revisionFields.graph_config_path as string | null) : null,
+        image_uri: 'image_uri' in revisionFields ? (revisionFields.image_uri as string | null | undefined) : null,
+      });
+      if (!config.image_uri) revisionId = null;
+    } else if (body.source === 'github') {
       if (body.source_config.repo_url.startsWith('file://') && !this.#deps.allowFileRepoUrls) {
         // Reading local paths on the server's machine is for tests and experiments only.
         throw new ValidationFailed([
@@ -65,14 +105,9 @@ export class Deployments {
         build_on_push: body.source_config.build_on_push ?? false,
         install_command: body.source_config.install_command ?? null,
         build_command: body.source_config.build_command ?? null,
-        custom_url: `https://${body.name}-${randomBytes(4).toString('hex')}.${this.#deps.deploymentDomain}`,
+        custom_url: serverUrl(),
       };
-      revisionConfig = {
-        repo_ref: body.source_revision_config.repo_ref,
-        graph_config_path: body.source_revision_config.graph_config_path,
-        image_uri: null,
-        repo_commit_sha: null,
-      };
+      config = revisionConfig({ repo_ref: body.source_revision_config.repo_ref, graph_config_path: body.source_revision_config.graph_config_path });
     } else {
       const listener = await store.getListener(tenantId, body.source_config.listener_id);
       if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
@@ -93,7 +128,7 @@ export class Deployments {
         resource_spec: body.source_config.resource_spec ?? null,
         custom_url: body.source_config.custom_url ?? null,
       };
-      revisionConfig = { repo_ref: null, graph_config_path: null, image_uri: body.source_revision_config.image_uri, repo_commit_sha: null };
+      config = revisionConfig({ image_uri: body.source_revision_config.image_uri });
     }
     const secrets = body.secrets ?? [];
     const created = await store.createDeployment({
@@ -103,7 +138,7 @@ export class Deployments {
         name: body.name,
         source: body.source,
         source_config: sourceConfig,
-        source_revision_config: revisionConfig,
+        source_revision_config: config,
         secrets,
         created_at: now,
         updated_at: now,
@@ -112,17 +147,19 @@ export class Deployments {
         active_revision_id: null,
         image_version: body.image_version ?? null,
       },
-      revision: {
-        id: revisionId,
-        trigger: 'create',
-        source_revision_config: revisionConfig,
-        secrets,
-        resource_spec: sourceConfig.resource_spec,
-        status: firstStage({ source: body.source }),
-      },
+      revision: revisionId
+        ? {
+            id: revisionId,
+            trigger: 'create',
+            source_revision_config: config,
+            secrets,
+            resource_spec: sourceConfig.resource_spec,
+            status: firstStage({ source: body.source }),
+          }
+        : null,
       tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
     });
-    await pipeline.startedOnCreate(revisionId);
+    if (revisionId) await pipeline.startedOnCreate(revisionId);
     return created;
   }
 
@@ -139,8 +176,48 @@ export class Deployments {
   /** Applies the seed's PATCH rules; answers the deployment and the revision it created, if any. */
   async patch(tenantId: string, id: string, body: DeploymentPatch): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }> {
     const { store, clock, pipeline } = this.#deps;
+    await this.#checkTarball(tenantId, id, body.source_revision_config?.source_tarball_path);
     const result = await store.updateDeployment(tenantId, id, (current) => planPatch(current, body), clock.now());
     if (result.revision) await pipeline.advance(id);
+    return result;
+  }
+
+  /** `POST …/revisions`: a new revision from the PATCH's revision fields; none given rebuilds the latest config. */
+  async createRevision(tenantId: string, id: string, body: RevisionCreate): Promise<RevisionRecord> {
+    const { store, clock, pipeline } = this.#deps;
+    await this.#checkTarball(tenantId, id, body.source_revision_config?.source_tarball_path);
+    const result = await store.updateDeployment(tenantId, id, (current) => planPatch(current, body, { alwaysRevision: true }), clock.now());
+    await pipeline.advance(id);
+    return (await store.getRevisionById(result.revision!.id)) ?? result.revision!;
+  }
+
+  /** Upload URLs are for `internal_source`, push tokens for `internal_docker` deployments (400 for others). */
+  refuseUnlessSource(deployment: DeploymentRecord, source: Deployment['source'], what: string): void {
+    refuseWhileDeleting(deployment);
+    if (deployment.source !== source) throw new BadRequest(`${what} is for ${source} deployments; deployment ${deployment.id} has source ${deployment.source}.`);
+  }
+
+  /** A `source_tarball_path` must name a finished upload of this very deployment (400 otherwise). */
+  async #checkTarball(tenantId: string, id: string, objectPath: string | null | undefined): Promise<void> {
+    if (objectPath == null) return;
+    await this.get(tenantId, id);
+    if (!(await this.#deps.tarballUploaded(id, objectPath))) {
+      throw new BadRequest(`source_tarball_path '${objectPath}' is not a tarball uploaded for deployment ${id}; upload one with POST /v2/deployments/${id}/upload-url first.`);
+    }
+  }
+
+  /** Deletes each deployment on its own: one that fails does not stop the others. */
+  async deleteMany(tenantId: string, ids: string[], deleteTracingProject: boolean): Promise<BulkDeleteResult> {
+    const result: BulkDeleteResult = { deleted: [], failed: [] };
+    for (const id of new Set(ids)) {
+      try {
+        await this.delete(tenantId, id, deleteTracingProject);
+        result.deleted.push(id);
+      } catch (error) {
+        if (!(error instanceof NotFound) && !(error instanceof BadRequest)) throw error;
+        result.failed.push({ id, detail: error.message });
+      }
+    }
     return result;
   }
 
@@ -209,24 +286,28 @@ function refuseWhileDeleting(current: DeploymentRecord): void {
 /**
  * The seed's PATCH rules, decided against the stored deployment: fields the source does not take
  * and changes to immutable fields are 400; a non-null `repo_ref`, `graph_config_path`,
- * `image_uri`, `secrets` or `resource_spec` creates exactly one revision.
+ * `image_uri`, `source_tarball_path`, `secrets` or `resource_spec` creates exactly one revision
+ * (`alwaysRevision`: one is created in any case, for `POST …/revisions`).
  */
-export function planPatch(current: DeploymentRecord, body: DeploymentPatch): DeploymentChange {
+export function planPatch(current: DeploymentRecord, body: DeploymentPatch | RevisionCreate, options: { alwaysRevision?: boolean } = {}): DeploymentChange {
   refuseWhileDeleting(current);
-  const sourceConfig = body.source_config ?? {};
-  const revisionConfig = body.source_revision_config ?? {};
+  const sourceConfig: DeploymentPatch['source_config'] & object = body.source_config ?? {};
+  const revisionFields: Partial<SourceRevisionConfig> = body.source_revision_config ?? {};
   const source = current.source;
 
+  if (body.revision_source != null && body.revision_source !== source) {
+    throw new BadRequest(`revision_source ${body.revision_source} does not match the deployment's source ${source}.`);
+  }
   for (const [field, value] of Object.entries(sourceConfig)) {
     if (value === null || value === undefined) continue;
-    if (field === 'custom_url' && source === 'github') {
-      throw new BadRequest('source_config.custom_url is set by the server for github deployments and is read-only.');
+    if (field === 'custom_url' && SERVER_SET_URL.has(source)) {
+      throw new BadRequest(`source_config.custom_url is set by the server for ${source} deployments and is read-only.`);
     }
     if (!SOURCE_CONFIG_FIELDS[source].has(field as keyof SourceConfig)) {
       throw new BadRequest(`source_config.${field} is not allowed for a ${source} deployment.`);
     }
   }
-  for (const [field, value] of Object.entries(revisionConfig)) {
+  for (const [field, value] of Object.entries(revisionFields)) {
     if (value === null || value === undefined) continue;
     if (!REVISION_CONFIG_FIELDS[source].has(field)) {
       throw new BadRequest(`source_revision_config.${field} is not allowed for a ${source} deployment.`);
@@ -251,25 +332,36 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch): Dep
     build_command: sourceConfig.build_command ?? current.source_config.build_command,
     resource_spec: sourceConfig.resource_spec ?? current.source_config.resource_spec,
   };
-  const nextRevisionConfig: SourceRevisionConfig = {
-    repo_ref: revisionConfig.repo_ref ?? current.source_revision_config.repo_ref,
-    graph_config_path: revisionConfig.graph_config_path ?? current.source_revision_config.graph_config_path,
-    image_uri: revisionConfig.image_uri ?? current.source_revision_config.image_uri,
-    repo_commit_sha: current.source_revision_config.repo_commit_sha,
-  };
+  const stored = current.source_revision_config;
+  const nextRevisionConfig = revisionConfig({
+    repo_ref: revisionFields.repo_ref ?? stored.repo_ref,
+    graph_config_path: revisionFields.graph_config_path ?? stored.graph_config_path,
+    image_uri: revisionFields.image_uri ?? stored.image_uri,
+    source_tarball_path: revisionFields.source_tarball_path ?? stored.source_tarball_path,
+    repo_commit_sha: stored.repo_commit_sha,
+  });
   if (nextSourceConfig.build_on_push === true && isTagRef(nextRevisionConfig.repo_ref)) {
     throw new BadRequest('build_on_push cannot be true while repo_ref is a tag (refs/tags/...).');
   }
 
   const nextSecrets = body.secrets ? resolveMaskedSecrets(body.secrets, current.secrets) : current.secrets;
   const createsRevision =
-    revisionConfig.repo_ref != null ||
-    revisionConfig.graph_config_path != null ||
-    revisionConfig.image_uri != null ||
+    options.alwaysRevision === true ||
+    revisionFields.repo_ref != null ||
+    revisionFields.graph_config_path != null ||
+    revisionFields.image_uri != null ||
+    revisionFields.source_tarball_path != null ||
     body.secrets != null ||
     sourceConfig.resource_spec != null;
   if (!createsRevision) {
     return { source_config: nextSourceConfig, source_revision_config: current.source_revision_config, secrets: current.secrets, revision: null };
+  }
+  // The two client-built sources have nothing to build or run until a tarball or an image is named.
+  if (source === 'internal_source' && !nextRevisionConfig.source_tarball_path) {
+    throw new BadRequest('This internal_source deployment has no uploaded tarball yet: upload one (POST …/upload-url, then PUT) and send its object_path as source_revision_config.source_tarball_path.');
+  }
+  if (source === 'internal_docker' && !nextRevisionConfig.image_uri) {
+    throw new BadRequest('This internal_docker deployment has no image yet: push one (POST …/push-token) and send it as source_revision_config.image_uri.');
   }
   // A new revision builds its ref afresh: the commit it gets is not known until it is built.
   const newRevisionConfig: SourceRevisionConfig = { ...nextRevisionConfig, repo_commit_sha: null };

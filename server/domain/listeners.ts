@@ -16,6 +16,7 @@ export class Listeners {
     const listener: Listener = {
       id: crypto.randomUUID(),
       tenant_id: tenantId,
+      version: body.version ?? null,
       compute_type: body.compute_type,
       compute_id: body.compute_id,
       compute_config: { k8s_namespaces: body.compute_config?.k8s_namespaces ?? [] },
@@ -38,8 +39,9 @@ export class Listeners {
 
   async patch(tenantId: string, id: string, body: ListenerPatch): Promise<ListenerRecord> {
     const current = await this.get(tenantId, id);
-    if (!body.compute_config) return current;
-    const updated = await this.deps.store.updateListener(tenantId, id, { k8s_namespaces: body.compute_config.k8s_namespaces }, this.deps.clock.now());
+    if (!body.compute_config && body.version == null) return current;
+    const computeConfig = body.compute_config ? { k8s_namespaces: body.compute_config.k8s_namespaces } : current.compute_config;
+    const updated = await this.deps.store.updateListener(tenantId, id, computeConfig, this.deps.clock.now(), body.version ?? current.version);
     if (!updated) throw new NotFound(`Listener ID ${id} not found.`);
     return updated;
   }

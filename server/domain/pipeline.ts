@@ -169,7 +169,12 @@ export class Pipeline {
 }
 
 
-/** `github` revisions are built first; `external_docker` ones go straight to deploy. */
+/** `github` and `internal_source` revisions are built first; the two image sources go straight to deploy. */
 export function firstStage(revision: Pick<RevisionRecord, 'source'>): RevisionStatus {
-  return revision.source === 'github' ? 'AWAITING_BUILD' : 'AWAITING_DEPLOY';
+  return buildsFromSource(revision.source) ? 'AWAITING_BUILD' : 'AWAITING_DEPLOY';
+}
+
+/** Sources whose revisions have a build stage. */
+export function buildsFromSource(source: RevisionRecord['source']): boolean {
+  return source === 'github' || source === 'internal_source';
 }

@@ -1,4 +1,5 @@
-import type { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
+import { revisionConfig } from '../../shared/schemas/deployment.ts';
+import type { ProjectLogs, ProjectLogsRequest, Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import type { Page, RevisionRecord, Store } from '../store/types.ts';
 import { NotFound } from './errors.ts';
 import type { RevisionWatch } from './revision-watch.ts';
@@ -13,7 +14,7 @@ export function publicRevision(revision: RevisionRecord): Revision {
     status: revision.status,
     status_message: revision.status_message,
     source: revision.source,
-    source_revision_config: revision.source_revision_config,
+    source_revision_config: revisionConfig(revision.source_revision_config),
     trigger: revision.trigger,
   };
 }
@@ -71,6 +72,38 @@ export class Revisions {
   async list(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
     if (!(await this.#store.getDeployment(tenantId, deploymentId))) throw new NotFound(`Deployment ID ${deploymentId} not found.`);
     return this.#store.listRevisions(tenantId, deploymentId, query);
+  }
+
+  /**
+   * The log routes `langgraph deploy logs` calls. `projectId` is the deployment's id (what the CLI
+   * sends) or its tracing project's id; without `revisionId`, the deployment's live revision (the
+   * latest one while none is live yet).
+   */
+  async projectLogs(tenantId: string, projectId: string, revisionId: string | null, type: 'build' | 'deploy', request: ProjectLogsRequest): Promise<ProjectLogs> {
+    let deployment = await this.#store.getDeployment(tenantId, projectId);
+    if (!deployment) {
+      const project = await this.#store.getTracingProject(tenantId, projectId);
+      deployment = project?.deployment_id ? await this.#store.getDeployment(tenantId, project.deployment_id) : null;
+    }
+    if (!deployment) throw new NotFound(`Project ID ${projectId} not found.`);
+    const target = revisionId ?? deployment.active_revision_id ?? deployment.latest_revision_id;
+    if (!target) return { logs: [], next_offset: null };
+    await this.get(tenantId, deployment.id, target);
+    const level = request.level === 'warning' ? 'warn' : (request.level ?? undefined);
+    const { logs, more } = await this.#store.searchLogs(target, {
+      type,
+      order: request.order ?? 'desc',
+      cursor: request.offset == null ? 0 : Number(request.offset),
+      limit: request.limit ?? 50,
+      level,
+      query: request.query ?? undefined,
+      startTime: request.start_time ? new Date(request.start_time).toISOString() : undefined,
+      endTime: request.end_time ? new Date(request.end_time).toISOString() : undefined,
+    });
+    return {
+      logs: logs.map(({ seq, timestamp, level: lineLevel, message }) => ({ id: String(seq), timestamp, level: lineLevel, message })),
+      next_offset: more ? (logs.at(-1)?.seq ?? null) : null,
+    };
   }
 
   async logs(tenantId: string, deploymentId: string, revisionId: string, query: RevisionLogsQuery): Promise<RevisionLogs> {

@@ -53,7 +53,9 @@ export class SchemaComponents {
 
   /** The JSON Schema of `schema` (a `$ref` when it is named). */
   schema(schema: z.ZodType, io: Io): Json {
-    const { $schema: _dialect, $defs, ...root } = z.toJSONSchema(schema, { io, metadata: this.#registry, unrepresentable: 'any' }) as Json & { $defs?: Record<string, Json> };
+    const generated = z.toJSONSchema(schema, { io, metadata: this.#registry, unrepresentable: 'any' }) as Json;
+    // Requests may carry fields the server does not know: it ignores them with a Warning (contract §2), so the document must not forbid them.
+    const { $schema: _dialect, $defs, ...root } = (io === 'input' ? acceptingUnknownFields(generated) : generated) as Json & { $defs?: Record<string, Json> };
     for (const [id, body] of Object.entries($defs ?? {})) this.#defs.set(`${id}@${io}`, placeholders(body, io));
     return placeholders(root, io);
   }
@@ -131,4 +133,9 @@ function mapRefs(value: unknown, change: (ref: string) => string): unknown {
   if (Array.isArray(value)) return value.map((item) => mapRefs(item, change));
   if (!value || typeof value !== 'object') return value;
   return Object.fromEntries(Object.entries(value).map(([key, child]) => [key, key === '$ref' && typeof child === 'string' ? change(child) : mapRefs(child, change)]));
+}
+
+/** A copy of `schema` without `additionalProperties: false` anywhere. */
+function acceptingUnknownFields(schema: Json): Json {
+  return JSON.parse(JSON.stringify(schema), (key, value: unknown) => (key === 'additionalProperties' && value === false ? undefined : value)) as Json;
 }

@@ -61,8 +61,11 @@ export function toValidationIssues(error: z.ZodError, where: Where, input: unkno
       case 'too_big':
         issues.push({ loc, msg: issue.message, type: issue.origin === 'string' ? 'string_too_long' : issue.origin === 'array' ? 'too_long' : 'less_than_equal' });
         break;
-      default:
-        issues.push({ loc, msg: issue.message, type: 'value_error' });
+      default: {
+        // A refinement may name its pydantic type (e.g. `missing` for a field required only sometimes).
+        const named = issue.code === 'custom' ? (issue.params as { type?: unknown } | undefined)?.type : undefined;
+        issues.push({ loc, msg: issue.message, type: typeof named === 'string' ? named : 'value_error' });
+      }
     }
   }
   return issues;
@@ -97,11 +100,73 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, where: 
   return result.data;
 }
 
+/** At most this many `Warning` values are sent for one request; the rest are counted in one more. */
+const MAX_WARNINGS = 20;
+
+export type ReadJsonOptions = {
+  limit?: number;
+  /**
+   * `ignore` (default, contract §2 for every route): fields the schema does not know are dropped
+   * and each is named in a `Warning: 299 - "Unknown field ignored: body.<path>"` header value (the
+   * hosted API's clients send undocumented fields such as `tracked_packages`). `refuse`: 422
+   * `extra_forbidden`, for a body whose every key must be understood.
+   */
+  unknownFields?: 'ignore' | 'refuse';
+};
+
 /**
  * Reads the body as strict JSON: a JSON content type, at most `limit` bytes, valid UTF-8, valid
  * JSON, nesting at most 64 deep; then validates it. Raw text is read once and never re-serialised.
  */
-export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit = API_BODY_LIMIT): Promise<z.output<S>> {
+export async function readJson<S extends z.ZodType>(c: Context, schema: S, options: number | ReadJsonOptions = {}): Promise<z.output<S>> {
+  const { limit = API_BODY_LIMIT, unknownFields = 'ignore' } = typeof options === 'number' ? { limit: options } : options;
+  const value = await readJsonValue(c, limit);
+  if (unknownFields === 'refuse') return validate(schema, value, 'body');
+  const { data, ignored } = validateIgnoringUnknown(schema, value);
+  warnIgnored(c, ignored);
+  return data;
+}
+
+/**
+ * Validates `value`, dropping the keys the schema reports as unrecognized (a copy is changed, never
+ * the input) until only real problems are left. Answers the data and the dotted paths dropped.
+ */
+export function validateIgnoringUnknown<S extends z.ZodType>(schema: S, value: unknown): { data: z.output<S>; ignored: string[] } {
+  let current = value;
+  const ignored: string[] = [];
+  // Each round drops every key reported; a key is reported only once its parent parsed, so nested
+  // unknown keys inside a failing sibling may need another round. Bounded: depth is at most 64.
+  for (let round = 0; round <= MAX_JSON_DEPTH; round++) {
+    const result = schema.safeParse(current);
+    if (result.success) return { data: result.data, ignored };
+    const unknown = result.error.issues.filter((issue) => issue.code === 'unrecognized_keys');
+    if (unknown.length === 0) throw new ValidationFailed(toValidationIssues(result.error, 'body', current));
+    if (current === value) current = structuredClone(value);
+    for (const issue of unknown) {
+      const parent = valueAt(current, issue.path);
+      if (parent === null || typeof parent !== 'object') continue;
+      for (const key of issue.keys) {
+        delete (parent as Record<string, unknown>)[key];
+        ignored.push(['body', ...issue.path.map(String), key].join('.'));
+      }
+    }
+  }
+  return { data: validate(schema, current, 'body'), ignored };
+}
+
+/** One `Warning` header value per ignored field (RFC 7234 code 299, as Kubernetes does). */
+export function warnIgnored(c: Context, ignored: string[]): void {
+  for (const path of ignored.slice(0, MAX_WARNINGS)) c.header('Warning', warningValue(`Unknown field ignored: ${path.slice(0, 200)}`), { append: true });
+  if (ignored.length > MAX_WARNINGS) c.header('Warning', warningValue(`${ignored.length - MAX_WARNINGS} more unknown fields ignored`), { append: true });
+}
+
+/** `299 - "<text>"`, the text as a quoted string of printable ASCII (a header cannot carry more). */
+function warningValue(text: string): string {
+  const quoted = JSON.stringify(text).replace(/[^\x20-\x7e]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return `299 - ${quoted}`;
+}
+
+async function readJsonValue(c: Context, limit: number): Promise<unknown> {
   const contentType = c.req.header('content-type') ?? '';
   if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
     throw new UnsupportedMediaType('The body must be JSON, sent with Content-Type: application/json.');
@@ -125,7 +190,7 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S, limit
   }
   const problem = shapeProblem(value);
   if (problem) throw new ValidationFailed([problem]);
-  return validate(schema, value, 'body');
+  return value;
 }
 
 /**

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { GithubIntegration, GithubIntegrationCreate } from '../../shared/schemas/integration.ts';
+import { GithubIntegration, GithubIntegrationCreate, GithubRepository } from '../../shared/schemas/integration.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson } from '../http/validation.ts';
 
 export function integrationRoutes(ctx: RouteContext): void {
-  const { integrations } = ctx.services;
+  const { integrations, installationRepos } = ctx.services;
   const tag = 'integrations';
   route(ctx, { method: 'get', path: '/v1/integrations/github/install', summary: 'List the GitHub integrations of the workspace', tag, response: { status: 200, schema: z.array(GithubIntegration) } }, async (c) =>
     c.json(await integrations.list(c.get('principal').workspaceId)),
@@ -14,6 +14,17 @@ export function integrationRoutes(ctx: RouteContext): void {
     const body = await readJson(c, GithubIntegrationCreate);
     return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
   });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v1/integrations/github/:integration_id/repos',
+      summary: "Repositories the integration's GitHub App installation was granted, as GitHub's deliveries reported them",
+      tag,
+      response: { status: 200, schema: z.array(GithubRepository) },
+    },
+    async (c) => c.json(await installationRepos.list(c.get('principal').workspaceId, pathId(c, 'integration_id'))),
+  );
   route(ctx, { method: 'delete', path: '/v1/integrations/github/:integration_id', summary: 'Unlink a GitHub integration', tag, response: { status: 204, schema: null } }, async (c) => {
     await integrations.delete(c.get('principal').workspaceId, pathId(c, 'integration_id'));
     return c.body(null, 204);

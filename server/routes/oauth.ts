@@ -23,8 +23,7 @@ import { requireOrganizationScope } from '../domain/auth.ts';
 import type { OAuth } from '../domain/oauth/oauth.ts';
 import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readQuery } from '../http/validation.ts';
-import { readOAuthBody } from './oauth-body.ts';
+import { pathId, readJson, readQuery } from '../http/validation.ts';
 import { oauthCallbackRoutes } from './oauth-callback.ts';
 
 /**
@@ -47,7 +46,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
 
   route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'create OAuth providers');
-    const body = await readOAuthBody(c, OAuthProviderCreate);
+    const body = await readJson(c, OAuthProviderCreate);
     return c.json(await providers.create(org(c), body), 200);
   });
   route(ctx, { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } }, async (c) =>
@@ -58,7 +57,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   );
   route(ctx, { method: 'patch', path: `${base}/:provider_id`, ...slugParam, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
     requireOrganizationScope(c.get('principal'), 'change OAuth providers');
-    const body = await readOAuthBody(c, OAuthProviderPatch);
+    const body = await readJson(c, OAuthProviderPatch);
     return c.json(await providers.patch(org(c), providerRef(c), body));
   });
   route(ctx, { method: 'delete', path: `${base}/:provider_id`, ...slugParam, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
@@ -87,12 +86,12 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   });
   route(ctx, { method: 'patch', path: '/v2/auth/tokens/:token_id/metadata', summary: "Change a token's label or default mark", tag, body: OAuthTokenMetadataPatch, response: { status: 200, schema: OAuthTokenSummary } }, async (c) => {
     const id = pathId(c, 'token_id');
-    const body = await readOAuthBody(c, OAuthTokenMetadataPatch);
+    const body = await readJson(c, OAuthTokenMetadataPatch);
     return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
   });
 
   route(ctx, { method: 'post', path: '/v2/auth/authenticate', summary: 'Get a token, or start an authorization flow', tag, body: AuthenticateRequest, response: { status: 200, schema: AuthenticateResponse } }, async (c) => {
-    const body = await readOAuthBody(c, AuthenticateRequest);
+    const body = await readJson(c, AuthenticateRequest);
     return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
   });
 

@@ -1,11 +1,11 @@
 import { page } from '../../shared/schemas/common.ts';
-import { Deployment } from '../../shared/schemas/deployment.ts';
+import { Deployment, RevisionCreate } from '../../shared/schemas/deployment.ts';
 import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import { publicDeployment } from '../domain/deployments.ts';
 import { publicRevision, revisionEtag } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readQuery } from '../http/validation.ts';
+import { pathId, readJson, readQuery } from '../http/validation.ts';
 
 const MAX_WAIT_SECONDS = 60;
 
@@ -41,6 +41,13 @@ export function revisionRoutes(ctx: RouteContext): void {
     const query = readQuery(c, RevisionListQuery);
     const result = await revisions.list(c.get('principal').workspaceId, deploymentId, query);
     return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
+  });
+
+  route(ctx, { method: 'post', path: base, summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config", tag, body: RevisionCreate, response: { status: 201, schema: Revision } }, async (c) => {
+    const deploymentId = pathId(c, 'deployment_id');
+    const empty = !c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0';
+    const body = empty ? {} : await readJson(c, RevisionCreate);
+    return c.json(publicRevision(await deployments.createRevision(c.get('principal').workspaceId, deploymentId, body)), 201);
   });
 
   route(

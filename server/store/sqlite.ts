@@ -1,9 +1,10 @@
 import Database from 'better-sqlite3';
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
-import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import { revisionConfig, type Deployment, type DeploymentListQuery, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
 import {
   type LogEntry,
+  type LogFilter,
   type LogLevel,
   type LogType,
   type RevisionListQuery,
@@ -242,7 +243,7 @@ export class SqliteStore implements Store {
 
   // ------------------------------------------------------------ deployments
 
-  async createDeployment(input: { deployment: Deployment; revision: NewRevision; tracingProject: TracingProject }): Promise<DeploymentRecord> {
+  async createDeployment(input: { deployment: Deployment; revision: NewRevision | null; tracingProject: TracingProject }): Promise<DeploymentRecord> {
     const { db } = this;
     const { deployment: d, revision, tracingProject: tp } = input;
     try {
@@ -261,7 +262,7 @@ export class SqliteStore implements Store {
           source: d.source,
           ...this.deploymentColumns(d.source_config, d.source_revision_config, d.secrets),
           status: d.status,
-          latest_revision_id: revision.id,
+          latest_revision_id: revision?.id ?? null,
           image_version: d.image_version,
           integration_id: d.source_config.integration_id,
           listener_id: d.source_config.listener_id,
@@ -269,7 +270,7 @@ export class SqliteStore implements Store {
           created_at: d.created_at,
           updated_at: d.updated_at,
         });
-        this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at);
+        if (revision) this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at);
         this.sql('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)').run(
           tp.id,
           tp.tenant_id,
@@ -574,13 +575,37 @@ export class SqliteStore implements Store {
     };
   }
 
+  async searchLogs(revisionId: string, filter: LogFilter): Promise<{ logs: Array<LogEntry & { seq: number }>; more: boolean }> {
+    const where = ['revision_id = @revision_id', 'type = @type'];
+    if (filter.cursor > 0) where.push(filter.order === 'asc' ? 'seq > @cursor' : 'seq < @cursor');
+    if (filter.level) where.push('level = @level');
+    if (filter.query) where.push("message LIKE @query ESCAPE '\\'");
+    if (filter.startTime) where.push('timestamp >= @start_time');
+    if (filter.endTime) where.push('timestamp <= @end_time');
+    const rows = this.sql(
+        `SELECT seq, timestamp, level, message FROM revision_logs WHERE ${where.join(' AND ')}
+         ORDER BY seq ${filter.order === 'asc' ? 'ASC' : 'DESC'} LIMIT @limit`,
+      )
+      .all({
+        revision_id: revisionId,
+        type: filter.type,
+        cursor: filter.cursor,
+        level: filter.level ?? null,
+        query: filter.query ? `%${escapeLike(filter.query)}%` : null,
+        start_time: filter.startTime ?? null,
+        end_time: filter.endTime ?? null,
+        limit: filter.limit + 1,
+      }) as Array<LogEntry & { seq: number }>;
+    return { logs: rows.slice(0, filter.limit), more: rows.length > filter.limit };
+  }
+
   // ------------------------------------------------------------ listeners
 
   async createListener(input: Listener): Promise<void> {
     try {
       this.sql(
-          `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
-           VALUES (@id, @tenant_id, @compute_type, @compute_id, @compute_config, @created_at, @updated_at)`,
+          `INSERT INTO listeners (id, tenant_id, version, compute_type, compute_id, compute_config, created_at, updated_at)
+           VALUES (@id, @tenant_id, @version, @compute_type, @compute_id, @compute_config, @created_at, @updated_at)`,
         )
         .run({ ...input, compute_config: JSON.stringify(input.compute_config) });
     } catch (error) {
@@ -605,9 +630,9 @@ export class SqliteStore implements Store {
     return { resources: rows.map(toListener), offset: offset + rows.length };
   }
 
-  async updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string): Promise<ListenerRecord | null> {
-    const result = this.sql('UPDATE listeners SET compute_config = ?, updated_at = ? WHERE id = ? AND tenant_id = ?')
-      .run(JSON.stringify(computeConfig), now, id, tenantId);
+  async updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string, version?: string | null): Promise<ListenerRecord | null> {
+    const result = this.sql('UPDATE listeners SET compute_config = ?, version = coalesce(?, version), updated_at = ? WHERE id = ? AND tenant_id = ?')
+      .run(JSON.stringify(computeConfig), version ?? null, now, id, tenantId);
     return result.changes === 1 ? this.getListener(tenantId, id) : null;
   }
 
@@ -710,7 +735,7 @@ export class SqliteStore implements Store {
       name: row.name as string,
       source: row.source as Deployment['source'],
       source_config: JSON.parse(row.source_config as string) as SourceConfig,
-      source_revision_config: JSON.parse(row.source_revision_config as string) as SourceRevisionConfig,
+      source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
       secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
       created_at: row.created_at as string,
       updated_at: row.updated_at as string,
@@ -732,7 +757,7 @@ export class SqliteStore implements Store {
       status: row.status as RevisionStatus,
       status_message: (row.status_message as string | null) ?? null,
       source: row.source as RevisionRecord['source'],
-      source_revision_config: JSON.parse(row.source_revision_config as string) as SourceRevisionConfig,
+      source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
       trigger: row.trigger as RevisionRecord['trigger'],
       version: row.version as number,
     };
@@ -772,6 +797,7 @@ function toListener(row: Row): ListenerRecord {
   return {
     id: row.id as string,
     tenant_id: row.tenant_id as string,
+    version: (row.version as string | null | undefined) ?? null,
     compute_type: row.compute_type as ListenerRecord['compute_type'],
     compute_id: row.compute_id as string,
     compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],

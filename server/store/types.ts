@@ -5,6 +5,7 @@ import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
 import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
 import type {
   LogEntry,
+  LogFilter,
   LogLevel,
   LogType,
   Revision,
@@ -110,7 +111,8 @@ export interface Store {
   // deployments
   createDeployment(input: {
     deployment: Deployment;
-    revision: NewRevision;
+    /** Null for the client-built sources, created empty until their first PATCH (`latest_revision_id: null`). */
+    revision: NewRevision | null;
     tracingProject: TracingProject;
   }): Promise<DeploymentRecord>;
   getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null>;
@@ -156,13 +158,15 @@ export interface Store {
   listUnfinishedRevisions(): Promise<RevisionRecord[]>;
   appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void>;
   readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }>;
+  /** Log lines with filters and either order, each with its sequence number (the cursor). */
+  searchLogs(revisionId: string, filter: LogFilter): Promise<{ logs: Array<LogEntry & { seq: number }>; more: boolean }>;
 
   // listeners
   createListener(input: Listener): Promise<void>;
   getListener(tenantId: string, id: string): Promise<ListenerRecord | null>;
   getListenerById(id: string): Promise<ListenerRecord | null>;
   listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>>;
-  updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string): Promise<ListenerRecord | null>;
+  updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string, version?: string | null): Promise<ListenerRecord | null>;
   /** False when deployments still use the listener. */
   deleteListener(tenantId: string, id: string): Promise<'deleted' | 'not_found' | 'in_use'>;
 

@@ -28,6 +28,28 @@ const NOT_FOR: Record<Source, Array<[keyof DeployOptions, string]>> = {
     ['graphConfigPath', 'graph-config-path'],
     ['buildOnPush', 'build-on-push'],
   ],
+  // The hosted API's sources, found by id or name: an internal_docker one takes a new image here;
+  // an internal_source one needs an uploaded tarball, which `langgraph deploy` makes, not this client.
+  internal_source: [
+    ['imageUri', 'image-uri'],
+    ['listenerId', 'listener-id'],
+    ['k8sNamespace', 'k8s-namespace'],
+    ['customUrl', 'custom-url'],
+    ['repoUrl', 'repo-url'],
+    ['integrationId', 'integration-id'],
+    ['repoRef', 'repo-ref'],
+    ['buildOnPush', 'build-on-push'],
+  ],
+  internal_docker: [
+    ['listenerId', 'listener-id'],
+    ['k8sNamespace', 'k8s-namespace'],
+    ['customUrl', 'custom-url'],
+    ['repoUrl', 'repo-url'],
+    ['integrationId', 'integration-id'],
+    ['repoRef', 'repo-ref'],
+    ['graphConfigPath', 'graph-config-path'],
+    ['buildOnPush', 'build-on-push'],
+  ],
 };
 
 /**

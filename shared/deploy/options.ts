@@ -2,6 +2,9 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ResourceName, Uuid } from '../schemas/common.ts';
 import { DeploymentType, isTagRef, RepoRef, RepoUrl, Source } from '../schemas/deployment.ts';
+
+/** The sources this client can create: the two others are made by `langgraph deploy` (upload or push first). */
+const CreatableSource = z.enum(['github', 'external_docker']);
 import { ResourceSpec } from '../schemas/resource-spec.ts';
 import { SECRET_NAME, type Secret } from '../schemas/secret.ts';
 
@@ -159,13 +162,13 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
   if (!apiKey) throw new InputError('Input api-key is required: an API key of the control plane (keep it in a repository secret).');
 
   const deploymentId = check(Uuid, get('deployment-id'), 'deployment-id', 'a deployment id (a UUID)');
-  const name = check(ResourceName, get('name'), 'name', '1-63 characters of a-z, 0-9 and -, starting with a letter and not ending with -');
+  const name = check(ResourceName, get('name'), 'name', '1-63 characters of letters, digits, - and _, starting with a letter or digit');
   if (deploymentId && name) throw new InputError('Inputs deployment-id and name are both set: give one of them (name finds, or creates, the deployment with that name).');
   if (!deploymentId && !name) throw new InputError('Input name or deployment-id is required: name creates the deployment or updates the one with that name; deployment-id updates an existing one.');
   const target: DeployTarget = deploymentId ? { kind: 'id', deploymentId } : { kind: 'name', name: name! };
 
   // The source: as given, else what the source-specific inputs imply.
-  let source = check(Source, get('source'), 'source', 'github or external_docker');
+  let source = check(CreatableSource, get('source'), 'source', 'github or external_docker');
   const githubInputs = GITHUB_ONLY.filter(given);
   const dockerInputs = DOCKER_ONLY.filter(given);
   if (source === 'github' && dockerInputs.length) throw new InputError(`Input ${dockerInputs[0]} applies to source external_docker, but source is github.`);

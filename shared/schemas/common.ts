@@ -6,11 +6,15 @@ export const Uuid = z.uuid().toLowerCase();
 /** RFC 3339 UTC timestamps with milliseconds, as `Date.prototype.toISOString()` writes them. */
 export const Timestamp = z.iso.datetime();
 
-/** A 1–63 character name: `a-z`, `0-9` and `-`, starting with a letter, not ending with `-`. */
+/**
+ * A deployment's name: 1–63 letters, digits, `-` and `_`, starting with a letter or digit (the hosted
+ * API's own example creates `my_deployment`). Where a DNS-safe form is needed it is derived
+ * (`dnsSafeName` in server/domain/names.ts).
+ */
 export const ResourceName = z
   .string()
-  .regex(/^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/, {
-    message: 'Name must be 1-63 characters of a-z, 0-9 and -, start with a letter and not end with -',
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
+    message: 'Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit',
   });
 
 /** The `{resources, offset}` envelope every list route answers with. */

@@ -3,7 +3,12 @@ import { ResourceName, Timestamp, Uuid } from './common.ts';
 import { ResourceSpec } from './resource-spec.ts';
 import { Secret, SecretList } from './secret.ts';
 
-export const Source = z.enum(['github', 'external_docker']);
+/**
+ * `github` and `external_docker` (the seed's), `internal_source` (a tarball uploaded through
+ * `POST …/upload-url`, built like `github`) and `internal_docker` (an image the client pushed with
+ * `POST …/push-token`, deployed like `external_docker`), as the hosted API and `langgraph deploy` use them.
+ */
+export const Source = z.enum(['github', 'external_docker', 'internal_source', 'internal_docker']);
 export type Source = z.infer<typeof Source>;
 
 export const DeploymentType = z.enum(['dev_free', 'dev', 'prod']);
@@ -40,6 +45,8 @@ export function isTagRef(ref: string | null | undefined): boolean {
 }
 
 const GraphConfigPath = z.string().min(1).max(1024);
+/** What `POST …/upload-url` answered as `object_path`; checked against the uploads of the deployment. */
+const SourceTarballPath = z.string().min(1).max(1024);
 const ImageUri = z
   .string()
   .min(1)
@@ -94,17 +101,87 @@ const ExternalDockerSourceConfigCreate = z.strictObject({
   build_command: notAllowed('build_command', 'external_docker'),
 });
 
-const GithubRevisionConfigCreate = z.strictObject({
-  repo_ref: RepoRef,
-  graph_config_path: GraphConfigPath,
-  image_uri: notAllowed('image_uri', 'github'),
-});
+type ConfigPathFields = { graph_config_path?: string | null | undefined; langgraph_config_path?: string | null | undefined };
+
+/**
+ * `graph_config_path` (the seed's name) and `langgraph_config_path` (the hosted API's) are one
+ * field: either may be sent; both with different values is 422.
+ */
+function configPathRule(required: boolean) {
+  return (value: ConfigPathFields, ctx: z.RefinementCtx) => {
+    const { graph_config_path: seed, langgraph_config_path: hosted } = value;
+    if (seed != null && hosted != null && seed !== hosted) {
+      ctx.addIssue({ code: 'custom', path: ['langgraph_config_path'], message: 'graph_config_path and langgraph_config_path are one field; they were given different values' });
+    }
+    if (required && seed == null && hosted == null) {
+      ctx.addIssue({ code: 'custom', path: ['graph_config_path'], message: 'Field required (graph_config_path or langgraph_config_path)', params: { type: 'missing' } });
+    }
+  };
+}
+
+/** Folds `langgraph_config_path` into `graph_config_path`, the name the server keeps. */
+function mergeConfigPath<T extends ConfigPathFields>({ langgraph_config_path, ...rest }: T): Omit<T, 'langgraph_config_path'> & { graph_config_path: string | null } {
+  return { ...rest, graph_config_path: rest.graph_config_path ?? langgraph_config_path ?? null };
+}
+
+const GithubRevisionConfigCreate = z
+  .strictObject({
+    repo_ref: RepoRef,
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    image_uri: notAllowed('image_uri', 'github'),
+    source_tarball_path: notAllowed('source_tarball_path', 'github'),
+  })
+  .superRefine(configPathRule(true))
+  .transform(mergeConfigPath);
 
 const ExternalDockerRevisionConfigCreate = z.strictObject({
   image_uri: ImageUri,
   repo_ref: notAllowed('repo_ref', 'external_docker'),
   graph_config_path: notAllowed('graph_config_path', 'external_docker'),
+  langgraph_config_path: notAllowed('langgraph_config_path', 'external_docker'),
+  source_tarball_path: notAllowed('source_tarball_path', 'external_docker'),
 });
+
+const InternalSourceRevisionConfigCreate = z
+  .strictObject({
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    repo_ref: notAllowed('repo_ref', 'internal_source'),
+    image_uri: notAllowed('image_uri', 'internal_source'),
+    source_tarball_path: notAllowed(
+      'source_tarball_path',
+      'internal_source',
+      'cannot be given on create: upload the tarball with POST /v2/deployments/{id}/upload-url, then PATCH source_tarball_path',
+    ),
+  })
+  .superRefine(configPathRule(false))
+  .transform(mergeConfigPath);
+
+const InternalDockerRevisionConfigCreate = z.strictObject({
+  image_uri: ImageUri.nullish(),
+  repo_ref: notAllowed('repo_ref', 'internal_docker'),
+  graph_config_path: notAllowed('graph_config_path', 'internal_docker'),
+  langgraph_config_path: notAllowed('langgraph_config_path', 'internal_docker'),
+  source_tarball_path: notAllowed('source_tarball_path', 'internal_docker'),
+});
+
+/** `internal_source` / `internal_docker`: built or pushed by the client; the server sets `custom_url`. */
+function internalSourceConfigCreate(source: 'internal_source' | 'internal_docker') {
+  const builds = source === 'internal_source';
+  return z.strictObject({
+    deployment_type: DeploymentType.nullish(),
+    resource_spec: ResourceSpec.nullish(),
+    install_command: builds ? Command.nullish() : notAllowed('install_command', source),
+    build_command: builds ? Command.nullish() : notAllowed('build_command', source),
+    custom_url: notAllowed('custom_url', source, `is set by the server for ${source} deployments and is read-only`),
+    integration_id: notAllowed('integration_id', source),
+    repo_url: notAllowed('repo_url', source),
+    build_on_push: notAllowed('build_on_push', source),
+    listener_id: notAllowed('listener_id', source),
+    listener_config: notAllowed('listener_config', source),
+  });
+}
 
 const GithubDeploymentCreate = z
   .strictObject({
@@ -134,8 +211,31 @@ const ExternalDockerDeploymentCreate = z.strictObject({
   image_version: z.string().max(255).nullish(),
 });
 
+const InternalSourceDeploymentCreate = z.strictObject({
+  name: ResourceName,
+  source: z.literal('internal_source'),
+  source_config: internalSourceConfigCreate('internal_source').nullish(),
+  source_revision_config: InternalSourceRevisionConfigCreate.nullish(),
+  secrets: SecretList.nullish(),
+  image_version: z.string().max(255).nullish(),
+});
+
+const InternalDockerDeploymentCreate = z.strictObject({
+  name: ResourceName,
+  source: z.literal('internal_docker'),
+  source_config: internalSourceConfigCreate('internal_docker').nullish(),
+  source_revision_config: InternalDockerRevisionConfigCreate.nullish(),
+  secrets: SecretList.nullish(),
+  image_version: z.string().max(255).nullish(),
+});
+
 /** `POST /v2/deployments`. */
-export const DeploymentCreate = z.discriminatedUnion('source', [GithubDeploymentCreate, ExternalDockerDeploymentCreate]);
+export const DeploymentCreate = z.discriminatedUnion('source', [
+  GithubDeploymentCreate,
+  ExternalDockerDeploymentCreate,
+  InternalSourceDeploymentCreate,
+  InternalDockerDeploymentCreate,
+]);
 export type DeploymentCreate = z.infer<typeof DeploymentCreate>;
 
 // ---------------------------------------------------------------- patch (checked against the stored source by the domain)
@@ -154,16 +254,26 @@ export const SourceConfigPatch = z.strictObject({
 });
 export type SourceConfigPatch = z.infer<typeof SourceConfigPatch>;
 
-export const SourceRevisionConfigPatch = z.strictObject({
-  repo_ref: RepoRef.nullish(),
-  graph_config_path: GraphConfigPath.nullish(),
-  image_uri: ImageUri.nullish(),
-});
+export const SourceRevisionConfigPatch = z
+  .strictObject({
+    repo_ref: RepoRef.nullish(),
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    image_uri: ImageUri.nullish(),
+    source_tarball_path: SourceTarballPath.nullish(),
+  })
+  .superRefine(configPathRule(false))
+  .transform(mergeConfigPath);
 export type SourceRevisionConfigPatch = z.infer<typeof SourceRevisionConfigPatch>;
 
-/** `PATCH /v2/deployments/{id}`: three optional, nullable fields; anything else is 422. */
+/**
+ * `PATCH /v2/deployments/{id}`: optional, nullable fields. `revision_source` is what `langgraph
+ * deploy` sends to say which source the new revision is from; it must match the deployment's.
+ * Unknown fields (`tracked_packages`, `secret_references`, …) are ignored with a `Warning`.
+ */
 export const DeploymentPatch = z
   .strictObject({
+    revision_source: Source.nullish(),
     source_config: SourceConfigPatch.nullish(),
     source_revision_config: SourceRevisionConfigPatch.nullish(),
     secrets: SecretList.nullish(),
@@ -178,6 +288,44 @@ export const DeploymentPatch = z
     }
   });
 export type DeploymentPatch = z.infer<typeof DeploymentPatch>;
+export type DeploymentPatchInput = z.input<typeof DeploymentPatch>;
+
+/**
+ * `POST /v2/deployments/{id}/revisions`: always creates a revision, from the PATCH's revision
+ * fields; an empty body rebuilds the latest revision's config.
+ */
+export const RevisionCreate = z.strictObject({
+  revision_source: Source.nullish(),
+  source_config: z.strictObject({ resource_spec: ResourceSpec.nullish() }).nullish(),
+  source_revision_config: SourceRevisionConfigPatch.nullish(),
+  secrets: SecretList.nullish(),
+});
+export type RevisionCreate = z.infer<typeof RevisionCreate>;
+
+/** `DELETE /v2/deployments?deployment_ids=a&deployment_ids=b` (or comma-separated). */
+export const BulkDeleteQuery = z.object({
+  deployment_ids: z.array(Uuid).min(1).max(100),
+  delete_tracing_project: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((value) => value === 'true'),
+});
+export type BulkDeleteQuery = z.infer<typeof BulkDeleteQuery>;
+
+/** The bulk delete's answer: 200 when every id was deleted, 207 when some were not. */
+export const BulkDeleteResult = z.object({
+  deleted: z.array(Uuid),
+  failed: z.array(z.object({ id: z.string(), detail: z.string() })),
+});
+export type BulkDeleteResult = z.infer<typeof BulkDeleteResult>;
+
+/** `POST …/upload-url`: where to `PUT` the gzip tarball, and what to PATCH as `source_tarball_path`. */
+export const UploadUrl = z.object({ upload_url: z.url(), object_path: z.string() });
+export type UploadUrl = z.infer<typeof UploadUrl>;
+
+/** `POST …/push-token`: a token for `docker login` to the configured registry. */
+export const PushToken = z.object({ token: z.string(), registry_url: z.string() });
+export type PushToken = z.infer<typeof PushToken>;
 
 // ---------------------------------------------------------------- responses
 
@@ -195,13 +343,33 @@ export const SourceConfig = z.object({
 });
 export type SourceConfig = z.infer<typeof SourceConfig>;
 
+/**
+ * A revision's config as answers show it. `langgraph_config_path` always equals
+ * `graph_config_path`. The two later fields default to null so that a client of this version
+ * still reads answers of a server that predates them.
+ */
 export const SourceRevisionConfig = z.object({
   repo_ref: z.string().nullable(),
   graph_config_path: z.string().nullable(),
+  langgraph_config_path: z.string().nullable().default(null),
   image_uri: z.string().nullable(),
+  source_tarball_path: z.string().nullable().default(null),
   repo_commit_sha: z.string().nullable(),
 });
 export type SourceRevisionConfig = z.infer<typeof SourceRevisionConfig>;
+
+/** A complete revision config from the fields that matter; the alias always mirrors `graph_config_path`. */
+export function revisionConfig(fields: Partial<SourceRevisionConfig>): SourceRevisionConfig {
+  const graph = fields.graph_config_path ?? null;
+  return {
+    repo_ref: fields.repo_ref ?? null,
+    graph_config_path: graph,
+    langgraph_config_path: graph,
+    image_uri: fields.image_uri ?? null,
+    source_tarball_path: fields.source_tarball_path ?? null,
+    repo_commit_sha: fields.repo_commit_sha ?? null,
+  };
+}
 
 export const Deployment = z.object({
   id: Uuid,

@@ -14,3 +14,14 @@ export const GithubIntegrationCreate = z.strictObject({
   name: z.string().min(1).max(255),
 });
 export type GithubIntegrationCreate = z.infer<typeof GithubIntegrationCreate>;
+
+/** An item of `GET /v1/integrations/github/{id}/repos`, as the hosted API answers it. */
+export const GithubRepository = z.object({
+  host_integration_id: Uuid,
+  id: z.int(),
+  name: z.string(),
+  owner: z.string(),
+  url: z.string(),
+  default_branch: z.string(),
+});
+export type GithubRepository = z.infer<typeof GithubRepository>;

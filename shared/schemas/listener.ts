@@ -12,19 +12,25 @@ const Namespace = z
 export const ComputeConfig = z.strictObject({ k8s_namespaces: z.array(Namespace).max(1000).default([]) });
 export type ComputeConfig = z.infer<typeof ComputeConfig>;
 
+/** The listener agent's version, as the hosted API records it (free text). */
+const Version = z.string().max(255);
+
 export const ListenerCreate = z.strictObject({
+  version: Version.nullish(),
   compute_type: ComputeType,
   compute_id: z.string().min(1).max(255),
   compute_config: ComputeConfig.nullish(),
 });
 export type ListenerCreate = z.infer<typeof ListenerCreate>;
 
-export const ListenerPatch = z.strictObject({ compute_config: ComputeConfig.nullish() });
+export const ListenerPatch = z.strictObject({ version: Version.nullish(), compute_config: ComputeConfig.nullish() });
 export type ListenerPatch = z.infer<typeof ListenerPatch>;
 
 export const Listener = z.object({
   id: Uuid,
   tenant_id: Uuid,
+  /** Defaults to null so this client still reads a server that predates the field. */
+  version: z.string().nullable().default(null),
   compute_type: ComputeType,
   compute_id: z.string(),
   compute_config: z.object({ k8s_namespaces: z.array(z.string()) }),

@@ -33,6 +33,11 @@ function count(field: string) {
 }
 
 /** Fields the seed lists but marks "not to be used": accepted so clients that send them still work. */
+/** CPU in cores: a number ≥ 0 (`0.5` is half a core), as the hosted API has it (the seed's table says integer). */
+function cores(field: string) {
+  return z.number({ error: `${field} must be a number` }).min(0, { error: `${field} must be 0 or more` }).nullish();
+}
+
 function unused(field: string) {
   return count(field).describe(`${field} is present in the interface but not to be used; it is stored and ignored.`);
 }
@@ -136,6 +141,8 @@ const ORDERED_PAIRS = [
   ['queue_memory_mb', 'queue_memory_limit_mb'],
   ['db_cpu', 'db_cpu_limit'],
   ['db_memory_mb', 'db_memory_limit_mb'],
+  ['redis_cpu', 'redis_cpu_limit'],
+  ['redis_memory_mb', 'redis_memory_limit_mb'],
 ] as const;
 
 /**
@@ -147,27 +154,30 @@ export const ResourceSpec = z
   .strictObject({
     min_scale: count('min_scale'),
     max_scale: count('max_scale'),
-    cpu: count('cpu'),
-    cpu_limit: count('cpu_limit'),
+    cpu: cores('cpu'),
+    cpu_limit: cores('cpu_limit'),
     memory_mb: count('memory_mb'),
     memory_limit_mb: count('memory_limit_mb'),
     queue_min_scale: count('queue_min_scale'),
     queue_max_scale: count('queue_max_scale'),
-    queue_cpu: count('queue_cpu'),
-    queue_cpu_limit: count('queue_cpu_limit'),
+    queue_cpu: cores('queue_cpu'),
+    queue_cpu_limit: cores('queue_cpu_limit'),
     queue_memory_mb: count('queue_memory_mb'),
     queue_memory_limit_mb: count('queue_memory_limit_mb'),
-    orchestrator_cpu: unused('orchestrator_cpu'),
-    orchestrator_cpu_limit: unused('orchestrator_cpu_limit'),
+    orchestrator_cpu: cores('orchestrator_cpu').describe('orchestrator_cpu is present in the interface but not to be used; it is stored and ignored.'),
+    orchestrator_cpu_limit: cores('orchestrator_cpu_limit').describe('orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored.'),
     orchestrator_memory_mb: unused('orchestrator_memory_mb'),
     orchestrator_memory_limit_mb: unused('orchestrator_memory_limit_mb'),
     orchestrator_min_scale: unused('orchestrator_min_scale'),
     orchestrator_max_scale: unused('orchestrator_max_scale'),
-    executor_cpu: unused('executor_cpu'),
-    executor_cpu_limit: unused('executor_cpu_limit'),
+    executor_cpu: cores('executor_cpu').describe('executor_cpu is present in the interface but not to be used; it is stored and ignored.'),
+    executor_cpu_limit: cores('executor_cpu_limit').describe('executor_cpu_limit is present in the interface but not to be used; it is stored and ignored.'),
     executor_memory_mb: unused('executor_memory_mb'),
     executor_memory_limit_mb: unused('executor_memory_limit_mb'),
     redis_memory_mb: count('redis_memory_mb'),
+    redis_cpu: cores('redis_cpu'),
+    redis_cpu_limit: cores('redis_cpu_limit'),
+    redis_memory_limit_mb: count('redis_memory_limit_mb'),
     labels: StringMap.nullish(),
     annotations: StringMap.nullish(),
     service_account_name: z.string({ error: 'service_account_name must be a string' }).nullish(),

@@ -88,3 +88,41 @@ export type RevisionLogsQuery = z.infer<typeof RevisionLogsQuery>;
 /** `next_offset` is an opaque cursor: pass it back as `offset`; null when nothing more is stored yet. */
 export const RevisionLogs = z.object({ logs: z.array(LogEntry), next_offset: z.int().nullable() });
 export type RevisionLogs = z.infer<typeof RevisionLogs>;
+
+/**
+ * The body of the log routes `langgraph deploy logs` calls (`POST /v1/projects/{id}/…_logs`); all
+ * optional. `offset` is the cursor a previous answer gave as `next_offset`; `query` matches a
+ * substring of the message; `level` the level (`warning` reads as `warn`).
+ */
+export const ProjectLogsRequest = z.strictObject({
+  limit: z.int().min(1).max(1000).nullish(),
+  order: z.enum(['asc', 'desc']).nullish(),
+  offset: z.union([z.int().min(0), z.string().regex(/^\d{1,15}$/, { message: 'offset must be a cursor from next_offset' })]).nullish(),
+  level: z
+    .string()
+    .transform((value) => value.toLowerCase())
+    .pipe(z.enum(['debug', 'info', 'warn', 'warning', 'error']))
+    .nullish(),
+  query: z.string().max(1000).nullish(),
+  start_time: z.iso.datetime({ offset: true }).nullish(),
+  end_time: z.iso.datetime({ offset: true }).nullish(),
+});
+export type ProjectLogsRequest = z.infer<typeof ProjectLogsRequest>;
+
+/** A log line as the project log routes answer it: with an `id` (its cursor). */
+export const ProjectLogEntry = z.object({ id: z.string(), timestamp: Timestamp, level: LogLevel, message: z.string() });
+export const ProjectLogs = z.object({ logs: z.array(ProjectLogEntry), next_offset: z.int().nullable() });
+export type ProjectLogs = z.infer<typeof ProjectLogs>;
+
+/** What the store filters log lines by. */
+export type LogFilter = {
+  type: LogType;
+  order: 'asc' | 'desc';
+  /** Lines after (asc) or before (desc) this cursor; 0 = from the start (asc) or the newest (desc). */
+  cursor: number;
+  limit: number;
+  level?: LogLevel | undefined;
+  query?: string | undefined;
+  startTime?: string | undefined;
+  endTime?: string | undefined;
+};

@@ -62,7 +62,7 @@ describe('deploy inputs', () => {
   });
 
   it('checks formats and conflicts with a sentence naming the input', () => {
-    expect(() => options({ name: 'Bad_Name', 'image-uri': 'i' })).toThrow(/Input name must be/);
+    expect(() => options({ name: 'Bad Name', 'image-uri': 'i' })).toThrow(/Input name must be/);
     expect(() => options({ 'deployment-id': 'nope' })).toThrow(/Input deployment-id must be a deployment id/);
     expect(() => options({ name: 'a', 'image-uri': 'i', 'api-url': 'ftp://x' })).toThrow(/Input api-url must be an http\(s\) URL/);
     expect(() => options({ name: 'a', 'image-uri': 'i', 'api-key': '' })).toThrow(/Input api-key is required/);

@@ -11,7 +11,7 @@ const revision = (status: RevisionStatus, version: number): Revision => ({
   status,
   status_message: null,
   source: 'external_docker',
-  source_revision_config: { repo_ref: null, graph_config_path: null, image_uri: 'i', repo_commit_sha: null },
+  source_revision_config: { repo_ref: null, graph_config_path: null, image_uri: 'i', repo_commit_sha: null, langgraph_config_path: null, source_tarball_path: null },
   trigger: 'create',
 });
 

@@ -79,14 +79,18 @@ describe('ResourceSpec: shape', () => {
     expectIssue({ volume_mounts: [{ name: 'data', mountPath: '/d', readOnly: 'yes' }] }, ['volume_mounts', 0, 'readOnly'], 'invalid_type');
   });
 
-  it('integers counting replicas, CPU, MB and GiB are whole numbers of 0 or more', () => {
+  it('integers counting replicas, MB and GiB are whole numbers of 0 or more; CPU is a number (0.5 = half a core)', () => {
     expectValid({ min_scale: 0, max_scale: 10, cpu: 1, memory_mb: 512, redis_memory_mb: 256, db_storage_gi: 10, db_max_connections: 100 });
     expectIssue({ min_scale: -1 }, ['min_scale'], 'too_small');
     expectIssue({ memory_mb: -512 }, ['memory_mb'], 'too_small');
     expectIssue({ db_storage_gi: -1 }, ['db_storage_gi'], 'too_small');
     expectIssue({ max_scale: 1.5 }, ['max_scale'], 'invalid_type');
     expectIssue({ queue_min_scale: 0.5 }, ['queue_min_scale'], 'invalid_type');
-    expectIssue({ cpu: 2.5 }, ['cpu'], 'invalid_type');
+    expectValid({ cpu: 0.5, cpu_limit: 1.5, queue_cpu: 0.25, redis_cpu: 0.1, redis_cpu_limit: 0.2, redis_memory_limit_mb: 512 });
+    expectIssue({ cpu: -0.5 }, ['cpu'], 'too_small');
+    expectIssue({ cpu: '1' }, ['cpu'], 'invalid_type');
+    expectIssue({ redis_cpu: 1, redis_cpu_limit: 0.5 }, ['redis_cpu_limit'], 'custom');
+    expectIssue({ redis_memory_limit_mb: 1.5 }, ['redis_memory_limit_mb'], 'invalid_type');
   });
 
   it('db_cpu and db_cpu_limit are numbers of 0 or more, fractions allowed', () => {

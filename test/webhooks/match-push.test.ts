@@ -12,7 +12,7 @@ function deployment(overrides: { build_on_push?: boolean; repo_ref?: string; sta
     name: 'agent',
     source: 'github',
     source_config: { integration_id: 'int-1', repo_url: 'https://github.com/acme/agent', build_on_push: overrides.build_on_push ?? true } as DeploymentRecord['source_config'],
-    source_revision_config: { repo_ref: overrides.repo_ref ?? 'main', graph_config_path: 'langgraph.json', image_uri: null, repo_commit_sha: null },
+    source_revision_config: { repo_ref: overrides.repo_ref ?? 'main', graph_config_path: 'langgraph.json', image_uri: null, repo_commit_sha: null, langgraph_config_path: null, source_tarball_path: null },
     secrets: [],
     created_at: '',
     updated_at: '',

@@ -11,14 +11,16 @@ type InstallationPayload = EmitterWebhookEvent<'installation'>['payload'];
 export type HeadsSeen = Pick<WebhookStore, 'setReconcileHead'>;
 /** Which workspaces linked an installation: those an App delivery naming it is addressed to. */
 export type InstallationLinks = Pick<WebhookStore, 'tenantsOfInstallation'>;
+/** Records the repositories an installation was granted, as its deliveries report them. */
+export type InstallationRepoRecorder = { recordFromDelivery(event: string, payload: unknown): Promise<void> };
 
 export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[] };
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks };
+  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder };
 
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks }) {
+  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder }) {
     this.#deps = deps;
   }
 
@@ -31,6 +33,9 @@ export class DeliveryProcessor {
     if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
       return { outcome: 'ignored', reason: 'The body is not a JSON object.', results: [] };
     }
+    // The repositories GET /v1/integrations/github/{id}/repos lists. Only the App's deliveries speak
+    // for an installation: a workspace's repository webhook could otherwise add repositories to one it does not own.
+    if (workspaceId === null) await this.#deps.repos?.recordFromDelivery(event, payload);
     if (event === 'push') return this.#push(payload as PushPayload, workspaceId);
     if (event === 'installation') {
       // A workspace's secret proves only that the workspace sent it: it must not unlink or suspend anyone's integrations.

@@ -1,6 +1,7 @@
 import initial from './001_initial.ts';
 import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
+import compat from './004_compat.ts';
 import oauthWorkspaces from './005_oauth_workspaces.ts';
 import webhookScoping from './006_webhook_scoping.ts';
 import agents from './007_agents.ts';
@@ -14,6 +15,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
+  { version: 4, name: 'compat', sql: compat },
   { version: 5, name: 'oauth_workspaces', sql: oauthWorkspaces },
   { version: 6, name: 'webhook_scoping', sql: webhookScoping },
   { version: 7, name: 'agents', sql: agents },

@@ -1,0 +1,76 @@
+import type { GithubRepository } from '../../shared/schemas/integration.ts';
+import type { Store } from '../store/types.ts';
+import type { InstallationRepo, InstallationRepoStore } from '../store/installation-repos.ts';
+import type { Clock } from './clock.ts';
+import { NotFound } from './errors.ts';
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The repositories each GitHub App installation was granted, as GitHub's deliveries report them:
+ * `installation` (`created`, `new_permissions_accepted`: the full list; `deleted`: none left),
+ * `installation_repositories` (`added` / `removed`), and `push` (the pushed repository, with its
+ * default branch). The webhook processor calls `recordFromDelivery` for each delivery it handles.
+ */
+export class InstallationRepos {
+  readonly #deps: { store: Store; repos: InstallationRepoStore; clock: Clock };
+
+  constructor(deps: { store: Store; repos: InstallationRepoStore; clock: Clock }) {
+    this.#deps = deps;
+  }
+
+  /** `GET /v1/integrations/github/{id}/repos` of an integration of the workspace. */
+  async list(tenantId: string, integrationId: string): Promise<GithubRepository[]> {
+    const integration = await this.#deps.store.getIntegration(tenantId, integrationId);
+    if (!integration) throw new NotFound(`GitHub integration ID ${integrationId} not found.`);
+    const repos = await this.#deps.repos.listRepos(integration.installation_id);
+    return repos.map((repo) => ({
+      host_integration_id: integration.id,
+      id: repo.repo_id,
+      name: repo.name,
+      owner: repo.owner,
+      url: repo.url,
+      default_branch: repo.default_branch ?? 'main',
+    }));
+  }
+
+  /** Records what a delivery says about an installation's repositories; anything unreadable is skipped. */
+  async recordFromDelivery(event: string, payload: unknown): Promise<void> {
+    if (!isObject(payload) || !isObject(payload.installation) || typeof payload.installation.id !== 'number') return;
+    const installationId = payload.installation.id;
+    const { repos, clock } = this.#deps;
+    const now = clock.now();
+    const owner = isObject(payload.installation.account) && typeof payload.installation.account.login === 'string' ? payload.installation.account.login : null;
+    if (event === 'installation') {
+      if (payload.action === 'deleted') return repos.upsertRepos(installationId, [], now, true);
+      if (Array.isArray(payload.repositories)) return repos.upsertRepos(installationId, payload.repositories.flatMap((r) => listed(r, owner)), now, true);
+    } else if (event === 'installation_repositories') {
+      if (Array.isArray(payload.repositories_added)) await repos.upsertRepos(installationId, payload.repositories_added.flatMap((r) => listed(r, owner)), now, false);
+      if (Array.isArray(payload.repositories_removed)) {
+        await repos.removeRepos(installationId, payload.repositories_removed.flatMap((r) => (isObject(r) && typeof r.id === 'number' ? [r.id] : [])));
+      }
+    } else if (event === 'push' && isObject(payload.repository)) {
+      const repo = pushed(payload.repository);
+      if (repo) await repos.upsertRepos(installationId, [repo], now, false);
+    }
+  }
+}
+
+/** An item of an installation event's repository list: `{id, name, full_name}`. */
+function listed(value: unknown, accountLogin: string | null): InstallationRepo[] {
+  if (!isObject(value) || typeof value.id !== 'number' || typeof value.name !== 'string') return [];
+  const fullName = typeof value.full_name === 'string' ? value.full_name : accountLogin ? `${accountLogin}/${value.name}` : null;
+  if (!fullName) return [];
+  const owner = fullName.split('/')[0]!;
+  return [{ repo_id: value.id, name: value.name, owner, url: `https://github.com/${fullName}`, default_branch: null }];
+}
+
+/** A push delivery's full repository object. */
+function pushed(value: Json): InstallationRepo | null {
+  if (typeof value.id !== 'number' || typeof value.name !== 'string') return null;
+  const owner = isObject(value.owner) ? (typeof value.owner.login === 'string' ? value.owner.login : typeof value.owner.name === 'string' ? value.owner.name : null) : null;
+  if (!owner) return null;
+  const url = typeof value.html_url === 'string' ? value.html_url : `https://github.com/${owner}/${value.name}`;
+  return { repo_id: value.id, name: value.name, owner, url, default_branch: typeof value.default_branch === 'string' ? value.default_branch : null };
+}

@@ -1,0 +1,200 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { UploadUrl } from '../../shared/schemas/deployment.ts';
+import type { Logger } from '../logger.ts';
+import type { UploadRecord, UploadStore } from '../store/uploads.ts';
+import type { Clock } from './clock.ts';
+import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './errors.ts';
+
+/** Chunk rows are at most this big: a PUT holds at most one chunk in memory at a time. */
+export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
+/** How much of an oversized body is read and discarded before the 413 (beyond it, the connection is cut). */
+const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024;
+/** Where the signed `PUT` goes; the signature authorizes it, no API key. */
+export const UPLOAD_PATH_PREFIX = '/v1/uploads/';
+
+export type UploadsDeps = {
+  store: UploadStore;
+  clock: Clock;
+  log: Logger;
+  /** HMAC key for upload URLs (derived from the encryption key). */
+  signingKey: Buffer;
+  publicUrl: () => string;
+  ttlMs: number;
+  maxBytes: number;
+};
+
+/**
+ * Source tarballs of `internal_source` deployments: signed, expiring, single-use upload URLs on
+ * this server; the `PUT` streamed into chunk rows (never buffered whole); a stream to read one back.
+ */
+export class Uploads {
+  readonly #deps: UploadsDeps;
+
+  constructor(deps: UploadsDeps) {
+    this.#deps = deps;
+  }
+
+  get maxBytes(): number {
+    return this.#deps.maxBytes;
+  }
+
+  /** `POST …/upload-url` for a deployment the caller has already found in its workspace. */
+  async issue(tenantId: string, deploymentId: string): Promise<UploadUrl> {
+    const { store, clock, ttlMs, publicUrl } = this.#deps;
+    const now = clock.now();
+    // Tarballs no revision uses are kept one URL lifetime (time enough for the PATCH that names them), then dropped.
+    await store.removeStaleUploads(deploymentId, now, new Date(Date.parse(now) - ttlMs).toISOString());
+    const id = crypto.randomUUID();
+    const expires = Date.parse(now) + ttlMs;
+    const objectPath = `deployments/${deploymentId}/uploads/${id}.tar.gz`;
+    await store.createUpload({ id, deployment_id: deploymentId, tenant_id: tenantId, object_path: objectPath, expires_at: new Date(expires).toISOString(), created_at: now });
+    const signature = this.#sign(id, expires);
+    return { upload_url: `${publicUrl()}${UPLOAD_PATH_PREFIX}${id}?expires=${expires}&signature=${signature}`, object_path: objectPath };
+  }
+
+  /**
+   * The signed `PUT`: checks the signature and expiry, claims the URL (one PUT at a time; none after
+   * a complete one), then streams the body into chunk rows. A body over the cap, one that is not
+   * gzip, or a broken stream removes what was written and leaves nothing stored.
+   */
+  async receive(input: {
+    id: string;
+    expires: string | undefined;
+    signature: string | undefined;
+    declaredLength: number | null;
+    /**
+     * Opens the body only once the checks passed: a body left unopened is drained by the HTTP
+     * server after a refusal, while an opened, unread one would hold the connection up.
+     */
+    body: () => ReadableStream<Uint8Array> | null;
+  }): Promise<{ object_path: string; size: number }> {
+    const { store, clock, maxBytes, log } = this.#deps;
+    const expires = Number(input.expires);
+    if (!input.signature || !Number.isSafeInteger(expires) || !this.#verify(input.id, expires, input.signature)) {
+      throw new Forbidden('The upload URL signature is not valid.');
+    }
+    if (Date.parse(clock.now()) > expires) throw new Forbidden('The upload URL has expired; ask for a new one (POST …/upload-url).');
+    const upload = await store.getUpload(input.id);
+    if (!upload) throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
+    if (input.declaredLength !== null && input.declaredLength > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+    const claim = await store.claimUpload(input.id);
+    if (claim === 'not_found') throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
+    if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
+    if (claim === 'in_use') throw new Conflict('Another upload to this URL is in progress.');
+    try {
+      const size = await this.#streamIn(upload, input.body());
+      await store.completeUpload(upload.id, size, clock.now());
+      log.info('upload stored', { deployment_id: upload.deployment_id, upload_id: upload.id, bytes: size });
+      return { object_path: upload.object_path, size };
+    } catch (error) {
+      await store.releaseUpload(upload.id);
+      throw error;
+    }
+  }
+
+  async #streamIn(upload: UploadRecord, body: ReadableStream<Uint8Array> | null): Promise<number> {
+    const { store, maxBytes } = this.#deps;
+    if (!body) throw new BadRequest('The body is empty; PUT a gzip tarball.');
+    const reader = body.getReader();
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let total = 0;
+    let seq = 0;
+    const flush = async () => {
+      if (pendingBytes === 0) return;
+      const data = Buffer.concat(pending, pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      await store.writeChunk(upload.id, seq++, data);
+    };
+    try {
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch {
+          throw new BadRequest('The upload was cut off before its end; nothing was stored.');
+        }
+        const { done, value } = chunk;
+        if (done) break;
+        if (total === 0 && value.length > 0 && value[0] !== 0x1f) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
+        if (total === 1 || (total === 0 && value.length > 1)) {
+          const second = total === 1 ? value[0] : value[1];
+          if (second !== 0x8b) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
+        }
+        total += value.length;
+        if (total > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+        let offset = 0;
+        while (offset < value.length) {
+          const take = Math.min(UPLOAD_CHUNK_BYTES - pendingBytes, value.length - offset);
+          pending.push(Buffer.from(value.buffer, value.byteOffset + offset, take));
+          pendingBytes += take;
+          offset += take;
+          if (pendingBytes === UPLOAD_CHUNK_BYTES) await flush();
+        }
+      }
+    } catch (error) {
+      // Read on (and discard) a moderately sized rest, so the client gets the answer, not a reset.
+      await drain(reader, DRAIN_LIMIT_BYTES);
+      throw error;
+    } finally {
+      reader.releaseLock();
+    }
+    if (total < 2) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
+    await flush();
+    return total;
+  }
+
+  /** Whether `objectPath` names a completed upload of this deployment. */
+  async isUploaded(deploymentId: string, objectPath: string): Promise<boolean> {
+    return (await this.#deps.store.findCompleteUpload(deploymentId, objectPath)) !== null;
+  }
+
+  /**
+   * The uploaded tarball as a stream, one chunk row at a time (the sandbox reads it; a listener
+   * agent will fetch it the same way through a signed URL). Null when there is no such upload.
+   */
+  async open(deploymentId: string, objectPath: string): Promise<Readable | null> {
+    const { store } = this.#deps;
+    const upload = await store.findCompleteUpload(deploymentId, objectPath);
+    if (!upload) return null;
+    async function* chunks() {
+      for (let seq = 0; ; seq++) {
+        const chunk = await store.readChunk(upload!.id, seq);
+        if (!chunk) return;
+        yield chunk;
+      }
+    }
+    return Readable.from(chunks(), { objectMode: false });
+  }
+
+  /** At start: uploads cut off by a crash keep nothing. */
+  releaseInterrupted(): Promise<number> {
+    return this.#deps.store.releaseInterruptedUploads();
+  }
+
+  #sign(id: string, expires: number): string {
+    return createHmac('sha256', this.#deps.signingKey).update(`upload:${id}:${expires}`).digest('base64url');
+  }
+
+  #verify(id: string, expires: number, signature: string): boolean {
+    const expected = Buffer.from(this.#sign(id, expires));
+    const given = Buffer.from(signature);
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  }
+}
+
+/** Reads and discards up to `limit` more bytes; stops early at the end or on an error. */
+async function drain(reader: ReadableStreamDefaultReader<Uint8Array>, limit: number): Promise<void> {
+  let drained = 0;
+  try {
+    while (drained <= limit) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      drained += value.length;
+    }
+  } catch {
+    // the client went away: nothing to answer
+  }
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { UPLOAD_PATH_PREFIX } from '../domain/uploads.ts';
+import type { RouteContext } from '../http/env.ts';
+import { route } from '../http/route.ts';
+import { pathId } from '../http/validation.ts';
+
+const UploadQuery = z.object({ expires: z.string(), signature: z.string() });
+
+/** The signed `PUT` of a source tarball: authorized by the URL's signature, not an API key. */
+export function uploadRoutes(ctx: RouteContext): void {
+  const { uploads } = ctx.services;
+  route(
+    ctx,
+    {
+      method: 'put',
+      path: `${UPLOAD_PATH_PREFIX}:upload_id`,
+      summary: 'Upload a gzip source tarball to a signed URL from POST /v2/deployments/{id}/upload-url (no API key; the signature authorizes it)',
+      tag: 'deployments',
+      query: UploadQuery,
+      auth: false,
+      response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
+    },
+    async (c) => {
+      const declared = c.req.header('content-length');
+      const result = await uploads.receive({
+        id: pathId(c, 'upload_id'),
+        expires: c.req.query('expires'),
+        signature: c.req.query('signature'),
+        declaredLength: declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : null,
+        body: () => c.req.raw.body,
+      });
+      return c.json(result);
+    },
+  );
+}

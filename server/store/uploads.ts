@@ -1,0 +1,134 @@
+import type Database from 'better-sqlite3';
+
+export type UploadRecord = {
+  id: string;
+  deployment_id: string;
+  tenant_id: string;
+  object_path: string;
+  state: 'issued' | 'receiving' | 'complete';
+  size: number | null;
+  expires_at: string;
+};
+
+export type ClaimOutcome = 'claimed' | 'not_found' | 'in_use' | 'used';
+
+/**
+ * Uploaded source tarballs, kept as ordered chunk rows (≤ 1 MiB each) so that no step holds a
+ * whole upload in memory and a later PostgreSQL store can keep them the same way. A row becomes
+ * `complete` only after its last chunk is written; readers see only complete uploads.
+ */
+export interface UploadStore {
+  createUpload(input: Omit<UploadRecord, 'state' | 'size'> & { created_at: string }): Promise<void>;
+  getUpload(id: string): Promise<UploadRecord | null>;
+  /** `issued` → `receiving`, atomically: one PUT at a time, and none after a complete one. */
+  claimUpload(id: string): Promise<ClaimOutcome>;
+  writeChunk(id: string, seq: number, data: Buffer): Promise<void>;
+  /** `receiving` → `complete`, with the size. */
+  completeUpload(id: string, size: number, now: string): Promise<void>;
+  /** A failed PUT: its chunks are removed and the URL may be used again until it expires. */
+  releaseUpload(id: string): Promise<void>;
+  /** At start: PUTs cut off by a crash leave chunks of an upload still `receiving`; drop them. */
+  releaseInterruptedUploads(): Promise<number>;
+  findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null>;
+  /** The chunk with this sequence number, or null past the end. */
+  readChunk(id: string, seq: number): Promise<Buffer | null>;
+  /**
+   * Drops URLs of the deployment that expired unused, and complete uploads finished before
+   * `unusedBefore` that no revision of the deployment names (a redeploy may still need the others).
+   */
+  removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void>;
+}
+
+type Row = Record<string, unknown>;
+
+export class SqliteUploadStore implements UploadStore {
+  readonly #db: Database.Database;
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  async createUpload(input: Omit<UploadRecord, 'state' | 'size'> & { created_at: string }): Promise<void> {
+    this.#db
+      .prepare(
+        `INSERT INTO uploads (id, deployment_id, tenant_id, object_path, state, expires_at, created_at)
+         VALUES (@id, @deployment_id, @tenant_id, @object_path, 'issued', @expires_at, @created_at)`,
+      )
+      .run(input);
+  }
+
+  async getUpload(id: string): Promise<UploadRecord | null> {
+    const row = this.#db.prepare('SELECT * FROM uploads WHERE id = ?').get(id) as Row | undefined;
+    return row ? toUpload(row) : null;
+  }
+
+  async claimUpload(id: string): Promise<ClaimOutcome> {
+    return this.#db.transaction((): ClaimOutcome => {
+      const row = this.#db.prepare('SELECT state FROM uploads WHERE id = ?').get(id) as { state: string } | undefined;
+      if (!row) return 'not_found';
+      if (row.state === 'complete') return 'used';
+      if (row.state === 'receiving') return 'in_use';
+      this.#db.prepare("UPDATE uploads SET state = 'receiving' WHERE id = ? AND state = 'issued'").run(id);
+      return 'claimed';
+    })();
+  }
+
+  async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
+    this.#db.prepare('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)').run(id, seq, data);
+  }
+
+  async completeUpload(id: string, size: number, now: string): Promise<void> {
+    this.#db.prepare("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving'").run(size, now, id);
+  }
+
+  async releaseUpload(id: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare('DELETE FROM upload_chunks WHERE upload_id = ?').run(id);
+      this.#db.prepare("UPDATE uploads SET state = 'issued' WHERE id = ? AND state = 'receiving'").run(id);
+    })();
+  }
+
+  async releaseInterruptedUploads(): Promise<number> {
+    return this.#db.transaction(() => {
+      this.#db.prepare("DELETE FROM upload_chunks WHERE upload_id IN (SELECT id FROM uploads WHERE state = 'receiving')").run();
+      return this.#db.prepare("UPDATE uploads SET state = 'issued' WHERE state = 'receiving'").run().changes;
+    })();
+  }
+
+  async findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null> {
+    const row = this.#db.prepare("SELECT * FROM uploads WHERE deployment_id = ? AND object_path = ? AND state = 'complete'").get(deploymentId, objectPath) as Row | undefined;
+    return row ? toUpload(row) : null;
+  }
+
+  async readChunk(id: string, seq: number): Promise<Buffer | null> {
+    const row = this.#db.prepare('SELECT data FROM upload_chunks WHERE upload_id = ? AND seq = ?').get(id, seq) as { data: Buffer } | undefined;
+    return row?.data ?? null;
+  }
+
+  async removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#db.prepare("DELETE FROM uploads WHERE deployment_id = ? AND state = 'issued' AND expires_at < ?").run(deploymentId, now);
+      // Chunk rows go with their upload (ON DELETE CASCADE).
+      this.#db
+        .prepare(
+          `DELETE FROM uploads WHERE deployment_id = @deployment_id AND state = 'complete' AND completed_at < @unused_before
+             AND object_path NOT IN (
+               SELECT json_extract(source_revision_config, '$.source_tarball_path') FROM revisions
+               WHERE deployment_id = @deployment_id AND json_extract(source_revision_config, '$.source_tarball_path') IS NOT NULL)`,
+        )
+        .run({ deployment_id: deploymentId, unused_before: unusedBefore });
+    })();
+  }
+}
+
+function toUpload(row: Row): UploadRecord {
+  return {
+    id: row.id as string,
+    deployment_id: row.deployment_id as string,
+    tenant_id: row.tenant_id as string,
+    object_path: row.object_path as string,
+    state: row.state as UploadRecord['state'],
+    size: (row.size as number | null) ?? null,
+    expires_at: row.expires_at as string,
+  };
+}
