@@ -25,8 +25,8 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   const ctx: RouteContext = { app, services, docs };
   const isPublic = (path: string) => (options.publicPaths ?? []).some((test) => test(path));
 
-  app.onError((error, c) => errorResponse(error, c, services.log));
-  app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services.log));
+  app.onError((error, c) => errorResponse(error, c, services));
+  app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services));
 
   const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));

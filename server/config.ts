@@ -1,16 +1,22 @@
 import { z } from 'zod';
+import { StartupError } from './startup-errors.ts';
 
 const optional = z
   .string()
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
+/** Shorter bootstrap keys are refused: the key opens the whole organization. */
+export const MIN_BOOTSTRAP_KEY_LENGTH = 24;
+
 /** The server's settings: parsed once from the environment at start; nothing else reads `process.env`. */
 export const Config = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().default('./data/control-plane.db'),
-  BOOTSTRAP_API_KEY: optional,
+  BOOTSTRAP_API_KEY: optional.refine((key) => key === undefined || key.length >= MIN_BOOTSTRAP_KEY_LENGTH, {
+    message: `BOOTSTRAP_API_KEY must be at least ${MIN_BOOTSTRAP_KEY_LENGTH} characters long, because a shorter key can be guessed (generate one with: openssl rand -hex 24).`,
+  }),
   PUBLIC_URL: optional,
   GITHUB_WEBHOOK_SECRET: optional,
   GITHUB_WEBHOOK_SECRET_PREVIOUS: optional,
@@ -37,7 +43,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const result = Config.safeParse(env);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
-    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+    throw new StartupError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return result.data;
 }

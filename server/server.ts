@@ -10,7 +10,25 @@ import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
 import { createLogger, type Logger } from './logger.ts';
 import type { Services } from './services.ts';
-import { openSqliteStore } from './store/sqlite.ts';
+import { openSqliteStore, type SqliteStore } from './store/sqlite.ts';
+import { databaseStartupError } from './startup-errors.ts';
+import { sqliteWriteProbe } from './store/write-probe.ts';
+
+/** The key and the store; a path that cannot be used becomes a `StartupError` naming it. */
+function openDatabase(config: Config, databasePath: string, log: Logger) {
+  let store: SqliteStore | undefined;
+  try {
+    if (databasePath !== ':memory:') mkdirSync(dirname(databasePath), { recursive: true });
+    const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
+    store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+    // Opening may only read; a database that cannot be written would fail at the first request instead.
+    sqliteWriteProbe(store.db)();
+    return { secretBox, store };
+  } catch (error) {
+    store?.close();
+    throw databaseStartupError(error, databasePath) ?? error;
+  }
+}
 
 export type RunningServer = {
   port: number;
@@ -26,9 +44,7 @@ export type RunningServer = {
 export async function startServer(config: Config, options: { log?: Logger; print?: (text: string) => void } = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
   const databasePath = config.DATABASE_URL.replace(/^sqlite:(\/\/)?/, '');
-  if (databasePath !== ':memory:') mkdirSync(dirname(databasePath), { recursive: true });
-  const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
-  const store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+  const { secretBox, store } = openDatabase(config, databasePath, log);
 
   const generated = config.BOOTSTRAP_API_KEY ? null : generateApiKey();
   const bootstrapKey = config.BOOTSTRAP_API_KEY ?? generated!;

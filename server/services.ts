@@ -7,6 +7,7 @@ import { Deployments } from './domain/deployments.ts';
 import { Integrations } from './domain/integrations.ts';
 import { Listeners } from './domain/listeners.ts';
 import { Pipeline } from './domain/pipeline.ts';
+import { Readiness } from './domain/readiness.ts';
 import { RevisionWatch } from './domain/revision-watch.ts';
 import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
@@ -28,11 +29,13 @@ export type Services = ReturnType<typeof createServices>;
 export function createServices(deps: ServiceDeps) {
   const { store, clock, log } = deps;
   const watch = new RevisionWatch();
+  const readiness = new Readiness({ probe: () => store.probeWrite() });
   const pipeline = new Pipeline({
     store,
     clock,
     log,
     watch,
+    readiness,
     sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log }),
     listenerAgent: new ListenerAgentDataPlane(),
   });
@@ -42,6 +45,7 @@ export function createServices(deps: ServiceDeps) {
     log,
     watch,
     pipeline,
+    readiness,
     auth: new Auth({ store, clock }),
     deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN, allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS }),
     revisions: new Revisions({ store, watch }),

@@ -18,6 +18,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
 import { MIGRATIONS } from './migrations/index.ts';
+import { sqliteWriteProbe } from './write-probe.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
@@ -155,6 +156,11 @@ export class SqliteStore implements Store {
 
   async ping(): Promise<boolean> {
     return (this.sql('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+  }
+
+  #probeWrite: (() => void) | undefined;
+  async probeWrite(): Promise<void> {
+    (this.#probeWrite ??= sqliteWriteProbe(this.db))();
   }
 
   // ------------------------------------------------------------ tenancy and keys
