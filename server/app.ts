@@ -1,4 +1,4 @@
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
@@ -29,7 +29,7 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services));
 
   const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
+    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id'), clientAddress(c)));
     await next();
   };
   app.use('/v1/*', authenticate);
@@ -44,6 +44,12 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   tracingProjectRoutes(ctx);
   for (const register of options.extraRoutes ?? []) register(ctx);
   return app;
+}
+
+/** The TCP peer's address; undefined for in-process requests (`app.request()`), which have no socket. */
+function clientAddress(c: Context<AppEnv>): string | undefined {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
+  return env?.incoming?.socket?.remoteAddress;
 }
 
 function apiKeyOf(headers: Headers): string | undefined {

@@ -34,6 +34,12 @@ export const Config = z.object({
   DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost'),
   /** How often the reconciler compares `build_on_push` branch heads (`git ls-remote`) with the newest revision; 0 turns it off. */
   RECONCILE_INTERVAL_MS: z.coerce.number().int().min(0).max(86_400_000).default(180_000),
+  /** Failed API-key attempts one client address may make at once before it gets 429 (issue 10). */
+  AUTH_FAILURE_BURST: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Failed API-key attempts per minute an address regains after its burst is spent. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().min(0.01).max(6_000_000).default(60),
+  /** Client addresses whose failures are remembered at most (bounds the throttle's memory). */
+  AUTH_THROTTLE_ADDRESSES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -2,6 +2,7 @@ import type { Config } from './config.ts';
 import { ListenerAgentDataPlane, SandboxDataPlane } from './dataplane/sandbox.ts';
 import type { DataPlane } from './dataplane/types.ts';
 import { Auth } from './domain/auth.ts';
+import { AuthThrottle } from './domain/auth-throttle.ts';
 import type { Clock } from './domain/clock.ts';
 import { Deployments } from './domain/deployments.ts';
 import { Integrations } from './domain/integrations.ts';
@@ -18,7 +19,7 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES'>;
   /** Replaces the built-in sandbox (tests, or a future remote data plane). */
   sandbox?: DataPlane;
 };
@@ -46,7 +47,11 @@ export function createServices(deps: ServiceDeps) {
     watch,
     pipeline,
     readiness,
-    auth: new Auth({ store, clock }),
+    auth: new Auth({
+      store,
+      clock,
+      throttle: new AuthThrottle({ burst: deps.config.AUTH_FAILURE_BURST, perMinute: deps.config.AUTH_FAILURES_PER_MINUTE, maxAddresses: deps.config.AUTH_THROTTLE_ADDRESSES }),
+    }),
     deployments: new Deployments({ store, clock, pipeline, deploymentDomain: deps.config.DEPLOYMENT_DOMAIN, allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS }),
     revisions: new Revisions({ store, watch }),
     listeners: new Listeners({ store, clock }),
