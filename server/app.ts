@@ -3,6 +3,7 @@ import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
+import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
 import { integrationRoutes } from './routes/integrations.ts';
@@ -19,7 +20,10 @@ export type PublicPath = (path: string) => boolean;
  * Builds the HTTP app from the services: one auth middleware, one error mapping, routes by
  * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
  */
-export function createApp(services: Services, options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[] } = {}) {
+export function createApp(
+  services: Services,
+  options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; inflightBodyBytes?: number } = {},
+) {
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry();
   const ctx: RouteContext = { app, services, docs };
@@ -32,6 +36,18 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
     if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id'), clientAddress(c)));
     await next();
   };
+  // Bodies read before they can be authenticated (webhook deliveries) share one memory budget; a
+  // request's share goes back when it ends, whether it succeeded, failed or the client went away.
+  const bodyBudget = new ByteBudget(options.inflightBodyBytes ?? Number.MAX_SAFE_INTEGER);
+  app.use('*', async (c, next) => {
+    const lease = bodyBudget.lease();
+    c.set('bodyBudget', lease);
+    try {
+      await next();
+    } finally {
+      lease.release();
+    }
+  });
   app.use('/v1/*', authenticate);
   app.use('/v2/*', authenticate);
 

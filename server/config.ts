@@ -40,6 +40,8 @@ export const Config = z.object({
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().min(0.01).max(6_000_000).default(60),
   /** Client addresses whose failures are remembered at most (bounds the throttle's memory). */
   AUTH_THROTTLE_ADDRESSES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  /** Bytes of unauthenticated webhook bodies held in memory at once, all requests together; past it, 503 + Retry-After. */
+  WEBHOOK_INFLIGHT_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(64 * 1024 * 1024),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });

@@ -54,7 +54,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push((path) => path === OAUTH_CALLBACK_PATH);
 
-  const app = createApp(services, { extraRoutes, publicPaths });
+  const app = createApp(services, { extraRoutes, publicPaths, inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES });
   return {
     services,
     app,
