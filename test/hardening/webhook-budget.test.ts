@@ -25,7 +25,7 @@ async function post(server: ServerProcess, size: number) {
     headers: { 'content-type': 'application/json', 'x-hub-signature-256': WRONG_SIGNATURE, 'x-github-event': 'push', 'x-github-delivery': crypto.randomUUID() },
     body: Buffer.alloc(size, 0x20),
   });
-  return { status: response.status, retryAfter: response.headers.get('retry-after'), body: await response.json() };
+  return { status: response.status, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as { detail: unknown } };
 }
 
 describe('unsigned webhook bodies share a memory budget (issue 10, items 5 and 11)', () => {
