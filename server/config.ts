@@ -42,6 +42,18 @@ export const Config = z.object({
   AUTH_THROTTLE_ADDRESSES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
   /** Bytes of unauthenticated webhook bodies held in memory at once, all requests together; past it, 503 + Retry-After. */
   WEBHOOK_INFLIGHT_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(64 * 1024 * 1024),
+  /** Connections the main port holds at once; more are closed as they arrive. */
+  MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(8192),
+  /** Time for a request's headers to arrive (also: a connection that sends nothing is closed after it). */
+  HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /** Time for a whole request, body included, to arrive. */
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  /** An idle keep-alive connection is closed after this long without a request. */
+  KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /** A second port serving only `/healthz` and `/readyz`, with its own small connection cap; unset: none (`0`: any free port). */
+  HEALTH_PORT: optional.transform((value) => (value === undefined ? undefined : Number(value))).pipe(z.number().int().min(0).max(65535).optional()),
+  /** Connections the health port holds at once. */
+  HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 });
