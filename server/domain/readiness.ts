@@ -7,8 +7,9 @@ export type ReadinessState = { ok: true } | { ok: false; problem: string };
 
 /**
  * Whether the server can do its work: the database takes a real write. The answer is cached
- * briefly; a storage failure seen anywhere (a request, the pipeline) drops the cache at once, so
- * `/readyz` fails as soon as writes fail, and passes again once the probe's write succeeds.
+ * briefly; a storage failure seen anywhere (a request, the pipeline) replaces it at once, so
+ * `/readyz` fails as soon as writes fail (for at least the cache's second, even where the probe's
+ * own small write would still fit), and passes again once a later probe's write succeeds.
  */
 export class Readiness {
   readonly #probe: () => Promise<void>;
@@ -21,9 +22,9 @@ export class Readiness {
     this.#now = deps.now ?? (() => performance.now());
   }
 
-  /** Called where a storage failure was caught: the next check probes afresh. */
+  /** Called where a storage failure was caught. */
   storageFailed(problem: string): void {
-    this.#cached = { state: { ok: false, problem }, at: -Infinity };
+    this.#cached = { state: { ok: false, problem }, at: this.#now() };
   }
 
   async check(): Promise<ReadinessState> {
