@@ -56,6 +56,9 @@ export const Config = z.object({
   HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
+}).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
+  message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',
+  path: ['HEADERS_TIMEOUT_MS'],
 });
 export type Config = z.infer<typeof Config>;
 
