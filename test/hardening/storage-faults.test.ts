@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
@@ -92,6 +92,26 @@ describe('storage failures (issue 10, items 8 and 9)', () => {
     expect((await app.api.get('/readyz')).status).toBe(503);
     app.store.db.pragma('query_only = OFF');
     await eventually(async () => ((await app.api.get('/readyz')).status === 200 ? true : undefined), 5000);
+  });
+
+  it('a database locked by another process past the busy timeout: writes answer 503 saying so, then work again', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'cp-busy-')), 'control-plane.db');
+    t = await inProcessApp({ stageMs: 10, path });
+    const app = t;
+    const fx = await workspaceFixtures(app.api);
+    // Another process's connection (here: a second connection) holds the write lock.
+    const other = new Database(path);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      app.store.db.pragma('busy_timeout = 300');
+      const refused = await app.api.post('/v2/deployments', dockerBody(uniqueName(), fx.listenerId));
+      expect(refused.status).toBe(503);
+      expect(refused.body.detail).toMatch(/locked by another process/);
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    expect((await app.api.post('/v2/deployments', dockerBody(uniqueName(), fx.listenerId))).status).toBe(201);
   });
 
   describe('a database path that cannot be used ends the start with one sentence naming it (no stack)', () => {
