@@ -57,14 +57,20 @@ export class Pipeline {
     };
   }
 
-  /** Called after a revision was queued: starts it when the deployment has nothing in progress. */
+  /**
+   * Called after a revision was queued: starts it when the deployment has nothing in progress. The
+   * queued revision is already stored, so a storage failure here is not the caller's: it is retried
+   * in the background until the storage takes writes again.
+   */
   async advance(deploymentId: string): Promise<void> {
-    const { store, clock, watch } = this.#deps;
-    const { started, skipped } = await store.startNextRevision(deploymentId, firstStage, clock.now());
-    for (const id of skipped) watch.notify(id);
-    if (!started) return;
-    watch.notify(started.id, started);
-    await this.#dispatch(started);
+    await this.#nowOrLater('start the next revision', async () => {
+      const { store, clock, watch } = this.#deps;
+      const { started, skipped } = await store.startNextRevision(deploymentId, firstStage, clock.now());
+      for (const id of skipped) watch.notify(id);
+      if (!started) return;
+      watch.notify(started.id, started);
+      await this.#dispatch(started);
+    });
   }
 
   /**
@@ -72,10 +78,25 @@ export class Pipeline {
    * stage (one write transaction fewer per create); this hands it to its data plane.
    */
   async startedOnCreate(revisionId: string): Promise<void> {
-    const revision = await this.#deps.store.getRevisionById(revisionId);
-    if (!revision) return;
-    this.#deps.watch.notify(revision.id, revision);
-    await this.#dispatch(revision);
+    await this.#nowOrLater('hand a new revision over', async () => {
+      const revision = await this.#deps.store.getRevisionById(revisionId);
+      if (!revision) return;
+      this.#deps.watch.notify(revision.id, revision);
+      await this.#dispatch(revision);
+    });
+  }
+
+  /** Runs `work` once now; when the storage refuses it, again in the background until it works. */
+  async #nowOrLater(what: string, work: () => Promise<void>): Promise<void> {
+    try {
+      await work();
+    } catch (error) {
+      if (!asStorageUnavailable(error)) throw error;
+      this.#noteStorageFailure(error, what);
+      void this.#retrying(what, work, { waitFirst: true }).catch((retryError: unknown) => {
+        if (!(retryError instanceof PipelineStopped)) this.#deps.log.error(`pipeline: could not ${what}`, { error: String(retryError) });
+      });
+    }
   }
 
   /**
@@ -91,19 +112,9 @@ export class Pipeline {
   async #ended(revision: RevisionRecord | null): Promise<RevisionRecord | null> {
     if (!revision) return null;
     this.#deps.watch.notify(revision.id, revision);
-    if (isTerminal(revision.status)) {
-      try {
-        await this.advance(revision.deployment_id);
-      } catch (error) {
-        if (!asStorageUnavailable(error)) throw error;
-        // The stage change is stored and stays so; the next revision starts once the storage takes
-        // writes again, whoever asked for this change (it may be an API request answering now).
-        this.#noteStorageFailure(error, 'start the next revision');
-        void this.#retrying('start the next revision', () => this.advance(revision.deployment_id), { waitFirst: true }).catch((retryError: unknown) => {
-          if (!(retryError instanceof PipelineStopped)) this.#deps.log.error('pipeline: could not start the next revision', { deployment_id: revision.deployment_id, error: String(retryError) });
-        });
-      }
-    }
+    // The stage change is stored; `advance` starts the next revision now or, when the storage
+    // refuses, once it takes writes again.
+    if (isTerminal(revision.status)) await this.advance(revision.deployment_id);
     return revision;
   }
 
