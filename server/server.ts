@@ -1,5 +1,5 @@
 import { serve, type ServerType } from '@hono/node-server';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,7 +29,11 @@ function listen(fetch: (request: Request) => Response | Promise<Response>, port:
 function openDatabase(config: Config, databasePath: string, log: Logger) {
   let store: SqliteStore | undefined;
   try {
-    if (databasePath !== ':memory:') mkdirSync(dirname(databasePath), { recursive: true });
+    if (databasePath !== ':memory:') {
+      mkdirSync(dirname(databasePath), { recursive: true });
+      // Said before a key file is generated beside a path that can never be the database.
+      if (statSync(databasePath, { throwIfNoEntry: false })?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    }
     const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
     store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
