@@ -1,8 +1,9 @@
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
+import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
 import { integrationRoutes } from './routes/integrations.ts';
@@ -21,19 +22,34 @@ export type PublicPath = (path: string) => boolean;
  * Builds the HTTP app from the services: one auth middleware, one error mapping, routes by
  * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
  */
-export function createApp(services: Services, options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; publicUrl?: () => string } = {}) {
+export function createApp(
+  services: Services,
+  options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; publicUrl?: () => string; inflightBodyBytes?: number } = {},
+) {
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
   const ctx: RouteContext = { app, services, docs };
   const isPublic = (path: string) => (options.publicPaths ?? []).some((test) => test(path));
 
-  app.onError((error, c) => errorResponse(error, c, services.log));
-  app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services.log));
+  app.onError((error, c) => errorResponse(error, c, services));
+  app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services));
 
   const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id')));
+    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id'), clientAddress(c)));
     await next();
   };
+  // Bodies read before they can be authenticated (webhook deliveries) share one memory budget; a
+  // request's share goes back when it ends, whether it succeeded, failed or the client went away.
+  const bodyBudget = new ByteBudget(options.inflightBodyBytes ?? Number.MAX_SAFE_INTEGER);
+  app.use('*', async (c, next) => {
+    const lease = bodyBudget.lease();
+    c.set('bodyBudget', lease);
+    try {
+      await next();
+    } finally {
+      lease.release();
+    }
+  });
   app.use('/v1/*', authenticate);
   app.use('/v2/*', authenticate);
 
@@ -48,6 +64,12 @@ export function createApp(services: Services, options: { extraRoutes?: Array<(ct
   uploadRoutes(ctx);
   for (const register of options.extraRoutes ?? []) register(ctx);
   return app;
+}
+
+/** The TCP peer's address; undefined for in-process requests (`app.request()`), which have no socket. */
+function clientAddress(c: Context<AppEnv>): string | undefined {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
+  return env?.incoming?.socket?.remoteAddress;
 }
 
 function apiKeyOf(headers: Headers): string | undefined {

@@ -1,17 +1,23 @@
 import { parseAllowedHosts } from './domain/oauth/outbound.ts';
 import { z } from 'zod';
+import { StartupError } from './startup-errors.ts';
 
 const optional = z
   .string()
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
+/** Shorter bootstrap keys are refused: the key opens the whole organization. */
+export const MIN_BOOTSTRAP_KEY_LENGTH = 24;
+
 /** The server's settings: parsed once from the environment at start; nothing else reads `process.env`. */
 export const Config = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().default('./data/control-plane.db'),
-  BOOTSTRAP_API_KEY: optional,
+  BOOTSTRAP_API_KEY: optional.refine((key) => key === undefined || key.length >= MIN_BOOTSTRAP_KEY_LENGTH, {
+    message: `BOOTSTRAP_API_KEY must be at least ${MIN_BOOTSTRAP_KEY_LENGTH} characters long, because a shorter key can be guessed (generate one with: openssl rand -hex 24).`,
+  }),
   PUBLIC_URL: optional,
   /**
    * Provider hosts (`host` or `host:port`, comma-separated) the OAuth helper may contact even when
@@ -66,8 +72,31 @@ export const Config = z.object({
   REGISTRY_URL: optional,
   /** The token `POST …/push-token` hands out for `docker login` to REGISTRY_URL; a secret, never logged. */
   REGISTRY_PUSH_TOKEN: optional,
+  /** Failed API-key attempts one client address may make at once before it gets 429 (issue 10). */
+  AUTH_FAILURE_BURST: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  /** Failed API-key attempts per minute an address regains after its burst is spent. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().min(0.01).max(6_000_000).default(60),
+  /** Client addresses whose failures are remembered at most (bounds the throttle's memory). */
+  AUTH_THROTTLE_ADDRESSES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  /** Bytes of unauthenticated webhook bodies held in memory at once, all requests together; past it, 503 + Retry-After. */
+  WEBHOOK_INFLIGHT_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(64 * 1024 * 1024),
+  /** Connections the main port holds at once; more are closed as they arrive. */
+  MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(8192),
+  /** Time for a request's headers to arrive (also: a connection that sends nothing is closed after it). */
+  HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /** Time for a whole request, body included, to arrive. */
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  /** An idle keep-alive connection is closed after this long without a request. */
+  KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+  /** A second port serving only `/healthz` and `/readyz`, with its own small connection cap; unset: none (`0`: any free port). */
+  HEALTH_PORT: optional.transform((value) => (value === undefined ? undefined : Number(value))).pipe(z.number().int().min(0).max(65535).optional()),
+  /** Connections the health port holds at once. */
+  HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
+}).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
+  message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',
+  path: ['HEADERS_TIMEOUT_MS'],
 });
 export type Config = z.infer<typeof Config>;
 
@@ -75,7 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const result = Config.safeParse(env);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => `  ${issue.path.join('.')}: ${issue.message}`);
-    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+    throw new StartupError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return result.data;
 }

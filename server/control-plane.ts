@@ -88,7 +88,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   publicPaths.push(agents.isPublic);
   workers.push(agents.worker);
 
-  const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl });
+  const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl, inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES });
   return {
     services,
     app,

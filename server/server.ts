@@ -1,6 +1,7 @@
 import { serve, type ServerType } from '@hono/node-server';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { publicUrl, type Config } from './config.ts';
 import { createControlPlane } from './control-plane.ts';
@@ -8,12 +9,46 @@ import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
+import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './http/connection-limits.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { healthApp } from './routes/health.ts';
 import type { Services } from './services.ts';
-import { openSqliteStore } from './store/sqlite.ts';
+import { openSqliteStore, type SqliteStore } from './store/sqlite.ts';
+import { databaseStartupError } from './startup-errors.ts';
+import { sqliteWriteProbe } from './store/write-probe.ts';
+
+/** An HTTP server for `fetch` with the connection limits applied, once it listens. */
+function listen(fetch: (request: Request) => Response | Promise<Response>, port: number, hostname: string, limits: ConnectionLimits): Promise<ServerType> {
+  return new Promise((resolve) => {
+    const s = serve({ fetch, port, hostname, serverOptions: serverOptions(limits) }, () => resolve(s));
+    applyConnectionLimits(s as Server, limits);
+  });
+}
+
+/** The key and the store; a path that cannot be used becomes a `StartupError` naming it. */
+function openDatabase(config: Config, databasePath: string, log: Logger) {
+  let store: SqliteStore | undefined;
+  try {
+    if (databasePath !== ':memory:') {
+      mkdirSync(dirname(databasePath), { recursive: true });
+      // Said before a key file is generated beside a path that can never be the database.
+      if (statSync(databasePath, { throwIfNoEntry: false })?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    }
+    const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
+    store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+    // Opening may only read; a database that cannot be written would fail at the first request instead.
+    sqliteWriteProbe(store.db)();
+    return { secretBox, store };
+  } catch (error) {
+    store?.close();
+    throw databaseStartupError(error, databasePath) ?? error;
+  }
+}
 
 export type RunningServer = {
   port: number;
+  /** The health port (`HEALTH_PORT`), when there is one. */
+  healthPort?: number;
   services: Services;
   /** Stops accepting requests, stops the pipeline's timers and closes the database. */
   close(): Promise<void>;
@@ -26,9 +61,7 @@ export type RunningServer = {
 export async function startServer(config: Config, options: { log?: Logger; print?: (text: string) => void } = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
   const databasePath = config.DATABASE_URL.replace(/^sqlite:(\/\/)?/, '');
-  if (databasePath !== ':memory:') mkdirSync(dirname(databasePath), { recursive: true });
-  const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
-  const store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+  const { secretBox, store } = openDatabase(config, databasePath, log);
 
   const generated = config.BOOTSTRAP_API_KEY ? null : generateApiKey();
   const bootstrapKey = config.BOOTSTRAP_API_KEY ?? generated!;
@@ -48,20 +81,37 @@ export async function startServer(config: Config, options: { log?: Logger; print
   const controlPlane = createControlPlane({ store, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
   // Resume before accepting requests, so no revision created meanwhile is handed out twice.
   await controlPlane.start();
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: controlPlane.app.fetch, port: config.PORT, hostname: config.HOST }, () => resolve(s));
-  });
+  const limits: ConnectionLimits = {
+    maxConnections: config.MAX_CONNECTIONS,
+    headersTimeoutMs: config.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
+  };
+  const server = await listen(controlPlane.app.fetch, config.PORT, config.HOST, limits);
   port = (server.address() as AddressInfo).port;
-  log.info('listening', { host: config.HOST, port, database: databasePath, data_plane: 'sandbox (simulated: nothing is built or run)' });
+  // Probes get a port of their own, so that a flood of connections on the main port cannot starve them.
+  const healthServer =
+    config.HEALTH_PORT === undefined
+      ? null
+      : await listen(healthApp(controlPlane.services.readiness).fetch, config.HEALTH_PORT, config.HOST, {
+          ...limits,
+          maxConnections: config.HEALTH_MAX_CONNECTIONS,
+          headersTimeoutMs: Math.min(limits.headersTimeoutMs, 5000),
+          requestTimeoutMs: Math.min(limits.requestTimeoutMs, 5000),
+        });
+  const healthPort = healthServer ? (healthServer.address() as AddressInfo).port : undefined;
+  log.info('listening', { host: config.HOST, port, health_port: healthPort, database: databasePath, data_plane: 'sandbox (simulated: nothing is built or run)' });
 
   return {
     port,
+    healthPort,
     services: controlPlane.services,
     close: async () => {
       controlPlane.stop();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const servers = healthServer ? [server, healthServer] : [server];
+      const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
       // Held long-polls would keep the server open for up to a minute: end them.
-      if ('closeAllConnections' in server) server.closeAllConnections();
+      for (const s of servers) if ('closeAllConnections' in s) s.closeAllConnections();
       await closed;
       store.close();
     },

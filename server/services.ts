@@ -2,12 +2,14 @@ import type { Config } from './config.ts';
 import { SandboxDataPlane } from './dataplane/sandbox.ts';
 import type { DataPlane } from './dataplane/types.ts';
 import { Auth } from './domain/auth.ts';
+import { AuthThrottle } from './domain/auth-throttle.ts';
 import type { Clock } from './domain/clock.ts';
 import { Deployments } from './domain/deployments.ts';
 import { InstallationRepos } from './domain/installation-repos.ts';
 import { Integrations } from './domain/integrations.ts';
 import { Listeners } from './domain/listeners.ts';
 import { Pipeline } from './domain/pipeline.ts';
+import { Readiness } from './domain/readiness.ts';
 import { RevisionWatch } from './domain/revision-watch.ts';
 import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
@@ -20,7 +22,7 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES'>;
   /** Uploaded source tarballs of `internal_source` deployments. */
   uploads: Uploads;
   installationRepos: InstallationRepoStore;
@@ -36,11 +38,13 @@ export type Services = ReturnType<typeof createServices>;
 export function createServices(deps: ServiceDeps) {
   const { store, clock, log } = deps;
   const watch = new RevisionWatch();
+  const readiness = new Readiness({ probe: () => store.probeWrite() });
   const pipeline = new Pipeline({
     store,
     clock,
     log,
     watch,
+    readiness,
     sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log, openUpload: (deploymentId, objectPath) => deps.uploads.open(deploymentId, objectPath) }),
     listenerAgent: deps.listenerAgent,
   });
@@ -50,7 +54,12 @@ export function createServices(deps: ServiceDeps) {
     log,
     watch,
     pipeline,
-    auth: new Auth({ store, clock }),
+    readiness,
+    auth: new Auth({
+      store,
+      clock,
+      throttle: new AuthThrottle({ burst: deps.config.AUTH_FAILURE_BURST, perMinute: deps.config.AUTH_FAILURES_PER_MINUTE, maxAddresses: deps.config.AUTH_THROTTLE_ADDRESSES }),
+    }),
     deployments: new Deployments({
       store,
       clock,

@@ -2,6 +2,7 @@ import type { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/a
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
 import type { ApiKeyRecord, Store } from '../store/types.ts';
+import type { AuthThrottle } from './auth-throttle.ts';
 import type { Clock } from './clock.ts';
 import { Forbidden, NotFound, Unauthorized } from './errors.ts';
 
@@ -27,16 +28,32 @@ export class Auth {
   readonly #workspaces = new Map<string, Workspace & { is_default: boolean }>();
   /** An organization's default workspace never changes, so it is looked up once. */
   readonly #defaultWorkspaces = new Map<string, Workspace>();
+  readonly #throttle: AuthThrottle | undefined;
 
-  constructor(deps: { store: Store; clock: Clock }) {
+  constructor(deps: { store: Store; clock: Clock; throttle?: AuthThrottle }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
+    this.#throttle = deps.throttle;
   }
 
-  async authenticate(key: string | undefined, tenantHeaderRaw: string | undefined): Promise<Principal> {
-    const tenantHeader = tenantHeaderRaw?.trim().toLowerCase();
+  /**
+   * The caller of a request. `clientAddress` (the TCP peer) is throttled on failed keys; requests
+   * without one (in-process calls) are not.
+   */
+  async authenticate(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Promise<Principal> {
     if (!key) throw new Unauthorized('Missing API key: send it in the X-Api-Key header or as Authorization: Bearer <key>.');
     const hash = hashApiKey(key);
+    this.#throttle?.admit(clientAddress, hash);
+    const record = await this.#keyRecord(hash);
+    if (!record) {
+      this.#throttle?.failed(clientAddress);
+      throw new Unauthorized('Invalid or revoked API key.');
+    }
+    this.#throttle?.succeeded(clientAddress, hash);
+    return this.#principal(record, tenantHeaderRaw);
+  }
+
+  async #keyRecord(hash: string): Promise<ApiKeyRecord | null> {
     let record = this.#keys.get(hash);
     if (!record) {
       const found = await this.#store.findApiKeyByHash(hash);
@@ -47,8 +64,12 @@ export class Auth {
     }
     // The look-up was by hash; compare the stored hash in constant time as well, so acceptance never
     // rests on an index or map look-up alone.
-    if (!record || !sameDigest(record.key_hash, hash)) throw new Unauthorized('Invalid or revoked API key.');
+    if (!record || !sameDigest(record.key_hash, hash)) return null;
+    return record;
+  }
 
+  async #principal(record: ApiKeyRecord, tenantHeaderRaw: string | undefined): Promise<Principal> {
+    const tenantHeader = tenantHeaderRaw?.trim().toLowerCase();
     if (record.workspace_id) {
       if (tenantHeader && tenantHeader !== record.workspace_id) {
         throw new Forbidden('This API key belongs to one workspace and may not use the workspace named in X-Tenant-Id.');

@@ -51,5 +51,30 @@ export class UnsupportedMediaType extends DomainError {
 }
 /** A service this route depends on is not configured or not available. */
 export class Unavailable extends DomainError {
-  override readonly name = 'Unavailable';
+  override readonly name: string = 'Unavailable';
+  /** Seconds after which a retry may succeed (the answer's `Retry-After`); none when unknown. */
+  readonly retryAfterSeconds: number | undefined;
+  /** Whether the connection is closed after the answer (part of the request body was left unread). */
+  readonly closeConnection: boolean;
+  constructor(message: string, options: { retryAfterSeconds?: number; closeConnection?: boolean } = {}) {
+    super(message);
+    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.closeConnection = options.closeConnection ?? false;
+  }
+}
+/**
+ * The database cannot take writes (or reads) right now: disk full, I/O error, read-only, locked.
+ * Nothing was changed; the same request may succeed once the operator fixes the storage.
+ */
+export class StorageUnavailable extends Unavailable {
+  override readonly name = 'StorageUnavailable';
+}
+/** Too many requests of some kind from one client (429); `retryAfterSeconds` says when to try again. */
+export class TooManyRequests extends DomainError {
+  override readonly name = 'TooManyRequests';
+  readonly retryAfterSeconds: number;
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
 }

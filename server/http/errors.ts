@@ -1,5 +1,6 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { Readiness } from '../domain/readiness.ts';
 import {
   BadRequest,
   Conflict,
@@ -7,17 +8,41 @@ import {
   Forbidden,
   NotFound,
   PayloadTooLarge,
+  TooManyRequests,
   Unauthorized,
   Unavailable,
   UnsupportedMediaType,
   ValidationFailed,
 } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
+import { asStorageUnavailable } from '../store/storage-errors.ts';
+
+export type ErrorDeps = { log: Logger; readiness?: Readiness };
 
 /** The one place that turns an error into the contract's status code and body. */
-export function errorResponse(error: unknown, c: Context, log: Logger): Response {
+export function errorResponse(error: unknown, c: Context, deps: ErrorDeps): Response {
+  const { log } = deps;
   if (error instanceof ValidationFailed) return c.json({ detail: error.issues }, 422);
-  if (error instanceof DomainError) return c.json({ detail: error.message }, statusOf(error));
+  const storage = asStorageUnavailable(error);
+  if (storage) {
+    // Said once per failing request, without a stack: the sentence is what the operator acts on.
+    log.warn('storage failure', { method: c.req.method, path: c.req.path, problem: storage.message, code: codeOf(error) });
+    deps.readiness?.storageFailed(storage.message);
+    error = storage;
+  }
+  if (isClientAbort(error)) {
+    // The client went away mid-request (closed its connection while sending a body): nobody reads
+    // this answer, and it is the client's doing, not a fault of the server.
+    log.info('request aborted by the client', { method: c.req.method, path: c.req.path });
+    c.header('connection', 'close');
+    return c.json({ detail: 'The client closed the connection before the request was complete.' }, 400);
+  }
+  if (error instanceof DomainError) {
+    const retryAfter = error instanceof Unavailable || error instanceof TooManyRequests ? error.retryAfterSeconds : undefined;
+    if (retryAfter !== undefined) c.header('retry-after', String(retryAfter));
+    if (error instanceof Unavailable && error.closeConnection) c.header('connection', 'close');
+    return c.json({ detail: error.message }, statusOf(error));
+  }
   const requestId = crypto.randomUUID();
   log.error('unhandled error', {
     request_id: requestId,
@@ -36,6 +61,22 @@ function statusOf(error: DomainError): ContentfulStatusCode {
   if (error instanceof Forbidden) return 403;
   if (error instanceof PayloadTooLarge) return 413;
   if (error instanceof UnsupportedMediaType) return 415;
+  if (error instanceof TooManyRequests) return 429;
   if (error instanceof Unavailable) return 503;
   return 400;
+}
+
+/**
+ * Node's request stream fails with `Error: aborted` (code ECONNRESET) when the client closes the
+ * connection before its body was sent. The request's `signal` is not consulted: reading it makes
+ * @hono/node-server build the full Request, and after a 413 whose body was drained that was seen
+ * to close the keep-alive connection under the client's next request (test/fault/fuzz-every-route).
+ */
+function isClientAbort(error: unknown): boolean {
+  return error instanceof Error && error.message === 'aborted' && (error as { code?: unknown }).code === 'ECONNRESET';
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
 }

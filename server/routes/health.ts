@@ -1,20 +1,52 @@
+import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import { ErrorDetail } from '../../shared/schemas/common.ts';
+import type { Readiness } from '../domain/readiness.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
+import { STORAGE_RETRY_AFTER_SECONDS } from '../store/storage-errors.ts';
+
+const healthz = (c: Context) => c.json({ status: 'ok' });
+
+async function readyz(c: Context, readiness: Readiness) {
+  const state = await readiness.check();
+  if (state.ok) return c.json({ status: 'ok' });
+  c.header('retry-after', String(STORAGE_RETRY_AFTER_SECONDS));
+  return c.json({ detail: state.problem }, 503);
+}
 
 export function healthRoutes(ctx: RouteContext): void {
   const Status = z.object({ status: z.string() });
-  route(ctx, { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } }, (c) =>
-    c.json({ status: 'ok' }),
+  route(ctx, { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } }, healthz);
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/readyz',
+      summary: 'The database takes writes',
+      tag: 'health',
+      auth: false,
+      response: { status: 200, schema: Status },
+      responses: [{ status: 503, schema: ErrorDetail, description: 'The database does not take writes (the detail names the problem)', headers: { 'Retry-After': 'Seconds to wait before asking again' } }],
+    },
+    (c) =>
+    readyz(c, ctx.services.readiness),
   );
-  route(ctx, { method: 'get', path: '/readyz', summary: 'The database answers', tag: 'health', auth: false, response: { status: 200, schema: Status }, responses: [{ status: 503, schema: ErrorDetail, description: 'The database does not answer' }] }, async (c) => {
-    const ok = await ctx.services.store.ping().catch(() => false);
-    return ok ? c.json({ status: 'ok' }) : c.json({ detail: 'The database does not answer.' }, 503);
-  });
   let document: Record<string, unknown> | undefined;
   route(ctx, { method: 'get', path: '/openapi.json', summary: 'This OpenAPI document', tag: 'health', auth: false, response: { status: 200, schema: z.looseObject({ openapi: z.string() }), description: 'An OpenAPI 3.1 document' } }, (c) => {
     document ??= ctx.docs.document();
     return c.json(document);
   });
+}
+
+/**
+ * The app of the health port (`HEALTH_PORT`): `/healthz` and `/readyz` only, the same answers as on
+ * the main port, so probes keep an answer while the main port's connections are all taken.
+ */
+export function healthApp(readiness: Readiness): Hono {
+  const app = new Hono();
+  app.get('/healthz', healthz);
+  app.get('/readyz', (c) => readyz(c, readiness));
+  app.notFound((c) => c.json({ detail: 'The health port serves only GET /healthz and GET /readyz.' }, 404));
+  return app;
 }

@@ -27,7 +27,7 @@ const DRAIN_LIMIT = 64 * 1024 * 1024;
 /** The body, or the 413 to answer (a client that was still sending is told why, not cut off). */
 async function readBody(c: Context): Promise<Uint8Array | Response> {
   try {
-    return await readLimited(c.req.raw, WEBHOOK_BODY_LIMIT, { drainUpTo: DRAIN_LIMIT });
+    return await readLimited(c.req.raw, WEBHOOK_BODY_LIMIT, { drainUpTo: DRAIN_LIMIT, budget: c.get('bodyBudget') });
   } catch (error) {
     if (error instanceof PayloadTooLarge) return tooLarge(c, error.drained);
     throw error;

@@ -18,6 +18,7 @@ import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
 import { HOT_QUERIES, TERMINAL } from './hot-queries.ts';
 import { MIGRATIONS } from './migrations/index.ts';
+import { sqliteWriteProbe } from './write-probe.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
@@ -143,6 +144,11 @@ export class SqliteStore implements Store {
 
   async ping(): Promise<boolean> {
     return (this.sql('SELECT 1 AS ok').get() as { ok: number }).ok === 1;
+  }
+
+  #probeWrite: (() => void) | undefined;
+  async probeWrite(): Promise<void> {
+    (this.#probeWrite ??= sqliteWriteProbe(this.db))();
   }
 
   // ------------------------------------------------------------ tenancy and keys

@@ -96,6 +96,8 @@ export type StartNextResult = { started: RevisionRecord | null; skipped: string[
 export interface Store {
   close(): void;
   ping(): Promise<boolean>;
+  /** Performs a real write and undoes it; throws the store's error when writes fail (readiness). */
+  probeWrite(): Promise<void>;
 
   // tenancy and keys
   bootstrap(input: { keyHash: string | null; keyId: string; now: string }): Promise<BootstrapResult>;

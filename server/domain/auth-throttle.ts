@@ -1,0 +1,123 @@
+import { TooManyRequests } from './errors.ts';
+
+export type AuthThrottleOptions = {
+  /** Failed attempts an address may make at once before it is slowed down. */
+  burst: number;
+  /** Failed attempts per minute an address regains (the bucket's refill rate). */
+  perMinute: number;
+  /** Addresses remembered at most; past it, failures of unremembered addresses share one bucket. */
+  maxAddresses: number;
+  now?: () => number;
+};
+
+/** Key hashes remembered per address as having authenticated from it. */
+const GOOD_KEYS_PER_ADDRESS = 4;
+/** How many of the least recently seen addresses are examined for eviction per new address. */
+const EVICTION_SCAN = 32;
+
+type Bucket = { tokens: number; at: number; goodKeys: string[] };
+
+/**
+ * Slows down API-key guessing: a token bucket of failed attempts per client address (IPv6 per /64,
+ * which one host usually owns whole). While an address's bucket is empty its requests are refused
+ * with 429 before the key is even looked at, except for keys that already authenticated from that
+ * address: a client behind the same NAT or proxy as a guesser keeps working with the key it used.
+ *
+ * Memory is bounded: at most `maxAddresses` buckets, least recently seen first to go once full
+ * (a full bucket is the same as none). When every remembered address is still being slowed down,
+ * failures of further addresses share one overflow bucket, so many addresses guess no faster
+ * together than the table can hold.
+ */
+export class AuthThrottle {
+  readonly #burst: number;
+  readonly #perMs: number;
+  readonly #max: number;
+  readonly #now: () => number;
+  /** In order of last use (re-inserted on use), so the first entries are the stalest. */
+  readonly #buckets = new Map<string, Bucket>();
+  readonly #overflow: Bucket;
+
+  constructor(options: AuthThrottleOptions) {
+    this.#burst = options.burst;
+    this.#perMs = options.perMinute / 60_000;
+    this.#max = options.maxAddresses;
+    this.#now = options.now ?? (() => performance.now());
+    this.#overflow = { tokens: this.#burst, at: this.#now(), goodKeys: [] };
+  }
+
+  /** Throws `TooManyRequests` when `address` may not try a key now; `keyHash` is the hash of the key it sends. */
+  admit(address: string | undefined, keyHash: string): void {
+    if (address === undefined) return;
+    const bucket = this.#buckets.get(groupOf(address)) ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
+    if (!bucket || this.#refill(bucket) >= 1 || bucket.goodKeys.includes(keyHash)) return;
+    const seconds = Math.max(1, Math.ceil((1 - bucket.tokens) / this.#perMs / 1000));
+    throw new TooManyRequests(`Too many failed authentication attempts from this address; try again in ${seconds} s.`, seconds);
+  }
+
+  /** A key sent from `address` was not accepted. */
+  failed(address: string | undefined): void {
+    if (address === undefined) return;
+    const bucket = this.#bucketFor(groupOf(address), false);
+    this.#refill(bucket);
+    bucket.tokens = Math.max(0, bucket.tokens - 1);
+  }
+
+  /** A key sent from `address` was accepted: it passes this address's throttle from now on. */
+  succeeded(address: string | undefined, keyHash: string): void {
+    if (address === undefined) return;
+    const bucket = this.#bucketFor(groupOf(address), true);
+    if (bucket.goodKeys.includes(keyHash)) return;
+    bucket.goodKeys.push(keyHash);
+    if (bucket.goodKeys.length > GOOD_KEYS_PER_ADDRESS) bucket.goodKeys.shift();
+  }
+
+  /** How many addresses are remembered (for tests and benchmarks). */
+  get size(): number {
+    return this.#buckets.size;
+  }
+
+  #refill(bucket: Bucket): number {
+    const now = this.#now();
+    bucket.tokens = Math.min(this.#burst, bucket.tokens + (now - bucket.at) * this.#perMs);
+    bucket.at = now;
+    return bucket.tokens;
+  }
+
+  /** The address's bucket, made when missing; `evictAny` lets a success push out even a busy bucket. */
+  #bucketFor(group: string, evictAny: boolean): Bucket {
+    let bucket = this.#buckets.get(group);
+    if (bucket) {
+      this.#buckets.delete(group);
+      this.#buckets.set(group, bucket);
+      return bucket;
+    }
+    if (this.#buckets.size >= this.#max && !this.#evictOne(evictAny)) return this.#overflow;
+    bucket = { tokens: this.#burst, at: this.#now(), goodKeys: [] };
+    this.#buckets.set(group, bucket);
+    return bucket;
+  }
+
+  #evictOne(evictAny: boolean): boolean {
+    let scanned = 0;
+    for (const [group, bucket] of this.#buckets) {
+      if (this.#refill(bucket) >= this.#burst || evictAny) {
+        this.#buckets.delete(group);
+        return true;
+      }
+      if ((scanned += 1) >= EVICTION_SCAN) break;
+    }
+    return false;
+  }
+}
+
+/** IPv4 addresses as they are (also when IPv4-mapped); IPv6 addresses by their /64 prefix. */
+export function groupOf(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (!address.includes(':')) return address;
+  const [head = '', tail = ''] = address.toLowerCase().split('%')[0]!.split('::');
+  const left = head ? head.split(':') : [];
+  const right = address.includes('::') ? (tail ? tail.split(':') : []) : [];
+  const groups = [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
