@@ -18,7 +18,10 @@ export function uploadRoutes(ctx: RouteContext): void {
       tag: 'deployments',
       query: UploadQuery,
       auth: false,
+      bodyContentType: 'application/gzip',
       response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
+      // The signature authorizes it (403 when wrong or expired, 409 when the URL was used); no API key, so the errors are listed.
+      errors: [400, 403, 404, 409, 413, 422, 503],
     },
     async (c) => {
       const declared = c.req.header('content-length');
