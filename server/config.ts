@@ -84,8 +84,8 @@ export const Config = z.object({
   MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(8192),
   /** Time for a request's headers to arrive (also: a connection that sends nothing is closed after it). */
   HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
-  /** Time for a whole request, body included, to arrive. */
-  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+  /** Time for a whole request, body included, to arrive: long enough for the largest source tarball from a slow client (200 MiB in 5 min is 0.7 MB/s); slow headers are cut by HEADERS_TIMEOUT_MS. */
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(300_000),
   /** An idle keep-alive connection is closed after this long without a request. */
   KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
   /** A second port serving only `/healthz` and `/readyz`, with its own small connection cap; unset: none (`0`: any free port). */

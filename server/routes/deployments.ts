@@ -91,6 +91,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
     async (c) => {
       const deployment = await deployments.get(c.get('principal').workspaceId, pathId(c, 'deployment_id'));
       deployments.refuseUnlessSource(deployment, 'internal_docker', 'push-token');
+      c.header('cache-control', 'no-store');
       return c.json(pushToken(registry));
     },
   );

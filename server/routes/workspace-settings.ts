@@ -8,6 +8,6 @@ import { pathId, readJson } from '../http/validation.ts';
 export function workspaceSettingsRoutes(ctx: RouteContext, defaults: DefaultListener): void {
   route(ctx, { method: 'patch', path: '/v1/workspaces/:workspace_id', summary: "Set the workspace's default listener (null: back to its sandbox listener)", tag: 'workspaces', body: WorkspacePatch, response: { status: 200, schema: Workspace } }, async (c) => {
     const id = pathId(c, 'workspace_id');
-    return c.json(await defaults.patch(c.get('principal'), id, await readJson(c, WorkspacePatch)));
+    return c.json(await defaults.patch(c.get('principal'), id, await readJson(c, WorkspacePatch, { unknownFields: 'refuse' })));
   });
 }

@@ -5,18 +5,26 @@ import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson } from '../http/validation.ts';
 
+/**
+ * These routes are not the hosted API's, and a misspelt field here weakens access silently (an
+ * `workspaceId` typo would make an organization-wide key): unknown fields are refused with 422,
+ * unlike the hosted routes, which ignore them with a Warning (contract section 2).
+ */
+const STRICT = { unknownFields: 'refuse' } as const;
+
 /** Workspaces and API keys of the caller's organization. */
 export function workspaceRoutes(ctx: RouteContext): void {
   const { auth } = ctx.services;
   route(ctx, { method: 'post', path: '/v1/workspaces', summary: 'Create a workspace', tag: 'workspaces', body: WorkspaceCreate, response: { status: 201, schema: Workspace } }, async (c) => {
-    const body = await readJson(c, WorkspaceCreate);
+    const body = await readJson(c, WorkspaceCreate, STRICT);
     return c.json(await auth.createWorkspace(c.get('principal'), body.name), 201);
   });
   route(ctx, { method: 'get', path: '/v1/workspaces', summary: 'List workspaces', tag: 'workspaces', response: { status: 200, schema: z.array(Workspace) } }, async (c) =>
     c.json(await auth.listWorkspaces(c.get('principal'))),
   );
   route(ctx, { method: 'post', path: '/v1/api-keys', summary: 'Create an API key (its value is shown once)', tag: 'api-keys', body: ApiKeyCreate, response: { status: 201, schema: ApiKeyCreated } }, async (c) => {
-    const body = await readJson(c, ApiKeyCreate);
+    const body = await readJson(c, ApiKeyCreate, STRICT);
+    c.header('cache-control', 'no-store');
     return c.json(await auth.createApiKey(c.get('principal'), body), 201);
   });
   route(ctx, { method: 'get', path: '/v1/api-keys', summary: 'List API keys (without their values)', tag: 'api-keys', response: { status: 200, schema: z.array(ApiKey) } }, async (c) =>

@@ -88,6 +88,9 @@ export class SqliteAgentStore {
    */
   async claimNext(input: { listenerId: string; agentId: string; claimId: string; now: string; leaseUntil: string }): Promise<ClaimRecord | null> {
     return this.#db.transaction((): ClaimRecord | null => {
+      // Only agent-served listeners hand out work: a sandbox listener's revisions are the control plane's own.
+      const listener = this.#sql('SELECT compute_type FROM listeners WHERE id = ?').get(input.listenerId) as { compute_type: string } | undefined;
+      if (listener?.compute_type !== 'local' && listener?.compute_type !== 'k8s') return null;
       const free = `NOT EXISTS (SELECT 1 FROM agent_claims c WHERE c.work_key = %KEY% AND c.lease_expires_at > @now)`;
       const revision = this.#sql(
         `SELECT r.id, r.deployment_id FROM revisions r JOIN deployments d ON d.id = r.deployment_id

@@ -4,10 +4,13 @@ import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
 import type { SqliteAgentStore } from '../../store/agents.ts';
 import type { Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
-import { NotFound, Unauthorized } from '../errors.ts';
+import { BadRequest, NotFound, Unauthorized } from '../errors.ts';
 
 /** Agent tokens carry their own prefix, so a log or a support request tells them from API keys. */
 const PREFIX = 'lat_';
+
+/** The listeners a listener agent serves; `sandbox` ones are carried by the control plane itself. */
+export const AGENT_COMPUTE_TYPES: ReadonlySet<string> = new Set(['local', 'k8s']);
 
 /** Who an agent request comes from: a listener, through one of its tokens. */
 export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: string };
@@ -28,7 +31,11 @@ export class ListenerTokens {
   }
 
   async create(tenantId: string, listenerId: string): Promise<ListenerTokenCreated> {
-    await this.#listener(tenantId, listenerId);
+    const listener = await this.#listener(tenantId, listenerId);
+    // The built-in sandbox carries its listeners' revisions itself: an agent there would race it for the same work (and its secrets).
+    if (!AGENT_COMPUTE_TYPES.has(listener.compute_type)) {
+      throw new BadRequest(`Listener ${listenerId} is a ${listener.compute_type} listener, served by the control plane itself; agent tokens are for local and k8s listeners.`);
+    }
     const token = PREFIX + randomBytes(32).toString('base64url');
     const created = { id: crypto.randomUUID(), listener_id: listenerId, token, created_at: this.#clock.now() };
     await this.#agents.createToken({ id: created.id, listenerId, tenantId, tokenHash: hashApiKey(token), now: created.created_at });
