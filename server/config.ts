@@ -66,6 +66,8 @@ export const Config = z.object({
   AGENT_LEASE_MS: z.coerce.number().int().min(200).max(3_600_000).default(30_000),
   /** Largest source tarball a signed upload URL takes (the hosted API's 200 MiB). */
   UPLOAD_MAX_BYTES: z.coerce.number().int().min(1).max(4 * 1024 ** 3).default(200 * 1024 * 1024),
+  /** Bytes of complete source tarballs one workspace may keep stored (default 2 GiB, ten of the largest). */
+  UPLOAD_WORKSPACE_QUOTA_BYTES: z.coerce.number().int().min(1).max(1024 ** 4).default(2 * 1024 ** 3),
   /** How long an upload URL from `POST …/upload-url` stays valid. */
   UPLOAD_URL_TTL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(900),
   /** Container registry that `internal_docker` clients push to (`POST …/push-token`). */

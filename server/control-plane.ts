@@ -56,12 +56,13 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     publicUrl: deps.publicUrl,
     ttlMs: deps.config.UPLOAD_URL_TTL_SECONDS * 1000,
     maxBytes: deps.config.UPLOAD_MAX_BYTES,
+    workspaceQuotaBytes: deps.config.UPLOAD_WORKSPACE_QUOTA_BYTES,
   });
   const installationRepos = new SqliteInstallationRepoStore(deps.store.db);
   const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
-  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [{ start: async () => void (await uploads.releaseInterrupted()), stop: () => {} }];
+  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [{ start: async () => void (await uploads.releaseInterrupted()), stop: () => {} }, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({ services, db: deps.store.db, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });
@@ -99,6 +100,25 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     stop() {
       for (const worker of workers) worker.stop();
       services.pipeline.stop();
+    },
+  };
+}
+
+/** Sweeps stale uploads once a URL lifetime, so tarballs nobody used do not wait for their deployment's next upload to go. */
+function uploadSweeper(uploads: Uploads, everyMs: number, log: Logger): { start(): void; stop(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    start() {
+      timer = setInterval(() => {
+        uploads.sweep().then(
+          (removed) => removed > 0 && log.info('uploads: removed stale tarballs and expired URLs', { removed }),
+          (error: unknown) => log.warn('uploads: the sweep failed; it runs again later', { error: String(error) }),
+        );
+      }, everyMs);
+      timer.unref();
+    },
+    stop() {
+      clearInterval(timer);
     },
   };
 }

@@ -22,7 +22,12 @@ export type UploadsDeps = {
   publicUrl: () => string;
   ttlMs: number;
   maxBytes: number;
+  /** Bytes of complete tarballs one workspace may keep: one tenant cannot fill the disk that every tenant's database lives on. */
+  workspaceQuotaBytes: number;
 };
+
+/** URLs one deployment may hold open at once (issued, not yet used or expired). */
+export const MAX_OPEN_UPLOAD_URLS = 5;
 
 /**
  * Source tarballs of `internal_source` deployments: signed, expiring, single-use upload URLs on
@@ -45,6 +50,13 @@ export class Uploads {
     const now = clock.now();
     // Tarballs no revision uses are kept one URL lifetime (time enough for the PATCH that names them), then dropped.
     await store.removeStaleUploads(deploymentId, now, new Date(Date.parse(now) - ttlMs).toISOString());
+    if ((await store.openUploadCount(deploymentId, now)) >= MAX_OPEN_UPLOAD_URLS) {
+      throw new Conflict(`This deployment already has ${MAX_OPEN_UPLOAD_URLS} upload URLs open; use one, or wait until they expire.`);
+    }
+    const used = await store.workspaceUploadBytes(tenantId);
+    if (used >= this.#deps.workspaceQuotaBytes) {
+      throw new BadRequest(`The workspace's stored tarballs take ${used} bytes, its quota (UPLOAD_WORKSPACE_QUOTA_BYTES) is ${this.#deps.workspaceQuotaBytes}: delete deployments or revisions it no longer needs.`);
+    }
     const id = crypto.randomUUID();
     const expires = Date.parse(now) + ttlMs;
     const objectPath = `deployments/${deploymentId}/uploads/${id}.tar.gz`;
@@ -83,7 +95,9 @@ export class Uploads {
     if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
     if (claim === 'in_use') throw new Conflict('Another upload to this URL is in progress.');
     try {
-      const size = await this.#streamIn(upload, input.body());
+      // What this tarball may take: the per-upload cap, or what is left of the workspace's quota.
+      const left = this.#deps.workspaceQuotaBytes - (await store.workspaceUploadBytes(upload.tenant_id));
+      const size = await this.#streamIn(upload, input.body(), Math.min(maxBytes, Math.max(0, left)));
       await store.completeUpload(upload.id, size, clock.now());
       log.info('upload stored', { deployment_id: upload.deployment_id, upload_id: upload.id, bytes: size });
       return { object_path: upload.object_path, size };
@@ -93,7 +107,7 @@ export class Uploads {
     }
   }
 
-  async #streamIn(upload: UploadRecord, body: ReadableStream<Uint8Array> | null): Promise<number> {
+  async #streamIn(upload: UploadRecord, body: ReadableStream<Uint8Array> | null, limit: number): Promise<number> {
     const { store, maxBytes } = this.#deps;
     if (!body) throw new BadRequest('The body is empty; PUT a gzip tarball.');
     const reader = body.getReader();
@@ -125,6 +139,7 @@ export class Uploads {
         }
         total += value.length;
         if (total > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+        if (total > limit) throw new PayloadTooLarge(`The tarball does not fit in what is left of the workspace's upload quota (${limit} bytes).`);
         let offset = 0;
         while (offset < value.length) {
           const take = Math.min(UPLOAD_CHUNK_BYTES - pendingBytes, value.length - offset);
@@ -167,6 +182,12 @@ export class Uploads {
       }
     }
     return Readable.from(chunks(), { objectMode: false });
+  }
+
+  /** The periodic sweep: expired URLs and tarballs no revision named within a URL lifetime, of every deployment. */
+  sweep(): Promise<number> {
+    const now = this.#deps.clock.now();
+    return this.#deps.store.removeStaleUploads(null, now, new Date(Date.parse(now) - this.#deps.ttlMs).toISOString());
   }
 
   /** At start: uploads cut off by a crash keep nothing. */

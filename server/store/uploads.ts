@@ -32,11 +32,12 @@ export interface UploadStore {
   findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null>;
   /** The chunk with this sequence number, or null past the end. */
   readChunk(id: string, seq: number): Promise<Buffer | null>;
-  /**
-   * Drops URLs of the deployment that expired unused, and complete uploads finished before
-   * `unusedBefore` that no revision of the deployment names (a redeploy may still need the others).
-   */
-  removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void>;
+  /** Expired URLs never used, and complete tarballs no revision names older than `unusedBefore`: of one deployment, or of all (null). */
+  removeStaleUploads(deploymentId: string | null, now: string, unusedBefore: string): Promise<number>;
+  /** Bytes of the workspace's complete tarballs (what its quota counts). */
+  workspaceUploadBytes(tenantId: string): Promise<number>;
+  /** URLs of the deployment issued and not yet used up (nor expired). */
+  openUploadCount(deploymentId: string, now: string): Promise<number>;
 }
 
 type Row = Record<string, unknown>;
@@ -105,19 +106,35 @@ export class SqliteUploadStore implements UploadStore {
     return row?.data ?? null;
   }
 
-  async removeStaleUploads(deploymentId: string, now: string, unusedBefore: string): Promise<void> {
-    this.#db.transaction(() => {
-      this.#db.prepare("DELETE FROM uploads WHERE deployment_id = ? AND state = 'issued' AND expires_at < ?").run(deploymentId, now);
+  /**
+   * Drops expired URLs never used, and complete tarballs no revision names that are older than
+   * `unusedBefore` (time enough for the PATCH that names one): of one deployment, or of all.
+   */
+  async removeStaleUploads(deploymentId: string | null, now: string, unusedBefore: string): Promise<number> {
+    return this.#db.transaction(() => {
+      const scope = deploymentId === null ? '' : 'AND deployment_id = @deployment_id';
+      let removed = this.#db.prepare(`DELETE FROM uploads WHERE state = 'issued' AND expires_at < @now ${scope}`).run({ now, deployment_id: deploymentId }).changes;
       // Chunk rows go with their upload (ON DELETE CASCADE).
-      this.#db
+      removed += this.#db
         .prepare(
-          `DELETE FROM uploads WHERE deployment_id = @deployment_id AND state = 'complete' AND completed_at < @unused_before
-             AND object_path NOT IN (
-               SELECT json_extract(source_revision_config, '$.source_tarball_path') FROM revisions
-               WHERE deployment_id = @deployment_id AND json_extract(source_revision_config, '$.source_tarball_path') IS NOT NULL)`,
+          `DELETE FROM uploads WHERE state = 'complete' AND completed_at < @unused_before ${scope}
+             AND NOT EXISTS (
+               SELECT 1 FROM revisions r WHERE r.deployment_id = uploads.deployment_id
+                 AND json_extract(r.source_revision_config, '$.source_tarball_path') = uploads.object_path)`,
         )
-        .run({ deployment_id: deploymentId, unused_before: unusedBefore });
+        .run({ deployment_id: deploymentId, unused_before: unusedBefore }).changes;
+      return removed;
     })();
+  }
+
+  /** Bytes of the workspace's complete tarballs (what its quota counts). */
+  async workspaceUploadBytes(tenantId: string): Promise<number> {
+    return (this.#db.prepare("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE tenant_id = ? AND state = 'complete'").get(tenantId) as { n: number }).n;
+  }
+
+  /** URLs of the deployment issued and not yet used up (nor expired). */
+  async openUploadCount(deploymentId: string, now: string): Promise<number> {
+    return (this.#db.prepare("SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?").get(deploymentId, now) as { n: number }).n;
   }
 }
 
