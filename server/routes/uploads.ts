@@ -18,6 +18,8 @@ export function uploadRoutes(ctx: RouteContext): void {
       tag: 'deployments',
       query: UploadQuery,
       auth: false,
+      // The signature is checked here, not by the API-key middleware: its 403 is listed rather than derived.
+      errors: [400, 403, 404, 409, 413, 422, 503],
       response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
     },
     async (c) => {
