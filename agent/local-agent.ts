@@ -11,7 +11,7 @@ import { Aborted, checkoutSource, quote } from './git.ts';
 import { readGraphConfig } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
 import { runCommand } from './processes.ts';
-import { downloadTarball, unpackTarball } from './tarball.ts';
+import { downloadTarball, onControlPlane, unpackTarball } from './tarball.ts';
 import { DeploymentProxy } from './proxy.ts';
 
 const run = promisify(execFile);
@@ -244,10 +244,16 @@ export class LocalAgent {
    */
   async #unpackUpload(url: string | null, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<void> {
     if (!url) throw new StageFailure('The work item names no URL for the uploaded tarball.');
+    let from: string;
+    try {
+      from = onControlPlane(url, this.#o.url);
+    } catch (error) {
+      throw new StageFailure((error as Error).message);
+    }
     const file = `${buildDir}.tar.gz`;
     logs.line(type, `local agent ${this.#o.agentId}: fetching the uploaded tarball from the control plane`);
     try {
-      const bytes = await downloadTarball(url, this.#o.token, file, { signal });
+      const bytes = await downloadTarball(from, this.#o.token, file, { signal });
       const { files } = await unpackTarball(file, buildDir);
       logs.line(type, `unpacked the uploaded tarball: ${bytes} bytes, ${files} files`);
     } catch (error) {

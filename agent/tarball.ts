@@ -44,6 +44,23 @@ export async function downloadTarball(url: string, token: string, file: string, 
 }
 
 /**
+ * The fetch URL's route on the control plane the agent was started with (`--url`, maybe with a
+ * path prefix): its token goes nowhere else, and a `PUBLIC_URL` the agent's network cannot reach
+ * (the default `http://localhost:<port>`, seen from another machine) does not matter.
+ */
+export function onControlPlane(url: string, base: string): string {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    throw new TarballRefused('The work item names a tarball URL that is not a URL.');
+  }
+  const at = target.pathname.lastIndexOf('/v2/listeners/');
+  if (at < 0) throw new TarballRefused('The work item names a tarball URL that is not an agent route.');
+  return `${base.replace(/\/+$/, '')}${target.pathname.slice(at)}${target.search}`;
+}
+
+/**
  * Unpacks a gzip tarball into `dir`, entry by entry. Refused, naming the entry: a path that is
  * absolute or climbs out with `..`; a symbolic or hard link whose target lies outside `dir`; a
  * device file or FIFO; an entry whose parent directory resolves outside `dir` (through a link an

@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { pack, type Header } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkGone } from '../../agent/client.ts';
-import { downloadTarball, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
+import { downloadTarball, onControlPlane, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
 
 type Entry = Partial<Header> & { name: string; content?: string };
 
@@ -171,5 +171,16 @@ describe('downloading a tarball from the control plane', () => {
     await expect(downloadTarball(`${base}/gone`, 't', join(dir, 'd.tar.gz'))).rejects.toBeInstanceOf(WorkGone);
     await expect(downloadTarball(`${base}/forbidden`, 't', join(dir, 'e.tar.gz'))).rejects.toThrow(/403: The source URL signature is not valid/);
     expect(readdirSync(dir).filter((name) => name !== 'a.tar.gz' && name !== 'c.tar.gz')).toEqual([]);
+  });
+});
+
+describe('where the agent fetches a work item’s tarball URL', () => {
+  it('asks the control plane it was started with, keeping the route and its signed query, never another host', () => {
+    const route = '/v2/listeners/l-1/agent/claims/c-1/source?expires=1&signature=abc';
+    expect(onControlPlane(`http://localhost:8080${route}`, 'http://10.0.0.5:8080/')).toBe(`http://10.0.0.5:8080${route}`);
+    expect(onControlPlane(`https://cp.example.com/prefix${route}`, 'https://internal.example/prefix')).toBe(`https://internal.example/prefix${route}`);
+    expect(onControlPlane(`https://attacker.example${route}`, 'https://cp.example.com')).toBe(`https://cp.example.com${route}`);
+    expect(() => onControlPlane('https://cp.example.com/somewhere/else', 'https://cp.example.com')).toThrow(TarballRefused);
+    expect(() => onControlPlane('not a url', 'https://cp.example.com')).toThrow(/not a URL/);
   });
 });
