@@ -11,7 +11,7 @@ import { Aborted, checkoutSource, quote } from './git.ts';
 import { readGraphConfig } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
 import { runCommand } from './processes.ts';
-import { downloadTarball, onControlPlane, unpackTarball } from './tarball.ts';
+import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { DeploymentProxy } from './proxy.ts';
 
 const run = promisify(execFile);
@@ -201,7 +201,7 @@ export class LocalAgent {
       }
       logs.line(type, `checked out commit ${sha}`);
     } else if (source.type === 'tarball') {
-      await this.#unpackUpload(source.url, buildDir, logs, type, signal);
+      await this.#unpackUpload(source.url, buildDir, revision.graph_config_path ?? 'langgraph.json', logs, type, signal);
     } else {
       throw new StageFailure('Only git sources and uploaded tarballs are built here.');
     }
@@ -242,7 +242,7 @@ export class LocalAgent {
    * and unpacks it into `buildDir`, refusing unsafe entries. The URL is never logged: its
    * signature, with the token, reads the upload while the claim is held.
    */
-  async #unpackUpload(url: string | null, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<void> {
+  async #unpackUpload(url: string | null, buildDir: string, configPath: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<void> {
     if (!url) throw new StageFailure('The work item names no URL for the uploaded tarball.');
     let from: string;
     try {
@@ -256,6 +256,8 @@ export class LocalAgent {
       const bytes = await downloadTarball(from, this.#o.token, file, { signal });
       const { files } = await unpackTarball(file, buildDir);
       logs.line(type, `unpacked the uploaded tarball: ${bytes} bytes, ${files} files`);
+      const hoisted = hoistSingleDirectory(buildDir, configPath);
+      if (hoisted) logs.line(type, `the tarball holds one directory, ${hoisted}/, with ${configPath}: building from it`);
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
       if (error instanceof WorkGone) throw error;

@@ -1,5 +1,5 @@
-import { createReadStream, createWriteStream, lstatSync, mkdirSync, realpathSync, rmSync, symlinkSync, linkSync } from 'node:fs';
-import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { createReadStream, createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, linkSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
@@ -78,7 +78,7 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
     stream.on('error', () => undefined);
     const fail = (error: unknown) => {
       stream.resume();
-      tar.destroy(error instanceof Error ? error : new Error(String(error)));
+      tar.destroy(error instanceof TarballRefused ? error : new TarballRefused(`The tarball entry "${header.name}" could not be unpacked: ${(error as Error).message ?? String(error)}`));
     };
     let target: string | null;
     try {
@@ -143,6 +143,24 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
     throw new TarballRefused(`the upload is not a readable gzip tarball (${(error as Error).message})`);
   }
   return { files };
+}
+
+/**
+ * A tarball packed with its directory as the top entry (`my-app/langgraph.json`) where the
+ * config path names `langgraph.json`: that directory's contents move up into `dir`, so the
+ * config path means the same either way. Answers the directory moved up, or null when nothing moved.
+ */
+export function hoistSingleDirectory(dir: string, configPath: string): string | null {
+  if (existsSync(join(dir, configPath))) return null;
+  const top = readdirSync(dir);
+  if (top.length !== 1) return null;
+  const only = join(dir, top[0]!);
+  if (!lstatSync(only).isDirectory() || !existsSync(join(only, configPath))) return null;
+  const moved = join(dir, `.hoist-${process.pid}-${Date.now()}`);
+  renameSync(only, moved);
+  for (const name of readdirSync(moved)) renameSync(join(moved, name), join(dir, name));
+  rmSync(moved, { recursive: true, force: true });
+  return top[0]!;
 }
 
 /** Where an entry goes under `root`; null for entries that write nothing; refuses unsafe ones. */

@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { pack, type Header } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkGone } from '../../agent/client.ts';
-import { downloadTarball, onControlPlane, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
+import { downloadTarball, hoistSingleDirectory, onControlPlane, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
 
 type Entry = Partial<Header> & { name: string; content?: string };
 
@@ -124,6 +124,26 @@ describe('unpacking an uploaded tarball', () => {
     expect(lstatSync(join(dir, 'name.txt')).isSymbolicLink()).toBe(false);
     expect(readFileSync(join(dir, 'name.txt'), 'utf8')).toBe('replacement');
     expect(readFileSync(join(dir, 'target.txt'), 'utf8')).toBe('original');
+  });
+
+  it('a tarball of one directory holding the config is built from that directory; otherwise nothing moves', async () => {
+    const nested = place(await tarball([{ name: 'my-app/langgraph.json', content: '{}' }, { name: 'my-app/src/graph.mjs', content: 'x' }]));
+    await unpackTarball(nested.file, nested.dir);
+    expect(hoistSingleDirectory(nested.dir, 'langgraph.json')).toBe('my-app');
+    expect(readdirSync(nested.dir).sort()).toEqual(['langgraph.json', 'src']);
+    expect(readFileSync(join(nested.dir, 'src/graph.mjs'), 'utf8')).toBe('x');
+    const flat = place(await tarball([{ name: 'langgraph.json', content: '{}' }]));
+    await unpackTarball(flat.file, flat.dir);
+    expect(hoistSingleDirectory(flat.dir, 'langgraph.json')).toBeNull();
+    const elsewhere = place(await tarball([{ name: 'my-app/other.json', content: '{}' }]));
+    await unpackTarball(elsewhere.file, elsewhere.dir);
+    expect(hoistSingleDirectory(elsewhere.dir, 'langgraph.json')).toBeNull();
+    expect(readdirSync(elsewhere.dir)).toEqual(['my-app']);
+  });
+
+  it('names the entry when writing it fails (a hard link to a directory)', async () => {
+    const { message } = await refusal([{ name: 'sub/', type: 'directory' }, { name: 'hard', type: 'link', linkname: 'sub' }]);
+    expect(message).toContain('"hard" could not be unpacked');
   });
 
   it('refuses data that is not a gzip tarball, and a tarball that unpacks beyond its cap', async () => {
