@@ -11,6 +11,7 @@ import { Aborted, checkoutSource, quote } from './git.ts';
 import { readGraphConfig } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
 import { runCommand } from './processes.ts';
+import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { DeploymentProxy } from './proxy.ts';
 
 const run = promisify(execFile);
@@ -42,9 +43,10 @@ class StageFailure extends Error {
 type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string };
 
 /**
- * The `local` listener agent: pulls work of its listener, builds `github` revisions in a work
- * directory with real git and the repository's package manager, runs the LangGraph agent server
- * of each live revision, and routes `<deployment host>` to it through its reverse proxy.
+ * The `local` listener agent: pulls work of its listener, builds `github` revisions (real git) and
+ * `internal_source` ones (the uploaded tarball) in a work directory with the package manager,
+ * runs the LangGraph agent server of each live revision, and routes `<deployment host>` to it
+ * through its reverse proxy.
  */
 export class LocalAgent {
   readonly #o: LocalAgentOptions;
@@ -148,14 +150,11 @@ export class LocalAgent {
         await this.#runImage(deployment, revision, revision.source.image_uri, buildDir, logs, move, () => status, gone.signal);
         return;
       }
-      if (revision.source.type === 'tarball') {
-        // SEAM (internal_source): fetch the signed URL, unpack into buildDir, then build as below.
-        throw new StageFailure('This agent cannot fetch uploaded sources (internal_source) yet.');
-      }
       if (status === 'AWAITING_BUILD') await move('BUILDING');
       if (status === 'BUILDING') {
         const sha = await this.#build(deployment, revision, buildDir, logs, 'build', gone.signal);
-        await move('AWAITING_DEPLOY', { repo_commit_sha: sha });
+        // An uploaded tarball has no commit: repo_commit_sha stays null.
+        await move('AWAITING_DEPLOY', sha ? { repo_commit_sha: sha } : {});
       }
       if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
       if (status === 'DEPLOYING') {
@@ -182,23 +181,33 @@ export class LocalAgent {
     }
   }
 
-  /** Fetches the commit and runs install and build from the graph config's directory; answers the commit. */
-  async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string> {
-    if (revision.source.type !== 'git') throw new StageFailure('Only git sources are built here.');
+  /**
+   * Fetches the source (the commit of a `github` revision, or the uploaded tarball of an
+   * `internal_source` one) and runs install and build from the graph config's directory;
+   * answers the commit built, null for a tarball.
+   */
+  async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string | null> {
     rmSync(buildDir, { recursive: true, force: true });
     mkdirSync(dirname(buildDir), { recursive: true });
     const source = revision.source;
-    logs.line(type, `local agent ${this.#o.agentId}: fetching ${source.repo_url} at ${source.commit_sha ?? source.ref ?? 'its default branch'}`);
-    let sha: string;
-    try {
-      sha = await checkoutSource(source, buildDir, { env: this.#childEnv(), signal, onLine: (line) => logs.line(type, line) });
-    } catch (error) {
-      if (error instanceof Aborted) throw error;
-      throw new StageFailure(`Could not fetch the repository: ${(error as Error).message}`);
+    let sha: string | null = null;
+    if (source.type === 'git') {
+      logs.line(type, `local agent ${this.#o.agentId}: fetching ${source.repo_url} at ${source.commit_sha ?? source.ref ?? 'its default branch'}`);
+      try {
+        sha = await checkoutSource(source, buildDir, { env: this.#childEnv(), signal, onLine: (line) => logs.line(type, line) });
+      } catch (error) {
+        if (error instanceof Aborted) throw error;
+        throw new StageFailure(`Could not fetch the repository: ${(error as Error).message}`);
+      }
+      logs.line(type, `checked out commit ${sha}`);
+    } else if (source.type === 'tarball') {
+      await this.#unpackUpload(source.url, buildDir, revision.graph_config_path ?? 'langgraph.json', logs, type, signal);
+    } else {
+      throw new StageFailure('Only git sources and uploaded tarballs are built here.');
     }
-    logs.line(type, `checked out commit ${sha}`);
+    const where = sha ? `the repository at commit ${sha}` : 'the uploaded tarball';
     const configPath = join(buildDir, revision.graph_config_path ?? 'langgraph.json');
-    if (!configPath.startsWith(buildDir + '/') || !existsSync(configPath)) throw new StageFailure(`The graph config ${revision.graph_config_path ?? 'langgraph.json'} is not in the repository at commit ${sha}.`);
+    if (!configPath.startsWith(buildDir + '/') || !existsSync(configPath)) throw new StageFailure(`The graph config ${revision.graph_config_path ?? 'langgraph.json'} is not in ${where}.`);
     let config;
     try {
       config = readGraphConfig(configPath);
@@ -224,8 +233,38 @@ export class LocalAgent {
       }
     }
     writeFileSync(join(buildDir, BUILT_MARKER), JSON.stringify({ sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' }));
-    logs.line(type, `build finished (commit ${sha})`);
+    logs.line(type, `build finished (${sha ? `commit ${sha}` : 'uploaded tarball'})`);
     return sha;
+  }
+
+  /**
+   * Downloads the claim's tarball beside the build directory (streamed to disk, at most 200 MiB)
+   * and unpacks it into `buildDir`, refusing unsafe entries. The URL is never logged: its
+   * signature, with the token, reads the upload while the claim is held.
+   */
+  async #unpackUpload(url: string | null, buildDir: string, configPath: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<void> {
+    if (!url) throw new StageFailure('The work item names no URL for the uploaded tarball.');
+    let from: string;
+    try {
+      from = onControlPlane(url, this.#o.url);
+    } catch (error) {
+      throw new StageFailure((error as Error).message);
+    }
+    const file = `${buildDir}.tar.gz`;
+    logs.line(type, `local agent ${this.#o.agentId}: fetching the uploaded tarball from the control plane`);
+    try {
+      const bytes = await downloadTarball(from, this.#o.token, file, { signal });
+      const { files } = await unpackTarball(file, buildDir);
+      logs.line(type, `unpacked the uploaded tarball: ${bytes} bytes, ${files} files`);
+      const hoisted = hoistSingleDirectory(buildDir, configPath);
+      if (hoisted) logs.line(type, `the tarball holds one directory, ${hoisted}/, with ${configPath}: building from it`);
+    } catch (error) {
+      if (signal.aborted) throw new Aborted('interrupted');
+      if (error instanceof WorkGone) throw error;
+      throw new StageFailure(`Could not use the uploaded tarball: ${(error as Error).message}`);
+    } finally {
+      rmSync(file, { force: true });
+    }
   }
 
   /** Starts the new server, moves the deployment's host names to it, then stops the previous one. */

@@ -15,7 +15,7 @@ import { apiClient } from '../test/helpers/api.ts';
 import { removeTempDirs, rssBytes, sleep, startChild, tempDir } from './lib/processes.ts';
 
 const sizeMiB = Number(process.env.SIZE_MIB ?? 200);
-const apiKey = `bench-${randomBytes(8).toString('hex')}`;
+const apiKey = `bench-${randomBytes(16).toString('hex')}`; // the server refuses a bootstrap key under 24 characters
 const databasePath = join(tempDir(), 'upload.db');
 const server = await startChild('server/main.ts', { DATABASE_URL: databasePath, BOOTSTRAP_API_KEY: apiKey, LOG_LEVEL: 'info', UPLOAD_MAX_BYTES: String(sizeMiB * 1024 * 1024 + 2) });
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;

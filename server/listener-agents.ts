@@ -28,7 +28,7 @@ export function createListenerAgents(deps: { db: Database.Database; clock: Clock
     attach(services: Services) {
       const { store, clock, pipeline } = services;
       const tokens = new ListenerTokens({ store, agents, clock });
-      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS });
+      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads });
       const defaults = new DefaultListener({ store, agents });
       return {
         protocol,

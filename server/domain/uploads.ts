@@ -168,12 +168,18 @@ export class Uploads {
 
   /**
    * The uploaded tarball as a stream, one chunk row at a time (the sandbox reads it; a listener
-   * agent will fetch it the same way through a signed URL). Null when there is no such upload.
+   * agent fetches it through a signed URL, see `fetchUrl`). Null when there is no such upload.
    */
   async open(deploymentId: string, objectPath: string): Promise<Readable | null> {
+    return (await this.read(deploymentId, objectPath))?.stream ?? null;
+  }
+
+  /** `open`, with the size the upload was stored with (the fetch route answers it as Content-Length). */
+  async read(deploymentId: string, objectPath: string): Promise<{ size: number; stream: Readable } | null> {
     const { store } = this.#deps;
     const upload = await store.findCompleteUpload(deploymentId, objectPath);
     if (!upload) return null;
+    // Pulled one row per read: a slow reader holds one chunk in memory, never the whole tarball.
     async function* chunks() {
       for (let seq = 0; ; seq++) {
         const chunk = await store.readChunk(upload!.id, seq);
@@ -181,7 +187,24 @@ export class Uploads {
         yield chunk;
       }
     }
-    return Readable.from(chunks(), { objectMode: false });
+    return { size: upload.size ?? 0, stream: Readable.from(chunks(), { objectMode: false }) };
+  }
+
+  /**
+   * A signed, expiring URL on this server for reading an upload back at `path` (the listener
+   * agent's fetch route), bound to `subject` (what the route checks it against, e.g. a claim).
+   * Signed with the upload key under another prefix, so an upload URL's signature never fits it.
+   */
+  fetchUrl(path: string, subject: string): string {
+    const expires = Date.parse(this.#deps.clock.now()) + this.#deps.ttlMs;
+    return `${this.#deps.publicUrl()}${path}?expires=${expires}&signature=${this.#signFetch(subject, expires)}`;
+  }
+
+  /** Checks a `fetchUrl` signature for `subject`: 403 when it does not fit or has expired. */
+  checkFetch(subject: string, expires: string | undefined, signature: string | undefined): void {
+    const at = Number(expires);
+    if (!signature || !Number.isSafeInteger(at) || !equal(this.#signFetch(subject, at), signature)) throw new Forbidden('The source URL signature is not valid.');
+    if (Date.parse(this.#deps.clock.now()) > at) throw new Forbidden('The source URL has expired; the agent gets a new one with its next claim.');
   }
 
   /** The periodic sweep: expired URLs and tarballs no revision named within a URL lifetime, of every deployment. */
@@ -200,10 +223,18 @@ export class Uploads {
   }
 
   #verify(id: string, expires: number, signature: string): boolean {
-    const expected = Buffer.from(this.#sign(id, expires));
-    const given = Buffer.from(signature);
-    return expected.length === given.length && timingSafeEqual(expected, given);
+    return equal(this.#sign(id, expires), signature);
   }
+
+  #signFetch(subject: string, expires: number): string {
+    return createHmac('sha256', this.#deps.signingKey).update(`fetch:${subject}:${expires}`).digest('base64url');
+  }
+}
+
+function equal(expected: string, given: string): boolean {
+  const a = Buffer.from(expected);
+  const b = Buffer.from(given);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** Reads and discards up to `limit` more bytes; stops early at the end or on an error. */

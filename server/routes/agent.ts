@@ -1,4 +1,6 @@
+import { Readable } from 'node:stream';
 import type { Context } from 'hono';
+import { z } from 'zod';
 import {
   AgentHeartbeat,
   AgentHeartbeatAck,
@@ -73,11 +75,34 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
     return c.body(null, 204);
   });
 
+  // The signature alone is not enough: the token must be the claiming listener's and the claim still held.
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'get',
+      path: `${claimPath}/source`,
+      summary: "Download the uploaded source tarball of the claimed internal_source revision, from the signed URL in the work item (listener token and signature)",
+      query: SourceQuery,
+      response: { status: 200, schema: z.string(), contentType: 'application/gzip', description: 'The gzip tarball, streamed', headers: { 'Content-Length': 'Size of the tarball in bytes' } },
+      errors: [400, 401, 403, 404, 409, 422, 503],
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      const { size, stream } = await protocol.openSource(agent, pathId(c, 'claim_id'), c.req.query('expires'), c.req.query('signature'));
+      // Streamed from the chunk rows as the agent reads: the tarball is never held whole here.
+      return c.body(Readable.toWeb(stream) as ReadableStream<Uint8Array>, 200, { 'content-type': 'application/gzip', 'content-length': String(size), 'cache-control': 'no-store' });
+    },
+  );
+
   route(ctx, { ...doc, method: 'get', path: `${base}/live`, summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)", response: { status: 200, schema: LiveDeployments } }, async (c) => {
     const agent = await agentOf(c);
     return c.json(await protocol.live(agent));
   });
 }
+
+/** The signed fetch URL's query (a work item carries the whole URL). */
+const SourceQuery = z.object({ expires: z.string(), signature: z.string() });
 
 /** Only `Authorization: Bearer`: an `X-Api-Key` header is never read on agent routes. */
 function bearerOf(headers: Headers): string | undefined {

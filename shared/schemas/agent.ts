@@ -32,8 +32,8 @@ export type ClaimRequest = z.infer<typeof ClaimRequest>;
 
 /**
  * Where the agent gets what it builds. `git`: the repository at `commit_sha` when known, else the
- * head of `ref`. `tarball`: an uploaded source archive behind a signed URL (internal_source; the
- * upload routes are being built on another branch, so no work item carries this yet).
+ * head of `ref`. `tarball`: the uploaded source archive of an internal_source revision, behind a
+ * signed URL bound to the claim (`GET …/claims/{claim_id}/source`; null outside a claim, in `…/live`).
  */
 export const WorkSource = z.discriminatedUnion('type', [
   z.object({ type: z.literal('git'), repo_url: z.string(), ref: z.string().nullable(), commit_sha: z.string().nullable() }),

@@ -1,11 +1,13 @@
 import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
+import type { Readable } from 'node:stream';
 import type { SqliteAgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
-import { BadRequest, Conflict } from '../errors.ts';
+import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import type { Pipeline } from '../pipeline.ts';
+import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 
@@ -28,6 +30,8 @@ export type AgentProtocolDeps = {
   wake: RevisionWatch;
   clock: Clock;
   leaseMs: number;
+  /** Uploaded tarballs of `internal_source` revisions: signs their fetch URLs and streams them. */
+  uploads: Uploads;
 };
 
 /**
@@ -144,6 +148,26 @@ export class AgentProtocol {
     return { deployments };
   }
 
+  /**
+   * `GET …/claims/{claim_id}/source`: the uploaded tarball of the claimed `internal_source`
+   * revision, streamed from its chunk rows. It takes the URL's signature (bound to the listener
+   * and the claim, expiring), the listener's token, and a claim still held on a revision still
+   * under way: 403 for a signature that does not fit or expired, 409 once the claim or the
+   * revision has ended, 404 when the revision has no uploaded tarball.
+   */
+  async openSource(agent: AgentPrincipal, claimId: string, expires: string | undefined, signature: string | undefined): Promise<{ size: number; stream: Readable }> {
+    const { uploads, store } = this.#deps;
+    uploads.checkFetch(sourceSubject(agent.listenerId, claimId), expires, signature);
+    const claim = await this.#claim(agent, claimId);
+    if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no source.');
+    await this.#liveStatus(claim);
+    const revision = await store.getRevisionById(claim.revision_id);
+    const objectPath = revision?.source === 'internal_source' ? revision.source_revision_config.source_tarball_path : null;
+    const found = objectPath ? await uploads.read(claim.deployment_id, objectPath) : null;
+    if (!found) throw new NotFound(`Revision ${claim.revision_id} has no uploaded source tarball.`);
+    return found;
+  }
+
   async #claim(agent: AgentPrincipal, claimId: string): Promise<ClaimRecord> {
     const claim = await this.#deps.agents.getClaim(agent.listenerId, claimId);
     if (!claim) throw new Conflict(`Claim ${claimId} is not held: its lease lapsed and the work went back to the queue; stop this work.`);
@@ -169,7 +193,9 @@ export class AgentProtocol {
     if (claim.kind === 'teardown') return { kind: 'teardown', ...lease, deployment: workDeployment(deployment) };
     const revision = claim.revision_id ? await store.getRevisionWork(claim.revision_id) : null;
     if (!revision) return null;
-    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: workRevision(revision, deployment) };
+    // The tarball's fetch URL is bound to this claim: it stops working when the claim ends.
+    const sourceUrl = this.#deps.uploads.fetchUrl(sourcePath(claim.listener_id, claim.claim_id), sourceSubject(claim.listener_id, claim.claim_id));
+    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: workRevision(revision, deployment, sourceUrl) };
   }
 
   #leaseFrom(now: string): string {
@@ -188,24 +214,37 @@ function workDeployment(deployment: DeploymentRecord): WorkDeployment {
   };
 }
 
-function workRevision(revision: RevisionWork, deployment: DeploymentRecord): WorkRevision {
+/** Where the agent fetches a claimed revision's uploaded tarball (routes/agent.ts serves it). */
+function sourcePath(listenerId: string, claimId: string): string {
+  return `/v2/listeners/${listenerId}/agent/claims/${claimId}/source`;
+}
+
+/** What a source URL's signature binds: the listener and the claim. */
+function sourceSubject(listenerId: string, claimId: string): string {
+  return `agent-source:${listenerId}:${claimId}`;
+}
+
+/** `sourceUrl`: the signed fetch URL of the claim; null outside a claim (`GET …/live` restarts from built directories). */
+function workRevision(revision: RevisionWork, deployment: DeploymentRecord, sourceUrl: string | null = null): WorkRevision {
   return {
     id: revision.id,
     status: revision.status,
     graph_config_path: revision.source_revision_config.graph_config_path,
-    source: sourceOf(revision, deployment),
+    source: sourceOf(revision, deployment, sourceUrl),
     secrets: revision.secrets.map((s) => ({ name: s.name, value: s.value })),
   };
 }
 
 /**
- * Where the agent fetches what it builds. SEAM for `internal_source` (uploaded tarballs, built on
- * another branch): it becomes `{type: 'tarball', url: <signed fetch URL>}` here once that source exists.
+ * Where the agent fetches what it builds: the repository (`github`), the uploaded tarball behind
+ * a signed URL (`internal_source`), or the image (`external_docker`, `internal_docker`).
  */
-function sourceOf(revision: RevisionWork, deployment: DeploymentRecord): WorkSource {
+function sourceOf(revision: RevisionWork, deployment: DeploymentRecord, sourceUrl: string | null): WorkSource {
   const config = revision.source_revision_config;
-  if (deployment.source === 'github') {
+  const source = revision.source ?? deployment.source;
+  if (source === 'github') {
     return { type: 'git', repo_url: deployment.source_config.repo_url ?? '', ref: config.repo_ref, commit_sha: config.repo_commit_sha };
   }
+  if (source === 'internal_source') return { type: 'tarball', url: sourceUrl };
   return { type: 'image', image_uri: config.image_uri ?? '' };
 }

@@ -1,0 +1,225 @@
+import { createReadStream, createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, linkSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { extract, type Header } from 'tar-stream';
+import { WorkGone } from './client.ts';
+
+/** The upload cap of the contract (§4): a tarball the server stored is never bigger. */
+export const MAX_TARBALL_BYTES = 200 * 1024 * 1024;
+/** A tarball that unpacks to more than this is refused (a gzip bomb would otherwise fill the disk). */
+export const MAX_UNPACKED_BYTES = 2 * 1024 ** 3;
+
+/** The tarball cannot be used: an unsafe or unreadable entry, or a failed download. Ends the build. */
+export class TarballRefused extends Error {
+  override readonly name = 'TarballRefused';
+}
+
+/**
+ * Downloads the uploaded tarball of a claim to `file`, streamed to disk (never held whole), with
+ * the listener token; more than `maxBytes` is cut off and refused. A 409 means the claim ended.
+ */
+export async function downloadTarball(url: string, token: string, file: string, options: { maxBytes?: number; signal?: AbortSignal } = {}): Promise<number> {
+  const maxBytes = options.maxBytes ?? MAX_TARBALL_BYTES;
+  const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: options.signal });
+  if (response.status === 409) throw new WorkGone(await detailOf(response));
+  if (!response.ok || !response.body) throw new TarballRefused(`the control plane answered ${response.status}: ${await detailOf(response)}`);
+  const declared = Number(response.headers.get('content-length'));
+  if (declared > maxBytes) {
+    await response.body.cancel();
+    throw new TarballRefused(`the tarball is ${declared} bytes, more than the limit of ${maxBytes}`);
+  }
+  let received = 0;
+  const cap = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      received += chunk.length;
+      if (received > maxBytes) done(new TarballRefused(`the tarball is more than the limit of ${maxBytes} bytes`));
+      else done(null, chunk);
+    },
+  });
+  mkdirSync(dirname(file), { recursive: true });
+  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), cap, createWriteStream(file), { signal: options.signal });
+  return received;
+}
+
+/**
+ * The fetch URL's route on the control plane the agent was started with (`--url`, maybe with a
+ * path prefix): its token goes nowhere else, and a `PUBLIC_URL` the agent's network cannot reach
+ * (the default `http://localhost:<port>`, seen from another machine) does not matter.
+ */
+export function onControlPlane(url: string, base: string): string {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    throw new TarballRefused('The work item names a tarball URL that is not a URL.');
+  }
+  const at = target.pathname.lastIndexOf('/v2/listeners/');
+  if (at < 0) throw new TarballRefused('The work item names a tarball URL that is not an agent route.');
+  return `${base.replace(/\/+$/, '')}${target.pathname.slice(at)}${target.search}`;
+}
+
+/**
+ * Unpacks a gzip tarball into `dir`, entry by entry. Refused, naming the entry: a path that is
+ * absolute or climbs out with `..`; a symbolic or hard link whose target lies outside `dir`; a
+ * device file or FIFO; an entry whose parent directory resolves outside `dir` (through a link an
+ * earlier entry made). What was unpacked before a refusal is left for the caller to remove.
+ */
+export async function unpackTarball(file: string, dir: string, options: { maxUnpackedBytes?: number } = {}): Promise<{ files: number }> {
+  const maxUnpacked = options.maxUnpackedBytes ?? MAX_UNPACKED_BYTES;
+  mkdirSync(dir, { recursive: true });
+  const root = realpathSync(dir);
+  let files = 0;
+  let unpacked = 0;
+  const tar = extract();
+  tar.on('entry', (header, stream, next) => {
+    // Destroying the extractor destroys the entry with the same error; the pipeline below reports it.
+    stream.on('error', () => undefined);
+    const fail = (error: unknown) => {
+      stream.resume();
+      tar.destroy(error instanceof TarballRefused ? error : new TarballRefused(`The tarball entry "${header.name}" could not be unpacked: ${(error as Error).message ?? String(error)}`));
+    };
+    let target: string | null;
+    try {
+      target = placeOf(root, header);
+    } catch (error) {
+      fail(error);
+      return;
+    }
+    if (target === null) {
+      // Metadata entries (pax headers tar-stream hands on): nothing to write.
+      stream.on('end', () => next());
+      stream.resume();
+      return;
+    }
+    try {
+      if (header.type === 'directory') {
+        mkdirSync(target, { recursive: true });
+        insideRoot(root, realpathSync(target), header.name);
+        stream.on('end', () => next());
+        stream.resume();
+        return;
+      }
+      mkdirSync(dirname(target), { recursive: true });
+      // A parent made a link by an earlier entry could lead anywhere: where it really is must be inside.
+      const parent = realpathSync(dirname(target));
+      insideRoot(root, parent, header.name);
+      removeExisting(target);
+      if (header.type === 'symlink') {
+        // Checked again from the real parent: `x -> .` then `x/y -> ..` is lexically inside, really not.
+        if (!isInside(root, resolve(parent, header.linkname!))) throw new TarballRefused(`The tarball entry "${header.name}" is a link to "${header.linkname}", outside the tarball.`);
+        symlinkSync(header.linkname!, target);
+        stream.on('end', () => next());
+        stream.resume();
+        return;
+      }
+      if (header.type === 'link') {
+        linkSync(resolve(root, stripDot(header.linkname!)), target);
+        stream.on('end', () => next());
+        stream.resume();
+        return;
+      }
+    } catch (error) {
+      fail(error);
+      return;
+    }
+    files += 1;
+    const counter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        unpacked += chunk.length;
+        if (unpacked > maxUnpacked) done(new TarballRefused(`the tarball unpacks to more than ${maxUnpacked} bytes`));
+        else done(null, chunk);
+      },
+    });
+    // Only permission bits, at most rwxr-xr-x: no setuid, setgid or world-writable files.
+    const mode = (header.mode ?? 0o644) & 0o755;
+    pipeline(stream, counter, createWriteStream(target, { flags: 'wx', mode })).then(() => next(), fail);
+  });
+  try {
+    await pipeline(createReadStream(file), createGunzip(), tar);
+  } catch (error) {
+    if (error instanceof TarballRefused) throw error;
+    throw new TarballRefused(`the upload is not a readable gzip tarball (${(error as Error).message})`);
+  }
+  return { files };
+}
+
+/**
+ * A tarball packed with its directory as the top entry (`my-app/langgraph.json`) where the
+ * config path names `langgraph.json`: that directory's contents move up into `dir`, so the
+ * config path means the same either way. Answers the directory moved up, or null when nothing moved.
+ */
+export function hoistSingleDirectory(dir: string, configPath: string): string | null {
+  if (existsSync(join(dir, configPath))) return null;
+  const top = readdirSync(dir);
+  if (top.length !== 1) return null;
+  const only = join(dir, top[0]!);
+  if (!lstatSync(only).isDirectory() || !existsSync(join(only, configPath))) return null;
+  const moved = join(dir, `.hoist-${process.pid}-${Date.now()}`);
+  renameSync(only, moved);
+  for (const name of readdirSync(moved)) renameSync(join(moved, name), join(dir, name));
+  rmSync(moved, { recursive: true, force: true });
+  return top[0]!;
+}
+
+/** Where an entry goes under `root`; null for entries that write nothing; refuses unsafe ones. */
+function placeOf(root: string, header: Header): string | null {
+  const name = header.name;
+  // tar-stream consumes these itself; should one come through, it names no file.
+  if (['pax-header', 'pax-global-header', 'gnu-long-path', 'gnu-long-link-path'].includes(header.type as string)) return null;
+  if (!['file', 'contiguous-file', 'directory', 'symlink', 'link'].includes(header.type ?? 'file')) {
+    throw new TarballRefused(`The tarball entry "${name}" is a ${header.type}; only files, directories and links inside the tarball are unpacked.`);
+  }
+  if (isAbsolute(name) || /^[A-Za-z]:[\\/]/.test(name)) throw new TarballRefused(`The tarball entry "${name}" has an absolute path; entries must be relative.`);
+  const relativeName = stripDot(name);
+  if (relativeName.split(/[\\/]/).includes('..')) throw new TarballRefused(`The tarball entry "${name}" climbs out of the tarball with "..".`);
+  if (relativeName === '' || relativeName === '.') return header.type === 'directory' ? root : null;
+  const target = resolve(root, relativeName);
+  insideRoot(root, target, name);
+  if (header.type === 'symlink') {
+    const link = header.linkname ?? '';
+    if (isAbsolute(link)) throw new TarballRefused(`The tarball entry "${name}" is a link to the absolute path "${link}"; links must stay inside the tarball.`);
+    if (!isInside(root, resolve(dirname(target), link))) throw new TarballRefused(`The tarball entry "${name}" is a link to "${link}", outside the tarball.`);
+  }
+  if (header.type === 'link') {
+    const link = header.linkname ?? '';
+    if (isAbsolute(link) || stripDot(link).split(/[\\/]/).includes('..') || !isInside(root, resolve(root, stripDot(link)))) {
+      throw new TarballRefused(`The tarball entry "${name}" is a hard link to "${link}", outside the tarball.`);
+    }
+  }
+  return target;
+}
+
+function stripDot(path: string): string {
+  return path.replace(/^(\.\/)+/, '').replace(/\/+$/, '');
+}
+
+function isInside(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+}
+
+function insideRoot(root: string, path: string, name: string): void {
+  if (!isInside(root, path)) throw new TarballRefused(`The tarball entry "${name}" would be written outside the tarball's directory.`);
+}
+
+/** A later entry of the same name replaces an earlier one (as tar does), never writes through it. */
+function removeExisting(target: string): void {
+  try {
+    lstatSync(target);
+  } catch {
+    return;
+  }
+  rmSync(target, { recursive: true, force: true });
+}
+
+async function detailOf(response: Response): Promise<string> {
+  const text = await response.text().catch(() => '');
+  try {
+    const body = JSON.parse(text) as { detail?: unknown };
+    return typeof body.detail === 'string' ? body.detail : text.slice(0, 500);
+  } catch {
+    return text.slice(0, 500);
+  }
+}

@@ -1,0 +1,206 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { pack, type Header } from 'tar-stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WorkGone } from '../../agent/client.ts';
+import { downloadTarball, hoistSingleDirectory, onControlPlane, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
+
+type Entry = Partial<Header> & { name: string; content?: string };
+
+/** A real gzip tarball with the given raw headers (types, link names, modes), as a hostile client could build it. */
+async function tarball(entries: Entry[]): Promise<Buffer> {
+  const tar = pack();
+  const parts: Buffer[] = [];
+  tar.on('data', (chunk: unknown) => void parts.push(chunk as Buffer));
+  const ended = new Promise<void>((resolve, reject) => {
+    tar.on('end', () => resolve());
+    tar.on('error', reject);
+  });
+  for (const { content, ...header } of entries) {
+    await new Promise<void>((resolve, reject) => tar.entry(header, content ?? '', (error) => (error ? reject(error) : resolve())));
+  }
+  tar.finalize();
+  await ended;
+  return gzipSync(Buffer.concat(parts));
+}
+
+/** A fresh sandbox: `root/unpack` is where the tarball goes; anything written beside it is an escape. */
+function place(bytes: Buffer) {
+  const root = mkdtempSync(join(tmpdir(), 'cp-unpack-'));
+  const file = join(root, 'upload.tar.gz');
+  writeFileSync(file, bytes);
+  return { root, file, dir: join(root, 'unpack') };
+}
+
+async function refusal(entries: Entry[]): Promise<{ message: string; root: string }> {
+  const { root, file, dir } = place(await tarball(entries));
+  const error = await unpackTarball(file, dir).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(TarballRefused);
+  return { message: (error as Error).message, root };
+}
+
+describe('unpacking an uploaded tarball', () => {
+  it('unpacks files and directories, keeps the executable bit, drops setuid and group/world write', async () => {
+    const { file, dir } = place(
+      await tarball([
+        { name: './langgraph.json', content: '{"graphs":{}}' },
+        { name: 'src/', type: 'directory' },
+        { name: 'src/graph.mjs', content: 'export const graph = 1;\n' },
+        { name: 'bin/run.sh', content: '#!/bin/sh\n', mode: 0o4777 },
+        { name: 'link-to-graph', type: 'symlink', linkname: 'src/graph.mjs' },
+      ]),
+    );
+    expect(await unpackTarball(file, dir)).toEqual({ files: 3 });
+    expect(readFileSync(join(dir, 'src/graph.mjs'), 'utf8')).toBe('export const graph = 1;\n');
+    expect(readFileSync(join(dir, 'langgraph.json'), 'utf8')).toBe('{"graphs":{}}');
+    expect(statSync(join(dir, 'bin/run.sh')).mode & 0o7777).toBe(0o755);
+    expect(readFileSync(join(dir, 'link-to-graph'), 'utf8')).toBe('export const graph = 1;\n');
+  });
+
+  it('refuses an entry that climbs out with .., naming it, and writes nothing outside', async () => {
+    const { message, root } = await refusal([{ name: 'ok.txt', content: 'fine' }, { name: '../evil', content: 'pwned' }]);
+    expect(message).toContain('"../evil"');
+    expect(message).toMatch(/\.\./);
+    expect(existsSync(join(root, 'evil'))).toBe(false);
+    const deeper = await refusal([{ name: 'a/b/../../../evil2', content: 'pwned' }]);
+    expect(deeper.message).toContain('"a/b/../../../evil2"');
+    expect(existsSync(join(deeper.root, 'evil2'))).toBe(false);
+  });
+
+  it('refuses an absolute path, naming it', async () => {
+    const target = join(mkdtempSync(join(tmpdir(), 'cp-abs-')), 'evil');
+    const { message } = await refusal([{ name: target, content: 'pwned' }]);
+    expect(message).toContain(`"${target}"`);
+    expect(message).toMatch(/absolute/);
+    expect(existsSync(target)).toBe(false);
+  });
+
+  it('refuses symbolic links that point outside, directly or through an earlier link', async () => {
+    const out = await refusal([{ name: 'escape', type: 'symlink', linkname: '../../etc' }]);
+    expect(out.message).toContain('"escape"');
+    expect(out.message).toMatch(/outside/);
+    const absolute = await refusal([{ name: 'passwd', type: 'symlink', linkname: '/etc/passwd' }]);
+    expect(absolute.message).toContain('"passwd"');
+    // `here -> .` is inside; `here/up -> ..` looks inside by its name, but really points above the directory.
+    const chained = await refusal([
+      { name: 'here', type: 'symlink', linkname: '.' },
+      { name: 'here/up', type: 'symlink', linkname: '..' },
+    ]);
+    expect(chained.message).toContain('"here/up"');
+    // A file written through a link to a directory outside: the link itself is refused first.
+    const through = await refusal([
+      { name: 'dir', type: 'symlink', linkname: '..' },
+      { name: 'dir/evil', content: 'pwned' },
+    ]);
+    expect(through.message).toContain('"dir"');
+    expect(existsSync(join(through.root, 'evil'))).toBe(false);
+  });
+
+  it('refuses hard links out, device files and FIFOs, naming the entry', async () => {
+    expect((await refusal([{ name: 'hard', type: 'link', linkname: '../../etc/passwd' }])).message).toContain('"hard"');
+    const device = await refusal([{ name: 'dev/null-ish', type: 'character-device', devmajor: 1, devminor: 3 }]);
+    expect(device.message).toContain('"dev/null-ish"');
+    expect(device.message).toMatch(/character-device/);
+    expect((await refusal([{ name: 'disk', type: 'block-device', devmajor: 8, devminor: 0 }])).message).toContain('"disk"');
+    expect((await refusal([{ name: 'pipe', type: 'fifo' }])).message).toContain('"pipe"');
+  });
+
+  it('a later entry of the same name replaces a link instead of writing through it', async () => {
+    const { file, dir } = place(
+      await tarball([
+        { name: 'target.txt', content: 'original' },
+        { name: 'name.txt', type: 'symlink', linkname: 'target.txt' },
+        { name: 'name.txt', content: 'replacement' },
+      ]),
+    );
+    await unpackTarball(file, dir);
+    expect(lstatSync(join(dir, 'name.txt')).isSymbolicLink()).toBe(false);
+    expect(readFileSync(join(dir, 'name.txt'), 'utf8')).toBe('replacement');
+    expect(readFileSync(join(dir, 'target.txt'), 'utf8')).toBe('original');
+  });
+
+  it('a tarball of one directory holding the config is built from that directory; otherwise nothing moves', async () => {
+    const nested = place(await tarball([{ name: 'my-app/langgraph.json', content: '{}' }, { name: 'my-app/src/graph.mjs', content: 'x' }]));
+    await unpackTarball(nested.file, nested.dir);
+    expect(hoistSingleDirectory(nested.dir, 'langgraph.json')).toBe('my-app');
+    expect(readdirSync(nested.dir).sort()).toEqual(['langgraph.json', 'src']);
+    expect(readFileSync(join(nested.dir, 'src/graph.mjs'), 'utf8')).toBe('x');
+    const flat = place(await tarball([{ name: 'langgraph.json', content: '{}' }]));
+    await unpackTarball(flat.file, flat.dir);
+    expect(hoistSingleDirectory(flat.dir, 'langgraph.json')).toBeNull();
+    const elsewhere = place(await tarball([{ name: 'my-app/other.json', content: '{}' }]));
+    await unpackTarball(elsewhere.file, elsewhere.dir);
+    expect(hoistSingleDirectory(elsewhere.dir, 'langgraph.json')).toBeNull();
+    expect(readdirSync(elsewhere.dir)).toEqual(['my-app']);
+  });
+
+  it('names the entry when writing it fails (a hard link to a directory)', async () => {
+    const { message } = await refusal([{ name: 'sub/', type: 'directory' }, { name: 'hard', type: 'link', linkname: 'sub' }]);
+    expect(message).toContain('"hard" could not be unpacked');
+  });
+
+  it('refuses data that is not a gzip tarball, and a tarball that unpacks beyond its cap', async () => {
+    const notGzip = place(Buffer.from('just some text'));
+    await expect(unpackTarball(notGzip.file, notGzip.dir)).rejects.toThrow(/not a readable gzip tarball/);
+    const big = place(await tarball([{ name: 'big.bin', content: 'x'.repeat(100_000) }]));
+    await expect(unpackTarball(big.file, big.dir, { maxUnpackedBytes: 50_000 })).rejects.toThrow(/more than 50000 bytes/);
+  });
+});
+
+describe('downloading a tarball from the control plane', () => {
+  let server: Server;
+  let base: string;
+  const seen: Array<string | undefined> = [];
+  const body = Buffer.alloc(300_000, 7);
+  beforeAll(async () => {
+    // A real HTTP server on loopback standing in for the fetch route's answers.
+    server = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      if (req.url === '/gone') {
+        res.writeHead(409, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: 'Claim x is not held; stop this work.' }));
+      } else if (req.url === '/forbidden') {
+        res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: 'The source URL signature is not valid.' }));
+      } else if (req.url === '/chunked') {
+        // No Content-Length: the cap must hold while streaming.
+        res.writeHead(200, { 'content-type': 'application/gzip' });
+        res.write(body.subarray(0, 150_000));
+        res.end(body.subarray(150_000));
+      } else {
+        res.writeHead(200, { 'content-type': 'application/gzip', 'content-length': String(body.length) }).end(body);
+      }
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('streams to a file with the listener token, and refuses more than the cap whether declared or not', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cp-download-'));
+    expect(await downloadTarball(`${base}/ok`, 'lat_token', join(dir, 'a.tar.gz'))).toBe(body.length);
+    expect(readFileSync(join(dir, 'a.tar.gz')).equals(body)).toBe(true);
+    expect(seen.at(-1)).toBe('Bearer lat_token');
+    await expect(downloadTarball(`${base}/ok`, 't', join(dir, 'b.tar.gz'), { maxBytes: 100_000 })).rejects.toThrow(/300000 bytes, more than the limit of 100000/);
+    await expect(downloadTarball(`${base}/chunked`, 't', join(dir, 'c.tar.gz'), { maxBytes: 200_000 })).rejects.toThrow(/more than the limit of 200000 bytes/);
+    await expect(downloadTarball(`${base}/gone`, 't', join(dir, 'd.tar.gz'))).rejects.toBeInstanceOf(WorkGone);
+    await expect(downloadTarball(`${base}/forbidden`, 't', join(dir, 'e.tar.gz'))).rejects.toThrow(/403: The source URL signature is not valid/);
+    expect(readdirSync(dir).filter((name) => name !== 'a.tar.gz' && name !== 'c.tar.gz')).toEqual([]);
+  });
+});
+
+describe('where the agent fetches a work item’s tarball URL', () => {
+  it('asks the control plane it was started with, keeping the route and its signed query, never another host', () => {
+    const route = '/v2/listeners/l-1/agent/claims/c-1/source?expires=1&signature=abc';
+    expect(onControlPlane(`http://localhost:8080${route}`, 'http://10.0.0.5:8080/')).toBe(`http://10.0.0.5:8080${route}`);
+    expect(onControlPlane(`https://cp.example.com/prefix${route}`, 'https://internal.example/prefix')).toBe(`https://internal.example/prefix${route}`);
+    expect(onControlPlane(`https://attacker.example${route}`, 'https://cp.example.com')).toBe(`https://cp.example.com${route}`);
+    expect(() => onControlPlane('https://cp.example.com/somewhere/else', 'https://cp.example.com')).toThrow(TarballRefused);
+    expect(() => onControlPlane('not a url', 'https://cp.example.com')).toThrow(/not a URL/);
+  });
+});
