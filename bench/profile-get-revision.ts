@@ -1,6 +1,7 @@
 /**
- * `node bench/profile-get-revision.ts [seconds]`: profiles the real bundled server under
- * autocannon on GET revision (the Action's hot path) and prints the top functions by self time.
+ * `node bench/profile-get-revision.ts [seconds] [post]`: profiles the real bundled server under
+ * autocannon on GET revision (the Action's hot path), or on POST deployment with `post`, and
+ * prints the top functions by self time.
  * The `.cpuprofile` stays in a temp directory (its path is printed) for a closer look.
  */
 import { spawn } from 'node:child_process';
@@ -39,8 +40,13 @@ for (let i = 0; i < 20; i += 1) {
   const created = await api.post('/v2/deployments', githubBody(`profile-${i}-${Date.now()}`, fx.integrationId));
   paths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
 }
-const result = await runLoad(url, { connections: 32, seconds, requests: paths.map((path) => ({ method: 'GET' as const, path, headers: { 'x-api-key': key } })) });
-console.log(`GET revision: ${Math.round(result.rps)} req/s under the profiler (${result.failures} failures)`);
+const post = process.argv[3] === 'post';
+let n = 0;
+const requests = post
+  ? [{ method: 'POST' as const, path: '/v2/deployments', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: () => JSON.stringify(githubBody(`profile-post-${n++}-${Date.now()}`, fx.integrationId)) }]
+  : paths.map((path) => ({ method: 'GET' as const, path, headers: { 'x-api-key': key } }));
+const result = await runLoad(url, { connections: 32, seconds, requests });
+console.log(`${post ? 'POST deployment' : 'GET revision'}: ${Math.round(result.rps)} req/s under the profiler (${result.failures} failures)`);
 child.kill('SIGTERM');
 await new Promise((r) => child.once('exit', r));
 const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));

@@ -322,6 +322,7 @@ export class SqliteStore implements Store {
       trigger: revision.trigger,
       now,
     });
+    for (const log of revision.logs ?? []) this.#stmt.insertLog.run(revision.id, log.type, log.level, log.message, now);
   }
 
   async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {
