@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
+import { signalGone, type Gone } from '../domain/revision-watch.ts';
 
-type NodeEnv = { incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } } } | undefined;
+type NodeEnv = { outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown }; incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } } } | undefined;
 
 /**
  * Headers of which Node keeps only the first when a request repeats them, where `Headers.get`
@@ -43,4 +44,18 @@ export function clientAddress(c: Context): string | undefined {
  */
 export function jsonResponse(body: string, status: number, headers: Record<string, string>): Response {
   return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
+}
+
+/**
+ * When the client of a held request goes away: Node's response 'close' (the connection closed).
+ * `c.req.raw.signal` would tell the same, but reading it makes @hono/node-server build the whole
+ * WHATWG Request with its AbortController: kilobytes per held request, a thousand of them held.
+ */
+export function clientGone(c: Context): Gone {
+  const outgoing = (c.env as NodeEnv)?.outgoing;
+  if (!outgoing) return signalGone(c.req.raw.signal);
+  return (cancel) => {
+    outgoing.once('close', cancel);
+    return () => outgoing.off('close', cancel);
+  };
 }

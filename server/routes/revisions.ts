@@ -4,7 +4,8 @@ import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '..
 import { publicDeployment } from '../domain/deployments.ts';
 import { publicRevision, revisionEtag } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
-import { jsonResponse, requestHeader } from '../http/fast.ts';
+import { clientGone, jsonResponse, requestHeader } from '../http/fast.ts';
+import type { RevisionRecord } from '../store/types.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson, readQuery } from '../http/validation.ts';
 
@@ -30,6 +31,17 @@ function preferredWaitMs(header: string | undefined): number | null {
 function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
   if (ifNoneMatch.trim() === '*') return true;
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+}
+
+/**
+ * The answer's body, serialized once per record: the waiters woken by one change all hold the
+ * same announced record, so a thousand of them share one `JSON.stringify`.
+ */
+const bodies = new WeakMap<RevisionRecord, string>();
+function revisionBody(revision: RevisionRecord): string {
+  let body = bodies.get(revision);
+  if (body === undefined) bodies.set(revision, (body = JSON.stringify(publicRevision(revision))));
+  return body;
 }
 
 export function revisionRoutes(ctx: RouteContext): void {
@@ -75,13 +87,13 @@ export function revisionRoutes(ctx: RouteContext): void {
       if (known) {
         const waitMs = preferredWaitMs(requestHeader(c, 'prefer'));
         const isKnown = (etag: string) => matchesCurrent(known, etag);
-        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, c.req.raw.signal);
+        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, waitMs ? clientGone(c) : undefined);
         const headers = { etag: revisionEtag(revision), 'cache-control': 'no-cache' };
         if (!changed) return new Response(null, { status: 304, headers });
-        return jsonResponse(JSON.stringify(publicRevision(revision)), 200, headers);
+        return jsonResponse(revisionBody(revision), 200, headers);
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
-      return jsonResponse(JSON.stringify(publicRevision(revision)), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
+      return jsonResponse(revisionBody(revision), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
     },
   );
 

@@ -1,7 +1,7 @@
 import { serve, type ServerType } from '@hono/node-server';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient } from '../helpers/api.ts';
+import { apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
@@ -80,5 +80,28 @@ describe('GET revision over a real socket answers as in process', () => {
     const remote = apiClient(`http://127.0.0.1:${port}`, created.body.key, { 'x-tenant-id': other.body.id });
     expect((await remote.get(path)).status).toBe(403);
     expect((await apiClient(`http://127.0.0.1:${port}`, created.body.key, { 'x-tenant-id': t.workspaceId.toUpperCase() }).get(path)).status).toBe(200);
+  });
+
+  it('a held long-poll is released when its client goes away (Node\'s close, not the Request signal), and many are woken by one change', async () => {
+    const etag = (await fetch(`http://127.0.0.1:${port}${path}`, { headers: { 'x-api-key': t.apiKey } })).headers.get('etag')!;
+    const held = { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=30' };
+    const before = t.services.watch.size;
+    const gone = new AbortController();
+    const abandoned = fetch(`http://127.0.0.1:${port}${path}`, { headers: held, signal: gone.signal }).catch(() => 'aborted');
+    await eventually(async () => (t.services.watch.size === before + 1 ? true : undefined), 5000, 10);
+    gone.abort();
+    expect(await abandoned).toBe('aborted');
+    await eventually(async () => (t.services.watch.size === before ? true : undefined), 5000, 10);
+
+    const waiting = Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${port}${path}`, { headers: held }));
+    await eventually(async () => (t.services.watch.size === before + 20 ? true : undefined), 5000, 10);
+    const interrupted = await t.api.post(`${path}/interrupt`);
+    expect(interrupted.status).toBe(200);
+    const answers = await Promise.all(waiting);
+    const bodies = await Promise.all(answers.map((a) => a.text()));
+    expect(answers.every((a) => a.status === 200 && a.headers.get('etag') !== etag)).toBe(true);
+    expect(new Set(bodies).size).toBe(1);
+    expect(JSON.parse(bodies[0]!).status).toBe('INTERRUPTED');
+    expect(t.services.watch.size).toBe(before);
   });
 });
