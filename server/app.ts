@@ -2,6 +2,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
+import { clientAddress, requestHeader } from './http/fast.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
@@ -34,14 +35,17 @@ export function createApp(
   app.onError((error, c) => errorResponse(error, c, services));
   app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services));
 
-  const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-    if (!isPublic(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c.req.raw.headers), c.req.header('x-tenant-id'), clientAddress(c)));
-    await next();
-  };
+  /** Paths that take an API key: /v1 and /v2 and everything under them (as Hono's `/v1/*` matches). */
+  const needsKey = (path: string) => (path.startsWith('/v1') || path.startsWith('/v2')) && (path.length === 3 || path[3] === '/') && !isPublic(path);
   // Bodies read before they can be authenticated (webhook deliveries) share one memory budget; a
   // request's share goes back when it ends, whether it succeeded, failed or the client went away.
   const bodyBudget = new ByteBudget(options.inflightBodyBytes ?? Number.MAX_SAFE_INTEGER);
-  app.use('*', async (c, next) => {
+  // One middleware for both (one layer fewer per request than two): the key check, then the lease.
+  const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
+    if (needsKey(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c), requestHeader(c, 'x-tenant-id'), clientAddress(c)));
+    // A GET or HEAD has no body to read (the server reads none of theirs): no lease to hand out.
+    const method = c.req.method;
+    if (method === 'GET' || method === 'HEAD') return next();
     const lease = bodyBudget.lease();
     c.set('bodyBudget', lease);
     try {
@@ -49,9 +53,8 @@ export function createApp(
     } finally {
       lease.release();
     }
-  });
-  app.use('/v1/*', authenticate);
-  app.use('/v2/*', authenticate);
+  };
+  app.use('*', authenticate);
 
   healthRoutes(ctx);
   workspaceRoutes(ctx);
@@ -66,16 +69,10 @@ export function createApp(
   return app;
 }
 
-/** The TCP peer's address; undefined for in-process requests (`app.request()`), which have no socket. */
-function clientAddress(c: Context<AppEnv>): string | undefined {
-  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
-  return env?.incoming?.socket?.remoteAddress;
-}
-
-function apiKeyOf(headers: Headers): string | undefined {
-  const key = headers.get('x-api-key');
+function apiKeyOf(c: Context<AppEnv>): string | undefined {
+  const key = requestHeader(c, 'x-api-key');
   if (key) return key.trim();
-  const authorization = headers.get('authorization');
+  const authorization = requestHeader(c, 'authorization');
   const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
   return bearer?.[1];
 }

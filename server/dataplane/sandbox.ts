@@ -3,7 +3,7 @@ import { withResourceSpecDefaults } from '../../shared/schemas/resource-spec.ts'
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionWork } from '../store/types.ts';
 import { inspectTarball } from './tarball.ts';
-import type { DataPlane, StageControl } from './types.ts';
+import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from './types.ts';
 
 export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
 
@@ -48,7 +48,7 @@ export class SandboxDataPlane implements DataPlane {
     let status = start.status;
     const id = start.id;
     // Each step is a compare-and-set: a null answer means the revision moved on (interrupted), so stop.
-    const step = async (from: typeof status, to: typeof status, logs: Array<{ type: 'build' | 'deploy'; level: 'info' | 'error'; message: string }>, statusMessage: string | null = null) => {
+    const step = async (from: typeof status, to: typeof status, logs: FirstStep['logs'], statusMessage: string | null = null) => {
       const moved = await control.transition({ revisionId: id, from: [from], to, statusMessage, logs });
       if (!moved) return false;
       status = to;
@@ -57,10 +57,8 @@ export class SandboxDataPlane implements DataPlane {
 
     const fromUpload = deployment.source === 'internal_source';
     if (status === 'AWAITING_BUILD') {
-      const what = fromUpload
-        ? `the uploaded tarball ${config.source_tarball_path} (${config.graph_config_path ?? 'langgraph.json'}); nothing is built`
-        : `${deployment.source_config.repo_url}@${config.repo_ref} (${config.graph_config_path}); nothing is cloned or built`;
-      if (!(await step('AWAITING_BUILD', 'BUILDING', [{ type: 'build', level: 'info', message: `sandbox: simulated build of ${what}` }]))) return;
+      const first = this.firstStep(start, deployment);
+      if (!(await step('AWAITING_BUILD', first.to, first.logs))) return;
     }
     if (status === 'BUILDING') {
       if (!(await this.#wait())) return;
@@ -80,10 +78,8 @@ export class SandboxDataPlane implements DataPlane {
       if (!(await step('BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }]))) return;
     }
     if (status === 'AWAITING_DEPLOY') {
-      const image = imageOf(start, deployment);
-      const spec = deployment.source === 'external_docker' && start.resource_spec ? withResourceSpecDefaults(start.resource_spec) : null;
-      const scale = spec ? ` with ${spec.min_scale ?? 1}-${spec.max_scale ?? spec.min_scale ?? 1} replicas` : '';
-      if (!(await step('AWAITING_DEPLOY', 'DEPLOYING', [{ type: 'deploy', level: 'info', message: `sandbox: simulated deploy of ${image}${scale}; nothing is started` }]))) return;
+      const first = this.firstStep({ ...start, status }, deployment);
+      if (!(await step('AWAITING_DEPLOY', first.to, first.logs))) return;
     }
     if (status === 'DEPLOYING') {
       if (!(await this.#wait())) return;
@@ -93,6 +89,27 @@ export class SandboxDataPlane implements DataPlane {
       }
       await step('DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
     }
+  }
+
+  /**
+   * The step a revision takes as soon as this data plane has it (AWAITING_BUILD → BUILDING,
+   * AWAITING_DEPLOY → DEPLOYING) with its log line. It waits for nothing, so a new deployment's
+   * first revision is created already past it, in the create's own transaction; `run` then goes on
+   * from there, exactly as it would after taking the step itself.
+   */
+  firstStep(revision: FirstStepRevision, deployment: FirstStepDeployment): FirstStep {
+    const config = revision.source_revision_config;
+    if (revision.status === 'AWAITING_BUILD') {
+      const what =
+        deployment.source === 'internal_source'
+          ? `the uploaded tarball ${config.source_tarball_path} (${config.graph_config_path ?? 'langgraph.json'}); nothing is built`
+          : `${deployment.source_config.repo_url}@${config.repo_ref} (${config.graph_config_path}); nothing is cloned or built`;
+      return { to: 'BUILDING', logs: [{ type: 'build', level: 'info', message: `sandbox: simulated build of ${what}` }] };
+    }
+    const image = imageOf(revision, deployment);
+    const spec = deployment.source === 'external_docker' && revision.resource_spec ? withResourceSpecDefaults(revision.resource_spec) : null;
+    const scale = spec ? ` with ${spec.min_scale ?? 1}-${spec.max_scale ?? spec.min_scale ?? 1} replicas` : '';
+    return { to: 'DEPLOYING', logs: [{ type: 'deploy', level: 'info', message: `sandbox: simulated deploy of ${image}${scale}; nothing is started` }] };
   }
 
   /** Reads the uploaded tarball and says what a real build would build from it. */
@@ -134,7 +151,7 @@ export class SandboxDataPlane implements DataPlane {
   }
 }
 
-function imageOf(revision: RevisionWork, deployment: DeploymentRecord): string {
+function imageOf(revision: Pick<RevisionWork, 'source_revision_config'>, deployment: Pick<DeploymentRecord, 'name'>): string {
   if (revision.source_revision_config.image_uri) return revision.source_revision_config.image_uri;
   return `the build of ${deployment.name}`;
 }

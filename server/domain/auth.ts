@@ -16,6 +16,8 @@ export type Principal = {
 };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** How many presented keys keep their SHA-256 in memory (the keys of recent successful requests). */
+const HASHED_KEYS_KEPT = 1024;
 
 /**
  * API keys and workspaces. Keys are looked up by their SHA-256 hash; found keys are cached in
@@ -29,6 +31,15 @@ export class Auth {
   /** An organization's default workspace never changes, so it is looked up once. */
   readonly #defaultWorkspaces = new Map<string, Workspace>();
   readonly #throttle: AuthThrottle | undefined;
+  /**
+   * Presented key → its SHA-256, for keys that authenticated: hashing costs more than the rest of
+   * a cached check. Only the hash is remembered, never whether the key is valid: that is still the
+   * hash → record map below, which revocation clears, so a revoked key fails on its next request.
+   * A Map's string keys are hashed by V8 with a per-process random seed (no chosen collisions); the
+   * map is bounded, oldest entry out first. The keys live in this process's memory only, as they do
+   * while each request is read; they are never logged or written anywhere.
+   */
+  readonly #hashes = new Map<string, string>();
 
   constructor(deps: { store: Store; clock: Clock; throttle?: AuthThrottle }) {
     this.#store = deps.store;
@@ -42,33 +53,33 @@ export class Auth {
    */
   async authenticate(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Promise<Principal> {
     if (!key) throw new Unauthorized('Missing API key: send it in the X-Api-Key header or as Authorization: Bearer <key>.');
-    const hash = hashApiKey(key);
+    const hash = this.#hashes.get(key) ?? hashApiKey(key);
     this.#throttle?.admit(clientAddress, hash);
-    const record = await this.#keyRecord(hash);
-    if (!record) {
+    // A key in the cache needs no await (the usual case): one awaited layer fewer per request.
+    const record = this.#keys.get(hash) ?? (await this.#lookUp(hash));
+    // The look-up was by hash; compare the stored hash in constant time as well, so acceptance never
+    // rests on an index or map look-up alone.
+    if (!record || !sameDigest(record.key_hash, hash)) {
       this.#throttle?.failed(clientAddress);
       throw new Unauthorized('Invalid or revoked API key.');
     }
     this.#throttle?.succeeded(clientAddress, hash);
+    if (!this.#hashes.has(key)) {
+      if (this.#hashes.size >= HASHED_KEYS_KEPT) this.#hashes.delete(this.#hashes.keys().next().value!);
+      this.#hashes.set(key, hash);
+    }
     return this.#principal(record, tenantHeaderRaw);
   }
 
-  async #keyRecord(hash: string): Promise<ApiKeyRecord | null> {
-    let record = this.#keys.get(hash);
-    if (!record) {
-      const found = await this.#store.findApiKeyByHash(hash);
-      if (found && !found.revoked) {
-        record = found;
-        this.#keys.set(hash, found);
-      }
-    }
-    // The look-up was by hash; compare the stored hash in constant time as well, so acceptance never
-    // rests on an index or map look-up alone.
-    if (!record || !sameDigest(record.key_hash, hash)) return null;
-    return record;
+  async #lookUp(hash: string): Promise<ApiKeyRecord | undefined> {
+    const found = await this.#store.findApiKeyByHash(hash);
+    if (!found || found.revoked) return undefined;
+    this.#keys.set(hash, found);
+    return found;
   }
 
-  async #principal(record: ApiKeyRecord, tenantHeaderRaw: string | undefined): Promise<Principal> {
+  /** Synchronous when everything it needs is cached (the usual case). */
+  #principal(record: ApiKeyRecord, tenantHeaderRaw: string | undefined): Principal | Promise<Principal> {
     const tenantHeader = tenantHeaderRaw?.trim().toLowerCase();
     if (record.workspace_id) {
       if (tenantHeader && tenantHeader !== record.workspace_id) {
@@ -76,6 +87,12 @@ export class Auth {
       }
       return { keyId: record.id, organizationId: record.organization_id, workspaceId: record.workspace_id, organizationScoped: false };
     }
+    const workspace = this.#defaultWorkspaces.get(record.organization_id);
+    if (!tenantHeader && workspace) return { keyId: record.id, organizationId: record.organization_id, workspaceId: workspace.id, organizationScoped: true };
+    return this.#principalLookingUp(record, tenantHeader);
+  }
+
+  async #principalLookingUp(record: ApiKeyRecord, tenantHeader: string | undefined): Promise<Principal> {
     if (tenantHeader) {
       const workspace = UUID.test(tenantHeader) ? await this.#workspace(tenantHeader) : null;
       if (!workspace || workspace.organization_id !== record.organization_id) {

@@ -12,7 +12,7 @@ import {
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
-import type { DeploymentChange, DeploymentRecord, Page, RevisionRecord, Store } from '../store/types.ts';
+import type { DeploymentChange, DeploymentRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
 import { dnsSafeName } from './names.ts';
@@ -131,35 +131,34 @@ export class Deployments {
       config = revisionConfig({ image_uri: body.source_revision_config.image_uri });
     }
     const secrets = body.secrets ?? [];
+    const deployment = {
+      id,
+      tenant_id: tenantId,
+      name: body.name,
+      source: body.source,
+      source_config: sourceConfig,
+      source_revision_config: config,
+      secrets,
+      created_at: now,
+      updated_at: now,
+      status: 'AWAITING_DATABASE' as const,
+      latest_revision_id: revisionId,
+      active_revision_id: null,
+      image_version: body.image_version ?? null,
+    };
+    let revision: NewRevision | null = null;
+    if (revisionId) {
+      revision = { id: revisionId, trigger: 'create', source_revision_config: config, secrets, resource_spec: sourceConfig.resource_spec, status: firstStage({ source: body.source }) };
+      // The data plane's first step goes into the create's own transaction: one commit per create.
+      const step = await pipeline.firstStepOnCreate(tenantId, deployment, { status: revision.status!, source_revision_config: config, resource_spec: revision.resource_spec });
+      if (step) revision = { ...revision, status: step.to, logs: step.logs };
+    }
     const created = await store.createDeployment({
-      deployment: {
-        id,
-        tenant_id: tenantId,
-        name: body.name,
-        source: body.source,
-        source_config: sourceConfig,
-        source_revision_config: config,
-        secrets,
-        created_at: now,
-        updated_at: now,
-        status: 'AWAITING_DATABASE',
-        latest_revision_id: revisionId,
-        active_revision_id: null,
-        image_version: body.image_version ?? null,
-      },
-      revision: revisionId
-        ? {
-            id: revisionId,
-            trigger: 'create',
-            source_revision_config: config,
-            secrets,
-            resource_spec: sourceConfig.resource_spec,
-            status: firstStage({ source: body.source }),
-          }
-        : null,
+      deployment,
+      revision,
       tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
     });
-    if (revisionId) await pipeline.startedOnCreate(revisionId);
+    if (revisionId) await pipeline.startedOnCreate(revisionId, id);
     return created;
   }
 

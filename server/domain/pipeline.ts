@@ -1,5 +1,5 @@
 import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { DataPlane, StageControl } from '../dataplane/types.ts';
+import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store } from '../store/types.ts';
 import { asStorageUnavailable } from '../store/storage-errors.ts';
@@ -74,16 +74,30 @@ export class Pipeline {
   }
 
   /**
-   * A new deployment has nothing in progress, so its first revision is created already in its first
-   * stage (one write transaction fewer per create); this hands it to its data plane.
+   * The step the data plane of a deployment about to be created takes at once on its first
+   * revision, when that data plane is the sandbox (a listener agent takes its steps when it claims
+   * the work): the create stores the revision already past it, with its log line, in its own
+   * transaction, so a create is one commit. Which data plane serves it is decided as for a stored
+   * deployment: its listener, else its workspace's default; `local` and `k8s` are agents'.
    */
-  async startedOnCreate(revisionId: string): Promise<void> {
-    await this.#nowOrLater('hand a new revision over', async () => {
-      const revision = await this.#deps.store.getRevisionById(revisionId);
-      if (!revision) return;
-      this.#deps.watch.notify(revision.id, revision);
-      await this.#dispatch(revision);
-    });
+  async firstStepOnCreate(tenantId: string, deployment: FirstStepDeployment, revision: FirstStepRevision): Promise<FirstStep | null> {
+    const { store, sandbox } = this.#deps;
+    if (!sandbox.firstStep) return null;
+    const listenerId = deployment.source_config.listener_id ?? (await store.getWorkspace(tenantId))?.default_listener_id ?? null;
+    const listener = listenerId ? await store.getListener(tenantId, listenerId) : null;
+    if (listener?.compute_type === 'local' || listener?.compute_type === 'k8s') return null;
+    return sandbox.firstStep(revision, deployment);
+  }
+
+  /**
+   * A new deployment has nothing in progress, so its first revision is created already in its first
+   * stage, or past it (`firstStepOnCreate`): one write transaction per create; this hands it to its
+   * data plane.
+   */
+  async startedOnCreate(revisionId: string, deploymentId: string): Promise<void> {
+    // Nobody can be waiting on a revision whose id the create has not answered yet: no read to
+    // announce it with; the data plane reads what it needs when it takes it.
+    await this.#dispatch({ id: revisionId, deployment_id: deploymentId });
   }
 
   /** Runs `work` once now; when the storage refuses it, again in the background until it works. */
@@ -241,7 +255,7 @@ export class Pipeline {
    * The deployment's data plane gets the started revision, on the next turn of the event loop: the
    * data plane's first write then does not delay the answer to the request that started it.
    */
-  async #dispatch(revision: RevisionRecord): Promise<void> {
+  async #dispatch(revision: Pick<RevisionRecord, 'id' | 'deployment_id'>): Promise<void> {
     const { store, log } = this.#deps;
     setImmediate(() => {
       const handOver = async () => {

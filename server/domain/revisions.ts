@@ -2,7 +2,7 @@ import { revisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ProjectLogs, ProjectLogsRequest, Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import type { Page, RevisionRecord, Store } from '../store/types.ts';
 import { NotFound } from './errors.ts';
-import type { RevisionWatch } from './revision-watch.ts';
+import type { Gone, RevisionWatch } from './revision-watch.ts';
 
 /** The revision as the API shows it. */
 export function publicRevision(revision: RevisionRecord): Revision {
@@ -54,12 +54,12 @@ export class Revisions {
     revisionId: string,
     isKnown: (etag: string) => boolean,
     waitMs: number,
-    signal?: AbortSignal,
+    gone?: Gone,
   ): Promise<{ revision: RevisionRecord; changed: boolean }> {
     let revision = await this.get(tenantId, deploymentId, revisionId);
     if (!isKnown(revisionEtag(revision)) || waitMs <= 0) return { revision, changed: !isKnown(revisionEtag(revision)) };
     // Register before reading again, so a change between the two reads is not missed.
-    const waiter = this.#watch.wait(revisionId, waitMs, signal);
+    const waiter = this.#watch.wait(revisionId, waitMs, gone);
     revision = await this.get(tenantId, deploymentId, revisionId);
     if (!isKnown(revisionEtag(revision))) {
       waiter.cancel();

@@ -4,6 +4,8 @@ import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '..
 import { publicDeployment } from '../domain/deployments.ts';
 import { publicRevision, revisionEtag } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
+import { clientGone, jsonResponse, requestHeader } from '../http/fast.ts';
+import type { RevisionRecord } from '../store/types.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson, readQuery } from '../http/validation.ts';
 
@@ -29,6 +31,17 @@ function preferredWaitMs(header: string | undefined): number | null {
 function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
   if (ifNoneMatch.trim() === '*') return true;
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
+}
+
+/**
+ * The answer's body, serialized once per record: the waiters woken by one change all hold the
+ * same announced record, so a thousand of them share one `JSON.stringify`.
+ */
+const bodies = new WeakMap<RevisionRecord, string>();
+function revisionBody(revision: RevisionRecord): string {
+  let body = bodies.get(revision);
+  if (body === undefined) bodies.set(revision, (body = JSON.stringify(publicRevision(revision))));
+  return body;
 }
 
 export function revisionRoutes(ctx: RouteContext): void {
@@ -64,24 +77,23 @@ export function revisionRoutes(ctx: RouteContext): void {
       response: { status: 200, schema: Revision, headers: { ETag: 'The revision\'s current entity tag, for If-None-Match', 'Cache-Control': '`no-cache`' } },
       responses: [{ status: 304, schema: null, description: 'Not changed (within the wait, if one was asked for)', headers: { ETag: 'The revision\'s current entity tag', 'Cache-Control': '`no-cache`' } }],
     },
+    // The Action's hot path (polled by every deploy): headers read from Node's request and the
+    // answer's headers given as a plain object, so no `Headers` object is built either way.
     async (c) => {
       const tenantId = c.get('principal').workspaceId;
       const deploymentId = pathId(c, 'deployment_id');
       const revisionId = pathId(c, 'revision_id');
-      const known = c.req.header('if-none-match');
-      const waitMs = preferredWaitMs(c.req.header('prefer'));
+      const known = requestHeader(c, 'if-none-match');
       if (known) {
+        const waitMs = preferredWaitMs(requestHeader(c, 'prefer'));
         const isKnown = (etag: string) => matchesCurrent(known, etag);
-        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, c.req.raw.signal);
-        c.header('ETag', revisionEtag(revision));
-        c.header('Cache-Control', 'no-cache');
-        if (!changed) return c.body(null, 304);
-        return c.json(publicRevision(revision));
+        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, waitMs ? clientGone(c) : undefined);
+        const headers = { etag: revisionEtag(revision), 'cache-control': 'no-cache' };
+        if (!changed) return new Response(null, { status: 304, headers });
+        return jsonResponse(revisionBody(revision), 200, headers);
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
-      c.header('ETag', revisionEtag(revision));
-      c.header('Cache-Control', 'no-cache');
-      return c.json(publicRevision(revision));
+      return jsonResponse(revisionBody(revision), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
     },
   );
 

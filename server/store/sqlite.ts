@@ -111,15 +111,10 @@ export class SqliteStore implements Store {
         `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at)
          VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @now, @now)`,
       ),
-      transition: this.sql(
-        `UPDATE revisions SET status = @to, status_message = @status_message, version = version + 1, updated_at = @now
-         WHERE id = @id AND status IN (SELECT value FROM json_each(@from))`,
-      ),
-      markDeployed: this.sql(
-        `UPDATE deployments SET active_revision_id = @revision_id, updated_at = @now,
-           status = CASE WHEN status = 'AWAITING_DELETE' THEN status ELSE 'READY' END
-         WHERE id = @deployment_id`,
-      ),
+      transition: this.sql(HOT_QUERIES.transition),
+      markDeployed: this.sql(HOT_QUERIES.markDeployed),
+      deploymentOnPush: this.sql(HOT_QUERIES.deploymentOnPush),
+      integrationById: this.sql(HOT_QUERIES.integrationById),
       inProgressCount: this.sql(HOT_QUERIES.inProgressCount),
       queued: this.sql(HOT_QUERIES.queued),
       revisionOfCommit: this.sql(HOT_QUERIES.revisionOfCommit),
@@ -322,6 +317,7 @@ export class SqliteStore implements Store {
       trigger: revision.trigger,
       now,
     });
+    for (const log of revision.logs ?? []) this.#stmt.insertLog.run(revision.id, log.type, log.level, log.message, now);
   }
 
   async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {
@@ -455,7 +451,7 @@ export class SqliteStore implements Store {
         { id: input.revisionId, trigger: 'push', source_revision_config: config, secrets: deployment.secrets, resource_spec: deployment.source_config.resource_spec ?? null },
         input.now,
       );
-      this.sql('UPDATE deployments SET source_revision_config = ?, latest_revision_id = ?, updated_at = ? WHERE id = ?').run(
+      this.#stmt.deploymentOnPush.run(
         JSON.stringify(config),
         input.revisionId,
         input.now,
@@ -695,7 +691,7 @@ export class SqliteStore implements Store {
   }
 
   async getIntegrationById(id: string): Promise<IntegrationRecord | null> {
-    const row = this.sql('SELECT * FROM github_integrations WHERE id = ?').get(id) as Row | undefined;
+    const row = this.#stmt.integrationById.get(id) as Row | undefined;
     return row ? toIntegration(row) : null;
   }
 

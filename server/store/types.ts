@@ -42,6 +42,8 @@ export type NewRevision = {
   /** The status it is created in: QUEUED unless said (a new deployment's first revision starts at once). */
   status?: RevisionStatus;
   status_message?: string | null;
+  /** Log lines written with it, in the same transaction (the data plane's first step's, on create). */
+  logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
 };
 
 /** What an atomic deployment update writes; `revision` is added as the new latest revision. */

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
+import { HOT_QUERIES } from './hot-queries.ts';
 
 type Row = Record<string, unknown>;
 
@@ -82,24 +83,66 @@ export interface WebhookStore {
   setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void>;
 }
 
+/**
+ * The delivery processor's and worker's statements, each prepared once: preparing one costs more
+ * than running it (parsing, planning), and these run several times per delivery.
+ */
+function prepareStatements(db: Database.Database) {
+  return {
+    insertDelivery: db.prepare(
+      `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
+       VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @workspace_id, @payload, @status, @summary, @received_at, @processed_at)
+       ON CONFLICT (delivery_id) DO NOTHING`,
+    ),
+    insertTenant: db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)'),
+    insertInstallationTenants: db.prepare(
+      `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
+       SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
+    ),
+    tenantsOfInstallation: db.prepare(HOT_QUERIES.tenantsOfInstallation),
+    listPending: db.prepare(HOT_QUERIES.pendingDeliveries),
+    oldestPending: db.prepare(HOT_QUERIES.oldestPendingDelivery),
+    insertResult: db.prepare(
+      `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
+       VALUES (@delivery_id, @tenant_id, @deployment_id, @deployment_name, @integration_id, @result, @revision_id, @reason)`,
+    ),
+    deleteResults: db.prepare(HOT_QUERIES.deleteDeliveryResults),
+    completeDelivery: db.prepare(HOT_QUERIES.completeDelivery),
+    failedAttempt: db.prepare(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1,
+         status = CASE WHEN @give_up = 1 THEN 'failed' ELSE status END,
+         summary = CASE WHEN @give_up = 1 THEN @summary ELSE summary END,
+         processed_at = CASE WHEN @give_up = 1 THEN @now ELSE processed_at END
+       WHERE delivery_id = @delivery_id`,
+    ),
+    listForTenant: db.prepare(
+      `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
+       WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@keys IS NULL OR d.delivery_id IN (SELECT value FROM json_each(@keys)))
+       ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
+    ),
+    resultsOf: db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq'),
+    reconcileHead: db.prepare(HOT_QUERIES.reconcileHead),
+    setReconcileHead: db.prepare(
+      `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`,
+    ),
+  };
+}
+
 /** The SQLite implementation, on the control plane's database handle. */
 export class SqliteWebhookStore implements WebhookStore {
   readonly #db: Database.Database;
+  readonly #stmt: ReturnType<typeof prepareStatements>;
 
   constructor(db: Database.Database) {
     this.#db = db;
+    this.#stmt = prepareStatements(db);
   }
 
   async insertDelivery(d: NewDelivery): Promise<boolean> {
-    const db = this.#db;
-    return db.transaction((): boolean => {
-      const inserted = db
-        .prepare(
-          `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
-           VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @workspace_id, @payload, @status, @summary, @received_at, @processed_at)
-           ON CONFLICT (delivery_id) DO NOTHING`,
-        )
-        .run({
+    const stmt = this.#stmt;
+    return this.#db.transaction((): boolean => {
+      const inserted = stmt.insertDelivery.run({
           ...d,
           payload: d.done ? null : d.payload,
           status: d.done ? 'processed' : 'pending',
@@ -108,79 +151,48 @@ export class SqliteWebhookStore implements WebhookStore {
         });
       if (inserted.changes === 0) return false;
       if (d.workspace_id !== null) {
-        db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)').run(d.delivery_id, d.workspace_id);
+        stmt.insertTenant.run(d.delivery_id, d.workspace_id);
       } else if (d.installation_id !== null) {
-        db.prepare(
-          `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
-           SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
-        ).run(d.delivery_id, d.installation_id);
+        stmt.insertInstallationTenants.run(d.delivery_id, d.installation_id);
       }
       return true;
     })();
   }
 
   async tenantsOfInstallation(installationId: number): Promise<string[]> {
-    const rows = this.#db.prepare('SELECT DISTINCT tenant_id FROM github_integrations WHERE installation_id = ?').all(installationId) as Array<{ tenant_id: string }>;
+    const rows = this.#stmt.tenantsOfInstallation.all(installationId) as Array<{ tenant_id: string }>;
     return rows.map((r) => r.tenant_id);
   }
 
   async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
-    return this.#db
-      .prepare(
-        `SELECT delivery_id, event, workspace_id, payload, attempts, received_at FROM webhook_deliveries
-         WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
-      )
-      .all(dueBy, limit) as PendingDelivery[];
+    return this.#stmt.listPending.all(dueBy, limit) as PendingDelivery[];
   }
 
   async oldestPendingReceivedAt(): Promise<string | null> {
-    const row = this.#db.prepare("SELECT min(received_at) AS at FROM webhook_deliveries WHERE status = 'pending'").get() as { at: string | null };
+    const row = this.#stmt.oldestPending.get() as { at: string | null };
     return row.at;
   }
 
   async completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void> {
-    const db = this.#db;
-    db.transaction(() => {
-      const insertResult = db.prepare(
-        `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
-         VALUES (@delivery_id, @tenant_id, @deployment_id, @deployment_name, @integration_id, @result, @revision_id, @reason)`,
-      );
-      const insertTenant = db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)');
+    const stmt = this.#stmt;
+    this.#db.transaction(() => {
       // A delivery processed again after a crash replaces what the interrupted attempt wrote.
-      db.prepare('DELETE FROM webhook_delivery_results WHERE delivery_id = ?').run(deliveryId);
+      stmt.deleteResults.run(deliveryId);
       for (const line of done.results) {
-        insertResult.run({ delivery_id: deliveryId, ...line });
-        insertTenant.run(deliveryId, line.tenant_id);
+        stmt.insertResult.run({ delivery_id: deliveryId, ...line });
+        stmt.insertTenant.run(deliveryId, line.tenant_id);
       }
-      db.prepare(
-        `UPDATE webhook_deliveries SET status = 'processed', summary = ?, processed_at = ?, payload = NULL, attempts = attempts + 1
-         WHERE delivery_id = ?`,
-      ).run(JSON.stringify({ outcome: done.outcome, reason: done.reason }), done.now, deliveryId);
+      stmt.completeDelivery.run(JSON.stringify({ outcome: done.outcome, reason: done.reason }), done.now, deliveryId);
     })();
   }
 
   async recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void> {
-    this.#db
-      .prepare(
-        `UPDATE webhook_deliveries SET attempts = attempts + 1,
-           status = CASE WHEN @give_up = 1 THEN 'failed' ELSE status END,
-           summary = CASE WHEN @give_up = 1 THEN @summary ELSE summary END,
-           processed_at = CASE WHEN @give_up = 1 THEN @now ELSE processed_at END
-         WHERE delivery_id = @delivery_id`,
-      )
-      .run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
+    this.#stmt.failedAttempt.run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
   }
 
   async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
-    const db = this.#db;
-    const rows = db
-      .prepare(
-        `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
-         WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@keys IS NULL OR d.delivery_id IN (SELECT value FROM json_each(@keys)))
-         ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
-      )
-      .all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
-    const resultsOf = db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq');
+    const rows = this.#stmt.listForTenant.all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
+    const resultsOf = this.#stmt.resultsOf;
     const resources = rows.map((row): StoredDelivery => {
       const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
       return {
@@ -221,18 +233,13 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string; seen_at: string } | null> {
-    const row = this.#db.prepare('SELECT repo_ref, sha, seen_at FROM reconcile_heads WHERE deployment_id = ?').get(deploymentId) as
+    const row = this.#stmt.reconcileHead.get(deploymentId) as
       | { repo_ref: string; sha: string; seen_at: string }
       | undefined;
     return row ?? null;
   }
 
   async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`,
-      )
-      .run(deploymentId, repoRef, sha, now);
+    this.#stmt.setReconcileHead.run(deploymentId, repoRef, sha, now);
   }
 }

@@ -41,9 +41,18 @@ describe('query plans of the hot statements', () => {
   afterAll(() => app?.close());
 
   const plan = (sql: string) => {
-    const params = Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
+    // Positional (?) or named (@name) parameters, each bound to a placeholder value.
+    const named = Object.fromEntries([...sql.matchAll(/@(\w+)/g)].map((m) => [m[1]!, 'x']));
+    const params = Object.keys(named).length > 0 ? [named] : Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
     return (app.store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as Array<{ detail: string }>).map((row) => row.detail);
   };
+
+  /**
+   * Scans that do not grow with history: the JSON list a statement is given (a stage change's
+   * allowed "from" statuses), and the partial index that holds pending deliveries only (the work
+   * itself, read in order up to the batch's limit), never the processed ones kept for the log.
+   */
+  const boundedScan = (step: string) => /^SCAN json_each VIRTUAL TABLE/.test(step) || step === 'SCAN webhook_deliveries USING INDEX webhook_deliveries_pending';
 
   for (const [name, sql] of Object.entries(HOT_QUERIES)) {
     it(`${name} is an index seek`, () => {
@@ -51,7 +60,7 @@ describe('query plans of the hot statements', () => {
       expect(steps.length).toBeGreaterThan(0);
       for (const step of steps) {
         // A SCAN reads a whole table or index; every hot statement must SEARCH by a key instead.
-        expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/^SCAN/);
+        if (!boundedScan(step)) expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/^SCAN/);
         if (/^SEARCH/.test(step)) expect(step).toMatch(/USING (COVERING )?INDEX|USING INTEGER PRIMARY KEY|USING PRIMARY KEY/);
         // A seek on the deployment alone then reads every revision it ever had: that is the scan this test exists to catch.
         expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/revisions_by_deployment \(deployment_id=\?\)$/);
@@ -61,7 +70,8 @@ describe('query plans of the hot statements', () => {
 
   it("the push commit check and the in-progress count use the indexes made for them, not the deployment's whole history", () => {
     expect(plan(HOT_QUERIES.revisionOfCommit).join('; ')).toMatch(/USING INDEX revisions_by_commit \(deployment_id=\? AND commit_sha=\?\)/);
-    expect(plan(HOT_QUERIES.inProgressCount).join('; ')).toMatch(/USING COVERING INDEX revisions_unfinished/);
+    // (deployment_id=? AND status=?): one seek per in-progress status, never the queued backlog.
+    expect(plan(HOT_QUERIES.inProgressCount).join('; ')).toMatch(/USING COVERING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
     expect(plan(HOT_QUERIES.queued).join('; ')).toMatch(/USING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
   });
 

@@ -87,8 +87,10 @@ export class DeliveryWorker {
       if (batch.length === 0) break;
       for (const delivery of batch) {
         if (this.#stopped) return;
-        tried.add(delivery.delivery_id);
-        await this.#processOne(delivery);
+        // Only deliveries left pending (a failed attempt, retried by a later drain) are remembered
+        // and skipped: remembering the processed ones too grew each batch's read (its limit counts
+        // them) with every delivery of a long drain, their bodies included.
+        if (await this.#processOne(delivery)) tried.add(delivery.delivery_id);
         // The store is synchronous under its promises: let waiting requests (other deliveries' 202s) in.
         await yieldToIo();
       }
@@ -96,7 +98,8 @@ export class DeliveryWorker {
     this.#scheduleDue();
   }
 
-  async #processOne(delivery: PendingDelivery): Promise<void> {
+  /** Processes one delivery; true when it is still pending (the attempt failed and is to be retried). */
+  async #processOne(delivery: PendingDelivery): Promise<boolean> {
     const { webhookStore, processor, clock, log } = this.#deps;
     try {
       const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown, delivery.workspace_id);
@@ -109,10 +112,12 @@ export class DeliveryWorker {
         revisions: outcome.results.filter((r) => r.result === 'revision_created').length,
         skipped: outcome.results.filter((r) => r.result === 'skipped').length,
       });
+      return false;
     } catch (error) {
       const giveUp = delivery.attempts + 1 >= MAX_ATTEMPTS;
       log.error('webhooks: processing a delivery failed', { delivery_id: delivery.delivery_id, attempt: delivery.attempts + 1, giving_up: giveUp, error: String(error) });
       await webhookStore.recordFailedAttempt(delivery.delivery_id, `Processing failed ${delivery.attempts + 1} times; see the server log.`, giveUp, clock.now());
+      return !giveUp;
     }
   }
 

@@ -75,7 +75,12 @@ export class DeliveryProcessor {
 
     const wide = pushWideSkip(facts);
     const results: DeliveryResultLine[] = [];
+    let first = true;
     for (const deployment of byId.values()) {
+      // The store is synchronous under its promises: between deployments, let waiting requests in,
+      // so a push to a repository many deployments track never holds the event loop for all of them.
+      if (!first) await new Promise<void>((resolve) => setImmediate(resolve));
+      first = false;
       const line = { tenant_id: deployment.tenant_id, deployment_id: deployment.id, deployment_name: deployment.name, integration_id: deployment.source_config.integration_id ?? null };
       const integration: IntegrationRecord | null = line.integration_id ? await store.getIntegrationById(line.integration_id) : null;
       const own = deploymentSkip(deployment, integration, facts);

@@ -1,0 +1,49 @@
+/**
+ * `node --cpu-prof --cpu-prof-dir=DIR bench/profile-long-poll.ts [waiters]`: the in-process app
+ * on a loopback port holds `waiters` conditional long-polls on one revision, then interrupts it
+ * and prints how long the interrupt took in the server (the waiters are answered before the
+ * interrupt's own continuation runs, so this is the wake-up's server-side cost). The clients are
+ * in this process too: read the profile by function, not as a whole.
+ */
+import { serve, type ServerType } from '@hono/node-server';
+import { Agent, request } from 'node:http';
+import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
+import { inProcessApp } from '../test/helpers/in-process.ts';
+
+const waiters = Number(process.argv[2] ?? 1000);
+const t = await inProcessApp({ stageMs: 3_600_000 });
+await workspaceFixtures(t.api);
+const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
+const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
+const etag = (await t.api.get(path)).headers.get('etag')!;
+const server = await new Promise<ServerType>((resolve) => {
+  const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+});
+const port = (server.address() as { port: number }).port;
+const agent = new Agent({ keepAlive: true, maxSockets: waiters });
+let answered = 0;
+let lastAt = 0;
+const done = Array.from(
+  { length: waiters },
+  () =>
+    new Promise<void>((resolve) => {
+      request({ host: '127.0.0.1', port, path, agent, headers: { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=60' } }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          answered += 1;
+          lastAt = performance.now();
+          resolve();
+        });
+      }).end();
+    }),
+);
+while (t.services.watch.size < waiters) await new Promise((r) => setTimeout(r, 20));
+const before = performance.now();
+await t.api.post(`${path}/interrupt`);
+const serverSide = performance.now() - before;
+await Promise.all(done);
+console.log(`${waiters} waiters: interrupt (the wake-up, server side) ${serverSide.toFixed(1)} ms; last answer received ${(lastAt - before).toFixed(1)} ms after the interrupt was sent (${answered} answered)`);
+agent.destroy();
+server.close();
+t.close();
