@@ -132,6 +132,53 @@ describe('the listener-agent protocol (in process)', () => {
     expect((await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body.status).toBe('INTERRUPTED');
   });
 
+  it('writes the built commit only when the compare-and-set wins: an interrupt just after the status check leaves repo_commit_sha untouched', async () => {
+    const created = await deployOn(a.listenerId, 's');
+    const work = await eventually(async () => {
+      const w = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 0 })).body.work;
+      return w?.deployment.id === created.id ? w : undefined;
+    }, 5000);
+    // Simulated race: the interrupt is written right after the protocol has read the status (the
+    // window between its check and the pipeline's compare-and-set), through the real store.
+    const store = t.store as unknown as { getRevisionById(id: string): Promise<{ status: string } | null> };
+    const read = store.getRevisionById.bind(store);
+    let raced = false;
+    store.getRevisionById = async (id: string) => {
+      const revision = await read(id);
+      if (!raced && id === created.latest_revision_id) {
+        raced = true;
+        await t.store.transitionRevision({ revisionId: id, from: ['AWAITING_DEPLOY'], to: 'INTERRUPTED' }, new Date().toISOString());
+      }
+      return revision;
+    };
+    try {
+      const sha = 'a'.repeat(40);
+      const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+      expect(raced).toBe(true);
+      expect(moved.status).toBe(409);
+    } finally {
+      delete (store as { getRevisionById?: unknown }).getRevisionById;
+    }
+    const revision = (await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body;
+    expect(revision.status).toBe('INTERRUPTED');
+    expect(revision.source_revision_config.repo_commit_sha ?? null).toBeNull();
+    expect((await t.api.get(`/v2/deployments/${created.id}`)).body.source_revision_config.repo_commit_sha ?? null).toBeNull();
+  });
+
+  it('records the built commit with a move that wins', async () => {
+    const created = await deployOn(a.listenerId, 's');
+    const work = await eventually(async () => {
+      const w = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 0 })).body.work;
+      return w?.deployment.id === created.id ? w : undefined;
+    }, 5000);
+    const sha = 'b'.repeat(40);
+    const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+    expect(moved.status).toBe(200);
+    expect(moved.body.source_revision_config.repo_commit_sha).toBe(sha);
+    expect((await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body.source_revision_config.repo_commit_sha).toBe(sha);
+    await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'done with this test' });
+  });
+
   it('shows last_seen_at and the agent version; a silent listener’s deployments are UNKNOWN until it is heard again', async () => {
     const beat = await agentCall(t.app, b.listenerId, b.token, '/heartbeat', { agent_id: 'b1', version: 'local-agent/9.9.9', capacity: 3 });
     expect(beat.status).toBe(200);
