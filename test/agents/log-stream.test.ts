@@ -41,7 +41,7 @@ describe('the local agent’s log stream', () => {
   const storedLines = async (deploymentId: string, revisionId: string) => {
     const messages: string[] = [];
     for (let offset: number | null = 0; offset !== null; ) {
-      const page = await t.api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000&offset=${offset}`);
+      const page: { status: number; body: any } = await t.api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000&offset=${offset}`);
       expect(page.status).toBe(200);
       messages.push(...(page.body.logs as Array<{ message: string }>).map((l) => l.message));
       offset = page.body.logs.length === 0 ? null : page.body.next_offset;
