@@ -58,31 +58,50 @@ export class LocalAgent {
   #heartbeat: NodeJS.Timeout | null = null;
   #leaseMs = 30_000;
   #loop: Promise<void> | null = null;
+  #starting: Promise<unknown> | null = null;
 
   constructor(options: LocalAgentOptions) {
     this.#o = { ...options, workDir: resolve(options.workDir) };
     this.#client = new AgentClient(options);
   }
 
-  /** Starts the proxy, says hello, restarts the live revisions' servers, then pulls work. */
-  async start(): Promise<{ proxyPort: number }> {
+  /**
+   * Starts the proxy, says hello, restarts the live revisions' servers, then pulls work. `stop()`
+   * may come at any point of it (a signal while servers are being restored, which can take the
+   * start timeout per deployment): the start then ends early with `Aborted`, leaving nothing running.
+   */
+  start(): Promise<{ proxyPort: number }> {
+    const starting = this.#start();
+    this.#starting = starting;
+    return starting;
+  }
+
+  async #start(): Promise<{ proxyPort: number }> {
+    const signal = this.#stopping.signal;
+    const checkStopping = () => {
+      if (signal.aborted) throw new Aborted('the agent is stopping');
+    };
     mkdirSync(this.#o.workDir, { recursive: true });
     const proxyPort = await this.#proxy.listen(this.#o.proxyPort, this.#o.proxyHost);
     this.#o.print(`agent: proxy listening on http://${this.#o.proxyHost}:${proxyPort}`);
-    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity);
+    checkStopping();
+    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity, signal);
+    checkStopping();
     this.#leaseMs = ack.lease_ms;
     this.#heartbeat = setInterval(() => {
       this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(this.#leaseMs / 3)));
     await this.#restore();
+    checkStopping();
     this.#loop = this.#pull();
     this.#o.print(`agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId}`);
     return { proxyPort };
   }
 
-  /** Stops pulling, gives back claims in progress, stops every server it runs. */
+  /** Stops pulling, gives back claims in progress, stops every server it runs (also in the middle of `start()`). */
   async stop(): Promise<void> {
     this.#stopping.abort();
+    await this.#starting?.catch(() => undefined);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await Promise.allSettled([...this.#running]);
     await this.#loop?.catch(() => undefined);
@@ -351,8 +370,9 @@ export class LocalAgent {
 
   /** At start: serves again every live revision of the listener whose build is on this machine. */
   async #restore(): Promise<void> {
-    const { deployments } = await this.#client.live();
+    const { deployments } = await this.#client.live(this.#stopping.signal);
     for (const { deployment, revision } of deployments) {
+      if (this.#stopping.signal.aborted) return;
       const buildDir = join(this.#o.workDir, deployment.id, revision.id);
       if (!existsSync(join(buildDir, BUILT_MARKER))) {
         this.#o.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
