@@ -55,7 +55,7 @@ describe('the local agent process: signals and its state', () => {
         // gone
       }
     }
-    server.closeAllConnections();
+    (server as import("node:http").Server).closeAllConnections();
     await new Promise<void>((done) => server.close(() => done()));
     t.close();
   });
@@ -67,7 +67,7 @@ describe('the local agent process: signals and its state', () => {
     const client = new AgentClient({ url, token: listener.token, listenerId: listener.listenerId });
     const work = await eventually(async () => {
       const w = await client.claim('setup', 1);
-      return w?.deployment.id === created.body.id ? w : undefined;
+      return w && w.deployment.id === created.body.id ? w : undefined;
     }, 10_000);
     await client.transition(work.claim_id, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' });
     await client.transition(work.claim_id, { from: 'DEPLOYING', to: 'DEPLOYED' });
