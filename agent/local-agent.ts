@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
@@ -13,11 +13,9 @@ import { LogStream } from './log-stream.ts';
 import { runCommand } from './processes.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { DeploymentProxy } from './proxy.ts';
+import { isBuilt, markBuilt, removeBuild } from './state.ts';
 
 const run = promisify(execFile);
-
-/** Marks a build directory whose build finished: a restarted agent serves it without building again. */
-const BUILT_MARKER = '.agent-built';
 
 export type LocalAgentOptions = {
   url: string;
@@ -177,7 +175,7 @@ export class LocalAgent {
       }
       if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
       if (status === 'DEPLOYING') {
-        if (!existsSync(join(buildDir, BUILT_MARKER))) {
+        if (!isBuilt(buildDir)) {
           // Built by an agent that is gone (its lease lapsed after the build): build again here.
           logs.line('deploy', `local agent ${this.#o.agentId}: the build of this revision is not on this machine; building it again`);
           await this.#build(deployment, revision, buildDir, logs, 'deploy', gone.signal);
@@ -187,14 +185,14 @@ export class LocalAgent {
     } catch (error) {
       if (gone.signal.aborted || error instanceof WorkGone || error instanceof Aborted) {
         this.#o.print(`agent: stopped work on revision ${revision.id}: ${String(gone.signal.reason ?? error)}`);
-        if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+        if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
         return;
       }
       const message = error instanceof Error ? error.message : String(error);
       const failed: RevisionStatus = status === 'AWAITING_BUILD' || status === 'BUILDING' ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
       logs.line(failed === 'BUILD_FAILED' ? 'build' : 'deploy', message, 'error');
       await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#o.print(`agent: could not report ${failed}: ${String(e)}`));
-      if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+      if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
     } finally {
       await logs.flush();
     }
@@ -206,7 +204,9 @@ export class LocalAgent {
    * answers the commit built, null for a tarball.
    */
   async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string | null> {
-    rmSync(buildDir, { recursive: true, force: true });
+    // The checkout starts empty and the record of a finished build goes with it: a build that
+    // dies half-way (a crash mid-install) is never taken for a finished one.
+    removeBuild(buildDir);
     mkdirSync(dirname(buildDir), { recursive: true });
     const source = revision.source;
     let sha: string | null = null;
@@ -251,7 +251,7 @@ export class LocalAgent {
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
       }
     }
-    writeFileSync(join(buildDir, BUILT_MARKER), JSON.stringify({ sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' }));
+    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' });
     logs.line(type, `build finished (${sha ? `commit ${sha}` : 'uploaded tarball'})`);
     return sha;
   }
@@ -326,7 +326,7 @@ export class LocalAgent {
     if (previous && previous.server.port !== server.port) {
       await this.#proxy.drained(previous.server.port);
       await previous.server.stop();
-      if (previous.buildDir !== buildDir) rmSync(previous.buildDir, { recursive: true, force: true });
+      if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
     }
   }
 
@@ -374,11 +374,12 @@ export class LocalAgent {
     for (const { deployment, revision } of deployments) {
       if (this.#stopping.signal.aborted) return;
       const buildDir = join(this.#o.workDir, deployment.id, revision.id);
-      if (!existsSync(join(buildDir, BUILT_MARKER))) {
+      if (!isBuilt(buildDir)) {
         this.#o.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
         continue;
       }
-      await endOrphan(buildDir);
+      const ended = await endOrphan(buildDir);
+      if (ended) this.#o.print(`agent: ${deployment.name}: ${ended}`);
       try {
         const server = await this.#startServer(buildDir, revision, (line) => this.#o.print(`[${deployment.name}] ${line}`), this.#stopping.signal);
         const hosts = hostsOf(deployment);

@@ -6,10 +6,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
+import { markBuilt, stateDirOf } from '../../agent/state.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { ROOT } from '../helpers/listening-child.ts';
+import { serverPidOf } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -74,20 +76,30 @@ describe('the local agent process: signals and its state', () => {
     return { deploymentId: created.body.id as string, revisionId: created.body.latest_revision_id as string };
   };
 
-  /** A build directory as a finished build leaves it, whose "server" is the planted script. */
-  const plantBuild = (workDir: string, deploymentId: string, revisionId: string, pidFile: string) => {
+  /**
+   * A build directory as a finished build leaves it, whose "server" is the planted script: one
+   * that never becomes healthy, or (`healthy`) a real HTTP server answering `GET /ok` on `$PORT`.
+   */
+  const plantBuild = (workDir: string, deploymentId: string, revisionId: string, pidFile: string, options: { healthy?: boolean; built?: boolean } = {}) => {
     const buildDir = join(workDir, deploymentId, revisionId);
     mkdirSync(join(buildDir, 'node_modules', '.bin'), { recursive: true });
     writeFileSync(join(buildDir, 'langgraph.json'), JSON.stringify({ node_version: '20', graphs: { agent: './graph.js:graph' } }));
     const script = join(buildDir, 'node_modules', '.bin', 'langgraphjs');
-    writeFileSync(script, `#!/bin/sh\necho $$ > ${JSON.stringify(pidFile)}\necho "simulated agent server starting"\nexec sleep 600\n`);
+    const serve = options.healthy
+      ? `exec node -e "require('http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')"`
+      : 'exec sleep 600';
+    writeFileSync(script, `#!/bin/sh\necho $$ > ${JSON.stringify(pidFile)}\necho "simulated agent server starting"\n${serve}\n`);
     chmodSync(script, 0o755);
-    markBuilt(workDir, deploymentId, revisionId);
+    if (options.built ?? true) markBuilt(buildDir, { sha: null, graph_config_path: 'langgraph.json' });
     return buildDir;
   };
 
-  const markBuilt = (workDir: string, deploymentId: string, revisionId: string) => {
-    writeFileSync(join(workDir, deploymentId, revisionId, '.agent-built'), JSON.stringify({ sha: null, graph_config_path: 'langgraph.json' }));
+  /** A process that has nothing to do with the agent, in a process group of its own. */
+  const unrelatedProcess = () => {
+    const child = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+    children.push(child);
+    pids.push(child.pid!);
+    return child.pid!;
   };
 
   const spawnAgent = (workDir: string) => {
@@ -135,5 +147,68 @@ describe('the local agent process: signals and its state', () => {
     agent.child.kill('SIGINT');
     await agent.exited;
     await eventually(async () => (alive(serverPid) ? undefined : true), 10_000);
+  });
+
+  const serving = (agent: ReturnType<typeof spawnAgent>) => eventually(async () => (agent.output().includes('agent: serving listener') ? true : undefined), 30_000);
+
+  it('takes no file of the checked-out tree for its state: a committed `.agent-built` is not a finished build, a committed pid file kills nothing', { timeout: 60_000 }, async () => {
+    const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-state-'));
+    const { deploymentId, revisionId } = await liveDeployment();
+    const pidFile = join(workDir, 'server.pid');
+    // The repository ships files named as the agent's state once was; the build never finished.
+    const buildDir = plantBuild(workDir, deploymentId, revisionId, pidFile, { healthy: true, built: false });
+    const unrelated = unrelatedProcess();
+    writeFileSync(join(buildDir, '.agent-built'), JSON.stringify({ sha: null, graph_config_path: 'langgraph.json' }));
+    writeFileSync(join(buildDir, '.agent-server.pid'), String(unrelated));
+    const agent = spawnAgent(workDir);
+    await serving(agent);
+    expect(agent.output()).toContain(`revision ${revisionId} was not built on this machine; not serving it`);
+    expect(existsSync(pidFile)).toBe(false);
+    expect(alive(unrelated)).toBe(true);
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toBe(0);
+    expect(alive(unrelated)).toBe(true);
+  });
+
+  it('a restarted agent ends the server it left running, and never a process that merely has the recorded pid now', { timeout: 90_000 }, async () => {
+    const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-orphan-'));
+    const { deploymentId, revisionId } = await liveDeployment();
+    const pidFile = join(workDir, 'server.pid');
+    const buildDir = plantBuild(workDir, deploymentId, revisionId, pidFile, { healthy: true });
+    // The state is beside the checkout, not in it.
+    expect(existsSync(join(stateDirOf(buildDir), 'built.json'))).toBe(true);
+
+    const first = spawnAgent(workDir);
+    await serving(first);
+    const orphan = serverPidOf(buildDir);
+    pids.push(orphan);
+    expect(existsSync(join(buildDir, '.agent-server.pid'))).toBe(false);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(alive(orphan)).toBe(true);
+
+    const second = spawnAgent(workDir);
+    await serving(second);
+    expect(second.output()).toContain(`ended the agent server (pid ${orphan}) a previous run of the agent left`);
+    await eventually(async () => (alive(orphan) ? undefined : true), 10_000);
+    const restarted = serverPidOf(buildDir);
+    pids.push(restarted);
+    second.child.kill('SIGKILL');
+    await second.exited;
+
+    // Simulated reboot: the recorded server is gone and its pid now names an unrelated process.
+    process.kill(-restarted, 'SIGKILL');
+    await eventually(async () => (alive(restarted) ? undefined : true), 10_000);
+    const unrelated = unrelatedProcess();
+    const record = JSON.parse(readFileSync(join(stateDirOf(buildDir), 'server.json'), 'utf8')) as { pid: number; identity: string };
+    writeFileSync(join(stateDirOf(buildDir), 'server.json'), JSON.stringify({ ...record, pid: unrelated }));
+    const third = spawnAgent(workDir);
+    await serving(third);
+    expect(third.output()).toContain(`pid ${unrelated} was recorded for this build, but it is another process now`);
+    expect(alive(unrelated)).toBe(true);
+    pids.push(serverPidOf(buildDir));
+    third.child.kill('SIGTERM');
+    expect(await third.exited).toBe(0);
+    expect(alive(unrelated)).toBe(true);
   });
 });

@@ -7,7 +7,7 @@ import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures 
 import { inProcessApp } from '../helpers/in-process.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { graphRepo, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -290,7 +290,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
 
     // Teardown: the agent stops the server and removes the work directory; then the deployment is gone.
-    const serverPid = Number(readFileSync(join(workDir, d.id, d.latest_revision_id, '.agent-server.pid'), 'utf8'));
+    const serverPid = serverPidOf(join(workDir, d.id, d.latest_revision_id));
     expect((await api.delete(`/v2/deployments/${d.id}`)).status).toBe(204);
     await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).status === 404 ? true : undefined), 30_000);
     expect(existsSync(join(workDir, d.id))).toBe(false);
