@@ -216,6 +216,61 @@ describe('the listener-agent protocol (in process)', () => {
     const other = (await t.api.get('/v1/workspaces')).body.find((w: any) => w.id === created.body.id);
     expect(other.default_listener_id).toMatch(/^[0-9a-f-]{36}$/);
   });
+
+  /** A local listener of its own, with no agent ever running for it. */
+  const abandonedListener = async () => {
+    const listener = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` });
+    expect(listener.status).toBe(201);
+    return listener.body.id as string;
+  };
+  const stillDeleting = async (id: string) => {
+    // Longer than several sweeps (every half lease, 200 ms here): nothing finishes it on its own.
+    await new Promise((r) => setTimeout(r, 800));
+    const current = await t.api.get(`/v2/deployments/${id}`);
+    expect(current.status).toBe(200);
+    expect(current.body.status).toBe('AWAITING_DELETE');
+  };
+
+  it('a teardown no agent ever claims: a repeated DELETE waits on, a repeated DELETE ?force=true removes the deployment', async () => {
+    const listenerId = await abandonedListener();
+    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('gone'), listenerId));
+    expect(created.status).toBe(201);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    // Bad input is refused and changes nothing.
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=yes`)).status).toBe(422);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+    // An unknown id: 404, as on every deployment route.
+    expect((await t.api.delete(`/v2/deployments/${crypto.randomUUID()}?force=true`)).status).toBe(404);
+  });
+
+  it('a first DELETE ?force=true still offers the teardown to the listener’s agents', async () => {
+    const listenerId = await abandonedListener();
+    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('first-force'), listenerId));
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+  });
+
+  it('hands a waiting teardown back when no agent listener serves the deployment any more (the workspace default set back to the sandbox)', async () => {
+    const listenerId = await abandonedListener();
+    expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: listenerId })).status).toBe(200);
+    try {
+      const created = await t.api.post('/v2/deployments', { name: uniqueName('default'), source: 'internal_source' });
+      expect(created.status).toBe(201);
+      expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+      await stillDeleting(created.body.id);
+      expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: null })).status).toBe(200);
+      await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+    } finally {
+      await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: null });
+    }
+  });
 });
 
 /**
