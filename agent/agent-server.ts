@@ -1,17 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { killGroup, startCommand } from './processes.ts';
 import { quote } from './git.ts';
 import type { GraphConfig } from './graph-config.ts';
+import { forgetServer, orphanOf, recordServer } from './state.ts';
 
 /** A LangGraph agent server this agent started. */
 export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void> };
-
-/** Where the pid of a build directory's server is kept, so a restarted agent can end an orphan. */
-export const PID_FILE = '.agent-server.pid';
 
 /** A free loopback port (the OS picks one; it is free again when this resolves). */
 export function freePort(): Promise<number> {
@@ -45,12 +43,17 @@ function bundledCli(): string {
   return join(dirname(manifestPath), manifest.bin.langgraphjs ?? 'dist/cli/cli.mjs');
 }
 
-/** Ends the server a previous run of the agent left in `buildDir` (it was killed), if any. */
-export async function endOrphan(buildDir: string): Promise<void> {
-  const file = join(buildDir, PID_FILE);
-  if (!existsSync(file)) return;
-  const pid = Number(readFileSync(file, 'utf8'));
-  if (Number.isInteger(pid) && pid > 1) await killGroup(pid, 2000);
+/**
+ * Ends the server a previous run of the agent left for `buildDir` (it was killed), if any — only
+ * when the recorded process is still the one it started; answers what it did, for the agent's output.
+ */
+export async function endOrphan(buildDir: string): Promise<string | null> {
+  const orphan = orphanOf(buildDir);
+  if (!orphan) return null;
+  if ('stale' in orphan) return `pid ${orphan.pid} was recorded for this build, but it is another process now (after a reboot, or reused): not killing it`;
+  await killGroup(orphan.pid, 2000);
+  forgetServer(buildDir, orphan.pid);
+  return `ended the agent server (pid ${orphan.pid}) a previous run of the agent left`;
 }
 
 /**
@@ -81,10 +84,13 @@ export async function startAgentServer(options: {
     },
   });
   const pid = child.pid!;
-  writeFileSync(join(options.buildDir, PID_FILE), String(pid));
+  recordServer(options.buildDir, pid);
   let exited: string | null = null;
   child.on('exit', (code, signal) => (exited = `exited with ${signal ?? `code ${code}`}`));
-  const stop = () => killGroup(pid);
+  const stop = async () => {
+    await killGroup(pid);
+    forgetServer(options.buildDir, pid);
+  };
   const deadline = Date.now() + options.timeoutMs;
   for (;;) {
     if (options.signal.aborted) {

@@ -28,8 +28,8 @@ export class AgentClient {
     return (text ? JSON.parse(text) : null) as T;
   }
 
-  heartbeat(agentId: string, version: string, capacity: number): Promise<AgentHeartbeatAck> {
-    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity });
+  heartbeat(agentId: string, version: string, capacity: number, signal?: AbortSignal): Promise<AgentHeartbeatAck> {
+    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity }, signal);
   }
 
   async claim(agentId: string, waitSeconds: number, signal?: AbortSignal): Promise<WorkItem | null> {
@@ -56,8 +56,8 @@ export class AgentClient {
     return this.#call('DELETE', `/claims/${claimId}`);
   }
 
-  live(): Promise<LiveDeployments> {
-    return this.#call('GET', '/live');
+  live(signal?: AbortSignal): Promise<LiveDeployments> {
+    return this.#call('GET', '/live', undefined, signal);
   }
 }
 

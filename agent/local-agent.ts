@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
@@ -13,11 +13,9 @@ import { LogStream } from './log-stream.ts';
 import { runCommand } from './processes.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { DeploymentProxy } from './proxy.ts';
+import { isBuilt, markBuilt, removeBuild } from './state.ts';
 
 const run = promisify(execFile);
-
-/** Marks a build directory whose build finished: a restarted agent serves it without building again. */
-const BUILT_MARKER = '.agent-built';
 
 export type LocalAgentOptions = {
   url: string;
@@ -58,31 +56,50 @@ export class LocalAgent {
   #heartbeat: NodeJS.Timeout | null = null;
   #leaseMs = 30_000;
   #loop: Promise<void> | null = null;
+  #starting: Promise<unknown> | null = null;
 
   constructor(options: LocalAgentOptions) {
     this.#o = { ...options, workDir: resolve(options.workDir) };
     this.#client = new AgentClient(options);
   }
 
-  /** Starts the proxy, says hello, restarts the live revisions' servers, then pulls work. */
-  async start(): Promise<{ proxyPort: number }> {
+  /**
+   * Starts the proxy, says hello, restarts the live revisions' servers, then pulls work. `stop()`
+   * may come at any point of it (a signal while servers are being restored, which can take the
+   * start timeout per deployment): the start then ends early with `Aborted`, leaving nothing running.
+   */
+  start(): Promise<{ proxyPort: number }> {
+    const starting = this.#start();
+    this.#starting = starting;
+    return starting;
+  }
+
+  async #start(): Promise<{ proxyPort: number }> {
+    const signal = this.#stopping.signal;
+    const checkStopping = () => {
+      if (signal.aborted) throw new Aborted('the agent is stopping');
+    };
     mkdirSync(this.#o.workDir, { recursive: true });
     const proxyPort = await this.#proxy.listen(this.#o.proxyPort, this.#o.proxyHost);
     this.#o.print(`agent: proxy listening on http://${this.#o.proxyHost}:${proxyPort}`);
-    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity);
+    checkStopping();
+    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity, signal);
+    checkStopping();
     this.#leaseMs = ack.lease_ms;
     this.#heartbeat = setInterval(() => {
       this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(this.#leaseMs / 3)));
     await this.#restore();
+    checkStopping();
     this.#loop = this.#pull();
     this.#o.print(`agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId}`);
     return { proxyPort };
   }
 
-  /** Stops pulling, gives back claims in progress, stops every server it runs. */
+  /** Stops pulling, gives back claims in progress, stops every server it runs (also in the middle of `start()`). */
   async stop(): Promise<void> {
     this.#stopping.abort();
+    await this.#starting?.catch(() => undefined);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await Promise.allSettled([...this.#running]);
     await this.#loop?.catch(() => undefined);
@@ -158,7 +175,7 @@ export class LocalAgent {
       }
       if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
       if (status === 'DEPLOYING') {
-        if (!existsSync(join(buildDir, BUILT_MARKER))) {
+        if (!isBuilt(buildDir)) {
           // Built by an agent that is gone (its lease lapsed after the build): build again here.
           logs.line('deploy', `local agent ${this.#o.agentId}: the build of this revision is not on this machine; building it again`);
           await this.#build(deployment, revision, buildDir, logs, 'deploy', gone.signal);
@@ -168,14 +185,14 @@ export class LocalAgent {
     } catch (error) {
       if (gone.signal.aborted || error instanceof WorkGone || error instanceof Aborted) {
         this.#o.print(`agent: stopped work on revision ${revision.id}: ${String(gone.signal.reason ?? error)}`);
-        if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+        if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
         return;
       }
       const message = error instanceof Error ? error.message : String(error);
       const failed: RevisionStatus = status === 'AWAITING_BUILD' || status === 'BUILDING' ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
       logs.line(failed === 'BUILD_FAILED' ? 'build' : 'deploy', message, 'error');
       await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#o.print(`agent: could not report ${failed}: ${String(e)}`));
-      if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) rmSync(buildDir, { recursive: true, force: true });
+      if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
     } finally {
       await logs.flush();
     }
@@ -187,7 +204,9 @@ export class LocalAgent {
    * answers the commit built, null for a tarball.
    */
   async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string | null> {
-    rmSync(buildDir, { recursive: true, force: true });
+    // The checkout starts empty and the record of a finished build goes with it: a build that
+    // dies half-way (a crash mid-install) is never taken for a finished one.
+    removeBuild(buildDir);
     mkdirSync(dirname(buildDir), { recursive: true });
     const source = revision.source;
     let sha: string | null = null;
@@ -232,7 +251,7 @@ export class LocalAgent {
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
       }
     }
-    writeFileSync(join(buildDir, BUILT_MARKER), JSON.stringify({ sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' }));
+    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' });
     logs.line(type, `build finished (${sha ? `commit ${sha}` : 'uploaded tarball'})`);
     return sha;
   }
@@ -307,7 +326,7 @@ export class LocalAgent {
     if (previous && previous.server.port !== server.port) {
       await this.#proxy.drained(previous.server.port);
       await previous.server.stop();
-      if (previous.buildDir !== buildDir) rmSync(previous.buildDir, { recursive: true, force: true });
+      if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
     }
   }
 
@@ -351,14 +370,16 @@ export class LocalAgent {
 
   /** At start: serves again every live revision of the listener whose build is on this machine. */
   async #restore(): Promise<void> {
-    const { deployments } = await this.#client.live();
+    const { deployments } = await this.#client.live(this.#stopping.signal);
     for (const { deployment, revision } of deployments) {
+      if (this.#stopping.signal.aborted) return;
       const buildDir = join(this.#o.workDir, deployment.id, revision.id);
-      if (!existsSync(join(buildDir, BUILT_MARKER))) {
+      if (!isBuilt(buildDir)) {
         this.#o.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
         continue;
       }
-      await endOrphan(buildDir);
+      const ended = await endOrphan(buildDir);
+      if (ended) this.#o.print(`agent: ${deployment.name}: ${ended}`);
       try {
         const server = await this.#startServer(buildDir, revision, (line) => this.#o.print(`[${deployment.name}] ${line}`), this.#stopping.signal);
         const hosts = hostsOf(deployment);

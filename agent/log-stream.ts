@@ -1,33 +1,84 @@
 import type { AgentClient } from './client.ts';
+import { WorkGone } from './client.ts';
 
 type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string };
 
-const MAX_LINE = 8000;
+/** Characters kept of one line (the route takes up to 16000); the rest is cut with a marker saying so. */
+export const MAX_LINE = 8000;
+/** Lines per request at most (the route takes up to 1000). */
 const BATCH = 500;
+/**
+ * Bytes of one request's JSON body at most: well under the API's 1 MiB body limit, so a batch of
+ * long lines (minified bundles, webpack stats) is split instead of refused with 413 as a whole.
+ */
+export const MAX_BATCH_BYTES = 768 * 1024;
+/** `{"lines":[` … `]}` around the lines. */
+const ENVELOPE_BYTES = 16;
+
+/** Cuts an over-long line, saying how much was cut; never splits a surrogate pair. */
+export function truncateLine(message: string, max = MAX_LINE): string {
+  if (message.length <= max) return message;
+  let end = max;
+  const last = message.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${message.slice(0, end)}… [line truncated by the agent: ${message.length - end} more characters]`;
+}
+
+/** Splits lines into request bodies of at most `BATCH` lines and `maxBytes` bytes of JSON. */
+export function batchesOf(lines: Line[], maxBytes = MAX_BATCH_BYTES): Line[][] {
+  const batches: Line[][] = [];
+  let batch: Line[] = [];
+  let bytes = ENVELOPE_BYTES;
+  for (const line of lines) {
+    const size = Buffer.byteLength(JSON.stringify(line)) + 1;
+    if (batch.length > 0 && (batch.length >= BATCH || bytes + size > maxBytes)) {
+      batches.push(batch);
+      batch = [];
+      bytes = ENVELOPE_BYTES;
+    }
+    batch.push(line);
+    bytes += size;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}
 
 /**
  * Log lines of one claimed revision, sent in batches (every `flushMs`, or at once when many wait):
- * one request per batch instead of one per line. A 409 on a flush means the work is gone.
+ * one request per batch instead of one per line. A 409 on a flush means the work is gone
+ * (`onGone`); any other failed send loses its lines, and says so on the agent's stderr (`report`)
+ * rather than letting a build log go silently short.
  */
 export class LogStream {
   readonly #client: AgentClient;
   readonly #claimId: string;
   readonly #flushMs: number;
+  readonly #report: (message: string) => void;
   #pending: Line[] = [];
+  #pendingBytes = 0;
   #timer: NodeJS.Timeout | null = null;
   #chain: Promise<void> = Promise.resolve();
   #onGone: (error: unknown) => void;
 
-  constructor(client: AgentClient, claimId: string, onGone: (error: unknown) => void, flushMs = 200) {
+  constructor(
+    client: AgentClient,
+    claimId: string,
+    onGone: (error: unknown) => void,
+    flushMs = 200,
+    report: (message: string) => void = (message) => void process.stderr.write(`${message}\n`),
+  ) {
     this.#client = client;
     this.#claimId = claimId;
     this.#onGone = onGone;
     this.#flushMs = flushMs;
+    this.#report = report;
   }
 
   line(type: Line['type'], message: string, level: Line['level'] = 'info'): void {
-    this.#pending.push({ type, level, message: message.length > MAX_LINE ? `${message.slice(0, MAX_LINE)}…` : message });
-    if (this.#pending.length >= BATCH) void this.flush();
+    const line = { type, level, message: truncateLine(message) };
+    this.#pending.push(line);
+    this.#pendingBytes += Buffer.byteLength(line.message);
+    if (this.#pending.length >= BATCH || this.#pendingBytes >= MAX_BATCH_BYTES) void this.flush();
     else if (!this.#timer) this.#timer = setTimeout(() => void this.flush(), this.#flushMs);
   }
 
@@ -37,10 +88,16 @@ export class LogStream {
     this.#timer = null;
     const lines = this.#pending;
     this.#pending = [];
+    this.#pendingBytes = 0;
     if (lines.length > 0) {
       this.#chain = this.#chain.then(async () => {
-        for (let i = 0; i < lines.length; i += BATCH) {
-          await this.#client.logs(this.#claimId, lines.slice(i, i + BATCH)).catch((error: unknown) => this.#onGone(error));
+        for (const batch of batchesOf(lines)) {
+          await this.#client.logs(this.#claimId, batch).catch((error: unknown) => {
+            if (!(error instanceof WorkGone)) {
+              this.#report(`agent: could not send ${batch.length} ${batch[0]!.type} log line(s) of claim ${this.#claimId}; they are lost: ${error instanceof Error ? error.message : String(error)}`);
+            }
+            this.#onGone(error);
+          });
         }
       });
     }

@@ -51,17 +51,33 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     env,
     print: (line) => process.stdout.write(`${line}\n`),
   });
-  await agent.start();
+  // Installed before `start()`: restoring the live revisions' servers can take the start timeout
+  // per deployment, and a signal meanwhile must still stop the servers already started (each in a
+  // process group of its own, which the default signal action would leave running on their ports).
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => {
-      if (stopping) return;
+      if (stopping) {
+        // A second signal: exit now; the exit hook of processes.ts kills the process groups left.
+        process.stderr.write(`agent: ${signal} again, exiting without waiting\n`);
+        process.exit(1);
+      }
       stopping = true;
+      process.stderr.write(`agent: ${signal}: stopping\n`);
       agent.stop().then(
         () => process.exit(0),
         () => process.exit(1),
       );
     });
+  }
+  try {
+    await agent.start();
+  } catch (error) {
+    // Stopped by a signal while starting: the handler above finishes the stop and exits.
+    if (stopping) return;
+    process.stderr.write(`agent: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+    await agent.stop().catch(() => undefined);
+    process.exit(1);
   }
 }
 

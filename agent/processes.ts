@@ -1,6 +1,33 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
+/**
+ * Process groups of the commands and servers this agent started and that still run. Each runs
+ * detached (its own group, so an interrupt reaches everything it started), which also means it
+ * would outlive the agent: whatever is left is killed when the agent's process exits, however it
+ * exits (a second Ctrl-C, an uncaught error), as server/git/ls-remote.ts does for git.
+ */
+const groups = new Set<number>();
+let exitHookInstalled = false;
+function killGroupsOnExit(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const pgid of groups) {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+/** The process groups this agent started that still run (for tests and diagnostics). */
+export function trackedGroups(): number[] {
+  return [...groups];
+}
+
 /** Kills a whole process group (the command and everything it started), TERM first, then KILL. */
 export function killGroup(pid: number, graceMs = 3000): Promise<void> {
   const alive = () => {
@@ -14,12 +41,14 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
   try {
     process.kill(-pid, 'SIGTERM');
   } catch {
+    groups.delete(pid);
     return Promise.resolve();
   }
   return new Promise((resolve) => {
     const started = Date.now();
     const check = setInterval(() => {
       if (!alive()) {
+        groups.delete(pid);
         clearInterval(check);
         resolve();
       } else if (Date.now() - started > graceMs) {
@@ -28,6 +57,7 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
         } catch {
           // gone meanwhile
         }
+        groups.delete(pid);
         clearInterval(check);
         resolve();
       }
@@ -38,6 +68,14 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
 /** Starts `sh -c command` in its own process group, each output line to `onLine`. */
 export function startCommand(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void }): ChildProcess {
   const child = spawn('sh', ['-c', command], { cwd: options.cwd, env: options.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (child.pid !== undefined) {
+    const pgid = child.pid;
+    killGroupsOnExit();
+    groups.add(pgid);
+    // The group leader (the command, or the server `exec`ed by sh) ended: its group id may be
+    // reused by an unrelated process later, so it is not killed at exit.
+    child.once('exit', () => groups.delete(pgid));
+  }
   createInterface({ input: child.stdout! }).on('line', (line) => options.onLine(line, 'stdout'));
   createInterface({ input: child.stderr! }).on('line', (line) => options.onLine(line, 'stderr'));
   return child;

@@ -64,7 +64,13 @@ export class DeploymentProxy {
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `The agent server did not answer: ${error.message}` }));
         else res.destroy();
       });
-      res.on('close', finish);
+      // A client gone before its answer finished (a dropped SSE stream, a closed tab): end the
+      // upstream request too, or its socket stays taken from the pool (at most 256) for as long
+      // as the agent server keeps streaming, and the proxy stalls once they are all held.
+      res.on('close', () => {
+        if (!res.writableFinished) upstream.destroy();
+        finish();
+      });
       req.pipe(upstream);
     });
     this.#server = server;

@@ -49712,7 +49712,9 @@ var DeploymentListQuery = external_exports.object({
   deployment_ids: external_exports.string().transform((value) => value.split(",").filter((id) => id.length > 0)).pipe(external_exports.array(Uuid).max(100)).optional()
 });
 var DeploymentDeleteQuery = external_exports.object({
-  delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
+  delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true"),
+  /** On a deployment already being deleted: remove it without waiting for its listener's agent (docs/listener-protocol.md). */
+  force: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
 });
 
 // shared/schemas/integration.ts

@@ -18,7 +18,10 @@ export class AgentDataPlane implements DataPlane {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #leaseMs: number;
-  readonly #teardowns = new Map<string, Set<() => void>>();
+  /** Teardowns waiting for an agent: the deployment, and who waits. */
+  readonly #teardowns = new Map<string, { deployment: DeploymentRecord; waiters: Set<() => void> }>();
+  /** Deployments whose teardown was forced (`DELETE …?force=true`): it finishes without an agent. */
+  readonly #forced = new Set<string>();
   #sweep: NodeJS.Timeout | null = null;
 
   constructor(deps: { agents: SqliteAgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number }) {
@@ -39,21 +42,46 @@ export class AgentDataPlane implements DataPlane {
     void this.#wakeListenerOf(deployment.id);
   }
 
-  /** Resolves when an agent of the listener reports the deployment torn down. */
+  /**
+   * Resolves when an agent of the listener reports the deployment torn down; or at once when the
+   * teardown was forced; or when no agent listener serves the deployment any more (its workspace's
+   * default listener was set to the sandbox): no agent would ever be offered it.
+   */
   teardown(deployment: DeploymentRecord): Promise<void> {
+    if (this.#forced.delete(deployment.id)) return Promise.resolve();
     return new Promise((resolve) => {
-      let waiters = this.#teardowns.get(deployment.id);
-      if (!waiters) this.#teardowns.set(deployment.id, (waiters = new Set()));
-      waiters.add(resolve);
+      let pending = this.#teardowns.get(deployment.id);
+      if (!pending) this.#teardowns.set(deployment.id, (pending = { deployment, waiters: new Set() }));
+      pending.waiters.add(resolve);
       void this.#wakeListenerOf(deployment.id);
     });
   }
 
   /** An agent finished tearing the deployment down. */
   teardownDone(deploymentId: string): void {
-    const waiters = this.#teardowns.get(deploymentId);
+    const pending = this.#teardowns.get(deploymentId);
     this.#teardowns.delete(deploymentId);
-    for (const resolve of waiters ?? []) resolve();
+    for (const resolve of pending?.waiters ?? []) resolve();
+  }
+
+  /**
+   * `DELETE …?force=true` on a deployment being deleted: its teardown stops waiting for an agent
+   * (the listener's agents are gone for good). What an agent may still run of it is not stopped;
+   * a restarted agent does not start it again, since it is no longer live.
+   */
+  forceTeardown(deploymentId: string): void {
+    this.#log.warn('teardown forced: the deployment is removed without waiting for its listener agent', { deployment_id: deploymentId });
+    if (this.#teardowns.has(deploymentId)) this.teardownDone(deploymentId);
+    else this.#forced.add(deploymentId);
+  }
+
+  /** Teardowns that wait for a listener that no longer serves their deployment are finished. */
+  async #handBack(): Promise<void> {
+    for (const [id, pending] of [...this.#teardowns]) {
+      if (await this.serves(pending.deployment)) continue;
+      this.#log.info('teardown handed back: no listener agent serves the deployment any more', { deployment_id: id });
+      this.teardownDone(id);
+    }
   }
 
   /** Wakes the long-polls of one listener's agents. */
@@ -79,6 +107,7 @@ export class AgentDataPlane implements DataPlane {
           if (ids.length > 0) this.#log.warn('listener agent silent past its lease: deployments are UNKNOWN', { deployments: ids.length });
         })
         .catch((error: unknown) => this.#log.error('silent-listener sweep failed', { error: String(error) }));
+      this.#handBack().catch((error: unknown) => this.#log.error('teardown hand-back check failed', { error: String(error) }));
     }, every);
     this.#sweep.unref();
   }

@@ -254,10 +254,12 @@ export class Deployments {
   }
 
   /** Marks the deployment `AWAITING_DELETE` and tears it down in the background. */
-  async delete(tenantId: string, id: string, deleteTracingProject: boolean): Promise<void> {
+  async delete(tenantId: string, id: string, deleteTracingProject: boolean, force = false): Promise<void> {
     const { store, clock, pipeline } = this.#deps;
     const result = await store.markDeploymentDeleting(tenantId, id, deleteTracingProject, clock.now());
     if (!result) throw new NotFound(`Deployment ID ${id} not found.`);
+    // `force` on a repeated DELETE: its teardown stops waiting for a listener agent that may never come back.
+    if (force && !result.marked) pipeline.forceTeardown(id);
     // A repeated DELETE restarts a teardown that failed; one still running is left alone.
     if (result.marked || !pipeline.isTearingDown(id)) pipeline.startTeardown(result.deployment);
   }

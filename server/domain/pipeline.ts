@@ -247,6 +247,11 @@ export class Pipeline {
       .finally(() => this.#tearingDown.delete(deployment.id));
   }
 
+  /** Lets the deployment's teardown finish without its data plane (a listener's agents gone for good). */
+  forceTeardown(deploymentId: string): void {
+    this.#deps.listenerAgent.forceTeardown?.(deploymentId);
+  }
+
   isTearingDown(deploymentId: string): boolean {
     return this.#tearingDown.has(deploymentId);
   }

@@ -60,7 +60,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(ctx, { method: 'delete', path: '/v2/deployments/:deployment_id', summary: 'Delete a deployment', tag, query: DeploymentDeleteQuery, response: { status: 204, schema: null } }, async (c) => {
     const id = pathId(c, 'deployment_id');
     const query = readQuery(c, DeploymentDeleteQuery);
-    await deployments.delete(c.get('principal').workspaceId, id, query.delete_tracing_project);
+    await deployments.delete(c.get('principal').workspaceId, id, query.delete_tracing_project, query.force);
     return c.body(null, 204);
   });
   route(

@@ -408,4 +408,9 @@ export const DeploymentDeleteQuery = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((value) => value === 'true'),
+  /** On a deployment already being deleted: remove it without waiting for its listener's agent (docs/listener-protocol.md). */
+  force: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((value) => value === 'true'),
 });

@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { stateDirOf } from '../../agent/state.ts';
 import type { Api } from '../helpers/api.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
@@ -99,16 +100,20 @@ export async function localListener(api: Api, workspaceId: string, computeId = `
   return { listenerId: listener.body.id as string, token: token.body.token as string };
 }
 
+/** The pid of the agent server the agent recorded for a build directory (in its state beside the checkout). */
+export function serverPidOf(buildDir: string): number {
+  return (JSON.parse(readFileSync(join(stateDirOf(buildDir), 'server.json'), 'utf8')) as { pid: number }).pid;
+}
+
 /** Ends every agent server left in a work directory (after an agent was SIGKILLed). */
 export function killLeftoverServers(workDir: string): void {
   if (!existsSync(workDir)) return;
   for (const deployment of readdirSync(workDir)) {
     const dir = join(workDir, deployment);
-    for (const revision of existsSync(dir) ? readdirSync(dir) : []) {
-      const pidFile = join(dir, revision, '.agent-server.pid');
-      if (!existsSync(pidFile)) continue;
+    for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
+      if (!entry.endsWith('.agent') || !existsSync(join(dir, entry, 'server.json'))) continue;
       try {
-        process.kill(-Number(readFileSync(pidFile, 'utf8')), 'SIGKILL');
+        process.kill(-serverPidOf(join(dir, entry.slice(0, -'.agent'.length))), 'SIGKILL');
       } catch {
         // already gone
       }

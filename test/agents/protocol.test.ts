@@ -7,7 +7,7 @@ import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures 
 import { inProcessApp } from '../helpers/in-process.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { graphRepo, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -132,6 +132,53 @@ describe('the listener-agent protocol (in process)', () => {
     expect((await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body.status).toBe('INTERRUPTED');
   });
 
+  it('writes the built commit only when the compare-and-set wins: an interrupt just after the status check leaves repo_commit_sha untouched', async () => {
+    const created = await deployOn(a.listenerId, 's');
+    const work = await eventually(async () => {
+      const w = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 0 })).body.work;
+      return w?.deployment.id === created.id ? w : undefined;
+    }, 5000);
+    // Simulated race: the interrupt is written right after the protocol has read the status (the
+    // window between its check and the pipeline's compare-and-set), through the real store.
+    const store = t.store as unknown as { getRevisionById(id: string): Promise<{ status: string } | null> };
+    const read = store.getRevisionById.bind(store);
+    let raced = false;
+    store.getRevisionById = async (id: string) => {
+      const revision = await read(id);
+      if (!raced && id === created.latest_revision_id) {
+        raced = true;
+        await t.store.transitionRevision({ revisionId: id, from: ['AWAITING_DEPLOY'], to: 'INTERRUPTED' }, new Date().toISOString());
+      }
+      return revision;
+    };
+    try {
+      const sha = 'a'.repeat(40);
+      const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+      expect(raced).toBe(true);
+      expect(moved.status).toBe(409);
+    } finally {
+      delete (store as { getRevisionById?: unknown }).getRevisionById;
+    }
+    const revision = (await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body;
+    expect(revision.status).toBe('INTERRUPTED');
+    expect(revision.source_revision_config.repo_commit_sha ?? null).toBeNull();
+    expect((await t.api.get(`/v2/deployments/${created.id}`)).body.source_revision_config.repo_commit_sha ?? null).toBeNull();
+  });
+
+  it('records the built commit with a move that wins', async () => {
+    const created = await deployOn(a.listenerId, 's');
+    const work = await eventually(async () => {
+      const w = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 0 })).body.work;
+      return w?.deployment.id === created.id ? w : undefined;
+    }, 5000);
+    const sha = 'b'.repeat(40);
+    const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+    expect(moved.status).toBe(200);
+    expect(moved.body.source_revision_config.repo_commit_sha).toBe(sha);
+    expect((await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body.source_revision_config.repo_commit_sha).toBe(sha);
+    await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'done with this test' });
+  });
+
   it('shows last_seen_at and the agent version; a silent listener’s deployments are UNKNOWN until it is heard again', async () => {
     const beat = await agentCall(t.app, b.listenerId, b.token, '/heartbeat', { agent_id: 'b1', version: 'local-agent/9.9.9', capacity: 3 });
     expect(beat.status).toBe(200);
@@ -168,6 +215,61 @@ describe('the listener-agent protocol (in process)', () => {
     const created = await t.api.post('/v1/workspaces', { name: `ws-${crypto.randomUUID().slice(0, 8)}` });
     const other = (await t.api.get('/v1/workspaces')).body.find((w: any) => w.id === created.body.id);
     expect(other.default_listener_id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  /** A local listener of its own, with no agent ever running for it. */
+  const abandonedListener = async () => {
+    const listener = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` });
+    expect(listener.status).toBe(201);
+    return listener.body.id as string;
+  };
+  const stillDeleting = async (id: string) => {
+    // Longer than several sweeps (every half lease, 200 ms here): nothing finishes it on its own.
+    await new Promise((r) => setTimeout(r, 800));
+    const current = await t.api.get(`/v2/deployments/${id}`);
+    expect(current.status).toBe(200);
+    expect(current.body.status).toBe('AWAITING_DELETE');
+  };
+
+  it('a teardown no agent ever claims: a repeated DELETE waits on, a repeated DELETE ?force=true removes the deployment', async () => {
+    const listenerId = await abandonedListener();
+    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('gone'), listenerId));
+    expect(created.status).toBe(201);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    // Bad input is refused and changes nothing.
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=yes`)).status).toBe(422);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+    // An unknown id: 404, as on every deployment route.
+    expect((await t.api.delete(`/v2/deployments/${crypto.randomUUID()}?force=true`)).status).toBe(404);
+  });
+
+  it('a first DELETE ?force=true still offers the teardown to the listener’s agents', async () => {
+    const listenerId = await abandonedListener();
+    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('first-force'), listenerId));
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await stillDeleting(created.body.id);
+    expect((await t.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+  });
+
+  it('hands a waiting teardown back when no agent listener serves the deployment any more (the workspace default set back to the sandbox)', async () => {
+    const listenerId = await abandonedListener();
+    expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: listenerId })).status).toBe(200);
+    try {
+      const created = await t.api.post('/v2/deployments', { name: uniqueName('default'), source: 'internal_source' });
+      expect(created.status).toBe(201);
+      expect((await t.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+      await stillDeleting(created.body.id);
+      expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: null })).status).toBe(200);
+      await eventually(async () => ((await t.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 5000);
+    } finally {
+      await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: null });
+    }
   });
 });
 
@@ -243,7 +345,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
 
     // Teardown: the agent stops the server and removes the work directory; then the deployment is gone.
-    const serverPid = Number(readFileSync(join(workDir, d.id, d.latest_revision_id, '.agent-server.pid'), 'utf8'));
+    const serverPid = serverPidOf(join(workDir, d.id, d.latest_revision_id));
     expect((await api.delete(`/v2/deployments/${d.id}`)).status).toBe(204);
     await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).status === 404 ? true : undefined), 30_000);
     expect(existsSync(join(workDir, d.id))).toBe(false);

@@ -6,7 +6,7 @@ import { apiClient, eventually } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { gzipTarball } from '../helpers/tarball.ts';
-import { FIXTURE, hostFetch, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { FIXTURE, hostFetch, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
 
 /** The files of the fixture LangGraph app (the one local-e2e builds from git), as `langgraph deploy` packs its directory. */
 function fixtureFiles(dir = FIXTURE, files: Record<string, Buffer> = {}): Record<string, Buffer> {
@@ -156,7 +156,7 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
 
     // `langgraph deploy delete`: the agent server stops and its work directory goes.
     const buildDir = join(workDir, id, revision.id);
-    const pid = Number(readFileSync(join(buildDir, '.agent-server.pid'), 'utf8'));
+    const pid = serverPidOf(buildDir);
     expect(isAlive(pid)).toBe(true);
     await request('DELETE', `/v2/deployments/${id}`);
     await eventually(async () => ((await fetch(`${server!.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server!.apiKey } })).status === 404 ? true : undefined), 60_000);

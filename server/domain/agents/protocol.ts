@@ -94,8 +94,6 @@ export class AgentProtocol {
       if (before && isTerminal(before.status)) await agents.releaseClaim(claimId);
       throw new Conflict(`Revision ${claim.revision_id} is ${before?.status ?? 'gone'}, not ${body.from}; stop this work.`);
     }
-    // Written just before the move, so a 409 above changes nothing; the move's notification carries both.
-    if (body.repo_commit_sha) await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
     const moved = await pipeline.transition({
       revisionId: claim.revision_id,
       from: [body.from],
@@ -107,9 +105,16 @@ export class AgentProtocol {
       if (current && isTerminal(current.status)) await agents.releaseClaim(claimId);
       throw new Conflict(`Revision ${claim.revision_id} is ${current?.status ?? 'gone'}, not ${body.from}; stop this work.`);
     }
-    if (isTerminal(moved.status)) await agents.releaseClaim(claimId);
+    // Written only once the compare-and-set has won: an interrupt that lands between the check
+    // above and the move leaves the revision as it was (a 409 changes nothing).
+    let result = moved;
+    if (body.repo_commit_sha) {
+      await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
+      result = (await store.getRevisionById(claim.revision_id)) ?? moved;
+    }
+    if (isTerminal(result.status)) await agents.releaseClaim(claimId);
     else await agents.renewClaim(claimId, this.#leaseFrom(clock.now()));
-    return moved;
+    return result;
   }
 
   /** Appends log lines of the claimed revision in one write; 409 once the revision has ended. */

@@ -1,0 +1,95 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/**
+ * The agent's own records about a build directory (that its build finished; which process serves
+ * it) live in a directory beside it, `<build dir>.agent`, never inside the checked-out tree: a
+ * repository or tarball that ships a file of the same name cannot pass for a finished build or
+ * name a process for the agent to kill.
+ */
+export function stateDirOf(buildDir: string): string {
+  return `${buildDir}.agent`;
+}
+
+const BUILT = 'built.json';
+const SERVER = 'server.json';
+
+/** Records that the build in `buildDir` finished: a restarted agent serves it without building again. */
+export function markBuilt(buildDir: string, info: { sha: string | null; graph_config_path: string }): void {
+  mkdirSync(stateDirOf(buildDir), { recursive: true });
+  writeFileSync(join(stateDirOf(buildDir), BUILT), JSON.stringify(info));
+}
+
+export function isBuilt(buildDir: string): boolean {
+  return existsSync(join(stateDirOf(buildDir), BUILT)) && existsSync(buildDir);
+}
+
+/** Removes a build directory and the agent's records about it. */
+export function removeBuild(buildDir: string): void {
+  rmSync(buildDir, { recursive: true, force: true });
+  rmSync(stateDirOf(buildDir), { recursive: true, force: true });
+}
+
+/**
+ * What identifies a running process beyond its pid, which the system reuses (after a reboot,
+ * or once it ended): on Linux the boot and the process's start time in clock ticks since boot
+ * (`/proc/<pid>/stat`, unchanged by `exec`), elsewhere the start time `ps` shows. Null when the
+ * process does not exist or nothing can tell.
+ */
+export function processIdentity(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const startTicks = fields[19];
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return startTicks ? `linux:${boot}:${startTicks}` : null;
+  } catch {
+    // no /proc (macOS), or no such process
+  }
+  if (existsSync('/proc/self/stat')) return null;
+  try {
+    const started = execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8', timeout: 5000 }).trim();
+    return started ? `ps:${started}` : null;
+  } catch {
+    return null;
+  }
+}
+
+type ServerRecord = { pid: number; identity: string | null };
+
+/** Records the process group the agent started to serve `buildDir`, with what identifies it. */
+export function recordServer(buildDir: string, pid: number): void {
+  mkdirSync(stateDirOf(buildDir), { recursive: true });
+  writeFileSync(join(stateDirOf(buildDir), SERVER), JSON.stringify({ pid, identity: processIdentity(pid) } satisfies ServerRecord));
+}
+
+/** Forgets the record of `pid` (stopped); a record of another, newer server of the directory stays. */
+export function forgetServer(buildDir: string, pid: number): void {
+  const record = readServer(buildDir);
+  if (record?.pid === pid) rmSync(join(stateDirOf(buildDir), SERVER), { force: true });
+}
+
+function readServer(buildDir: string): ServerRecord | null {
+  try {
+    const record = JSON.parse(readFileSync(join(stateDirOf(buildDir), SERVER), 'utf8')) as Partial<ServerRecord>;
+    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The pid of the server a previous run of the agent started for `buildDir` and left running (it
+ * was killed), when that process still runs and is still the one recorded; null otherwise (gone,
+ * or the pid now names another process: after a reboot, or reused), so nothing unrelated is killed.
+ */
+export function orphanOf(buildDir: string): { pid: number } | { pid: number; stale: true } | null {
+  const record = readServer(buildDir);
+  if (!record) return null;
+  const now = processIdentity(record.pid);
+  if (now === null) return null;
+  if (record.identity === null || now !== record.identity) return { pid: record.pid, stale: true };
+  return { pid: record.pid };
+}
