@@ -24,11 +24,29 @@ export type ClaimRecord = {
   claimed_at: string;
 };
 
+/** What the listener-agent protocol needs from storage; the SQLite and PostgreSQL stores implement it. */
+export interface AgentStore {
+  createToken(input: { id: string; listenerId: string; tenantId: string; tokenHash: string; now: string }): Promise<void>;
+  findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null>;
+  listTokens(listenerId: string): Promise<ListenerTokenRecord[]>;
+  revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean>;
+  servingListener(deploymentId: string): Promise<ListenerRecord | null>;
+  setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean>;
+  claimNext(input: { listenerId: string; agentId: string; claimId: string; now: string; leaseUntil: string }): Promise<ClaimRecord | null>;
+  getClaim(listenerId: string, claimId: string): Promise<ClaimRecord | null>;
+  renewClaim(claimId: string, leaseUntil: string): Promise<boolean>;
+  releaseClaim(claimId: string): Promise<void>;
+  setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
+  heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
+  markSilent(cutoff: string, now: string): Promise<string[]>;
+  liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>>;
+}
+
 /**
  * All SQL of the listener-agent protocol: tokens, claims and leases, heartbeats, the silent-listener
  * sweep. Claims are compare-and-set in one transaction, so two agents never hold the same work.
  */
-export class SqliteAgentStore {
+export class SqliteAgentStore implements AgentStore {
   readonly #db: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
 

@@ -6,7 +6,7 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import type { Resolve } from '../../server/domain/oauth/outbound.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { openSqliteStore } from '../../server/store/sqlite.ts';
+import { openSqliteBackend } from '../../server/store/sqlite-backend.ts';
 import { apiClient, type Api } from './api.ts';
 
 /**
@@ -15,11 +15,12 @@ import { apiClient, type Api } from './api.ts';
  */
 export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve } = {}) {
   const secretBox = new SecretBox(randomBytes(32));
-  const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox, synchronous: 'NORMAL' });
+  const backend = openSqliteBackend(options.path ?? ':memory:', { secretBox, synchronous: 'NORMAL' });
+  const store = backend.core;
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
+  const controlPlane = createControlPlane({ backend, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
   await controlPlane.start();
   const { app, services } = controlPlane;
 
@@ -28,6 +29,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   return {
     app,
     store,
+    backend,
     services,
     apiKey,
     workspaceId: boot.workspaceId,
@@ -35,7 +37,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
     client,
     close: () => {
       controlPlane.stop();
-      store.close();
+      void backend.close();
     },
   };
 }
