@@ -5,10 +5,10 @@ type Row = Record<string, unknown>;
 
 /** Revision statuses an agent works on (the stages between queued and an end). */
 export const AGENT_STAGES = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'] as const;
-const STAGES_SQL = AGENT_STAGES.map((s) => `'${s}'`).join(', ');
+export const STAGES_SQL = AGENT_STAGES.map((s) => `'${s}'`).join(', ');
 
 /** The listener that serves a deployment: its own `listener_id`, else its workspace's default. */
-const SERVING_LISTENER = 'COALESCE(d.listener_id, (SELECT w.default_listener_id FROM workspaces w WHERE w.id = d.tenant_id))';
+export const SERVING_LISTENER = 'COALESCE(d.listener_id, (SELECT w.default_listener_id FROM workspaces w WHERE w.id = d.tenant_id))';
 
 export type ListenerTokenRecord = { id: string; listener_id: string; tenant_id: string; created_at: string; revoked: boolean };
 
@@ -74,11 +74,11 @@ export class SqliteAgentStore implements AgentStore {
 
   async findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null> {
     const row = this.#sql('SELECT * FROM listener_tokens WHERE token_hash = ?').get(tokenHash) as Row | undefined;
-    return row ? { ...toToken(row), token_hash: row.token_hash as string } : null;
+    return row ? { ...toListenerToken(row), token_hash: row.token_hash as string } : null;
   }
 
   async listTokens(listenerId: string): Promise<ListenerTokenRecord[]> {
-    return (this.#sql('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at').all(listenerId) as Row[]).map(toToken);
+    return (this.#sql('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at').all(listenerId) as Row[]).map(toListenerToken);
   }
 
   async revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean> {
@@ -198,7 +198,7 @@ export class SqliteAgentStore implements AgentStore {
   }
 }
 
-function toToken(row: Row): ListenerTokenRecord {
+export function toListenerToken(row: Row): ListenerTokenRecord {
   return {
     id: row.id as string,
     listener_id: row.listener_id as string,
