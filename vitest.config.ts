@@ -7,5 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One real PostgreSQL for the run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
+    globalSetup: ['test/setup/postgres-global.ts'],
   },
 });
