@@ -47,7 +47,7 @@ function deploymentOf(tenantId: string, fields: { id?: string; name?: string; li
 }
 
 function revisionOf(fields: Partial<NewRevision> = {}): NewRevision {
-  return { id: crypto.randomUUID(), trigger: 'update', source_revision_config: revisionConfigOf(), secrets: [{ name: 'API_TOKEN', value: 's3cret' }], resource_spec: null, ...fields };
+  return { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: revisionConfigOf(), secrets: [{ name: 'API_TOKEN', value: 's3cret' }], resource_spec: null, ...fields };
 }
 
 async function newDeployment(backend: StoreBackend, tenantId: string, options: { revision?: NewRevision | null; listenerId?: string | null; id?: string; name?: string } = {}): Promise<DeploymentRecord> {

@@ -562,7 +562,7 @@ export class PgCoreStore implements Store {
     try {
       await db.tx(async (c) => {
         // One installation, one organization: links of one installation are made one at a time.
-        await c.query('SELECT pg_advisory_xact_lock(7245193003, $1::int)', [input.installation_id % 2_147_483_647]);
+        await c.query("SELECT pg_advisory_xact_lock(hashtextextended('control-plane:installation:' || $1::text, 0))", [String(input.installation_id)]);
         const owner = await db.row(
           `SELECT w.organization_id FROM github_integrations g JOIN workspaces w ON w.id = g.tenant_id
            WHERE g.installation_id = ? AND w.organization_id <> (SELECT organization_id FROM workspaces WHERE id = ?) LIMIT 1`,

@@ -20,7 +20,7 @@ export class PgWebhookSecretStore implements WebhookSecretStore {
     const db = this.#db;
     return db.tx(async (c) => {
       // Locks the workspace's row, so two rotations in a row keep the first's secret as the previous one.
-      await c.query('SELECT pg_advisory_xact_lock(7245193004, hashtext($1))', [tenantId]);
+      await c.query("SELECT pg_advisory_xact_lock(hashtextextended('control-plane:webhook-secret:' || $1::text, 0))", [tenantId]);
       const current = await db.row<{ secret_enc: string }>('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId], c);
       const next: StoredWebhookSecret = {
         secret_enc: secretEnc,
