@@ -2,11 +2,11 @@ import { serve, type ServerType } from '@hono/node-server';
 import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
+import { openRawSql } from '../helpers/raw-sql.ts';
 import { startServerProcess } from '../helpers/server-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 
@@ -322,24 +322,24 @@ describe('a crash in the middle of a PUT', () => {
       const id = (await api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source' })).body.id;
       const { upload_url: uploadUrl, object_path: objectPath } = (await api.post(`/v2/deployments/${id}/upload-url`)).body;
       const uploadId = new URL(uploadUrl).pathname.split('/').at(-1)!;
-      const db = new Database(server.databasePath, { readonly: true });
-      const chunks = () => (db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId) as { n: number }).n;
+      const db = openRawSql(server.databaseUrl, { readonly: true });
+      const chunks = async () => ((await db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)) as { n: number }).n;
       const megabyte = Buffer.alloc(1024 * 1024, 3);
       const cut = put(`${server.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]), megabyte, megabyte], {
         between: async (index) => {
           if (index !== 1) return;
-          await eventually(async () => (chunks() >= 2 ? true : undefined), 5000);
+          await eventually(async () => ((await chunks()) >= 2 ? true : undefined), 5000);
           await server.kill('SIGKILL'); // the crash, while the body is still arriving
         },
       }).catch(() => null);
       await cut;
-      expect(chunks()).toBeGreaterThanOrEqual(2);
-      db.close();
+      expect(await chunks()).toBeGreaterThanOrEqual(2);
+      await db.close();
       restarted = await server.restart();
-      const after = new Database(server.databasePath, { readonly: true });
-      expect(after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
-      expect(after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)).toEqual({ state: 'issued' });
-      after.close();
+      const after = openRawSql(server.databaseUrl, { readonly: true });
+      expect(await after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
+      expect(await after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)).toEqual({ state: 'issued' });
+      await after.close();
       const again = await put(`${restarted.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [await gzipTarball(agentProject())]);
       expect(again).toMatchObject({ status: 200, body: { object_path: objectPath } });
     } finally {
