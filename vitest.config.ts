@@ -1,13 +1,21 @@
 import { defineConfig } from 'vitest/config';
 
+/** The suites that also run against PostgreSQL (issue 12): the API, webhooks, OAuth, the clients, compatibility. */
+const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // End-to-end tests start real servers as child processes; give them room on a 2-core machine.
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // One real PostgreSQL for the run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
+    // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
     globalSetup: ['test/setup/postgres-global.ts'],
+    projects: [
+      // Everything on SQLite (the default backend); the store conformance suite runs both backends itself.
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      // The same API, webhook and OAuth suites with every app and server process on PostgreSQL.
+      { extends: true, test: { name: 'postgres', include: POSTGRES_SUITES.map((dir) => `${dir}/**/*.test.ts`), env: { TEST_BACKEND: 'postgres' } } },
+    ],
   },
 });

@@ -38,7 +38,7 @@ async function openDatabase(config: Config, log: Logger) {
     // A database server has no folder to keep a generated key in: the key must be configured.
     if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
     const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath ?? ':memory:', log));
-    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
     await backend.probeWrite();
     return { secretBox, backend };
