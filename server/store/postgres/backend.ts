@@ -59,5 +59,6 @@ function startupProblem(error: unknown, url: string): StartupError | null {
   const cause =
     (typeof code === 'string' ? START_CAUSES[code] : undefined) ??
     (converted !== error ? (converted as Error).message : storageProblem(error))?.replace(/\.$/, '');
-  return cause ? new StartupError(`Cannot open the PostgreSQL database at ${redact(url)}: ${cause} (check DATABASE_URL).`) : null;
+  if (!cause) return null;
+  return new StartupError(`Cannot open the PostgreSQL database at ${redact(url)}: ${cause.charAt(0).toLowerCase()}${cause.slice(1)} (check DATABASE_URL).`);
 }
