@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../server/config.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { silentLogger } from '../../server/logger.ts';
+import { startServer } from '../../server/server.ts';
 import { openStore } from '../../server/store/open.ts';
 import { PG_MIGRATIONS } from '../../server/store/postgres/migrations/index.ts';
 import { asStorageUnavailable } from '../../server/store/storage-errors.ts';
@@ -11,6 +14,22 @@ import { openRawSql } from '../helpers/raw-sql.ts';
 /** Opening the PostgreSQL store on the run's real server: migrations, refusals at start, storage faults. */
 describe('the PostgreSQL store at start', () => {
   const box = () => new SecretBox(randomBytes(32));
+
+  it('the server refuses to start on PostgreSQL without ENCRYPTION_KEY (no folder to keep a generated one in), and starts with one', async () => {
+    const url = await createTestDatabase(inject('postgresAdminUrl'));
+    const config = (env: Record<string, string>) => loadConfig({ DATABASE_URL: url, PORT: '0', LOG_LEVEL: 'silent', BOOTSTRAP_API_KEY: `key-${crypto.randomUUID()}`, ...env });
+    await expect(startServer(config({}), { log: silentLogger, print: () => {} })).rejects.toMatchObject({
+      name: 'StartupError',
+      message: 'ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).',
+    });
+    const server = await startServer(config({ ENCRYPTION_KEY: randomBytes(32).toString('base64') }), { log: silentLogger, print: () => {} });
+    try {
+      const answer = await fetch(`http://127.0.0.1:${server.port}/readyz`);
+      expect(answer.status).toBe(200);
+    } finally {
+      await server.close();
+    }
+  });
 
   it('two processes starting together on an empty database migrate it once', async () => {
     const url = await createTestDatabase(inject('postgresAdminUrl'));
