@@ -59,9 +59,22 @@ export class PgDb {
 
   /**
    * Runs `work` in one transaction on one client (READ COMMITTED: the methods lock the rows they
-   * read-modify-write with `FOR UPDATE`); commits when it resolves, rolls back when it throws.
+   * read-modify-write with `FOR UPDATE`); commits when it resolves, rolls back when it throws. A
+   * transaction PostgreSQL aborted to break a deadlock (40P01) or a serialization conflict (40001)
+   * is run again, a few times: nothing of it was written.
    */
   async tx<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#txOnce(work);
+      } catch (error) {
+        const code = (error as { code?: unknown }).code;
+        if (attempt >= 4 || (code !== '40P01' && code !== '40001')) throw error;
+      }
+    }
+  }
+
+  async #txOnce<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
