@@ -1,7 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-/** The suites that also run against PostgreSQL (issue 12): the API, webhooks, OAuth, the clients, compatibility. */
-const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'];
+/**
+ * What also runs against PostgreSQL (issue 12): the API, webhook, OAuth, client and compatibility
+ * suites, and the concurrency tests whose races PostgreSQL runs for real (SQLite has one writer).
+ */
+const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'].map((dir) => `${dir}/**/*.test.ts`);
+const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts'];
 
 export default defineConfig({
   test: {
@@ -15,7 +19,7 @@ export default defineConfig({
       // Everything on SQLite (the default backend); the store conformance suite runs both backends itself.
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
       // The same API, webhook and OAuth suites with every app and server process on PostgreSQL.
-      { extends: true, test: { name: 'postgres', include: POSTGRES_SUITES.map((dir) => `${dir}/**/*.test.ts`), env: { TEST_BACKEND: 'postgres' } } },
+      { extends: true, test: { name: 'postgres', include: [...POSTGRES_SUITES, ...POSTGRES_EXTRA], env: { TEST_BACKEND: 'postgres' } } },
     ],
   },
 });

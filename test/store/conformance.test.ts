@@ -129,7 +129,7 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
 
   it('PATCH is one read-modify-write: 20 concurrent updates that each add a secret all survive', async () => {
     const d = await newDeployment(backend, ws);
-    await Promise.all(
+    const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         backend.core.updateDeployment(
           ws,
@@ -144,6 +144,9 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
         ),
       ),
     );
+    // Each answer is the deployment as that update left it: its own revision is the latest one.
+    for (const answer of answers) expect(answer.deployment.latest_revision_id).toBe(answer.revision!.id);
+    expect(new Set(answers.map((a) => a.revision!.id)).size).toBe(20);
     const after = (await backend.core.getDeploymentById(d.id))!;
     expect(after.secrets).toHaveLength(21);
     expect(new Set(after.secrets.map((s) => s.name)).size).toBe(21);

@@ -277,37 +277,37 @@ export class PgCoreStore implements Store {
     now: string,
   ): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }> {
     const db = this.#db;
-    const revisionId = await db.tx(async (c) => {
+    // Both read back inside the transaction: after commit, a concurrent PATCH may already have
+    // moved the deployment on, and this answer must show the revision this PATCH made.
+    return db.tx(async (c) => {
       // The row stays locked until commit: a concurrent PATCH waits and then plans on this one's result.
       const row = await db.row(`${HOT_QUERIES.deployment} FOR UPDATE`, [id, tenantId], c);
       if (!row) throw new NotFound(`Deployment ID ${id} not found.`);
       const change = plan(toDeployment(row, this.#box));
       const cols = this.#deploymentColumns(change.source_config, change.source_revision_config, change.secrets);
-      await db.run(
+      const updated = await db.row(
         `UPDATE deployments SET source_config = ?, source_revision_config = ?, secrets = ?, deployment_type = ?, build_on_push = ?, repo_ref = ?,
            latest_revision_id = coalesce(?, latest_revision_id), updated_at = ?
-         WHERE id = ?`,
+         WHERE id = ? RETURNING *`,
         [cols.source_config, cols.source_revision_config, cols.secrets, cols.deployment_type, cols.build_on_push, cols.repo_ref, change.revision?.id ?? null, now, id],
         c,
       );
       if (change.revision) await this.#insertRevision(c, id, tenantId, row.source as string, change.revision, now);
-      return change.revision?.id ?? null;
+      const revision = change.revision ? await db.row(HOT_QUERIES.revisionById, [change.revision.id], c) : undefined;
+      return { deployment: toDeployment(updated!, this.#box), revision: revision ? toRevision(revision) : null };
     });
-    const deployment = (await this.getDeploymentById(id))!;
-    return { deployment, revision: revisionId ? await this.getRevisionById(revisionId) : null };
   }
 
   async markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null> {
     const db = this.#db;
-    const marked = await db.tx(async (c) => {
+    return db.tx(async (c) => {
       const row = await db.row(`${HOT_QUERIES.deployment} FOR UPDATE`, [id, tenantId], c);
       if (!row) return null;
       await db.run('UPDATE deployments SET delete_tracing_project = greatest(delete_tracing_project, ?) WHERE id = ?', [deleteTracingProject ? 1 : 0, id], c);
       // Only one DELETE moves it: concurrent ones see it marked and start no second teardown.
-      return (await db.run("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'", [now, id], c)) === 1;
+      const marked = (await db.run("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'", [now, id], c)) === 1;
+      return { deployment: toDeployment((await db.row(HOT_QUERIES.deploymentById, [id], c))!, this.#box), marked };
     });
-    if (marked === null) return null;
-    return { deployment: (await this.getDeploymentById(id))!, marked };
   }
 
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
