@@ -435,20 +435,21 @@ export class PgCoreStore implements Store {
 
   async startNextRevision(deploymentId: string, firstStage: (revision: RevisionRecord) => RevisionStatus, now: string): Promise<StartNextResult> {
     const db = this.#db;
-    const outcome = await db.tx(async (c): Promise<{ startedId: string | null; skipped: string[] }> => {
+    // The started revision is read back inside the transaction, as it was started.
+    return db.tx(async (c): Promise<StartNextResult> => {
       // The deployment row is the lock of "one revision in progress": two callers cannot both see none.
       const deployment = await db.row(`${HOT_QUERIES.deploymentById} FOR UPDATE`, [deploymentId], c);
       // A deployment being deleted starts nothing new; its teardown interrupts what is queued.
-      if (!deployment || deployment.status === 'AWAITING_DELETE') return { startedId: null, skipped: [] };
-      if ((await db.row<{ n: number }>(HOT_QUERIES.inProgressCount, [deploymentId], c))!.n > 0) return { startedId: null, skipped: [] };
+      if (!deployment || deployment.status === 'AWAITING_DELETE') return { started: null, skipped: [] };
+      if ((await db.row<{ n: number }>(HOT_QUERIES.inProgressCount, [deploymentId], c))!.n > 0) return { started: null, skipped: [] };
       const [newest, ...older] = await db.rows(HOT_QUERIES.queued, [deploymentId], c);
-      if (!newest) return { startedId: null, skipped: [] };
+      if (!newest) return { started: null, skipped: [] };
       const revision = toRevision(newest);
       await db.run(TRANSITION, [firstStage(revision), null, now, revision.id, ['QUEUED']], c);
       for (const row of older) await db.run(TRANSITION, ['SKIPPED', supersededMessage(revision), now, row.id, ['QUEUED']], c);
-      return { startedId: revision.id, skipped: older.map((row) => row.id as string) };
+      const started = toRevision((await db.row(HOT_QUERIES.revisionById, [revision.id], c))!);
+      return { started, skipped: older.map((row) => row.id as string) };
     });
-    return { started: outcome.startedId ? await this.getRevisionById(outcome.startedId) : null, skipped: outcome.skipped };
   }
 
   async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
