@@ -1,11 +1,25 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * What also runs against PostgreSQL (issue 12): the API, webhook, OAuth, client and compatibility
+ * suites, and the concurrency tests whose races PostgreSQL runs for real (SQLite has one writer).
+ */
+const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'].map((dir) => `${dir}/**/*.test.ts`);
+const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // End-to-end tests start real servers as child processes; give them room on a 2-core machine.
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
+    globalSetup: ['test/setup/postgres-global.ts'],
+    projects: [
+      // Everything on SQLite (the default backend); the store conformance suite runs both backends itself.
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'] } },
+      // The same API, webhook and OAuth suites with every app and server process on PostgreSQL.
+      { extends: true, test: { name: 'postgres', include: [...POSTGRES_SUITES, ...POSTGRES_EXTRA], env: { TEST_BACKEND: 'postgres' } } },
+    ],
   },
 });

@@ -40,6 +40,8 @@ export const Config = z.object({
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   /** `FULL` keeps every acknowledged write across a power loss; `NORMAL` only across a process crash. */
   SQLITE_SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
+  /** PostgreSQL only: the connections the server keeps to the database (each request holds one briefly). */
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
   /** Accept `file:///…` repository URLs (local repositories: tests and experiments on one machine). */
   ALLOW_FILE_REPO_URLS: z
     .enum(['true', 'false', '1', '0'])

@@ -13,13 +13,11 @@ import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { createServices, type Services } from './services.ts';
 import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
-import { SqliteInstallationRepoStore } from './store/installation-repos.ts';
-import { SqliteUploadStore } from './store/uploads.ts';
-import { SqliteOAuthStore } from './store/oauth.ts';
-import type { SqliteStore } from './store/sqlite.ts';
+import type { StoreBackend } from './store/backend.ts';
 
 export type ControlPlaneDeps = {
-  store: SqliteStore;
+  /** The database, whichever backend: the wiring takes each store from it, never a handle. */
+  backend: StoreBackend;
   clock: Clock;
   log: Logger;
   config: Config;
@@ -46,10 +44,10 @@ export type ControlPlane = {
  * once. Features beyond the core API add their routes, public paths and workers below.
  */
 export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
-  const listenerAgents = createListenerAgents({ db: deps.store.db, clock: deps.clock, log: deps.log, config: deps.config });
+  const listenerAgents = createListenerAgents({ agents: deps.backend.agents, clock: deps.clock, log: deps.log, config: deps.config });
   // Source tarballs of internal_source deployments (issue 9): the signed PUT takes no API key.
   const uploads = new Uploads({
-    store: new SqliteUploadStore(deps.store.db),
+    store: deps.backend.uploads,
     clock: deps.clock,
     log: deps.log,
     signingKey: deps.secretBox.deriveKey('upload-url'),
@@ -58,21 +56,21 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     maxBytes: deps.config.UPLOAD_MAX_BYTES,
     workspaceQuotaBytes: deps.config.UPLOAD_WORKSPACE_QUOTA_BYTES,
   });
-  const installationRepos = new SqliteInstallationRepoStore(deps.store.db);
-  const services = createServices({ store: deps.store, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos });
+  const installationRepos = deps.backend.installationRepos;
+  const services = createServices({ store: deps.backend.core, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [{ start: async () => void (await uploads.releaseInterrupted()), stop: () => {} }, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
-  const github = createGithubWebhooks({ services, db: deps.store.db, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });
+  const github = createGithubWebhooks({ services, webhooks: deps.backend.webhooks, webhookSecrets: deps.backend.webhookSecrets, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });
   extraRoutes.push(github.routes);
   publicPaths.push(github.isPublic);
   workers.push(github.worker, github.reconciler);
 
   // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
   const oauth = createOAuth({
-    store: new SqliteOAuthStore(deps.store.db),
+    store: deps.backend.oauth,
     secretBox: deps.secretBox,
     clock: deps.clock,
     log: deps.log,

@@ -1,4 +1,3 @@
-import type Database from 'better-sqlite3';
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
@@ -12,8 +11,8 @@ import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
 import type { RouteContext } from './http/env.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
-import { SqliteWebhookSecretStore } from './store/webhook-secrets.ts';
-import { SqliteWebhookStore } from './store/webhooks.ts';
+import type { WebhookSecretStore } from './store/webhook-secrets.ts';
+import type { WebhookStore } from './store/webhooks.ts';
 
 const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
 
@@ -24,7 +23,8 @@ const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
  */
 export function createGithubWebhooks(deps: {
   services: Services;
-  db: Database.Database;
+  webhooks: WebhookStore;
+  webhookSecrets: WebhookSecretStore;
   /** Encrypts the workspaces' webhook secrets at rest. */
   secretBox: SecretBox;
   /** The address GitHub reaches this server at (the workspaces' Payload URLs). */
@@ -44,7 +44,7 @@ export function createGithubWebhooks(deps: {
 }) {
   const { services, config } = deps;
   const { store, clock, log, pipeline } = services;
-  const webhookStore = new SqliteWebhookStore(deps.db);
+  const webhookStore = deps.webhooks;
   const builds = new PushBuilds({ store, pipeline, clock, log });
   const worker = new DeliveryWorker({
     webhookStore,
@@ -54,7 +54,7 @@ export function createGithubWebhooks(deps: {
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
   });
   const workspaceSecrets = new WorkspaceWebhookSecrets({
-    store: new SqliteWebhookSecretStore(deps.db),
+    store: deps.webhookSecrets,
     secretBox: deps.secretBox,
     clock,
     log,

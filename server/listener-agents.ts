@@ -1,4 +1,3 @@
-import type Database from 'better-sqlite3';
 import type { Config } from './config.ts';
 import { AgentDataPlane } from './dataplane/listener-agent.ts';
 import type { Clock } from './domain/clock.ts';
@@ -12,14 +11,14 @@ import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
 import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
 import type { Services } from './services.ts';
-import { SqliteAgentStore } from './store/agents.ts';
+import type { AgentStore } from './store/agents.ts';
 
 /**
  * Listener agents (issue 11), in two steps because the pipeline needs the data plane and the
  * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
  */
-export function createListenerAgents(deps: { db: Database.Database; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
-  const agents = new SqliteAgentStore(deps.db);
+export function createListenerAgents(deps: { agents: AgentStore; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
+  const { agents } = deps;
   // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it.
   const wake = new RevisionWatch();
   const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS });

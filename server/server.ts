@@ -13,9 +13,9 @@ import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './h
 import { createLogger, type Logger } from './logger.ts';
 import { healthApp } from './routes/health.ts';
 import type { Services } from './services.ts';
-import { openSqliteStore, type SqliteStore } from './store/sqlite.ts';
-import { databaseStartupError } from './startup-errors.ts';
-import { sqliteWriteProbe } from './store/write-probe.ts';
+import { databaseFilePath, type StoreBackend } from './store/backend.ts';
+import { openStore } from './store/open.ts';
+import { databaseStartupError, StartupError } from './startup-errors.ts';
 
 /** An HTTP server for `fetch` with the connection limits applied, once it listens. */
 function listen(fetch: (request: Request) => Response | Promise<Response>, port: number, hostname: string, limits: ConnectionLimits): Promise<ServerType> {
@@ -26,22 +26,26 @@ function listen(fetch: (request: Request) => Response | Promise<Response>, port:
 }
 
 /** The key and the store; a path that cannot be used becomes a `StartupError` naming it. */
-function openDatabase(config: Config, databasePath: string, log: Logger) {
-  let store: SqliteStore | undefined;
+async function openDatabase(config: Config, log: Logger) {
+  const databasePath = databaseFilePath(config.DATABASE_URL);
+  let backend: StoreBackend | undefined;
   try {
-    if (databasePath !== ':memory:') {
+    if (databasePath !== null && databasePath !== ':memory:') {
       mkdirSync(dirname(databasePath), { recursive: true });
       // Said before a key file is generated beside a path that can never be the database.
       if (statSync(databasePath, { throwIfNoEntry: false })?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     }
-    const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath, log));
-    store = openSqliteStore({ path: databasePath, secretBox, synchronous: config.SQLITE_SYNCHRONOUS });
+    // A database server has no folder to keep a generated key in: the key must be configured.
+    if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
+    const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath ?? ':memory:', log));
+    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
-    sqliteWriteProbe(store.db)();
-    return { secretBox, store };
+    await backend.probeWrite();
+    return { secretBox, backend };
   } catch (error) {
-    store?.close();
-    throw databaseStartupError(error, databasePath) ?? error;
+    await backend?.close();
+    if (error instanceof StartupError) throw error;
+    throw (databasePath !== null && databaseStartupError(error, databasePath)) || error;
   }
 }
 
@@ -60,8 +64,8 @@ export type RunningServer = {
  */
 export async function startServer(config: Config, options: { log?: Logger; print?: (text: string) => void } = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.LOG_LEVEL);
-  const databasePath = config.DATABASE_URL.replace(/^sqlite:(\/\/)?/, '');
-  const { secretBox, store } = openDatabase(config, databasePath, log);
+  const { secretBox, backend } = await openDatabase(config, log);
+  const store = backend.core;
 
   const generated = config.BOOTSTRAP_API_KEY ? null : generateApiKey();
   const bootstrapKey = config.BOOTSTRAP_API_KEY ?? generated!;
@@ -78,7 +82,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
   }
 
   let port = config.PORT;
-  const controlPlane = createControlPlane({ store, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
+  const controlPlane = createControlPlane({ backend, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
   // Resume before accepting requests, so no revision created meanwhile is handed out twice.
   await controlPlane.start();
   const limits: ConnectionLimits = {
@@ -100,7 +104,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
           requestTimeoutMs: Math.min(limits.requestTimeoutMs, 5000),
         });
   const healthPort = healthServer ? (healthServer.address() as AddressInfo).port : undefined;
-  log.info('listening', { host: config.HOST, port, health_port: healthPort, database: databasePath, data_plane: 'sandbox (simulated: nothing is built or run)' });
+  log.info('listening', { host: config.HOST, port, health_port: healthPort, database: backend.description, data_plane: 'sandbox (simulated: nothing is built or run)' });
 
   return {
     port,
@@ -113,7 +117,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
       // Held long-polls would keep the server open for up to a minute: end them.
       for (const s of servers) if ('closeAllConnections' in s) s.closeAllConnections();
       await closed;
-      store.close();
+      await backend.close();
     },
   };
 }

@@ -1,7 +1,7 @@
 import type { Clock } from '../domain/clock.ts';
 import type { RevisionWatch } from '../domain/revision-watch.ts';
 import type { Logger } from '../logger.ts';
-import type { SqliteAgentStore } from '../store/agents.ts';
+import type { AgentStore } from '../store/agents.ts';
 import type { DeploymentRecord } from '../store/types.ts';
 import type { DataPlane } from './types.ts';
 
@@ -13,7 +13,7 @@ import type { DataPlane } from './types.ts';
  */
 export class AgentDataPlane implements DataPlane {
   readonly name = 'listener-agent';
-  readonly #agents: SqliteAgentStore;
+  readonly #agents: AgentStore;
   readonly #wake: RevisionWatch;
   readonly #clock: Clock;
   readonly #log: Logger;
@@ -24,7 +24,7 @@ export class AgentDataPlane implements DataPlane {
   readonly #forced = new Set<string>();
   #sweep: NodeJS.Timeout | null = null;
 
-  constructor(deps: { agents: SqliteAgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number }) {
+  constructor(deps: { agents: AgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number }) {
     this.#agents = deps.agents;
     this.#wake = deps.wake;
     this.#clock = deps.clock;

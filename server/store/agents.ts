@@ -5,10 +5,10 @@ type Row = Record<string, unknown>;
 
 /** Revision statuses an agent works on (the stages between queued and an end). */
 export const AGENT_STAGES = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'] as const;
-const STAGES_SQL = AGENT_STAGES.map((s) => `'${s}'`).join(', ');
+export const STAGES_SQL = AGENT_STAGES.map((s) => `'${s}'`).join(', ');
 
 /** The listener that serves a deployment: its own `listener_id`, else its workspace's default. */
-const SERVING_LISTENER = 'COALESCE(d.listener_id, (SELECT w.default_listener_id FROM workspaces w WHERE w.id = d.tenant_id))';
+export const SERVING_LISTENER = 'COALESCE(d.listener_id, (SELECT w.default_listener_id FROM workspaces w WHERE w.id = d.tenant_id))';
 
 export type ListenerTokenRecord = { id: string; listener_id: string; tenant_id: string; created_at: string; revoked: boolean };
 
@@ -24,11 +24,29 @@ export type ClaimRecord = {
   claimed_at: string;
 };
 
+/** What the listener-agent protocol needs from storage; the SQLite and PostgreSQL stores implement it. */
+export interface AgentStore {
+  createToken(input: { id: string; listenerId: string; tenantId: string; tokenHash: string; now: string }): Promise<void>;
+  findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null>;
+  listTokens(listenerId: string): Promise<ListenerTokenRecord[]>;
+  revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean>;
+  servingListener(deploymentId: string): Promise<ListenerRecord | null>;
+  setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean>;
+  claimNext(input: { listenerId: string; agentId: string; claimId: string; now: string; leaseUntil: string }): Promise<ClaimRecord | null>;
+  getClaim(listenerId: string, claimId: string): Promise<ClaimRecord | null>;
+  renewClaim(claimId: string, leaseUntil: string): Promise<boolean>;
+  releaseClaim(claimId: string): Promise<void>;
+  setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
+  heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
+  markSilent(cutoff: string, now: string): Promise<string[]>;
+  liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>>;
+}
+
 /**
  * All SQL of the listener-agent protocol: tokens, claims and leases, heartbeats, the silent-listener
  * sweep. Claims are compare-and-set in one transaction, so two agents never hold the same work.
  */
-export class SqliteAgentStore {
+export class SqliteAgentStore implements AgentStore {
   readonly #db: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
 
@@ -56,11 +74,11 @@ export class SqliteAgentStore {
 
   async findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null> {
     const row = this.#sql('SELECT * FROM listener_tokens WHERE token_hash = ?').get(tokenHash) as Row | undefined;
-    return row ? { ...toToken(row), token_hash: row.token_hash as string } : null;
+    return row ? { ...toListenerToken(row), token_hash: row.token_hash as string } : null;
   }
 
   async listTokens(listenerId: string): Promise<ListenerTokenRecord[]> {
-    return (this.#sql('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at').all(listenerId) as Row[]).map(toToken);
+    return (this.#sql('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at').all(listenerId) as Row[]).map(toListenerToken);
   }
 
   async revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean> {
@@ -183,7 +201,7 @@ export class SqliteAgentStore {
   }
 }
 
-function toToken(row: Row): ListenerTokenRecord {
+export function toListenerToken(row: Row): ListenerTokenRecord {
   return {
     id: row.id as string,
     listener_id: row.listener_id as string,

@@ -263,7 +263,7 @@ function isUniqueViolation(error: unknown): boolean {
   return error instanceof Error && 'code' in error && (error as { code: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
 }
 
-function toProvider(row: Row): ProviderRecord {
+export function toProvider(row: Row): ProviderRecord {
   return {
     id: row.id as string,
     organization_id: row.organization_id as string,
@@ -282,7 +282,7 @@ function toProvider(row: Row): ProviderRecord {
   };
 }
 
-function toToken(row: Row): TokenRecord {
+export function toToken(row: Row): TokenRecord {
   return {
     id: row.id as string,
     organization_id: row.organization_id as string,
@@ -302,7 +302,7 @@ function toToken(row: Row): TokenRecord {
   };
 }
 
-function toFlow(row: Row): FlowRecord {
+export function toFlow(row: Row): FlowRecord {
   return {
     id: row.id as string,
     organization_id: row.organization_id as string,

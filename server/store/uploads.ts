@@ -138,7 +138,7 @@ export class SqliteUploadStore implements UploadStore {
   }
 }
 
-function toUpload(row: Row): UploadRecord {
+export function toUpload(row: Row): UploadRecord {
   return {
     id: row.id as string,
     deployment_id: row.deployment_id as string,

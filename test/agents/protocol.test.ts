@@ -47,7 +47,7 @@ describe('the listener-agent protocol (in process)', () => {
   };
 
   it('keeps tokens hashed at rest and accepts them only on their own listener’s agent routes', async () => {
-    const rows = t.store.db.prepare('SELECT * FROM listener_tokens').all() as Array<Record<string, unknown>>;
+    const rows = await t.sql.prepare('SELECT * FROM listener_tokens').all() as Array<Record<string, unknown>>;
     expect(rows.length).toBe(2);
     for (const row of rows) expect(JSON.stringify(row)).not.toContain(a.token.slice(4));
     // A's token: not on B's agent routes, not on any API route.

@@ -32,7 +32,7 @@ describe('compatibility with the hosted API', () => {
         '299 - "Unknown field ignored: body.secrets.0.comment"',
       ].sort(),
     );
-    const row = t.store.db.prepare('SELECT * FROM deployments WHERE id = ?').get(created.body.id) as Record<string, string>;
+    const row = await t.sql.prepare('SELECT * FROM deployments WHERE id = ?').get(created.body.id) as Record<string, string>;
     expect(JSON.stringify(row)).not.toMatch(/surprise|tracked_packages|secret_references/);
     const read = await t.api.get(`/v2/deployments/${created.body.id}`);
     expect(JSON.stringify(read.body)).not.toMatch(/surprise|tracked_packages|secret_references|comment/);

@@ -2,11 +2,11 @@ import { serve, type ServerType } from '@hono/node-server';
 import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
+import { openRawSql } from '../helpers/raw-sql.ts';
 import { startServerProcess } from '../helpers/server-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 
@@ -78,11 +78,11 @@ describe('internal_source uploads', () => {
     t.close();
   });
 
-  const chunkCount = (uploadId?: string) =>
+  const chunkCount = async (uploadId?: string) =>
     (uploadId
-      ? t.store.db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)
-      : t.store.db.prepare('SELECT count(*) AS n FROM upload_chunks').get()) as { n: number };
-  const state = (uploadId: string) => (t.store.db.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId) as { state: string } | undefined)?.state;
+      ? await t.sql.get('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?', uploadId)
+      : await t.sql.get('SELECT count(*) AS n FROM upload_chunks')) as { n: number };
+  const state = async (uploadId: string) => ((await t.sql.get('SELECT state FROM uploads WHERE id = ?', uploadId)) as { state: string } | undefined)?.state;
 
   async function newDeployment(): Promise<string> {
     const created = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source', source_config: { deployment_type: 'dev' }, source_revision_config: {}, secrets: [] });
@@ -156,8 +156,8 @@ describe('internal_source uploads', () => {
     const otherId = new URL(url);
     otherId.pathname = otherId.pathname.replace(target.id, crypto.randomUUID());
     expect((await put(otherId.toString(), [tarball])).status).toBe(403);
-    expect(chunkCount(target.id).n).toBe(0);
-    expect(state(target.id)).toBe('issued');
+    expect((await chunkCount(target.id)).n).toBe(0);
+    expect((await state(target.id))).toBe('issued');
     expect((await put(target.url, [tarball])).status).toBe(200);
   });
 
@@ -197,7 +197,7 @@ describe('internal_source uploads', () => {
     expect((await put(target.url, [first])).status).toBe(200);
     const second = await put(target.url, [await gzipTarball({ 'x.txt': 'other' })]);
     expect(second.status).toBe(409);
-    expect(t.store.db.prepare('SELECT size FROM uploads WHERE id = ?').get(target.id)).toEqual({ size: first.length });
+    expect(await t.sql.prepare('SELECT size FROM uploads WHERE id = ?').get(target.id)).toEqual({ size: first.length });
   });
 
   it('a body that is not gzip: 400 and nothing stored', async () => {
@@ -209,8 +209,8 @@ describe('internal_source uploads', () => {
     const almost = await put(target.url, [Buffer.from([0x1f]), Buffer.from('not the second magic byte')]);
     expect(almost.status).toBe(400);
     expect((await put(target.url, [])).status).toBe(400);
-    expect(chunkCount(target.id).n).toBe(0);
-    expect(state(target.id)).toBe('issued');
+    expect((await chunkCount(target.id)).n).toBe(0);
+    expect((await state(target.id))).toBe('issued');
   });
 
   it('over the cap, declared or streamed: 413 and nothing stored', async () => {
@@ -218,14 +218,14 @@ describe('internal_source uploads', () => {
     const target = await uploadUrl(id);
     const declared = await put(target.url, [Buffer.from([0x1f, 0x8b])], { declared: cap + 1 }).catch((error: NodeJS.ErrnoException) => ({ status: -1, body: error.code }));
     expect(declared.status).toBe(413);
-    expect(chunkCount(target.id).n).toBe(0);
+    expect((await chunkCount(target.id)).n).toBe(0);
 
     const megabyte = Buffer.alloc(1024 * 1024, 7);
     const head = Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]);
     const streamed = await put(target.url, [head, megabyte, megabyte, megabyte]).catch((error: NodeJS.ErrnoException) => ({ status: -1, body: error.code }));
     expect(streamed.status).toBe(413);
-    await eventually(async () => (state(target.id) === 'issued' ? true : undefined));
-    expect(chunkCount(target.id).n).toBe(0);
+    await eventually(async () => ((await state(target.id)) === 'issued' ? true : undefined));
+    expect((await chunkCount(target.id)).n).toBe(0);
   });
 
   it('the body is written in ≤ 1 MiB chunk rows while it streams in, not held whole', async () => {
@@ -238,15 +238,15 @@ describe('internal_source uploads', () => {
       between: async (index) => {
         if (index !== 1) return;
         // 2 MiB + 2 bytes sent, the request still open: two full chunks must already be rows.
-        await eventually(async () => (chunkCount(target.id).n >= 2 ? true : undefined), 5000);
-        seenWhileOpen.push(chunkCount(target.id).n);
-        expect(state(target.id)).toBe('receiving');
+        await eventually(async () => ((await chunkCount(target.id)).n >= 2 ? true : undefined), 5000);
+        seenWhileOpen.push((await chunkCount(target.id)).n);
+        expect((await state(target.id))).toBe('receiving');
       },
     });
     expect(seenWhileOpen[0]).toBeGreaterThanOrEqual(2);
     // Not a real gzip stream, but the magic bytes are right: it is stored; a build would fail on it.
     expect(response.status).toBe(200);
-    const sizes = t.store.db.prepare('SELECT length(data) AS n FROM upload_chunks WHERE upload_id = ? ORDER BY seq').all(target.id) as Array<{ n: number }>;
+    const sizes = await t.sql.prepare('SELECT length(data) AS n FROM upload_chunks WHERE upload_id = ? ORDER BY seq').all(target.id) as Array<{ n: number }>;
     expect(sizes.map((s) => s.n)).toEqual([1024 * 1024, 1024 * 1024, 12]);
     const patched = await t.api.patch(`/v2/deployments/${id}`, { source_revision_config: { source_tarball_path: target.objectPath } });
     const revision = await revisionReaches(t.api, id, patched.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED']);
@@ -258,11 +258,11 @@ describe('internal_source uploads', () => {
     const id = await newDeployment();
     const target = await uploadUrl(id);
     expect((await put(target.url, [await gzipTarball(agentProject())])).status).toBe(200);
-    expect(chunkCount(target.id).n).toBe(1);
+    expect((await chunkCount(target.id)).n).toBe(1);
     expect((await t.api.delete(`/v2/deployments/${id}`)).status).toBe(204);
     await eventually(async () => ((await t.api.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined));
-    expect(chunkCount(target.id).n).toBe(0);
-    expect(state(target.id)).toBeUndefined();
+    expect((await chunkCount(target.id)).n).toBe(0);
+    expect((await state(target.id))).toBeUndefined();
     expect((await put(target.url, [await gzipTarball(agentProject())])).status).toBe(404);
   });
 });
@@ -279,7 +279,7 @@ describe('upload URLs expire', () => {
       const response = await put(`${http.url}${issued.pathname}${issued.search}`, [await gzipTarball(agentProject())]);
       expect(response.status).toBe(403);
       expect(response.body.detail).toContain('expired');
-      expect((t.store.db.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(0);
+      expect((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(0);
     } finally {
       await http.close();
       t.close();
@@ -302,10 +302,10 @@ describe('upload URLs expire', () => {
       expect((await t.api.patch(`/v2/deployments/${id}`, { source_revision_config: { source_tarball_path: named } })).status).toBe(200);
       await new Promise((r) => setTimeout(r, 1100));
       await t.api.post(`/v2/deployments/${id}/upload-url`);
-      const kept = (t.store.db.prepare("SELECT object_path FROM uploads WHERE deployment_id = ? AND state = 'complete'").all(id) as Array<{ object_path: string }>).map((r) => r.object_path);
+      const kept = (await t.sql.prepare("SELECT object_path FROM uploads WHERE deployment_id = ? AND state = 'complete'").all(id) as Array<{ object_path: string }>).map((r) => r.object_path);
       expect(kept).toEqual([named]);
       expect(unused).not.toBe(named);
-      expect((t.store.db.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(1);
+      expect((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(1);
     } finally {
       await http.close();
       t.close();
@@ -322,24 +322,24 @@ describe('a crash in the middle of a PUT', () => {
       const id = (await api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source' })).body.id;
       const { upload_url: uploadUrl, object_path: objectPath } = (await api.post(`/v2/deployments/${id}/upload-url`)).body;
       const uploadId = new URL(uploadUrl).pathname.split('/').at(-1)!;
-      const db = new Database(server.databasePath, { readonly: true });
-      const chunks = () => (db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId) as { n: number }).n;
+      const db = openRawSql(server.databaseUrl, { readonly: true });
+      const chunks = async () => ((await db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)) as { n: number }).n;
       const megabyte = Buffer.alloc(1024 * 1024, 3);
       const cut = put(`${server.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]), megabyte, megabyte], {
         between: async (index) => {
           if (index !== 1) return;
-          await eventually(async () => (chunks() >= 2 ? true : undefined), 5000);
+          await eventually(async () => ((await chunks()) >= 2 ? true : undefined), 5000);
           await server.kill('SIGKILL'); // the crash, while the body is still arriving
         },
       }).catch(() => null);
       await cut;
-      expect(chunks()).toBeGreaterThanOrEqual(2);
-      db.close();
+      expect(await chunks()).toBeGreaterThanOrEqual(2);
+      await db.close();
       restarted = await server.restart();
-      const after = new Database(server.databasePath, { readonly: true });
-      expect(after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
-      expect(after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)).toEqual({ state: 'issued' });
-      after.close();
+      const after = openRawSql(server.databaseUrl, { readonly: true });
+      expect(await after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
+      expect(await after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)).toEqual({ state: 'issued' });
+      await after.close();
       const again = await put(`${restarted.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [await gzipTarball(agentProject())]);
       expect(again).toMatchObject({ status: 200, body: { object_path: objectPath } });
     } finally {

@@ -6,20 +6,28 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
 import type { Resolve } from '../../server/domain/oauth/outbound.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { openSqliteStore } from '../../server/store/sqlite.ts';
+import { openStore } from '../../server/store/open.ts';
+import type { SqliteStore } from '../../server/store/sqlite.ts';
 import { apiClient, type Api } from './api.ts';
+import { testBackendKind, testDatabaseUrl } from './backends.ts';
+import { rawSql } from './raw-sql.ts';
 
 /**
- * The whole app in this process on an in-memory SQLite database, called through `app.request()`
- * (no port). Fast; for the rules of single requests. End-to-end behaviour is tested on a port.
+ * The whole app in this process on an in-memory SQLite database (or a fresh PostgreSQL database
+ * when the suite runs on PostgreSQL), called through `app.request()` (no port). Fast; for the rules
+ * of single requests. End-to-end behaviour is tested on a port. `path` asks for that SQLite file.
  */
 export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve } = {}) {
   const secretBox = new SecretBox(randomBytes(32));
-  const store = openSqliteStore({ path: options.path ?? ':memory:', secretBox, synchronous: 'NORMAL' });
+  const url = options.path ?? (await testDatabaseUrl(testBackendKind()));
+  const backend = await openStore(url, { secretBox, synchronous: 'NORMAL' });
+  // Tests that look at the rows themselves use `sql` (either backend); `store.db` is SQLite's handle.
+  const store = backend.core as SqliteStore;
+  const sql = rawSql(url, backend.core);
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ store, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
+  const controlPlane = createControlPlane({ backend, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
   await controlPlane.start();
   const { app, services } = controlPlane;
 
@@ -28,14 +36,17 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   return {
     app,
     store,
+    backend,
+    sql,
     services,
     apiKey,
     workspaceId: boot.workspaceId,
     api: client(apiKey),
     client,
-    close: () => {
+    close: async () => {
       controlPlane.stop();
-      store.close();
+      await sql.close();
+      await backend.close();
     },
   };
 }

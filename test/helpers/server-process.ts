@@ -1,13 +1,18 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testBackendKind, testDatabaseUrl } from './backends.ts';
 import { startListeningChild } from './listening-child.ts';
 
 export type ServerProcess = {
   url: string;
   port: number;
   apiKey: string;
+  /** The SQLite file (on the SQLite backend; on PostgreSQL a path nothing is written to). */
   databasePath: string;
+  /** The process's DATABASE_URL: the SQLite file, or its own database on the run's PostgreSQL. */
+  databaseUrl: string;
   /** Everything the process wrote to stderr (the JSON log) and stdout so far. */
   output(): string;
   /** Sends the signal and waits for the process to exit. */
@@ -16,18 +21,26 @@ export type ServerProcess = {
   restart(extraEnv?: Record<string, string>): Promise<ServerProcess>;
 };
 
+type Reuse = { databasePath: string; apiKey: string; databaseUrl?: string; encryptionKey?: string };
+
 /**
  * Starts the real server (`node server/main.ts`, the same Node that runs the tests) on a
- * loopback port chosen by the OS, with its own SQLite file, and waits for it to listen.
+ * loopback port chosen by the OS, with its own SQLite file, or with its own PostgreSQL database
+ * when the suite runs on PostgreSQL (`TEST_BACKEND=postgres`), and waits for it to listen.
  */
-export async function startServerProcess(env: Record<string, string> = {}, reuse?: { databasePath: string; apiKey: string }): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string> = {}, reuse?: Reuse): Promise<ServerProcess> {
   const databasePath = reuse?.databasePath ?? join(mkdtempSync(join(tmpdir(), 'cp-test-')), 'control-plane.db');
   const apiKey = reuse?.apiKey ?? `test-key-${crypto.randomUUID()}`;
+  // A test that names its DATABASE_URL gets it; otherwise the suite's backend decides.
+  const databaseUrl = env.DATABASE_URL ?? reuse?.databaseUrl ?? (await testDatabaseUrl(testBackendKind(), databasePath));
+  // A database server has no folder for a generated key: the server needs one given, the same on restart.
+  const encryptionKey = reuse?.encryptionKey ?? (databaseUrl.startsWith('postgres') ? randomBytes(32).toString('base64') : undefined);
   const fullEnv = {
-    DATABASE_URL: databasePath,
+    DATABASE_URL: databaseUrl,
     BOOTSTRAP_API_KEY: apiKey,
     SANDBOX_STAGE_MS: '100',
     LOG_LEVEL: 'info',
+    ...(encryptionKey ? { ENCRYPTION_KEY: encryptionKey } : {}),
     ...env,
   };
   const child = await startListeningChild('server/main.ts', fullEnv, 20_000);
@@ -36,9 +49,10 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
     port: child.port,
     apiKey,
     databasePath,
+    databaseUrl,
     output: child.output,
     kill: child.stop,
-    restart: (extraEnv = {}) => startServerProcess({ ...env, ...extraEnv }, { databasePath, apiKey }),
+    restart: (extraEnv = {}) => startServerProcess({ ...env, ...extraEnv }, { databasePath, apiKey, databaseUrl, encryptionKey }),
   };
   return server;
 }

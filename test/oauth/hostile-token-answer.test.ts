@@ -100,7 +100,7 @@ describe('hostile token answers', () => {
     expect(waited.error_description.length).toBeLessThanOrEqual(201);
     expect(waited.error_description.startsWith('bad code zzz')).toBe(true);
     expect(page.html).not.toContain('z'.repeat(300));
-    const row = ctx.store.db.prepare("SELECT error_description FROM oauth_flows WHERE error = 'invalid_grant'").get() as { error_description: string };
+    const row = await ctx.sql.prepare("SELECT error_description FROM oauth_flows WHERE error = 'invalid_grant'").get() as { error_description: string };
     expect(row.error_description).toMatch(/^v1:/);
     expect(row.error_description).not.toContain('bad code');
   });

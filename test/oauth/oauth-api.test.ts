@@ -58,7 +58,7 @@ describe('providers', () => {
     expect(Array.isArray(listed.body)).toBe(true);
     expect(listed.body.map((p: { id: string }) => p.id)).toContain(created.body.id);
     expect(JSON.stringify([created.body, fetched.body, listed.body])).not.toContain(body.client_secret);
-    const row = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.body.id) as { client_secret_sealed: string };
+    const row = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.body.id) as { client_secret_sealed: string };
     expect(row.client_secret_sealed).toMatch(/^v1:/);
     expect(row.client_secret_sealed).not.toContain(body.client_secret);
   });
@@ -108,7 +108,7 @@ describe('providers', () => {
     expect((await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic' })).status).toBe(400);
     const confidential = await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic', client_secret: 'now-a-secret-0123456789' });
     expect(confidential.body).toMatchObject({ token_endpoint_auth_method: 'client_secret_basic' });
-    const row = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id) as { client_secret_sealed: string };
+    const row = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id) as { client_secret_sealed: string };
     expect(row.client_secret_sealed).toMatch(/^v1:/);
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ code_challenge_method: 'S512' }))).body.detail[0]).toMatchObject({ loc: ['body', 'code_challenge_method'], type: 'enum' });
     expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'private_key_jwt' }))).body.detail[0]).toMatchObject({ loc: ['body', 'token_endpoint_auth_method'], type: 'enum' });
@@ -121,7 +121,7 @@ describe('providers', () => {
   it('patch changes fields and the secret (sealed again), refuses a new provider_id (400); delete removes it', async () => {
     const body = providerBody();
     const created = (await ctx.api.post('/v2/auth/providers', body)).body;
-    const before = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
+    const before = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
     const patched = await ctx.api.patch(`/v2/auth/providers/${created.id}`, {
       name: 'Renamed',
       client_secret: 'the-new-secret-value',
@@ -132,7 +132,7 @@ describe('providers', () => {
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ name: 'Renamed', uses_pkce: true, token_endpoint_auth_method: 'client_secret_basic', client_id: 'client-123' });
     expect(patched.body).not.toHaveProperty('client_secret');
-    const after = ctx.store.db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
+    const after = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
     expect(after.client_secret_sealed).not.toBe(before.client_secret_sealed);
     expect(after.client_secret_sealed).not.toContain('the-new-secret-value');
 
@@ -179,7 +179,7 @@ describe('unknown fields (contract §2)', () => {
     expect(warnings).toContain('299 - "Unknown field ignored: body.tracked_packages"');
     expect(warnings).toContain('299 - "Unknown field ignored: body.nested_extra"');
     expect(created.body).not.toHaveProperty('tracked_packages');
-    const row = ctx.store.db.prepare('SELECT * FROM oauth_providers WHERE id = ?').get(created.body.id);
+    const row = await ctx.sql.prepare('SELECT * FROM oauth_providers WHERE id = ?').get(created.body.id);
     expect(JSON.stringify(row)).not.toContain('tracked_packages');
 
     const started = await ctx.api.post('/v2/auth/authenticate', { provider: body.provider_id, scopes: ['read'], user_id: 'w', platform_extra: true });
@@ -211,7 +211,7 @@ describe('authenticate', () => {
     const second = await ctx.api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['read'], user_id: 'u1' });
     expect(new URL(second.body.url).searchParams.get('state')).not.toBe(url.searchParams.get('state'));
     // The verifier and the state are not stored in clear text.
-    const row = ctx.store.db.prepare('SELECT * FROM oauth_flows WHERE id = ?').get(response.body.auth_id) as Record<string, string>;
+    const row = await ctx.sql.prepare('SELECT * FROM oauth_flows WHERE id = ?').get(response.body.auth_id) as Record<string, string>;
     expect(JSON.stringify(row)).not.toContain(url.searchParams.get('state'));
     expect(JSON.stringify(row)).not.toContain(url.searchParams.get('code_challenge'));
   });
@@ -246,7 +246,7 @@ describe('callback and wait', () => {
 
   it('a state older than 10 minutes is refused, and the flow fails as expired', async () => {
     const { authId, state } = await startFlow();
-    ctx.store.db.prepare('UPDATE oauth_flows SET expires_at = ? WHERE id = ?').run(new Date(Date.now() - 1000).toISOString(), authId);
+    await ctx.sql.prepare('UPDATE oauth_flows SET expires_at = ? WHERE id = ?').run(new Date(Date.now() - 1000).toISOString(), authId);
     const page = await callback(`state=${state}&code=abc`);
     expect(page.status).toBe(400);
     expect(page.html).toContain('expired');
@@ -272,7 +272,7 @@ describe('callback and wait', () => {
 
   it('flows older than a day are forgotten when new flows start', async () => {
     const { authId } = await startFlow();
-    ctx.store.db.prepare('UPDATE oauth_flows SET created_at = ? WHERE id = ?').run(new Date(Date.now() - 25 * 3600_000).toISOString(), authId);
+    await ctx.sql.prepare('UPDATE oauth_flows SET created_at = ? WHERE id = ?').run(new Date(Date.now() - 25 * 3600_000).toISOString(), authId);
     const { authId: fresh } = await startFlow();
     expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('not_found');
     expect((await ctx.api.get(`/v2/auth/wait/${fresh}?timeout=0`)).body.status).toBe('pending');

@@ -1,8 +1,7 @@
-import Database from 'better-sqlite3';
-import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { openRawSql } from '../helpers/raw-sql.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { startAuthorizationServer, type AuthorizationServer, type TestClient } from './authorization-server.ts';
 import { Browser } from './browser.ts';
@@ -132,9 +131,9 @@ describe('the authorization-code flow against a real authorization server', () =
     expect(userinfo.status).toBe(200);
     // The scripted browser logs in at the provider as alice.
     expect(((await userinfo.json()) as { sub: string }).sub).toBe('alice');
-    const db = new Database(server.databasePath, { readonly: true });
-    const row = db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(provider.id) as { client_secret_sealed: string | null };
-    db.close();
+    const db = openRawSql(server.databaseUrl, { readonly: true });
+    const row = (await db.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(provider.id)) as { client_secret_sealed: string | null };
+    await db.close();
     expect(row.client_secret_sealed).toBeNull();
   });
 
@@ -265,14 +264,14 @@ describe('rejections', () => {
 
     // There is no API for organizations: add one and its key to the server's database file directly.
     const otherKey = `other-org-key-${crypto.randomUUID()}`;
-    const db = new Database(server.databasePath);
+    const db = openRawSql(server.databaseUrl);
     const now = new Date().toISOString();
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
-    db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, 'other', now);
-    db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
-    db.close();
+    await db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, 'other', now);
+    await db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
+    await db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
+    await db.close();
     const other = apiClient(server.url, otherKey);
 
     expect((await other.get(`/v2/auth/providers/${provider.id}`)).status).toBe(404);
@@ -331,8 +330,9 @@ describe('at rest', () => {
   it('the database file holds no client secret, access token or refresh token in clear text', async () => {
     // Earlier tests ran flows with every client; make sure refresh tokens were among what was issued.
     expect(idp.issuedTokens.size).toBeGreaterThan(10);
-    const files = ['', '-wal', '-shm'].map((suffix) => server.databasePath + suffix).filter((path) => existsSync(path));
-    const bytes = Buffer.concat(files.map((path) => readFileSync(path)));
+    const db = openRawSql(server.databaseUrl, { readonly: true });
+    const bytes = await db.storedBytes();
+    await db.close();
     // The flows really wrote something there (the test could not pass on an empty file).
     expect(bytes.includes(Buffer.from('pkce-post'))).toBe(true);
     const confidential = Object.values(CLIENTS).filter((client) => client.client_secret !== '');

@@ -215,7 +215,7 @@ describe('at request time', () => {
     const server = await tokenServer();
     try {
       const { authId, state } = await startFlow(ctx, {});
-      ctx.store.db.prepare("UPDATE oauth_providers SET token_url = ? WHERE token_url = 'https://public.test/token'").run(`http://127.0.0.1:${server.port}/token`);
+      await ctx.sql.prepare("UPDATE oauth_providers SET token_url = ? WHERE token_url = 'https://public.test/token'").run(`http://127.0.0.1:${server.port}/token`);
       expect((await callback(ctx, state)).status).toBe(502);
       expect(server.connections()).toBe(0);
       expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('failed');

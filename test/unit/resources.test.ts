@@ -55,9 +55,9 @@ describe('listeners, integrations, workspaces, tracing projects', () => {
     const now = new Date().toISOString();
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
-    t.store.db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `other-${orgId}`, now);
-    t.store.db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    t.store.db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
+    await t.sql.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `other-${orgId}`, now);
+    await t.sql.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
+    await t.sql.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
     const other = t.client(otherKey);
 
     const installationId = 777_001;

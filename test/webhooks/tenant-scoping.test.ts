@@ -1,8 +1,8 @@
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { workspaceFixtures } from '../helpers/fixtures.ts';
+import { openRawSql } from '../helpers/raw-sql.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf, workspaceHook } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
@@ -14,19 +14,19 @@ const APP_SECRET = 'the-github-app-secret';
  * every workspace gets) and an organization key to
  * the server's database file directly (the server looks keys up in the database on a miss).
  */
-function addOrganization(databasePath: string): { key: string; workspaceId: string } {
-  const db = new Database(databasePath);
+async function addOrganization(databaseUrl: string): Promise<{ key: string; workspaceId: string }> {
+  const db = openRawSql(databaseUrl);
   try {
     const key = `attacker-${crypto.randomUUID()}`;
     const now = new Date().toISOString();
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
-    db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `attacker-${orgId}`, now);
-    db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    db.prepare(
+    await db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `attacker-${orgId}`, now);
+    await db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
+    await db.prepare(
       `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at) VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
     ).run(crypto.randomUUID(), workspaceId, now, now);
-    db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(
+    await db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(
       crypto.randomUUID(),
       orgId,
       hashApiKey(key),
@@ -35,7 +35,7 @@ function addOrganization(databasePath: string): { key: string; workspaceId: stri
     );
     return { key, workspaceId };
   } finally {
-    db.close();
+    await db.close();
   }
 }
 
@@ -56,7 +56,7 @@ describe('a delivery reaches only the workspaces it is addressed to', () => {
     server = await startServerProcess({ GITHUB_WEBHOOK_SECRET: APP_SECRET, SANDBOX_STAGE_MS: '50', RECONCILE_INTERVAL_MS: '0' });
     victim = apiClient(server.url, server.apiKey);
     victimFx = await workspaceFixtures(victim);
-    attacker = apiClient(server.url, addOrganization(server.databasePath).key);
+    attacker = apiClient(server.url, (await addOrganization(server.databaseUrl)).key);
     // The attacker cannot link the victim's installation (409), so it links one of its own.
     attackerFx = await workspaceFixtures(attacker);
   });

@@ -1,6 +1,5 @@
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +10,7 @@ import { SqliteWebhookSecretStore } from '../../server/store/webhook-secrets.ts'
 import { openSqliteStore } from '../../server/store/sqlite.ts';
 import { apiClient, type Api } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
+import { openRawSql } from '../helpers/raw-sql.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload } from './github.ts';
 
@@ -61,21 +61,19 @@ describe("a workspace's repository-webhook secret", () => {
   it('is not in clear in the database file (nor its WAL), nor in the server log; it is stored encrypted', async () => {
     const { secret } = (await api.post('/v1/webhooks/github/secret', {})).body;
     expect((await push(secret)).status).toBe(202);
-    const files = [server.databasePath, `${server.databasePath}-wal`, `${server.databasePath}-shm`].filter(existsSync);
-    expect(files.length).toBeGreaterThan(1);
-    for (const file of files) {
-      const bytes = readFileSync(file);
-      expect(bytes.includes(Buffer.from(secret)), file).toBe(false);
-      expect(bytes.includes(Buffer.from(secret.slice(0, 24))), file).toBe(false);
-    }
-    expect(server.output()).not.toContain(secret);
-    // It is stored, though: the row exists and holds a SecretBox value.
-    const db = new Database(server.databasePath, { readonly: true });
+    // On SQLite the file, its WAL and shared memory; on PostgreSQL every stored row as text.
+    const db = openRawSql(server.databaseUrl, { readonly: true });
     try {
-      const row = db.prepare('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?').get(workspaceId) as { secret_enc: string };
+      const bytes = await db.storedBytes();
+      expect(bytes.length).toBeGreaterThan(0);
+      expect(bytes.includes(Buffer.from(secret))).toBe(false);
+      expect(bytes.includes(Buffer.from(secret.slice(0, 24)))).toBe(false);
+      expect(server.output()).not.toContain(secret);
+      // It is stored, though: the row exists and holds a SecretBox value.
+      const row = (await db.prepare('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?').get(workspaceId)) as { secret_enc: string };
       expect(row.secret_enc).toMatch(/^v1:/);
     } finally {
-      db.close();
+      await db.close();
     }
   });
 

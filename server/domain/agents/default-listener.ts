@@ -1,5 +1,5 @@
 import type { Workspace, WorkspacePatch } from '../../../shared/schemas/workspace.ts';
-import type { SqliteAgentStore } from '../../store/agents.ts';
+import type { AgentStore } from '../../store/agents.ts';
 import type { Store } from '../../store/types.ts';
 import type { Principal } from '../auth.ts';
 import { BadRequest, NotFound } from '../errors.ts';
@@ -10,9 +10,9 @@ import { BadRequest, NotFound } from '../errors.ts';
  */
 export class DefaultListener {
   readonly #store: Store;
-  readonly #agents: SqliteAgentStore;
+  readonly #agents: AgentStore;
 
-  constructor(deps: { store: Store; agents: SqliteAgentStore }) {
+  constructor(deps: { store: Store; agents: AgentStore }) {
     this.#store = deps.store;
     this.#agents = deps.agents;
   }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ListenerToken, ListenerTokenCreated } from '../../../shared/schemas/agent.ts';
 import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
-import type { SqliteAgentStore } from '../../store/agents.ts';
+import type { AgentStore } from '../../store/agents.ts';
 import type { Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequest, NotFound, Unauthorized } from '../errors.ts';
@@ -21,10 +21,10 @@ export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: st
  */
 export class ListenerTokens {
   readonly #store: Store;
-  readonly #agents: SqliteAgentStore;
+  readonly #agents: AgentStore;
   readonly #clock: Clock;
 
-  constructor(deps: { store: Store; agents: SqliteAgentStore; clock: Clock }) {
+  constructor(deps: { store: Store; agents: AgentStore; clock: Clock }) {
     this.#store = deps.store;
     this.#agents = deps.agents;
     this.#clock = deps.clock;

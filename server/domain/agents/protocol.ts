@@ -2,7 +2,7 @@ import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { Readable } from 'node:stream';
-import type { SqliteAgentStore, ClaimRecord } from '../../store/agents.ts';
+import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequest, Conflict, NotFound } from '../errors.ts';
@@ -24,7 +24,7 @@ const RECHECK_MS = 1000;
 
 export type AgentProtocolDeps = {
   store: Store;
-  agents: SqliteAgentStore;
+  agents: AgentStore;
   pipeline: Pipeline;
   plane: AgentDataPlane;
   wake: RevisionWatch;

@@ -177,7 +177,12 @@ export class OAuthTokens {
     return refresh;
   }
 
-  async #refresh(provider: ProviderRecord, record: TokenRecord): Promise<TokenRecord | null> {
+  async #refresh(provider: ProviderRecord, stale: TokenRecord): Promise<TokenRecord | null> {
+    // The caller read the token before a refresh that has just finished may have renewed it (on a
+    // store whose reads really wait, such as PostgreSQL): read it again, and use it when it was.
+    const record = await this.#store.getTokenById(stale.id);
+    if (!record) return null;
+    if (!this.#expiresWithin(record, refreshMargin(record))) return record;
     if (record.refresh_token_sealed === null) return null;
     const result = await requestToken(
       this.#providers.tokenClient(provider),

@@ -1,0 +1,48 @@
+import type { SecretBox } from '../crypto/secret-box.ts';
+import type { AgentStore } from './agents.ts';
+import type { InstallationRepoStore } from './installation-repos.ts';
+import type { OAuthStore } from './oauth.ts';
+import type { Store } from './types.ts';
+import type { UploadStore } from './uploads.ts';
+import type { WebhookSecretStore } from './webhook-secrets.ts';
+import type { WebhookStore } from './webhooks.ts';
+
+/**
+ * One database, whichever it is: every store the wiring needs, each behind its interface. Nothing
+ * outside `server/store/` is given a database handle, so the same wiring runs on SQLite and on
+ * PostgreSQL.
+ */
+export interface StoreBackend {
+  /** Tenancy, keys, deployments, revisions, logs, listeners, integrations, tracing projects. */
+  readonly core: Store;
+  readonly webhooks: WebhookStore;
+  readonly webhookSecrets: WebhookSecretStore;
+  readonly oauth: OAuthStore;
+  readonly uploads: UploadStore;
+  readonly installationRepos: InstallationRepoStore;
+  readonly agents: AgentStore;
+  /** Where the data lives, for the start-up log line (never a password). */
+  readonly description: string;
+  /** A real write, undone; throws the store's error when writes fail (start-up and readiness). */
+  probeWrite(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type OpenStoreOptions = {
+  secretBox: SecretBox;
+  /** SQLite only: `FULL` (default) or `NORMAL`. */
+  synchronous?: 'FULL' | 'NORMAL';
+};
+
+/** True for a `DATABASE_URL` that names a PostgreSQL server rather than an SQLite file. */
+export function isPostgresUrl(databaseUrl: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(databaseUrl);
+}
+
+/**
+ * The file an SQLite `DATABASE_URL` names (`sqlite:` prefix removed, `:memory:` kept), or null for a
+ * database server. The server prepares its directory and keeps a generated key beside it.
+ */
+export function databaseFilePath(databaseUrl: string): string | null {
+  return isPostgresUrl(databaseUrl) ? null : databaseUrl.replace(/^sqlite:(\/\/)?/, '');
+}

@@ -1,0 +1,64 @@
+import { StartupError } from '../../startup-errors.ts';
+import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
+import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
+import { PgAgentStore } from './agents.ts';
+import { PgCoreStore } from './core.ts';
+import { migrate, PgDb } from './db.ts';
+import { PgInstallationRepoStore } from './installation-repos.ts';
+import { PgOAuthStore } from './oauth.ts';
+import { PgUploadStore } from './uploads.ts';
+import { PgWebhookSecretStore } from './webhook-secrets.ts';
+import { PgWebhookStore } from './webhooks.ts';
+
+/** The PostgreSQL backend: one pool, migrated under an advisory lock, every store on it. */
+export async function openPostgresBackend(url: string, options: OpenStoreOptions & { poolSize?: number }): Promise<StoreBackend> {
+  const db = new PgDb(url, { max: options.poolSize });
+  try {
+    await migrate(db);
+  } catch (error) {
+    await db.close();
+    throw startupProblem(error, url) ?? error;
+  }
+  const core = new PgCoreStore(db, options.secretBox);
+  return {
+    core,
+    webhooks: new PgWebhookStore(db),
+    webhookSecrets: new PgWebhookSecretStore(db),
+    oauth: new PgOAuthStore(db),
+    uploads: new PgUploadStore(db),
+    installationRepos: new PgInstallationRepoStore(db),
+    agents: new PgAgentStore(db),
+    description: redact(url),
+    probeWrite: () => core.probeWrite(),
+    close: () => db.close(),
+  };
+}
+
+/** The URL without its password, for logs. */
+export function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}
+
+/** Causes a server cannot start with, in one sentence naming the (redacted) URL; null for anything else. */
+const START_CAUSES: Record<string, string> = {
+  '28P01': 'the password was refused',
+  '28000': 'the role may not connect',
+  '3D000': 'the database does not exist',
+  '42501': 'the role may not create the tables',
+};
+
+function startupProblem(error: unknown, url: string): StartupError | null {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  const converted = postgresConnectionFailure(error);
+  const cause =
+    (typeof code === 'string' ? START_CAUSES[code] : undefined) ??
+    (converted !== error ? (converted as Error).message : storageProblem(error))?.replace(/\.$/, '');
+  if (!cause) return null;
+  return new StartupError(`Cannot open the PostgreSQL database at ${redact(url)}: ${cause.charAt(0).toLowerCase()}${cause.slice(1)} (check DATABASE_URL).`);
+}

@@ -1,0 +1,7 @@
+import initial from './001_initial.ts';
+
+/**
+ * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
+ * an advisory lock. Append only, like the SQLite ones; the numbering is independent of theirs.
+ */
+export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [{ version: 1, name: 'initial', sql: initial }];

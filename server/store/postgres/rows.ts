@@ -1,0 +1,106 @@
+import type { ApiKey } from '../../../shared/schemas/api-key.ts';
+import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
+import type { RevisionStatus } from '../../../shared/schemas/revision.ts';
+import type { Secret } from '../../../shared/schemas/secret.ts';
+import type { TracingProject } from '../../../shared/schemas/tracing-project.ts';
+import type { Workspace } from '../../../shared/schemas/workspace.ts';
+import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { DeploymentRecord, IntegrationRecord, ListenerRecord, RevisionRecord } from '../types.ts';
+import type { Row } from './db.ts';
+
+/*
+ * Rows to records, field for field as the SQLite store maps them (the columns have the same names
+ * and hold the same text), so both backends answer byte-identical JSON.
+ */
+
+export function toDeployment(row: Row, box: SecretBox): DeploymentRecord {
+  return {
+    id: row.id as string,
+    tenant_id: row.tenant_id as string,
+    name: row.name as string,
+    source: row.source as Deployment['source'],
+    source_config: JSON.parse(row.source_config as string) as SourceConfig,
+    source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
+    secrets: box.decryptJson<Secret[]>(row.secrets as string),
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+    status: row.status as Deployment['status'],
+    latest_revision_id: (row.latest_revision_id as string | null) ?? null,
+    active_revision_id: (row.active_revision_id as string | null) ?? null,
+    image_version: (row.image_version as string | null) ?? null,
+    delete_tracing_project: row.delete_tracing_project === 1,
+  };
+}
+
+export function toRevision(row: Row): RevisionRecord {
+  return {
+    id: row.id as string,
+    deployment_id: row.deployment_id as string,
+    tenant_id: row.tenant_id as string,
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+    status: row.status as RevisionStatus,
+    status_message: (row.status_message as string | null) ?? null,
+    source: row.source as RevisionRecord['source'],
+    source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
+    trigger: row.trigger as RevisionRecord['trigger'],
+    version: row.version as number,
+  };
+}
+
+export function toApiKey(row: Row): ApiKey {
+  return {
+    id: row.id as string,
+    workspace_id: (row.workspace_id as string | null) ?? null,
+    organization_id: row.organization_id as string,
+    description: (row.description as string | null) ?? null,
+    created_at: row.created_at as string,
+  };
+}
+
+export function toWorkspace(row: Row): Workspace {
+  return {
+    id: row.id as string,
+    name: row.name as string,
+    organization_id: row.organization_id as string,
+    created_at: row.created_at as string,
+    default_listener_id: (row.default_listener_id as string | null | undefined) ?? null,
+  };
+}
+
+export function toListener(row: Row): ListenerRecord {
+  return {
+    id: row.id as string,
+    tenant_id: row.tenant_id as string,
+    version: (row.version as string | null | undefined) ?? null,
+    compute_type: row.compute_type as ListenerRecord['compute_type'],
+    compute_id: row.compute_id as string,
+    compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
+    last_seen_at: (row.last_seen_at as string | null | undefined) ?? null,
+    agent_version: (row.agent_version as string | null | undefined) ?? null,
+    agent_capacity: (row.agent_capacity as number | null | undefined) ?? null,
+  };
+}
+
+export function toIntegration(row: Row): IntegrationRecord {
+  return {
+    id: row.id as string,
+    tenant_id: row.tenant_id as string,
+    installation_id: row.installation_id as number,
+    name: row.name as string,
+    suspended: row.suspended_at !== null,
+    created_at: row.created_at as string,
+  };
+}
+
+export function toTracingProject(row: Row): TracingProject {
+  return {
+    id: row.id as string,
+    name: row.name as string,
+    tenant_id: row.tenant_id as string,
+    deployment_id: (row.deployment_id as string | null) ?? null,
+    created_at: row.created_at as string,
+  };
+}
