@@ -17,6 +17,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
 import { HOT_QUERIES, TERMINAL } from './hot-queries.ts';
+import { toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import { sqliteWriteProbe } from './write-probe.ts';
 import type {
@@ -36,7 +37,6 @@ import type {
   Store,
 } from './types.ts';
 
-type Row = Record<string, unknown>;
 
 
 export type SqliteOptions = {
@@ -322,12 +322,12 @@ export class SqliteStore implements Store {
 
   async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {
     const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
-    return row ? this.toDeployment(row) : null;
+    return row ? toDeployment(row, this.#box) : null;
   }
 
   async getDeploymentById(id: string): Promise<DeploymentRecord | null> {
     const row = this.#stmt.deploymentById.get(id) as Row | undefined;
-    return row ? this.toDeployment(row) : null;
+    return row ? toDeployment(row, this.#box) : null;
   }
 
   async listDeployments(tenantId: string, query: DeploymentListQuery): Promise<Page<DeploymentRecord>> {
@@ -355,7 +355,7 @@ export class SqliteStore implements Store {
     }
     const rows = this.sql(`SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`)
       .all(params) as Row[];
-    return { resources: rows.map((row) => this.toDeployment(row)), offset: query.offset + rows.length };
+    return { resources: rows.map((row) => toDeployment(row, this.#box)), offset: query.offset + rows.length };
   }
 
   async updateDeployment(
@@ -368,7 +368,7 @@ export class SqliteStore implements Store {
     const revisionId = db.transaction((): string | null => {
       const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
       if (!row) throw new NotFound(`Deployment ID ${id} not found.`);
-      const change = plan(this.toDeployment(row));
+      const change = plan(toDeployment(row, this.#box));
       this.sql(
         `UPDATE deployments SET source_config = @source_config, source_revision_config = @source_revision_config,
            secrets = @secrets, deployment_type = @deployment_type, build_on_push = @build_on_push, repo_ref = @repo_ref,
@@ -402,7 +402,7 @@ export class SqliteStore implements Store {
 
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
     const rows = this.sql("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'").all() as Row[];
-    return rows.map((row) => this.toDeployment(row));
+    return rows.map((row) => toDeployment(row, this.#box));
   }
 
   async removeDeployment(id: string): Promise<void> {
@@ -423,7 +423,7 @@ export class SqliteStore implements Store {
 
   async listDeploymentsByRepo(repoUrlKey: string): Promise<DeploymentRecord[]> {
     const rows = this.sql(HOT_QUERIES.deploymentsByRepo).all(repoUrlKey) as Row[];
-    return rows.map((row) => this.toDeployment(row));
+    return rows.map((row) => toDeployment(row, this.#box));
   }
 
   async listBuildOnPushDeployments(): Promise<DeploymentRecord[]> {
@@ -431,7 +431,7 @@ export class SqliteStore implements Store {
         "SELECT * FROM deployments WHERE build_on_push = 1 AND source = 'github' AND status <> 'AWAITING_DELETE' ORDER BY created_at, rowid",
       )
       .all() as Row[];
-    return rows.map((row) => this.toDeployment(row));
+    return rows.map((row) => toDeployment(row, this.#box));
   }
 
   async createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult> {
@@ -442,7 +442,7 @@ export class SqliteStore implements Store {
       if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
       const existing = this.#stmt.revisionOfCommit.get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
       if (existing) return { outcome: 'exists', revisionId: existing.id, status: existing.status };
-      const deployment = this.toDeployment(row);
+      const deployment = toDeployment(row, this.#box);
       const config: SourceRevisionConfig = { ...deployment.source_revision_config, repo_commit_sha: input.commitSha };
       this.insertRevision(
         deployment.id,
@@ -467,19 +467,19 @@ export class SqliteStore implements Store {
 
   async getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null> {
     const row = this.#stmt.revision.get(revisionId, deploymentId, tenantId) as Row | undefined;
-    return row ? this.toRevision(row) : null;
+    return row ? toRevision(row) : null;
   }
 
   async getRevisionById(revisionId: string): Promise<RevisionRecord | null> {
     const row = this.#stmt.revisionById.get(revisionId) as Row | undefined;
-    return row ? this.toRevision(row) : null;
+    return row ? toRevision(row) : null;
   }
 
   async getRevisionWork(revisionId: string): Promise<RevisionWork | null> {
     const row = this.#stmt.revisionById.get(revisionId) as Row | undefined;
     if (!row) return null;
     return {
-      ...this.toRevision(row),
+      ...toRevision(row),
       secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
       resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionWork['resource_spec']) : null,
     };
@@ -498,7 +498,7 @@ export class SqliteStore implements Store {
         limit: query.limit,
         offset: query.offset,
       }) as Row[];
-    return { resources: rows.map((row) => this.toRevision(row)), offset: query.offset + rows.length };
+    return { resources: rows.map((row) => toRevision(row)), offset: query.offset + rows.length };
   }
 
   async transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null> {
@@ -536,7 +536,7 @@ export class SqliteStore implements Store {
       const queued = this.#stmt.queued.all(deploymentId) as Row[];
       const [newest, ...older] = queued;
       if (!newest) return { startedId: null, skipped: [] };
-      const revision = this.toRevision(newest);
+      const revision = toRevision(newest);
       this.#stmt.transition.run({ id: revision.id, to: firstStage(revision), status_message: null, from: '["QUEUED"]', now });
       for (const row of older) {
         this.#stmt.transition.run({
@@ -558,7 +558,7 @@ export class SqliteStore implements Store {
   async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
     const rows = this.sql(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL}) ORDER BY seq`)
       .all() as Row[];
-    return rows.map((row) => this.toRevision(row));
+    return rows.map((row) => toRevision(row));
   }
 
   async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void> {
@@ -728,42 +728,6 @@ export class SqliteStore implements Store {
     return { resources: rows.map(toTracingProject), offset: offset + rows.length };
   }
 
-  // ------------------------------------------------------------ row mapping
-
-  private toDeployment(row: Row): DeploymentRecord {
-    return {
-      id: row.id as string,
-      tenant_id: row.tenant_id as string,
-      name: row.name as string,
-      source: row.source as Deployment['source'],
-      source_config: JSON.parse(row.source_config as string) as SourceConfig,
-      source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
-      secrets: this.#box.decryptJson<Secret[]>(row.secrets as string),
-      created_at: row.created_at as string,
-      updated_at: row.updated_at as string,
-      status: row.status as Deployment['status'],
-      latest_revision_id: (row.latest_revision_id as string | null) ?? null,
-      active_revision_id: (row.active_revision_id as string | null) ?? null,
-      image_version: (row.image_version as string | null) ?? null,
-      delete_tracing_project: row.delete_tracing_project === 1,
-    };
-  }
-
-  private toRevision(row: Row): RevisionRecord {
-    return {
-      id: row.id as string,
-      deployment_id: row.deployment_id as string,
-      tenant_id: row.tenant_id as string,
-      created_at: row.created_at as string,
-      updated_at: row.updated_at as string,
-      status: row.status as RevisionStatus,
-      status_message: (row.status_message as string | null) ?? null,
-      source: row.source as RevisionRecord['source'],
-      source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
-      trigger: row.trigger as RevisionRecord['trigger'],
-      version: row.version as number,
-    };
-  }
 }
 
 /** Why a queued revision was skipped; a push names the commit that superseded it, so a burst reads clearly. */
@@ -773,61 +737,4 @@ function supersededMessage(newer: RevisionRecord): string {
     return `Superseded by revision ${newer.id} (push of commit ${sha.slice(0, 12)}), which was created later: only the newest queued revision is built.`;
   }
   return `Superseded by revision ${newer.id}, which was created later.`;
-}
-
-function toApiKey(row: Row): ApiKey {
-  return {
-    id: row.id as string,
-    workspace_id: (row.workspace_id as string | null) ?? null,
-    organization_id: row.organization_id as string,
-    description: (row.description as string | null) ?? null,
-    created_at: row.created_at as string,
-  };
-}
-
-function toWorkspace(row: Row): Workspace {
-  return {
-    id: row.id as string,
-    name: row.name as string,
-    organization_id: row.organization_id as string,
-    created_at: row.created_at as string,
-    default_listener_id: (row.default_listener_id as string | null | undefined) ?? null,
-  };
-}
-
-function toListener(row: Row): ListenerRecord {
-  return {
-    id: row.id as string,
-    tenant_id: row.tenant_id as string,
-    version: (row.version as string | null | undefined) ?? null,
-    compute_type: row.compute_type as ListenerRecord['compute_type'],
-    compute_id: row.compute_id as string,
-    compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],
-    created_at: row.created_at as string,
-    updated_at: row.updated_at as string,
-    last_seen_at: (row.last_seen_at as string | null | undefined) ?? null,
-    agent_version: (row.agent_version as string | null | undefined) ?? null,
-    agent_capacity: (row.agent_capacity as number | null | undefined) ?? null,
-  };
-}
-
-function toIntegration(row: Row): IntegrationRecord {
-  return {
-    id: row.id as string,
-    tenant_id: row.tenant_id as string,
-    installation_id: row.installation_id as number,
-    name: row.name as string,
-    suspended: row.suspended_at !== null,
-    created_at: row.created_at as string,
-  };
-}
-
-function toTracingProject(row: Row): TracingProject {
-  return {
-    id: row.id as string,
-    name: row.name as string,
-    tenant_id: row.tenant_id as string,
-    deployment_id: (row.deployment_id as string | null) ?? null,
-    created_at: row.created_at as string,
-  };
 }

@@ -27,7 +27,7 @@ import type {
   Store,
 } from '../types.ts';
 import { escapeLike, isUniqueViolation, type PgDb, type Queryable, type Row } from './db.ts';
-import { toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from './rows.ts';
+import { toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from '../rows.ts';
 
 const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
   VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`;

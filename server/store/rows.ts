@@ -1,16 +1,18 @@
-import type { ApiKey } from '../../../shared/schemas/api-key.ts';
-import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
-import type { RevisionStatus } from '../../../shared/schemas/revision.ts';
-import type { Secret } from '../../../shared/schemas/secret.ts';
-import type { TracingProject } from '../../../shared/schemas/tracing-project.ts';
-import type { Workspace } from '../../../shared/schemas/workspace.ts';
-import type { SecretBox } from '../../crypto/secret-box.ts';
-import type { DeploymentRecord, IntegrationRecord, ListenerRecord, RevisionRecord } from '../types.ts';
-import type { Row } from './db.ts';
+import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import type { RevisionStatus } from '../../shared/schemas/revision.ts';
+import type { Secret } from '../../shared/schemas/secret.ts';
+import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
+import type { Workspace } from '../../shared/schemas/workspace.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import type { DeploymentRecord, IntegrationRecord, ListenerRecord, RevisionRecord } from './types.ts';
+
+/** A row as either driver returns it: column name → value. */
+export type Row = Record<string, unknown>;
 
 /*
- * Rows to records, field for field as the SQLite store maps them (the columns have the same names
- * and hold the same text), so both backends answer byte-identical JSON.
+ * Rows to records, for both backends: the columns have the same names and hold the same text, so
+ * one mapping makes both answer byte-identical JSON.
  */
 
 export function toDeployment(row: Row, box: SecretBox): DeploymentRecord {
