@@ -70,6 +70,22 @@ async function receiveDelivery(c: Context, intake: WebhookIntake, address: Deliv
  * /v1/webhooks/github/workspaces/{id}` (a workspace's repository webhooks, signed with its own
  * secret), both without an API key; the workspace's secret and delivery log, with one.
  */
+/** What both delivery routes document alike: the signed body, GitHub's headers, the answers, the errors the intake gives. */
+function deliveryDoc(secret: string, events: string) {
+  return {
+    body: z.object({}).catchall(z.unknown()).meta({ description: `The GitHub event payload (${events}, …), as GitHub sends it` }),
+    headers: [
+      { name: 'X-Hub-Signature-256', required: true, description: `\`sha256=<hex HMAC-SHA256 of the raw body with ${secret}>\`` },
+      { name: 'X-GitHub-Event', required: true, description: `The event name (${events.split(', ').map((e) => `\`${e}\``).join(', ')}, …)` },
+      { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
+    ],
+    response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
+    responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
+    // Not behind the API key, and the intake reads its body itself (not `readJson`): these are what it answers.
+    errors: [400, 401, 413, 415, 503],
+  };
+}
+
 export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntake; log: DeliveryLog; secrets: WorkspaceWebhookSecrets }): void {
   const tag = 'webhooks';
   route(
@@ -82,16 +98,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       auth: false,
       operationId: 'receive_github_webhook',
       description: 'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
-      body: z.object({}).catchall(z.unknown()).meta({ description: 'The GitHub event payload (push, installation, ping, …), as GitHub sends it' }),
-      headers: [
-        { name: 'X-Hub-Signature-256', required: true, description: '`sha256=<hex HMAC-SHA256 of the raw body with the webhook secret>`' },
-        { name: 'X-GitHub-Event', required: true, description: 'The event name (`push`, `installation`, `ping`, …)' },
-        { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
-      ],
-      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
-      responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
-      // What the intake answers; it is not behind the API key and reads its body itself (not `readJson`).
-      errors: [400, 401, 413, 415, 503],
+      ...deliveryDoc('the webhook secret', 'push, installation, ping'),
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'app' }),
   );
@@ -107,15 +114,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       description: "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
       // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
       pathParams: { workspace_id: z.string() },
-      body: z.object({}).catchall(z.unknown()).meta({ description: 'The GitHub event payload (push, ping, …), as GitHub sends it' }),
-      headers: [
-        { name: 'X-Hub-Signature-256', required: true, description: "`sha256=<hex HMAC-SHA256 of the raw body with the workspace's secret>`" },
-        { name: 'X-GitHub-Event', required: true, description: 'The event name (`push`, `ping`, …)' },
-        { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
-      ],
-      response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
-      responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
-      errors: [400, 401, 413, 415, 503],
+      ...deliveryDoc("the workspace's secret", 'push, ping'),
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'workspace', workspaceId: c.req.param('workspace_id') ?? '' }),
   );

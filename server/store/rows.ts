@@ -6,6 +6,8 @@ import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { DeploymentRecord, IntegrationRecord, ListenerRecord, RevisionRecord } from './types.ts';
+import type { WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
+import type { DeliveryResultLine, DeliveryStatus, StoredDelivery, StoredOutcome } from './webhooks.ts';
 
 /** A row as either driver returns it: column name → value. */
 export type Row = Record<string, unknown>;
@@ -104,5 +106,37 @@ export function toTracingProject(row: Row): TracingProject {
     tenant_id: row.tenant_id as string,
     deployment_id: (row.deployment_id as string | null) ?? null,
     created_at: row.created_at as string,
+  };
+}
+
+/** A delivery row with its result lines (the caller reads those for its workspace). */
+export function toStoredDelivery(row: Row, lines: Row[]): StoredDelivery {
+  const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
+  return {
+    delivery_id: row.delivery_id as string,
+    event: row.event as string,
+    action: (row.action as string | null) ?? null,
+    installation_id: (row.installation_id as number | null) ?? null,
+    repository: (row.repository as string | null) ?? null,
+    ref: (row.ref as string | null) ?? null,
+    after_sha: (row.after_sha as string | null) ?? null,
+    status: row.status as DeliveryStatus,
+    outcome: summary?.outcome ?? 'pending',
+    reason: summary?.reason ?? null,
+    received_at: row.received_at as string,
+    processed_at: (row.processed_at as string | null) ?? null,
+    results: lines.map(toResultLine),
+  };
+}
+
+function toResultLine(line: Row): DeliveryResultLine {
+  return {
+    tenant_id: line.tenant_id as string,
+    deployment_id: (line.deployment_id as string | null) ?? null,
+    deployment_name: (line.deployment_name as string | null) ?? null,
+    integration_id: (line.integration_id as string | null) ?? null,
+    result: line.result as WebhookDeliveryResultKind,
+    revision_id: (line.revision_id as string | null) ?? null,
+    reason: (line.reason as string | null) ?? null,
   };
 }

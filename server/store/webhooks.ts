@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
 import { HOT_QUERIES } from './hot-queries.ts';
+import { toStoredDelivery } from './rows.ts';
 
 type Row = Record<string, unknown>;
 
@@ -193,32 +194,7 @@ export class SqliteWebhookStore implements WebhookStore {
   async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
     const rows = this.#stmt.listForTenant.all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
     const resultsOf = this.#stmt.resultsOf;
-    const resources = rows.map((row): StoredDelivery => {
-      const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
-      return {
-        delivery_id: row.delivery_id as string,
-        event: row.event as string,
-        action: (row.action as string | null) ?? null,
-        installation_id: (row.installation_id as number | null) ?? null,
-        repository: (row.repository as string | null) ?? null,
-        ref: (row.ref as string | null) ?? null,
-        after_sha: (row.after_sha as string | null) ?? null,
-        status: row.status as DeliveryStatus,
-        outcome: summary?.outcome ?? 'pending',
-        reason: summary?.reason ?? null,
-        received_at: row.received_at as string,
-        processed_at: (row.processed_at as string | null) ?? null,
-        results: (resultsOf.all(row.delivery_id, tenantId) as Row[]).map((line) => ({
-          tenant_id: line.tenant_id as string,
-          deployment_id: (line.deployment_id as string | null) ?? null,
-          deployment_name: (line.deployment_name as string | null) ?? null,
-          integration_id: (line.integration_id as string | null) ?? null,
-          result: line.result as WebhookDeliveryResultKind,
-          revision_id: (line.revision_id as string | null) ?? null,
-          reason: (line.reason as string | null) ?? null,
-        })),
-      };
-    });
+    const resources = rows.map((row) => toStoredDelivery(row, resultsOf.all(row.delivery_id, tenantId) as Row[]));
     return { resources, offset: query.offset + rows.length };
   }
 

@@ -1,6 +1,7 @@
-import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../../shared/schemas/webhook-delivery.ts';
-import type { DeliveryResultLine, DeliveryStatus, NewDelivery, PendingDelivery, StoredDelivery, StoredOutcome, WebhookStore } from '../webhooks.ts';
-import type { PgDb, Row } from './db.ts';
+import type { WebhookDeliveryListQuery } from '../../../shared/schemas/webhook-delivery.ts';
+import type { DeliveryResultLine, NewDelivery, PendingDelivery, StoredDelivery, StoredOutcome, WebhookStore } from '../webhooks.ts';
+import { toStoredDelivery } from '../rows.ts';
+import type { PgDb } from './db.ts';
 
 /** GitHub webhook deliveries and the reconciler's branch heads on PostgreSQL (mirrors `../webhooks.ts`). */
 export class PgWebhookStore implements WebhookStore {
@@ -112,23 +113,8 @@ export class PgWebhookStore implements WebhookStore {
     );
     const resources: StoredDelivery[] = [];
     for (const row of rows) {
-      const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
       const lines = await db.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [row.delivery_id, tenantId]);
-      resources.push({
-        delivery_id: row.delivery_id as string,
-        event: row.event as string,
-        action: (row.action as string | null) ?? null,
-        installation_id: (row.installation_id as number | null) ?? null,
-        repository: (row.repository as string | null) ?? null,
-        ref: (row.ref as string | null) ?? null,
-        after_sha: (row.after_sha as string | null) ?? null,
-        status: row.status as DeliveryStatus,
-        outcome: summary?.outcome ?? 'pending',
-        reason: summary?.reason ?? null,
-        received_at: row.received_at as string,
-        processed_at: (row.processed_at as string | null) ?? null,
-        results: lines.map(toResultLine),
-      });
+      resources.push(toStoredDelivery(row, lines));
     }
     return { resources, offset: query.offset + rows.length };
   }
@@ -156,14 +142,3 @@ export class PgWebhookStore implements WebhookStore {
   }
 }
 
-function toResultLine(line: Row): DeliveryResultLine {
-  return {
-    tenant_id: line.tenant_id as string,
-    deployment_id: (line.deployment_id as string | null) ?? null,
-    deployment_name: (line.deployment_name as string | null) ?? null,
-    integration_id: (line.integration_id as string | null) ?? null,
-    result: line.result as WebhookDeliveryResultKind,
-    revision_id: (line.revision_id as string | null) ?? null,
-    reason: (line.reason as string | null) ?? null,
-  };
-}
