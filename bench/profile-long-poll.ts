@@ -1,12 +1,13 @@
 /**
- * `node --cpu-prof --cpu-prof-dir=DIR bench/profile-long-poll.ts [waiters]`: the in-process app
+ * `node --cpu-prof --cpu-prof-dir=DIR bench/profile-long-poll.ts [waiters] [--hono-only]`: the in-process app
  * on a loopback port holds `waiters` conditional long-polls on one revision, then interrupts it
  * and prints how long the interrupt took in the server (the waiters are answered before the
  * interrupt's own continuation runs, so this is the wake-up's server-side cost). The clients are
  * in this process too: read the profile by function, not as a whole.
  */
 import { serve, type ServerType } from '@hono/node-server';
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request, type ServerOptions } from 'node:http';
+import { revisionFastPath, type NodeListener } from '../server/http/fast-revision.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { inProcessApp } from '../test/helpers/in-process.ts';
 
@@ -17,8 +18,10 @@ const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id:
 const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
 const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
 const etag = (await t.api.get(path)).headers.get('etag')!;
+// As `startServer` wires it: the revision fast path in front of Hono (`--hono-only` leaves it out).
+const withFastPath = ((options: ServerOptions, listener: NodeListener) => createServer(options, revisionFastPath(t.services, listener))) as typeof createServer;
 const server = await new Promise<ServerType>((resolve) => {
-  const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1', createServer: process.argv.includes('--hono-only') ? undefined : withFastPath }, () => resolve(s));
 });
 const port = (server.address() as { port: number }).port;
 const agent = new Agent({ keepAlive: true, maxSockets: waiters });

@@ -1,4 +1,5 @@
 import { arch, cpus, loadavg, totalmem } from 'node:os';
+import { clusterThroughput } from './scenarios/cluster.ts';
 import { hotPaths } from './scenarios/hot-paths.ts';
 import { longPoll } from './scenarios/long-poll.ts';
 import { scale } from './scenarios/scale.ts';
@@ -10,7 +11,7 @@ import { settingsFrom } from './lib/settings.ts';
 import { renderTable, type Row } from './lib/table.ts';
 
 /**
- * `npm run bench [-- --quick] [--only=hot,scale,longpoll,startup,webhook,history] [--sqlite-synchronous=NORMAL]`: starts the two
+ * `npm run bench [-- --quick] [--only=hot,scale,longpoll,startup,webhook,history,cluster] [--sqlite-synchronous=NORMAL] [--backend=postgres]`: starts the two
  * baselines and the real server as child processes, drives them with autocannon and prints one
  * table. Not part of `npm test`.
  */
@@ -28,6 +29,7 @@ async function run(argv: string[]): Promise<void> {
   if (wanted('webhook')) rows.push(...(await webhookPush(settings, log)));
   if (wanted('history')) rows.push(...(await webhookHistory(settings, log)));
   if (wanted('startup')) rows.push(...(await startup(settings, log)));
+  if (wanted('cluster')) rows.push(...(await clusterThroughput(settings, log)));
 
   const cpu = cpus();
   const header = [

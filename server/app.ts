@@ -2,7 +2,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
-import { clientAddress, requestHeader } from './http/fast.ts';
+import { apiKeyFrom, clientAddress, requestHeader } from './http/fast.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
@@ -70,9 +70,5 @@ export function createApp(
 }
 
 function apiKeyOf(c: Context<AppEnv>): string | undefined {
-  const key = requestHeader(c, 'x-api-key');
-  if (key) return key.trim();
-  const authorization = requestHeader(c, 'authorization');
-  const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
-  return bearer?.[1];
+  return apiKeyFrom((name) => requestHeader(c, name));
 }

@@ -66,6 +66,12 @@ export const Config = z.object({
   RECONCILE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
   /** How long a listener agent's claim (and its listener's liveness) lasts without a renewal or heartbeat. */
   AGENT_LEASE_MS: z.coerce.number().int().min(200).max(3_600_000).default(30_000),
+  /**
+   * How long work a server process took stays its own without a renewal: a revision it runs, a
+   * deployment it tears down, a webhook delivery it processes, an upload it receives. It renews
+   * every third of this; when it dies, another process resumes its work once this has passed.
+   */
+  PIPELINE_LEASE_MS: z.coerce.number().int().min(300).max(3_600_000).default(15_000),
   /** Largest source tarball a signed upload URL takes (the hosted API's 200 MiB). */
   UPLOAD_MAX_BYTES: z.coerce.number().int().min(1).max(4 * 1024 ** 3).default(200 * 1024 * 1024),
   /** Bytes of complete source tarballs one workspace may keep stored (default 2 GiB, ten of the largest). */

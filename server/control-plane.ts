@@ -14,6 +14,8 @@ import { oauthRoutes } from './routes/oauth.ts';
 import { createServices, type Services } from './services.ts';
 import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
 import type { StoreBackend } from './store/backend.ts';
+import { TOPICS } from './store/coordination.ts';
+import { SharedWatch } from './domain/shared-watch.ts';
 
 export type ControlPlaneDeps = {
   /** The database, whichever backend: the wiring takes each store from it, never a handle. */
@@ -27,6 +29,11 @@ export type ControlPlaneDeps = {
   publicUrl: () => string;
   /** Name resolution for OAuth provider hosts (tests inject a hostile resolver); the system's by default. */
   oauthResolve?: Resolve;
+  /**
+   * This server process among those sharing the database: the owner its leases on work name
+   * (revisions, teardowns, webhook deliveries, uploads). A new one per control plane by default.
+   */
+  processId?: string;
 };
 
 export type ControlPlane = {
@@ -36,6 +43,8 @@ export type ControlPlane = {
   start(): Promise<void>;
   /** Stops timers and workers; the database keeps what they were doing. */
   stop(): void;
+  /** After `stop()` on a clean shutdown: hands this process's work to the others now rather than a lease later. */
+  releaseWork(): Promise<void>;
 };
 
 /**
@@ -44,7 +53,13 @@ export type ControlPlane = {
  * once. Features beyond the core API add their routes, public paths and workers below.
  */
 export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
-  const listenerAgents = createListenerAgents({ agents: deps.backend.agents, clock: deps.clock, log: deps.log, config: deps.config });
+  const processId = deps.processId ?? crypto.randomUUID();
+  // What one process learns, every process on the database learns (issue 12): long-poll wake-ups
+  // and key revocations are published; SQLite's coordination does nothing (one process).
+  const { coordination } = deps.backend;
+  const revisionWatch = new SharedWatch(coordination, TOPICS.revision);
+  const flowWatch = new SharedWatch(coordination, TOPICS.oauthFlow);
+  const listenerAgents = createListenerAgents({ agents: deps.backend.agents, coordination, clock: deps.clock, log: deps.log, config: deps.config });
   // Source tarballs of internal_source deployments (issue 9): the signed PUT takes no API key.
   const uploads = new Uploads({
     store: deps.backend.uploads,
@@ -55,15 +70,39 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     ttlMs: deps.config.UPLOAD_URL_TTL_SECONDS * 1000,
     maxBytes: deps.config.UPLOAD_MAX_BYTES,
     workspaceQuotaBytes: deps.config.UPLOAD_WORKSPACE_QUOTA_BYTES,
+    processId,
+    leaseMs: deps.config.PIPELINE_LEASE_MS,
   });
   const installationRepos = deps.backend.installationRepos;
-  const services = createServices({ store: deps.backend.core, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos });
+  const services = createServices({ store: deps.backend.core, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos, watch: revisionWatch, processId });
+  const { auth } = services;
+  const detach = [
+    () => revisionWatch.detach(),
+    () => flowWatch.detach(),
+    coordination.subscribe(TOPICS.apiKeyRevoked, (keyId) => auth.invalidateKey(keyId)),
+    coordination.onResync(() => auth.invalidateAll()),
+  ];
+  // A revoke answers once every other listening process has dropped the key (acknowledged), not
+  // merely once the notice is sent: PostgreSQL delivers it at commit, but the other process may
+  // read the client's next request before it reads the notice from its listening connection.
+  // While this process's listening connection is down, keys are not cached (read on every request).
+  auth.sharedWith({ announceRevoked: (keyId) => coordination.publishAcknowledged(TOPICS.apiKeyRevoked, keyId), listening: () => coordination.listening });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
-  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [{ start: async () => void (await uploads.releaseInterrupted()), stop: () => {} }, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
+  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
-  const github = createGithubWebhooks({ services, webhooks: deps.backend.webhooks, webhookSecrets: deps.backend.webhookSecrets, secretBox: deps.secretBox, publicUrl: deps.publicUrl, config: deps.config });
+  const github = createGithubWebhooks({
+    services,
+    webhooks: deps.backend.webhooks,
+    webhookSecrets: deps.backend.webhookSecrets,
+    secretBox: deps.secretBox,
+    publicUrl: deps.publicUrl,
+    config: deps.config,
+    processId,
+    // The reconciler's passes run in one process at a time (a session advisory lock on PostgreSQL).
+    leadReconciler: () => coordination.tryLead('reconciler'),
+  });
   extraRoutes.push(github.routes);
   publicPaths.push(github.isPublic);
   workers.push(github.worker, github.reconciler);
@@ -77,6 +116,8 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     publicUrl: deps.publicUrl,
     allowedHosts: deps.config.OAUTH_ALLOWED_HOSTS,
     resolve: deps.oauthResolve,
+    watch: flowWatch,
+    exclusive: (name, work) => coordination.exclusive(name, work),
   });
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push(isOAuthCallbackPath);
@@ -98,6 +139,10 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     stop() {
       for (const worker of workers) worker.stop();
       services.pipeline.stop();
+      for (const stop of detach.splice(0)) stop();
+    },
+    async releaseWork() {
+      await services.pipeline.releaseLeases().catch((error: unknown) => deps.log.warn('could not hand work back at shutdown; other processes take it over once its leases pass', { error: String(error) }));
     },
   };
 }

@@ -39,8 +39,13 @@ export function createGithubWebhooks(deps: {
     | 'RECONCILE_TIMEOUT_MS'
     | 'ALLOW_FILE_REPO_URLS'
     | 'WEBHOOK_PROCESS_DELAY_MS'
+    | 'PIPELINE_LEASE_MS'
   >;
   readHead?: BranchHeadReader;
+  /** Whether this process runs the reconciler now (one process at a time on one database). */
+  leadReconciler?: () => Promise<boolean>;
+  /** This server process: the owner its delivery claims name. */
+  processId: string;
 }) {
   const { services, config } = deps;
   const { store, clock, log, pipeline } = services;
@@ -52,6 +57,8 @@ export function createGithubWebhooks(deps: {
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
+    processId: deps.processId,
+    leaseMs: config.PIPELINE_LEASE_MS,
   });
   const workspaceSecrets = new WorkspaceWebhookSecrets({
     store: deps.webhookSecrets,
@@ -82,6 +89,7 @@ export function createGithubWebhooks(deps: {
     clock,
     log,
     intervalMs: config.RECONCILE_INTERVAL_MS,
+    lead: deps.leadReconciler,
   });
   const deliveryLog = new DeliveryLog(webhookStore);
   return {

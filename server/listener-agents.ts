@@ -4,7 +4,7 @@ import type { Clock } from './domain/clock.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
-import { RevisionWatch } from './domain/revision-watch.ts';
+import { SharedWatch } from './domain/shared-watch.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
 import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
@@ -12,16 +12,18 @@ import { listenerTokenRoutes } from './routes/listener-tokens.ts';
 import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
 import type { Services } from './services.ts';
 import type { AgentStore } from './store/agents.ts';
+import { TOPICS, type Coordination } from './store/coordination.ts';
 
 /**
  * Listener agents (issue 11), in two steps because the pipeline needs the data plane and the
  * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
  */
-export function createListenerAgents(deps: { agents: AgentStore; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
+export function createListenerAgents(deps: { agents: AgentStore; coordination: Coordination; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
   const { agents } = deps;
-  // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it.
-  const wake = new RevisionWatch();
-  const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS });
+  // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it, in any process
+  // (the agent's long-poll may be held by another process than the one that queued the work).
+  const wake = new SharedWatch(deps.coordination, TOPICS.listenerWork);
+  const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS, coordination: deps.coordination });
   return {
     plane,
     attach(services: Services) {
@@ -38,7 +40,13 @@ export function createListenerAgents(deps: { agents: AgentStore; clock: Clock; l
         },
         /** Agent routes authenticate by listener token, not by API key. */
         isPublic: (path: string) => AGENT_PATH.test(path),
-        worker: { start: () => plane.start(), stop: () => plane.stop() },
+        worker: {
+          start: () => plane.start(),
+          stop: () => {
+            plane.stop();
+            wake.detach();
+          },
+        },
       };
     },
   };

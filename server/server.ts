@@ -1,7 +1,7 @@
 import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Server } from 'node:http';
+import { createServer as createHttpServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { publicUrl, type Config } from './config.ts';
 import { createControlPlane } from './control-plane.ts';
@@ -9,6 +9,7 @@ import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
+import { revisionFastPath, type NodeListener } from './http/fast-revision.ts';
 import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './http/connection-limits.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { healthApp } from './routes/health.ts';
@@ -17,10 +18,21 @@ import { databaseFilePath, type StoreBackend } from './store/backend.ts';
 import { openStore } from './store/open.ts';
 import { databaseStartupError, StartupError } from './startup-errors.ts';
 
-/** An HTTP server for `fetch` with the connection limits applied, once it listens. */
-function listen(fetch: (request: Request) => Response | Promise<Response>, port: number, hostname: string, limits: ConnectionLimits): Promise<ServerType> {
+/**
+ * An HTTP server for `fetch` with the connection limits applied, once it listens. `fastPath` may
+ * answer some requests in Node's handler before they reach `fetch` (it hands the rest on).
+ */
+function listen(
+  fetch: (request: Request) => Response | Promise<Response>,
+  port: number,
+  hostname: string,
+  limits: ConnectionLimits,
+  fastPath?: (fallback: NodeListener) => NodeListener,
+): Promise<ServerType> {
   return new Promise((resolve) => {
-    const s = serve({ fetch, port, hostname, serverOptions: serverOptions(limits) }, () => resolve(s));
+    // Typed as Node's overloaded createServer; @hono/node-server always calls it with (options, listener).
+    const createServer = fastPath ? (((options: ServerOptions, listener: NodeListener) => createHttpServer(options, fastPath(listener))) as typeof createHttpServer) : undefined;
+    const s = serve({ fetch, port, hostname, serverOptions: serverOptions(limits), createServer }, () => resolve(s));
     applyConnectionLimits(s as Server, limits);
   });
 }
@@ -38,7 +50,7 @@ async function openDatabase(config: Config, log: Logger) {
     // A database server has no folder to keep a generated key in: the key must be configured.
     if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
     const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath ?? ':memory:', log));
-    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE });
+    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE, log });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
     await backend.probeWrite();
     return { secretBox, backend };
@@ -91,7 +103,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
     keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
   };
-  const server = await listen(controlPlane.app.fetch, config.PORT, config.HOST, limits);
+  const server = await listen(controlPlane.app.fetch, config.PORT, config.HOST, limits, (fallback) => revisionFastPath(controlPlane.services, fallback));
   port = (server.address() as AddressInfo).port;
   // Probes get a port of their own, so that a flood of connections on the main port cannot starve them.
   const healthServer =
@@ -117,6 +129,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
       // Held long-polls would keep the server open for up to a minute: end them.
       for (const s of servers) if ('closeAllConnections' in s) s.closeAllConnections();
       await closed;
+      await controlPlane.releaseWork();
       await backend.close();
     },
   };

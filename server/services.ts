@@ -22,7 +22,9 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES' | 'PIPELINE_LEASE_MS'>;
+  /** This server process among those sharing the database: what its leases on work name. */
+  processId: string;
   /** Uploaded source tarballs of `internal_source` deployments. */
   uploads: Uploads;
   installationRepos: InstallationRepoStore;
@@ -30,6 +32,8 @@ export type ServiceDeps = {
   sandbox?: DataPlane;
   /** The data plane of `local` and `k8s` listeners (the listener-agent protocol). */
   listenerAgent: DataPlane;
+  /** The revisions' long-poll wake-ups; the control plane gives one shared with the other processes. */
+  watch?: RevisionWatch;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -37,7 +41,7 @@ export type Services = ReturnType<typeof createServices>;
 /** Wires the domain services from their dependencies; starts nothing. */
 export function createServices(deps: ServiceDeps) {
   const { store, clock, log } = deps;
-  const watch = new RevisionWatch();
+  const watch = deps.watch ?? new RevisionWatch();
   const readiness = new Readiness({ probe: () => store.probeWrite() });
   const pipeline = new Pipeline({
     store,
@@ -47,6 +51,8 @@ export function createServices(deps: ServiceDeps) {
     readiness,
     sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log, openUpload: (deploymentId, objectPath) => deps.uploads.open(deploymentId, objectPath) }),
     listenerAgent: deps.listenerAgent,
+    processId: deps.processId,
+    leaseMs: deps.config.PIPELINE_LEASE_MS,
   });
   return {
     store,

@@ -6,6 +6,11 @@ export type LoadRequest = {
   headers?: Record<string, string>;
   /** A fresh body for each request (unique names, new secret values). */
   body?: () => string;
+  /**
+   * The same as text, for a generator in another process (functions do not cross): every
+   * `{{unique}}` is replaced by a value unique to the request. Given beside `body`.
+   */
+  bodyTemplate?: string;
 };
 
 export type LoadResult = {

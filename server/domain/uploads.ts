@@ -3,8 +3,10 @@ import { Readable } from 'node:stream';
 import type { UploadUrl } from '../../shared/schemas/deployment.ts';
 import type { Logger } from '../logger.ts';
 import type { UploadRecord, UploadStore } from '../store/uploads.ts';
+import type { WorkLease } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './errors.ts';
+import { leaseFromNow } from './work-lease.ts';
 
 /** Chunk rows are at most this big: a PUT holds at most one chunk in memory at a time. */
 export const UPLOAD_CHUNK_BYTES = 1024 * 1024;
@@ -24,6 +26,10 @@ export type UploadsDeps = {
   maxBytes: number;
   /** Bytes of complete tarballs one workspace may keep: one tenant cannot fill the disk that every tenant's database lives on. */
   workspaceQuotaBytes: number;
+  /** This server process: the receiver its uploads in progress name. */
+  processId: string;
+  /** `PIPELINE_LEASE_MS`: an upload whose receiver has not renewed it for this long was cut off by that process's death. */
+  leaseMs: number;
 };
 
 /** URLs one deployment may hold open at once (issued, not yet used or expired). */
@@ -35,6 +41,7 @@ export const MAX_OPEN_UPLOAD_URLS = 5;
  */
 export class Uploads {
   readonly #deps: UploadsDeps;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(deps: UploadsDeps) {
     this.#deps = deps;
@@ -90,7 +97,7 @@ export class Uploads {
     const upload = await store.getUpload(input.id);
     if (!upload) throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
     if (input.declaredLength !== null && input.declaredLength > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
-    const claim = await store.claimUpload(input.id);
+    const claim = await store.claimUpload(input.id, this.#lease());
     if (claim === 'not_found') throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
     if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
     if (claim === 'in_use') throw new Conflict('Another upload to this URL is in progress.');
@@ -98,11 +105,14 @@ export class Uploads {
       // What this tarball may take: the per-upload cap, or what is left of the workspace's quota.
       const left = this.#deps.workspaceQuotaBytes - (await store.workspaceUploadBytes(upload.tenant_id));
       const size = await this.#streamIn(upload, input.body(), Math.min(maxBytes, Math.max(0, left)));
-      await store.completeUpload(upload.id, size, clock.now());
+      if (!(await store.completeUpload(upload.id, size, clock.now(), this.#deps.processId))) {
+        // This process stalled past its lease and another released the upload: what it wrote is gone.
+        throw new Conflict('The upload was interrupted on the server; PUT the tarball again.');
+      }
       log.info('upload stored', { deployment_id: upload.deployment_id, upload_id: upload.id, bytes: size });
       return { object_path: upload.object_path, size };
     } catch (error) {
-      await store.releaseUpload(upload.id);
+      await store.releaseUpload(upload.id, this.#deps.processId);
       throw error;
     }
   }
@@ -213,9 +223,37 @@ export class Uploads {
     return this.#deps.store.removeStaleUploads(null, now, new Date(Date.parse(now) - this.#deps.ttlMs).toISOString());
   }
 
-  /** At start: uploads cut off by a crash keep nothing. */
+  /** Uploads cut off by the death of the process receiving them keep nothing (their receiver's lease has passed). */
   releaseInterrupted(): Promise<number> {
-    return this.#deps.store.releaseInterruptedUploads();
+    return this.#deps.store.releaseInterruptedUploads(this.#deps.clock.now());
+  }
+
+  /**
+   * Releases interrupted uploads now, then every third of a lease renews the leases of the uploads
+   * this process is receiving (one UPDATE) and releases those whose receiving process is gone.
+   */
+  async start(): Promise<void> {
+    await this.releaseInterrupted();
+    if (this.#timer) return;
+    this.#timer = setInterval(() => {
+      this.#deps.store
+        .renewUploadLeases(this.#lease())
+        .then(() => this.releaseInterrupted())
+        .then(
+          (released) => released > 0 && this.#deps.log.warn('uploads: released uploads whose receiving process stopped renewing them', { released }),
+          (error: unknown) => this.#deps.log.warn('uploads: renewing upload leases failed; retried shortly', { error: String(error) }),
+        );
+    }, Math.max(50, Math.floor(this.#deps.leaseMs / 3)));
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #lease(): WorkLease {
+    return leaseFromNow(this.#deps.clock, this.#deps.processId, this.#deps.leaseMs);
   }
 
   #sign(id: string, expires: number): string {

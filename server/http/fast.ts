@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import { PayloadTooLarge } from '../domain/errors.ts';
 import { signalGone, type Gone } from '../domain/revision-watch.ts';
 
 type NodeEnv = { outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown }; incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } } } | undefined;
@@ -19,6 +20,11 @@ const FIRST_ONLY = new Set(['authorization', 'content-type', 'content-length', '
 export function requestHeader(c: Context, name: string): string | undefined {
   const incoming = (c.env as NodeEnv)?.incoming;
   if (!incoming) return c.req.header(name);
+  return nodeHeader(incoming, name);
+}
+
+/** A header of Node's request, as `Headers.get` would answer it (see `requestHeader`). */
+export function nodeHeader(incoming: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[] }, name: string): string | undefined {
   const value = incoming.headers[name];
   if (value === undefined || !FIRST_ONLY.has(name)) {
     // Node joins other repeated headers with ", " as `Headers.get` does (set-cookie is never read here).
@@ -58,4 +64,75 @@ export function clientGone(c: Context): Gone {
     outgoing.once('close', cancel);
     return () => outgoing.off('close', cancel);
   };
+}
+
+/** The API key of a request: X-Api-Key (trimmed), else an `Authorization: Bearer` token. */
+export function apiKeyFrom(header: (name: string) => string | undefined): string | undefined {
+  const key = header('x-api-key');
+  if (key) return key.trim();
+  const authorization = header('authorization');
+  const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  return bearer?.[1];
+}
+
+type NodeBody = {
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  once(event: 'end', listener: () => void): unknown;
+  once(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+  destroy(): unknown;
+  readonly readableFlowing: boolean | null;
+};
+
+/**
+ * Node's request stream of a request that came over a socket, while nothing reads it yet;
+ * undefined in process (`app.request()`), and once anything built the WHATWG Request's body (e.g.
+ * a `c.req.header()` call builds the Request, whose web stream starts pulling the Node stream at
+ * once): that body is the one to read then, or its first chunks would be missed here.
+ */
+export function nodeBody(c: Context): NodeBody | undefined {
+  const incoming = (c.env as { incoming?: NodeBody } | undefined)?.incoming;
+  return incoming && incoming.readableFlowing === null ? incoming : undefined;
+}
+
+/**
+ * `readLimited` (without a budget) on Node's request stream itself: reading `c.req.raw.body` makes
+ * @hono/node-server build the whole WHATWG Request (headers validated one by one) and a web
+ * stream over the Node stream, more than the rest of a small POST's handling. Same outcomes:
+ * the body's bytes up to `limit`; past it, read on and thrown away up to `drainUpTo` (then
+ * `PayloadTooLarge`, drained), or beyond that the stream destroyed (`drained: false`), as the web
+ * stream's cancel does; a client that goes away mid-body rejects with Node's own error.
+ */
+export function readNodeBody(body: NodeBody, limit: number, drainUpTo: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > drainUpTo) {
+        done();
+        body.destroy();
+        reject(new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`, { drained: false }));
+        return;
+      }
+      if (size <= limit) chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      if (size > limit) reject(new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`, { drained: true }));
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (error: Error) => {
+      done();
+      reject(error);
+    };
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('error', onError);
+  });
 }

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
 import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
 import { readLimited } from '../lib/read-limited.ts';
+import { nodeBody, readNodeBody, requestHeader } from './fast.ts';
 
 export { readLimited };
 
@@ -167,14 +168,16 @@ function warningValue(text: string): string {
 }
 
 async function readJsonValue(c: Context, limit: number): Promise<unknown> {
-  const contentType = c.req.header('content-type') ?? '';
+  const contentType = requestHeader(c, 'content-type') ?? '';
   if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
     throw new UnsupportedMediaType('The body must be JSON, sent with Content-Type: application/json.');
   }
-  const declared = Number(c.req.header('content-length') ?? '0');
+  const declared = Number(requestHeader(c, 'content-length') ?? '0');
   if (declared > limit) throw new PayloadTooLarge(`The body is larger than the limit of ${limit} bytes.`);
   // Read on (and discard) a moderately oversized body so the client gets the 413, not a broken pipe.
-  const bytes = await readLimited(c.req.raw, limit, { drainUpTo: 16 * limit });
+  // Over a socket, from Node's stream directly (no WHATWG Request built); in process, the Request's.
+  const body = nodeBody(c);
+  const bytes = body ? await readNodeBody(body, limit, 16 * limit) : await readLimited(c.req.raw, limit, { drainUpTo: 16 * limit });
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -15,7 +15,7 @@ const MAX_WAIT_SECONDS = 60;
  * `Prefer: wait=<seconds>` (RFC 7240), capped at 60; null when absent. A preference that cannot be
  * understood is ignored, as RFC 7240 asks, which makes the request an ordinary conditional GET.
  */
-function preferredWaitMs(header: string | undefined): number | null {
+export function preferredWaitMs(header: string | undefined): number | null {
   if (!header) return null;
   const match = /(?:^|[,;\s])wait\s*=\s*"?([^",;\s]*)"?/i.exec(header);
   if (!match) return null;
@@ -28,7 +28,7 @@ function preferredWaitMs(header: string | undefined): number | null {
  * Whether `If-None-Match` names the current ETag: `*`, or a comma-separated list of tags compared
  * weakly (a `W/` prefix is ignored), as RFC 9110 says for If-None-Match.
  */
-function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
+export function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
   if (ifNoneMatch.trim() === '*') return true;
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
@@ -38,7 +38,7 @@ function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
  * same announced record, so a thousand of them share one `JSON.stringify`.
  */
 const bodies = new WeakMap<RevisionRecord, string>();
-function revisionBody(revision: RevisionRecord): string {
+export function revisionBody(revision: RevisionRecord): string {
   let body = bodies.get(revision);
   if (body === undefined) bodies.set(revision, (body = JSON.stringify(publicRevision(revision))));
   return body;

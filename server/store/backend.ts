@@ -1,5 +1,7 @@
 import type { SecretBox } from '../crypto/secret-box.ts';
+import type { Logger } from '../logger.ts';
 import type { AgentStore } from './agents.ts';
+import type { Coordination } from './coordination.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
 import type { OAuthStore } from './oauth.ts';
 import type { Store } from './types.ts';
@@ -21,6 +23,11 @@ export interface StoreBackend {
   readonly uploads: UploadStore;
   readonly installationRepos: InstallationRepoStore;
   readonly agents: AgentStore;
+  /**
+   * News between the processes that share this database (wake-ups, cache invalidation) and who
+   * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.
+   */
+  readonly coordination: Coordination;
   /** Where the data lives, for the start-up log line (never a password). */
   readonly description: string;
   /** A real write, undone; throws the store's error when writes fail (start-up and readiness). */
@@ -32,6 +39,8 @@ export type OpenStoreOptions = {
   secretBox: SecretBox;
   /** SQLite only: `FULL` (default) or `NORMAL`. */
   synchronous?: 'FULL' | 'NORMAL';
+  /** Where the coordination reports a lost listening connection or an unsent notice (silent when absent). */
+  log?: Logger;
 };
 
 /** True for a `DATABASE_URL` that names a PostgreSQL server rather than an SQLite file. */

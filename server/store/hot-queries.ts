@@ -45,6 +45,15 @@ export const HOT_QUERIES = {
   /** Walks the partial index of pending deliveries only (the work), in order, up to the limit. */
   pendingDeliveries: `SELECT delivery_id, event, workspace_id, payload, attempts, received_at FROM webhook_deliveries
     WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
+  /**
+   * Claims the oldest due pending deliveries nobody holds (or whose holder's lease has passed) for
+   * one process: the pending index in order up to the limit, then each row by its key. PostgreSQL
+   * runs the same with `FOR UPDATE SKIP LOCKED` on the inner select (server/store/postgres/webhooks.ts).
+   */
+  claimPendingDeliveries: `UPDATE webhook_deliveries SET claimed_by = @owner, claim_expires_at = @until
+    WHERE seq IN (SELECT seq FROM webhook_deliveries WHERE status = 'pending' AND received_at <= @due_by
+      AND (claim_expires_at IS NULL OR claim_expires_at < @now) ORDER BY seq LIMIT @limit)
+    RETURNING seq, delivery_id, event, workspace_id, payload, attempts, received_at`,
   oldestPendingDelivery: "SELECT min(received_at) AS at FROM webhook_deliveries WHERE status = 'pending'",
   deleteDeliveryResults: 'DELETE FROM webhook_delivery_results WHERE delivery_id = ?',
   completeDelivery: `UPDATE webhook_deliveries SET status = 'processed', summary = ?, processed_at = ?, payload = NULL, attempts = attempts + 1
@@ -58,4 +67,29 @@ export const HOT_QUERIES = {
     WHERE id = @deployment_id`,
   /** A push revision becomes the deployment's latest. */
   deploymentOnPush: 'UPDATE deployments SET source_revision_config = ?, latest_revision_id = ?, updated_at = ? WHERE id = ?',
+} as const;
+
+/**
+ * The lease sweeps and renewals every process runs every few seconds (SQLite's form; PostgreSQL's
+ * adds `FOR UPDATE SKIP LOCKED`). They may walk the partial indexes of the work itself (unfinished
+ * revisions, deployments being deleted) but never a whole table: `test/unit/query-plans.test.ts`.
+ */
+export const LEASE_QUERIES = {
+  /** Started, unfinished revisions whose lease has passed, or never leased and unchanged for a lease. No ORDER BY: it would read the whole table in `seq` order. */
+  takeOverRevisions: `UPDATE revisions SET runner_id = @owner, lease_expires_at = @until
+    WHERE id IN (SELECT id FROM revisions WHERE ${UNFINISHED} AND status <> 'QUEUED'
+      AND (lease_expires_at < @now OR (lease_expires_at IS NULL AND updated_at < @stale_before)) LIMIT @limit)
+    RETURNING id, deployment_id`,
+  renewRevisionLeases: `UPDATE revisions SET runner_id = @owner, lease_expires_at = @until
+    WHERE id IN (SELECT value FROM json_each(@ids)) AND ${UNFINISHED} AND (runner_id = @owner OR runner_id IS NULL)
+    RETURNING id`,
+  stalledQueuedDeployments: `SELECT DISTINCT q.deployment_id FROM revisions q WHERE q.${UNFINISHED} AND q.status = 'QUEUED'
+    AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = q.deployment_id AND p.${UNFINISHED} AND p.status <> 'QUEUED')`,
+  takeOverTeardowns: `UPDATE deployments SET teardown_owner = @owner, teardown_lease_expires_at = @until
+    WHERE id IN (SELECT id FROM deployments WHERE status = 'AWAITING_DELETE' AND (teardown_owner IS NULL OR teardown_lease_expires_at < @now) LIMIT @limit)
+    RETURNING *`,
+  renewTeardownLeases: `UPDATE deployments SET teardown_lease_expires_at = @until
+    WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'AWAITING_DELETE' AND teardown_owner = @owner
+    RETURNING id`,
+  renewUploadLeases: "UPDATE uploads SET receive_lease_expires_at = @until WHERE receiver_id = @owner AND state = 'receiving'",
 } as const;

@@ -140,3 +140,12 @@ function toResultLine(line: Row): DeliveryResultLine {
     reason: (line.reason as string | null) ?? null,
   };
 }
+
+/**
+ * The deployment's sealed secrets for a revision written with it, when the revision carries the
+ * very same list (a create, a PATCH): one AES-GCM encryption per write instead of two. The same
+ * ciphertext in both rows reveals only that they hold the same secrets, which they visibly do.
+ */
+export function sealedIfSame(revisionSecrets: Secret[], deploymentSecrets: Secret[], sealed: string): string | undefined {
+  return revisionSecrets === deploymentSecrets ? sealed : undefined;
+}

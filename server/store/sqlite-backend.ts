@@ -1,5 +1,6 @@
 import { SqliteAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
+import { LocalCoordination } from './coordination.ts';
 import { SqliteInstallationRepoStore } from './installation-repos.ts';
 import { SqliteOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';
@@ -22,6 +23,8 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     uploads: new SqliteUploadStore(db),
     installationRepos: new SqliteInstallationRepoStore(db),
     agents: new SqliteAgentStore(db),
+    // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
+    coordination: new LocalCoordination(),
     description: path,
     probeWrite: () => core.probeWrite(),
     async close() {

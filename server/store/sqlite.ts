@@ -16,8 +16,8 @@ import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
-import { HOT_QUERIES, TERMINAL } from './hot-queries.ts';
-import { toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
+import { HOT_QUERIES, LEASE_QUERIES, TERMINAL } from './hot-queries.ts';
+import { sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import { sqliteWriteProbe } from './write-probe.ts';
 import type {
@@ -35,6 +35,7 @@ import type {
   RevisionWork,
   StartNextResult,
   Store,
+  WorkLease,
 } from './types.ts';
 
 
@@ -57,7 +58,25 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   db.pragma('cache_size = -16000');
   db.pragma('temp_store = MEMORY');
   migrate(db);
+  expireLeftLeases(db);
   return new SqliteStore(db, options.secretBox);
+}
+
+/** A time before every lease: what a lease left by a previous run is set to. */
+const LONG_AGO = '1970-01-01T00:00:00.000Z';
+
+/**
+ * SQLite is one server process (contract §10): every lease found in the file when it is opened was
+ * left by a run that has ended, so it is expired here and the start's sweep resumes that work at
+ * once, as a restart always has, instead of waiting for the leases to run out.
+ */
+function expireLeftLeases(db: Database.Database): void {
+  db.transaction(() => {
+    db.prepare(`UPDATE revisions SET lease_expires_at = ? WHERE status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`).run(LONG_AGO);
+    db.prepare("UPDATE deployments SET teardown_lease_expires_at = ? WHERE status = 'AWAITING_DELETE' AND teardown_owner IS NOT NULL").run(LONG_AGO);
+    db.prepare("UPDATE webhook_deliveries SET claimed_by = NULL, claim_expires_at = NULL WHERE status = 'pending' AND claim_expires_at IS NOT NULL").run();
+    db.prepare("UPDATE uploads SET receive_lease_expires_at = ? WHERE state = 'receiving'").run(LONG_AGO);
+  })();
 }
 
 function migrate(db: Database.Database): void {
@@ -247,6 +266,7 @@ export class SqliteStore implements Store {
   async createDeployment(input: { deployment: Deployment; revision: NewRevision | null; tracingProject: TracingProject }): Promise<DeploymentRecord> {
     const { db } = this;
     const { deployment: d, revision, tracingProject: tp } = input;
+    const cols = this.deploymentColumns(d.source_config, d.source_revision_config, d.secrets);
     try {
       db.transaction(() => {
         this.sql(
@@ -261,7 +281,7 @@ export class SqliteStore implements Store {
           tenant_id: d.tenant_id,
           name: d.name,
           source: d.source,
-          ...this.deploymentColumns(d.source_config, d.source_revision_config, d.secrets),
+          ...cols,
           status: d.status,
           latest_revision_id: revision?.id ?? null,
           image_version: d.image_version,
@@ -271,7 +291,7 @@ export class SqliteStore implements Store {
           created_at: d.created_at,
           updated_at: d.updated_at,
         });
-        if (revision) this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at);
+        if (revision) this.insertRevision(d.id, d.tenant_id, d.source, revision, d.created_at, sealedIfSame(revision.secrets, d.secrets, cols.secrets));
         this.sql('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)').run(
           tp.id,
           tp.tenant_id,
@@ -302,7 +322,8 @@ export class SqliteStore implements Store {
     };
   }
 
-  private insertRevision(deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string): void {
+  /** `sealedSecrets`: the revision's secrets already encrypted (the deployment's, in the same write). */
+  private insertRevision(deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string, sealedSecrets?: string): void {
     this.#stmt.insertRevision.run({
       id: revision.id,
       deployment_id: deploymentId,
@@ -312,7 +333,7 @@ export class SqliteStore implements Store {
       source,
       source_revision_config: JSON.stringify(revision.source_revision_config),
       commit_sha: revision.source_revision_config.repo_commit_sha ?? null,
-      secrets: this.#box.encryptJson(revision.secrets),
+      secrets: sealedSecrets ?? this.#box.encryptJson(revision.secrets),
       resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
       trigger: revision.trigger,
       now,
@@ -369,6 +390,7 @@ export class SqliteStore implements Store {
       const row = this.#stmt.deployment.get(id, tenantId) as Row | undefined;
       if (!row) throw new NotFound(`Deployment ID ${id} not found.`);
       const change = plan(toDeployment(row, this.#box));
+      const cols = this.deploymentColumns(change.source_config, change.source_revision_config, change.secrets);
       this.sql(
         `UPDATE deployments SET source_config = @source_config, source_revision_config = @source_revision_config,
            secrets = @secrets, deployment_type = @deployment_type, build_on_push = @build_on_push, repo_ref = @repo_ref,
@@ -378,9 +400,9 @@ export class SqliteStore implements Store {
         id,
         now,
         latest_revision_id: change.revision?.id ?? null,
-        ...this.deploymentColumns(change.source_config, change.source_revision_config, change.secrets),
+        ...cols,
       });
-      if (change.revision) this.insertRevision(id, tenantId, row.source as string, change.revision, now);
+      if (change.revision) this.insertRevision(id, tenantId, row.source as string, change.revision, now, sealedIfSame(change.revision.secrets, change.secrets, cols.secrets));
       return change.revision?.id ?? null;
     })();
     const deployment = (await this.getDeploymentById(id))!;
@@ -403,6 +425,26 @@ export class SqliteStore implements Store {
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
     const rows = this.sql("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'").all() as Row[];
     return rows.map((row) => toDeployment(row, this.#box));
+  }
+
+  async claimTeardown(deploymentId: string, lease: WorkLease): Promise<boolean> {
+    return (
+      this.sql(
+        `UPDATE deployments SET teardown_owner = @owner, teardown_lease_expires_at = @until
+         WHERE id = @id AND status = 'AWAITING_DELETE' AND (teardown_owner IS NULL OR teardown_owner = @owner OR teardown_lease_expires_at < @now)`,
+      ).run({ id: deploymentId, owner: lease.owner, until: lease.until, now: lease.now }).changes === 1
+    );
+  }
+
+  async takeOverTeardowns(lease: WorkLease, limit: number): Promise<DeploymentRecord[]> {
+    const rows = this.sql(LEASE_QUERIES.takeOverTeardowns).all({ owner: lease.owner, until: lease.until, now: lease.now, limit }) as Row[];
+    return rows.map((row) => toDeployment(row, this.#box));
+  }
+
+  async renewTeardownLeases(deploymentIds: readonly string[], lease: WorkLease): Promise<string[]> {
+    if (deploymentIds.length === 0) return [];
+    const rows = this.sql(LEASE_QUERIES.renewTeardownLeases).all({ owner: lease.owner, until: lease.until, ids: JSON.stringify(deploymentIds) }) as Array<{ id: string }>;
+    return rows.map((row) => row.id);
   }
 
   async removeDeployment(id: string): Promise<void> {
@@ -559,6 +601,22 @@ export class SqliteStore implements Store {
     const rows = this.sql(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL}) ORDER BY seq`)
       .all() as Row[];
     return rows.map((row) => toRevision(row));
+  }
+
+  async takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>> {
+    // One statement, so one writer: a revision another call took in between is no longer expired.
+    return this.sql(LEASE_QUERIES.takeOverRevisions).all({ owner: lease.owner, until: lease.until, now: lease.now, stale_before: staleBefore, limit }) as Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>;
+  }
+
+  async renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = this.sql(LEASE_QUERIES.renewRevisionLeases).all({ owner: lease.owner, until: lease.until, ids: JSON.stringify(ids) }) as Array<{ id: string }>;
+    return rows.map((row) => row.id);
+  }
+
+  async listStalledQueuedDeployments(): Promise<string[]> {
+    const rows = this.sql(LEASE_QUERIES.stalledQueuedDeployments).all() as Array<{ deployment_id: string }>;
+    return rows.map((row) => row.deployment_id);
   }
 
   async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void> {

@@ -87,6 +87,12 @@ export type PushRevisionResult =
   | { outcome: 'exists'; revisionId: string; status: RevisionStatus }
   | { outcome: 'not_buildable'; reason: string };
 
+/**
+ * A lease on work taken or renewed by one server process (issue 12): `owner` is the process id,
+ * `now` the time of the call, `until` when the lease ends unless renewed.
+ */
+export type WorkLease = { owner: string; now: string; until: string };
+
 /** The result of starting a deployment's next revision (the pipeline's one-at-a-time rule). */
 export type StartNextResult = { started: RevisionRecord | null; skipped: string[] };
 
@@ -135,6 +141,15 @@ export interface Store {
   /** Marks the deployment AWAITING_DELETE; `marked` is false when it already was (or null when it does not exist). */
   markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null>;
   listDeletingDeployments(): Promise<DeploymentRecord[]>;
+  /**
+   * Makes `lease.owner` the one process tearing the deployment down: true when it is being deleted
+   * and nobody else holds a live teardown lease on it (held by the caller already counts).
+   */
+  claimTeardown(deploymentId: string, lease: WorkLease): Promise<boolean>;
+  /** Claims up to `limit` deployments being deleted whose teardown nobody holds (or whose lease has passed). */
+  takeOverTeardowns(lease: WorkLease, limit: number): Promise<DeploymentRecord[]>;
+  /** Renews the teardown leases `lease.owner` holds of these deployments; answers the ids renewed. */
+  renewTeardownLeases(deploymentIds: readonly string[], lease: WorkLease): Promise<string[]>;
   /** Removes the deployment, its revisions and logs, and its tracing project when asked to. */
   removeDeployment(id: string): Promise<void>;
 
@@ -160,6 +175,19 @@ export interface Store {
   /** When no revision of the deployment is in progress: starts the newest queued one, skips older ones. */
   startNextRevision(deploymentId: string, firstStage: (revision: RevisionRecord) => RevisionStatus, now: string): Promise<StartNextResult>;
   listUnfinishedRevisions(): Promise<RevisionRecord[]>;
+  /**
+   * Takes over up to `limit` started, unfinished revisions whose lease has passed (or, never leased,
+   * that have not changed since `staleBefore`): each becomes `lease.owner`'s until `lease.until`.
+   * Atomic per revision: of two processes asking at once, each revision goes to one of them.
+   */
+  takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>>;
+  /**
+   * Renews the leases of the given revisions that are unfinished and held by `lease.owner` (or by
+   * nobody yet: started on create or by `startNextRevision`); answers the ids renewed. One statement.
+   */
+  renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]>;
+  /** Deployments with a queued revision and none in progress: their start was lost with a process. */
+  listStalledQueuedDeployments(): Promise<string[]>;
   appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void>;
   readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }>;
   /** Log lines with filters and either order, each with its sequence number (the cursor). */

@@ -1,4 +1,6 @@
 import type Database from 'better-sqlite3';
+import { LEASE_QUERIES } from './hot-queries.ts';
+import type { WorkLease } from './types.ts';
 
 export type UploadRecord = {
   id: string;
@@ -20,15 +22,23 @@ export type ClaimOutcome = 'claimed' | 'not_found' | 'in_use' | 'used';
 export interface UploadStore {
   createUpload(input: Omit<UploadRecord, 'state' | 'size'> & { created_at: string }): Promise<void>;
   getUpload(id: string): Promise<UploadRecord | null>;
-  /** `issued` → `receiving`, atomically: one PUT at a time, and none after a complete one. */
-  claimUpload(id: string): Promise<ClaimOutcome>;
+  /**
+   * `issued` → `receiving`, atomically: one PUT at a time, and none after a complete one. The
+   * receiving process (`lease.owner`) holds it until `lease.until` unless it renews.
+   */
+  claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome>;
+  /** Renews the leases of every upload `lease.owner` is receiving; answers how many. One statement. */
+  renewUploadLeases(lease: WorkLease): Promise<number>;
   writeChunk(id: string, seq: number, data: Buffer): Promise<void>;
-  /** `receiving` → `complete`, with the size. */
-  completeUpload(id: string, size: number, now: string): Promise<void>;
-  /** A failed PUT: its chunks are removed and the URL may be used again until it expires. */
-  releaseUpload(id: string): Promise<void>;
-  /** At start: PUTs cut off by a crash leave chunks of an upload still `receiving`; drop them. */
-  releaseInterruptedUploads(): Promise<number>;
+  /** `receiving` → `complete`, with the size; false when `owner` no longer holds it (its lease passed and it was released). */
+  completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean>;
+  /** A failed PUT of `owner`: its chunks are removed and the URL may be used again until it expires. */
+  releaseUpload(id: string, owner: string): Promise<void>;
+  /**
+   * PUTs cut off by a crash leave chunks of an upload still `receiving`: drops those whose
+   * receiving process's lease has passed (that process is gone), never another live one's.
+   */
+  releaseInterruptedUploads(now: string): Promise<number>;
   findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null>;
   /** The chunk with this sequence number, or null past the end. */
   readChunk(id: string, seq: number): Promise<Buffer | null>;
@@ -63,36 +73,42 @@ export class SqliteUploadStore implements UploadStore {
     return row ? toUpload(row) : null;
   }
 
-  async claimUpload(id: string): Promise<ClaimOutcome> {
+  async claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome> {
     return this.#db.transaction((): ClaimOutcome => {
       const row = this.#db.prepare('SELECT state FROM uploads WHERE id = ?').get(id) as { state: string } | undefined;
       if (!row) return 'not_found';
       if (row.state === 'complete') return 'used';
       if (row.state === 'receiving') return 'in_use';
-      this.#db.prepare("UPDATE uploads SET state = 'receiving' WHERE id = ? AND state = 'issued'").run(id);
+      this.#db.prepare("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'").run(lease.owner, lease.until, id);
       return 'claimed';
     })();
+  }
+
+  async renewUploadLeases(lease: WorkLease): Promise<number> {
+    return this.#db.prepare(LEASE_QUERIES.renewUploadLeases).run({ until: lease.until, owner: lease.owner }).changes;
   }
 
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
     this.#db.prepare('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)').run(id, seq, data);
   }
 
-  async completeUpload(id: string, size: number, now: string): Promise<void> {
-    this.#db.prepare("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving'").run(size, now, id);
+  async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
+    return this.#db.prepare("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?").run(size, now, id, owner).changes === 1;
   }
 
-  async releaseUpload(id: string): Promise<void> {
+  async releaseUpload(id: string, owner: string): Promise<void> {
     this.#db.transaction(() => {
-      this.#db.prepare('DELETE FROM upload_chunks WHERE upload_id = ?').run(id);
-      this.#db.prepare("UPDATE uploads SET state = 'issued' WHERE id = ? AND state = 'receiving'").run(id);
+      if (this.#db.prepare("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ? AND state = 'receiving' AND receiver_id = ?").run(id, owner).changes === 1) {
+        this.#db.prepare('DELETE FROM upload_chunks WHERE upload_id = ?').run(id);
+      }
     })();
   }
 
-  async releaseInterruptedUploads(): Promise<number> {
+  async releaseInterruptedUploads(now: string): Promise<number> {
     return this.#db.transaction(() => {
-      this.#db.prepare("DELETE FROM upload_chunks WHERE upload_id IN (SELECT id FROM uploads WHERE state = 'receiving')").run();
-      return this.#db.prepare("UPDATE uploads SET state = 'issued' WHERE state = 'receiving'").run().changes;
+      const gone = "SELECT id FROM uploads WHERE state = 'receiving' AND (receive_lease_expires_at IS NULL OR receive_lease_expires_at < ?)";
+      this.#db.prepare(`DELETE FROM upload_chunks WHERE upload_id IN (${gone})`).run(now);
+      return this.#db.prepare(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id IN (${gone})`).run(now).changes;
     })();
   }
 

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
 import { HOT_QUERIES } from './hot-queries.ts';
 import { toStoredDelivery } from './rows.ts';
+import type { WorkLease } from './types.ts';
 
 type Row = Record<string, unknown>;
 
@@ -66,6 +67,13 @@ export interface WebhookStore {
   tenantsOfInstallation(installationId: number): Promise<string[]>;
   /** Pending deliveries received at or before `dueBy`, oldest first. */
   listPending(dueBy: string, limit: number): Promise<PendingDelivery[]>;
+  /**
+   * Claims up to `limit` pending deliveries received at or before `dueBy` that nobody holds (or
+   * whose holder's lease has passed) for `lease.owner` until `lease.until`, oldest first: of
+   * processes claiming at once, each delivery goes to one. A failed attempt keeps its claim, so it
+   * is retried (by any process) once the lease has passed.
+   */
+  claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]>;
   /** When the oldest pending delivery was received; null when none is pending. */
   oldestPendingReceivedAt(): Promise<string | null>;
   /** Records what a delivery did, makes it visible to the workspaces it touched, and drops its body. */
@@ -102,6 +110,7 @@ function prepareStatements(db: Database.Database) {
     ),
     tenantsOfInstallation: db.prepare(HOT_QUERIES.tenantsOfInstallation),
     listPending: db.prepare(HOT_QUERIES.pendingDeliveries),
+    claimPending: db.prepare(HOT_QUERIES.claimPendingDeliveries),
     oldestPending: db.prepare(HOT_QUERIES.oldestPendingDelivery),
     insertResult: db.prepare(
       `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
@@ -169,6 +178,11 @@ export class SqliteWebhookStore implements WebhookStore {
     return this.#stmt.listPending.all(dueBy, limit) as PendingDelivery[];
   }
 
+  async claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]> {
+    const rows = this.#stmt.claimPending.all({ owner: lease.owner, until: lease.until, now: lease.now, due_by: dueBy, limit }) as Array<PendingDelivery & { seq: number }>;
+    return inOrder(rows);
+  }
+
   async oldestPendingReceivedAt(): Promise<string | null> {
     const row = this.#stmt.oldestPending.get() as { at: string | null };
     return row.at;
@@ -218,4 +232,9 @@ export class SqliteWebhookStore implements WebhookStore {
   async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
     this.#stmt.setReconcileHead.run(deploymentId, repoRef, sha, now);
   }
+}
+
+/** Claimed rows in the order they were received (RETURNING promises no order), without their `seq`. */
+export function inOrder(rows: Array<PendingDelivery & { seq: number }>): PendingDelivery[] {
+  return rows.sort((a, b) => a.seq - b.seq).map(({ seq: _seq, ...delivery }) => delivery);
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { expectQueueRanOneAtATime } from '../helpers/queue-history.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
 
 const TERMINAL = new Set(['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'CREATE_FAILED', 'SKIPPED', 'INTERRUPTED']);
@@ -62,22 +63,8 @@ describe('50 concurrent PATCHes to one deployment', () => {
     expect(samples).toBeGreaterThan(5);
     expect(worst).toBeLessThanOrEqual(1);
 
-    // Newest first: the newest ended DEPLOYED, every other one DEPLOYED or SKIPPED.
-    const [newest, ...rest] = final;
-    expect(newest!.status).toBe('DEPLOYED');
-    for (const revision of rest) expect(['DEPLOYED', 'SKIPPED']).toContain(revision.status);
-    const deployment = await api.get(`/v2/deployments/${deploymentId}`);
-    expect(deployment.body).toMatchObject({ status: 'READY', latest_revision_id: newest!.id, active_revision_id: newest!.id });
-
-    // The history agrees: the revisions that ran (from their first log line to their end) never overlap.
-    const ran: Array<{ id: string; from: number; to: number }> = [];
-    for (const revision of final.filter((r) => r.status === 'DEPLOYED')) {
-      const logs = await api.get<{ logs: Array<{ timestamp: string }> }>(`/v2/deployments/${deploymentId}/revisions/${revision.id}/logs?type=deploy&limit=50`);
-      expect(logs.body.logs.length).toBeGreaterThan(0);
-      ran.push({ id: revision.id, from: Date.parse(logs.body.logs[0]!.timestamp), to: Date.parse(revision.updated_at) });
-    }
-    ran.sort((a, b) => a.from - b.from);
-    for (let i = 1; i < ran.length; i += 1) expect(ran[i]!.from).toBeGreaterThanOrEqual(ran[i - 1]!.to);
+    // Newest first: the newest DEPLOYED and live, the others DEPLOYED or SKIPPED, and those that ran never overlapping.
+    await expectQueueRanOneAtATime(api, deploymentId, final);
     // Skipped ones never reached the data plane.
     for (const revision of final.filter((r) => r.status === 'SKIPPED').slice(0, 5)) {
       const logs = await api.get<{ logs: unknown[] }>(`/v2/deployments/${deploymentId}/revisions/${revision.id}/logs?type=deploy`);

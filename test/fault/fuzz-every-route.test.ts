@@ -19,9 +19,16 @@ type Case = { op: Operation; path: string; query: string; headers: Record<string
 const RUNS = 2000;
 
 /** Every table's rows in one string: equal before and after a request means nothing changed. */
+/**
+ * Lease columns (issue 12): the process renews the leases of the work it holds every third of a
+ * lease, in the background, whatever the requests; what a request changes is everything else.
+ */
+const LEASE_COLUMNS = new Set(['runner_id', 'lease_expires_at', 'teardown_owner', 'teardown_lease_expires_at', 'claimed_by', 'claim_expires_at', 'receiver_id', 'receive_lease_expires_at']);
+
 function fingerprint(db: Database.Database): string {
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
-  return tables.map(({ name }) => `${name}:${JSON.stringify(db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all())}`).join('\n');
+  const withoutLeases = (row: Record<string, unknown>) => Object.fromEntries(Object.entries(row).filter(([column]) => !LEASE_COLUMNS.has(column)));
+  return tables.map(({ name }) => `${name}:${JSON.stringify((db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all() as Array<Record<string, unknown>>).map(withoutLeases))}`).join('\n');
 }
 
 describe('fuzzing every route with broken requests', () => {

@@ -17,8 +17,9 @@ import { rawSql } from './raw-sql.ts';
  * when the suite runs on PostgreSQL), called through `app.request()` (no port). Fast; for the rules
  * of single requests. End-to-end behaviour is tested on a port. `path` asks for that SQLite file.
  */
-export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve } = {}) {
-  const secretBox = new SecretBox(randomBytes(32));
+export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve; processId?: string; secretBox?: SecretBox } = {}) {
+  // Apps sharing one database (several "processes") share its encryption key, as servers do.
+  const secretBox = options.secretBox ?? new SecretBox(randomBytes(32));
   const url = options.path ?? (await testDatabaseUrl(testBackendKind()));
   const backend = await openStore(url, { secretBox, synchronous: 'NORMAL' });
   // Tests that look at the rows themselves use `sql` (either backend); `store.db` is SQLite's handle.
@@ -27,7 +28,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ backend, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve });
+  const controlPlane = createControlPlane({ backend, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve, processId: options.processId });
   await controlPlane.start();
   const { app, services } = controlPlane;
 
@@ -43,8 +44,15 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
     workspaceId: boot.workspaceId,
     api: client(apiKey),
     client,
+    /** Stops as a process that dies would (its leases run out); `stopCleanly` is a clean shutdown. */
     close: async () => {
       controlPlane.stop();
+      await sql.close();
+      await backend.close();
+    },
+    stopCleanly: async () => {
+      controlPlane.stop();
+      await controlPlane.releaseWork();
       await sql.close();
       await backend.close();
     },

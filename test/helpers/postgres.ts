@@ -25,8 +25,8 @@ function freePort(): Promise<number> {
  * nothing is started or stopped). PostgreSQL refuses to run as root: as root the package runs it as
  * a `postgres` user it creates when missing, and the folder is opened so that user can reach it.
  */
-export async function startTestPostgres(): Promise<TestPostgres> {
-  const given = process.env.TEST_DATABASE_URL;
+export async function startTestPostgres(options: { durable?: boolean; url?: string } = {}): Promise<TestPostgres> {
+  const given = options.url ?? process.env.TEST_DATABASE_URL;
   if (given) return { adminUrl: given, stop: async () => {} };
   const { default: EmbeddedPostgres } = await importWithoutExitOverride();
   const root = mkdtempSync(join(tmpdir(), 'cp-pg-'));
@@ -44,7 +44,8 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     persistent: false,
     createPostgresUser: isRoot,
     // The socket goes into the run's own data folder (the server's user owns it), never a shared /tmp name.
-    postgresFlags: ['-k', databaseDir, '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', '-c', 'fsync=off'],
+    // fsync=off for tests (speed); `durable` (the benchmark) keeps PostgreSQL's default, as SQLite's FULL.
+    postgresFlags: ['-k', databaseDir, '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', ...(options.durable ? [] : ['-c', 'fsync=off'])],
     onLog: (m: string) => process.env.PG_DEBUG && process.stderr.write(m),
     onError: (e: unknown) => process.env.PG_DEBUG && console.error(e),
   });

@@ -254,23 +254,24 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     const d = await newDeployment(backend, ws);
     const id = crypto.randomUUID();
     await backend.uploads.createUpload({ id, deployment_id: d.id, tenant_id: ws, object_path: `uploads/${id}.tar.gz`, expires_at: at(600), created_at: NOW });
-    const claims = await Promise.all([backend.uploads.claimUpload(id), backend.uploads.claimUpload(id), backend.uploads.claimUpload(id)]);
+    const lease = { owner: 'process-1', now: NOW, until: at(60) };
+    const claims = await Promise.all([backend.uploads.claimUpload(id, lease), backend.uploads.claimUpload(id, lease), backend.uploads.claimUpload(id, lease)]);
     expect(claims.sort()).toEqual(['claimed', 'in_use', 'in_use']);
     const chunks = [Buffer.from([0, 1, 2, 255, 254]), Buffer.alloc(1 << 20, 7)];
     for (const [seq, chunk] of chunks.entries()) await backend.uploads.writeChunk(id, seq, chunk);
-    await backend.uploads.completeUpload(id, chunks[0]!.length + chunks[1]!.length, at(1));
+    expect(await backend.uploads.completeUpload(id, chunks[0]!.length + chunks[1]!.length, at(1), 'process-1')).toBe(true);
     expect(await backend.uploads.readChunk(id, 0)).toEqual(chunks[0]);
     // Compared as bytes (a deep equality of a megabyte element by element would take seconds).
     expect((await backend.uploads.readChunk(id, 1))!.equals(chunks[1]!)).toBe(true);
     expect(await backend.uploads.readChunk(id, 2)).toBeNull();
-    expect(await backend.uploads.claimUpload(id)).toBe('used');
+    expect(await backend.uploads.claimUpload(id, lease)).toBe('used');
     expect(await backend.uploads.findCompleteUpload(d.id, `uploads/${id}.tar.gz`)).toMatchObject({ id, state: 'complete', size: 5 + (1 << 20) });
     // An interrupted upload goes back to issued, its chunks dropped.
     const other = crypto.randomUUID();
     await backend.uploads.createUpload({ id: other, deployment_id: d.id, tenant_id: ws, object_path: `uploads/${other}.tar.gz`, expires_at: at(600), created_at: NOW });
-    await backend.uploads.claimUpload(other);
+    await backend.uploads.claimUpload(other, lease);
     await backend.uploads.writeChunk(other, 0, Buffer.from('partial'));
-    expect(await backend.uploads.releaseInterruptedUploads()).toBeGreaterThanOrEqual(1);
+    expect(await backend.uploads.releaseInterruptedUploads(at(61))).toBeGreaterThanOrEqual(1);
     expect(await backend.uploads.readChunk(other, 0)).toBeNull();
     expect((await backend.uploads.getUpload(other))!.state).toBe('issued');
   });

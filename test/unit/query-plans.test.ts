@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOT_QUERIES } from '../../server/store/hot-queries.ts';
+import { HOT_QUERIES, LEASE_QUERIES } from '../../server/store/hot-queries.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 
@@ -66,6 +66,18 @@ describe('query plans of the hot statements', () => {
         // A seek on the deployment alone then reads every revision it ever had: that is the scan this test exists to catch.
         expect(step, `${name}: ${steps.join('; ')}`).not.toMatch(/revisions_by_deployment \(deployment_id=\?\)$/);
       }
+    });
+  }
+
+  // The lease renewals and sweeps of every process (issue 12): they may walk the partial indexes
+  // that hold the work itself (unfinished revisions, deployments being deleted, uploads being
+  // received), never a whole table, whatever the history.
+  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE/;
+  for (const [name, sql] of Object.entries(LEASE_QUERIES)) {
+    it(`lease statement ${name} reads only the work, never a whole table`, () => {
+      const steps = plan(sql);
+      expect(steps.length).toBeGreaterThan(0);
+      for (const step of steps) if (/^SCAN/.test(step)) expect(step, `${name}: ${steps.join('; ')}`).toMatch(workIndexes);
     });
   }
 

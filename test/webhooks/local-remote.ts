@@ -21,5 +21,13 @@ export function localRemote() {
     git(work, 'push', 'origin', 'HEAD:refs/heads/main');
     return git(work, 'rev-parse', 'HEAD');
   };
-  return { url: `file://${bare}`, bare, commit };
+  /** Commits in the clone without pushing: the remote's branch head moves only at `push(sha)`. */
+  const commitLocally = (message: string) => {
+    writeFileSync(join(work, 'agent.py'), `# ${message}\n`);
+    git(work, 'add', 'agent.py');
+    git(work, 'commit', '-m', message);
+    return git(work, 'rev-parse', 'HEAD');
+  };
+  const push = (sha: string) => void git(work, 'push', 'origin', `${sha}:refs/heads/main`);
+  return { url: `file://${bare}`, bare, commit, commitLocally, push };
 }

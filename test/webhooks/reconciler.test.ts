@@ -48,7 +48,10 @@ describe('the reconciler', () => {
       await eventually(async () => (own.output().includes(`"deployment_id":"${dep.id}","branch":"main","head":"${first}"`) ? true : undefined));
 
       const message = 'Fix a typo in the docs [skip ci]';
-      const skipped = remote.commit(message);
+      // The branch head moves only after the delivery was processed: a reconciler pass between the
+      // push and its delivery would build the head (it reads heads, not messages), and on a loaded
+      // machine a 200 ms pass can come first. What is tested is that the recorded skip holds.
+      const skipped = remote.commitLocally(message);
       // A repository webhook (no installation): delivered to the workspace's own URL with its own secret.
       const hook = await workspaceHook(api);
       const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), {
@@ -58,6 +61,7 @@ describe('the reconciler', () => {
       expect(delivery.status).toBe(202);
       const processed = await processedDelivery(api, delivery.id);
       expect(JSON.stringify(processed)).toContain('[skip ci]');
+      remote.push(skipped);
 
       // Several reconciler passes see the branch head; none builds it.
       await new Promise((r) => setTimeout(r, 1200));

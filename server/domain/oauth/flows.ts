@@ -30,7 +30,8 @@ export type CallbackOutcome =
 /**
  * Authorization-code flows: start one (state + PKCE), finish it in the callback by exchanging the
  * code, and let the agent wait for the outcome. A flow's state lives in the database; waiters are
- * woken in-process (the same watch class the revision long-poll uses, keyed by flow id).
+ * woken by the same watch class the revision long-poll uses, keyed by flow id (shared across
+ * processes when the control plane gives a shared one), and read the flow again when woken.
  */
 export class OAuthFlows {
   readonly #store: OAuthStore;
@@ -41,9 +42,9 @@ export class OAuthFlows {
   readonly #tokens: OAuthTokens;
   readonly #publicUrl: () => string;
   readonly #policy: OutboundPolicy;
-  readonly #watch = new RevisionWatch();
+  readonly #watch: RevisionWatch;
 
-  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string; policy: OutboundPolicy }) {
+  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string; policy: OutboundPolicy; watch?: RevisionWatch }) {
     this.#store = deps.store;
     this.#box = deps.secretBox;
     this.#clock = deps.clock;
@@ -52,6 +53,8 @@ export class OAuthFlows {
     this.#tokens = deps.tokens;
     this.#publicUrl = deps.publicUrl;
     this.#policy = deps.policy;
+    // Shared across processes when given: the callback may reach another process than the wait.
+    this.#watch = deps.watch ?? new RevisionWatch();
   }
 
   /** `redirect_uri` registered with providers: PUBLIC_URL + the callback path. */

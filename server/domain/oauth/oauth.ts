@@ -2,6 +2,7 @@ import type { SecretBox } from '../../crypto/secret-box.ts';
 import type { Logger } from '../../logger.ts';
 import type { OAuthStore } from '../../store/oauth.ts';
 import type { Clock } from '../clock.ts';
+import type { RevisionWatch } from '../revision-watch.ts';
 import { OAuthFlows } from './flows.ts';
 import { OutboundPolicy, type Resolve } from './outbound.ts';
 import { OAuthProviders } from './providers.ts';
@@ -17,6 +18,10 @@ export type OAuthDeps = {
   allowedHosts: string;
   /** Name resolution for provider hosts; the system's unless a test plays a hostile resolver. */
   resolve?: Resolve;
+  /** Wakes `wait` when a flow ends, keyed by flow id; the control plane gives one shared with the other processes. */
+  watch?: RevisionWatch;
+  /** Runs work while no other process runs work of the same name (one token refresh at a time across processes). */
+  exclusive?: <T>(name: string, work: () => Promise<T>) => Promise<T>;
 };
 export type OAuth = ReturnType<typeof createOAuth>;
 

@@ -68,14 +68,17 @@ export class OAuthTokens {
   readonly #policy: OutboundPolicy;
   /** One refresh per stored token at a time: with rotating refresh tokens, a second concurrent refresh would be seen as reuse. */
   readonly #refreshing = new Map<string, Promise<TokenRecord | null>>();
+  /** Runs work while no other process on the database runs work of the same name (the coordination's). */
+  readonly #exclusive: <T>(name: string, work: () => Promise<T>) => Promise<T>;
 
-  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; policy: OutboundPolicy }) {
+  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; policy: OutboundPolicy; exclusive?: <T>(name: string, work: () => Promise<T>) => Promise<T> }) {
     this.#store = deps.store;
     this.#box = deps.secretBox;
     this.#clock = deps.clock;
     this.#log = deps.log;
     this.#providers = deps.providers;
     this.#policy = deps.policy;
+    this.#exclusive = deps.exclusive ?? ((_name, work) => work());
   }
 
   /**
@@ -172,7 +175,9 @@ export class OAuthTokens {
   #refreshOnce(provider: ProviderRecord, record: TokenRecord): Promise<TokenRecord | null> {
     const running = this.#refreshing.get(record.id);
     if (running) return running;
-    const refresh = this.#refresh(provider, record).finally(() => this.#refreshing.delete(record.id));
+    // Across processes too (a rotating refresh token used twice is seen as reuse): under a lock
+    // named for the token; the second process then reads the token the first one stored.
+    const refresh = this.#exclusive(`oauth-refresh:${record.id}`, () => this.#refresh(provider, record)).finally(() => this.#refreshing.delete(record.id));
     this.#refreshing.set(record.id, refresh);
     return refresh;
   }

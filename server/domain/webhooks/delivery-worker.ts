@@ -1,7 +1,9 @@
 import type { Logger } from '../../logger.ts';
+import type { WorkLease } from '../../store/types.ts';
 import type { PendingDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
 import type { DeliveryProcessor } from './process-delivery.ts';
+import { leaseFromNow } from '../work-lease.ts';
 
 /** GitHub redelivers for up to 3 days with the same delivery id; a week of history covers it. */
 export const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
@@ -16,12 +18,20 @@ export type DeliveryWorkerDeps = {
   log: Logger;
   /** `WEBHOOK_PROCESS_DELAY_MS`: how long a delivery waits before it is processed (tests, debugging). */
   delayMs: number;
+  /** This server process: the owner its claims on deliveries name. */
+  processId: string;
+  /** `PIPELINE_LEASE_MS`: how long a claim holds; a dead process's claims are taken over after it. */
+  leaseMs: number;
 };
 
 /**
  * Turns pending deliveries into their effects, oldest first, one at a time. Kicked right after a
- * delivery is stored; also scans at start (a restart picks up what was pending) and every minute
- * (retries, pruning). Everything it needs is in the database, so a crash loses nothing.
+ * delivery is stored; also scans at start (a restart picks up what was pending) and every half
+ * lease (retries, claims of dead processes), pruning once a minute. Everything it needs is in the
+ * database, so a crash loses nothing. With several processes on one database each delivery is
+ * claimed by one of them (a lease); a claim whose process died is taken by another after the lease,
+ * and its effects are idempotent (one revision per pushed commit), so a delivery processed again
+ * after a crash changes nothing twice.
  */
 export class DeliveryWorker {
   readonly #deps: DeliveryWorkerDeps;
@@ -38,11 +48,20 @@ export class DeliveryWorker {
   start(): void {
     this.#stopped = false;
     this.kick();
+    let lastPrune = Date.now();
     this.#scanTimer = setInterval(() => {
-      this.#prune().catch((error: unknown) => this.#deps.log.error('webhooks: pruning deliveries failed', { error: String(error) }));
+      if (Date.now() - lastPrune >= SCAN_INTERVAL_MS) {
+        lastPrune = Date.now();
+        this.#prune().catch((error: unknown) => this.#deps.log.error('webhooks: pruning deliveries failed', { error: String(error) }));
+      }
       this.kick();
-    }, SCAN_INTERVAL_MS);
+    }, Math.min(SCAN_INTERVAL_MS, Math.max(50, Math.floor(this.#deps.leaseMs / 2))));
     this.#scanTimer.unref();
+  }
+
+  /** A claim for this process from now. */
+  #lease(): WorkLease {
+    return leaseFromNow(this.#deps.clock, this.#deps.processId, this.#deps.leaseMs);
   }
 
   stop(): void {
@@ -79,18 +98,26 @@ export class DeliveryWorker {
 
   async #drain(): Promise<void> {
     const { webhookStore, clock, delayMs } = this.#deps;
-    const tried = new Set<string>();
     for (;;) {
       if (this.#stopped) return;
-      const dueBy = new Date(Date.parse(clock.now()) - delayMs).toISOString();
-      const batch = (await webhookStore.listPending(dueBy, BATCH + tried.size)).filter((d) => !tried.has(d.delivery_id));
+      const lease = this.#lease();
+      const dueBy = new Date(Date.parse(lease.now) - delayMs).toISOString();
+      // Claimed for this process: another worker claiming at once gets other deliveries. A failed
+      // attempt keeps its claim until the lease passes, so this drain does not take it again.
+      const batch = await webhookStore.claimPending(dueBy, BATCH, lease);
       if (batch.length === 0) break;
+      // The claim is not renewed: a batch still being worked through when half its lease has passed
+      // is left there (still claimed; taken again, by any process, once the lease passes) rather than
+      // run on while another process may claim the same deliveries.
+      const claimEnds = Date.parse(lease.until);
+      const stopAt = claimEnds - (claimEnds - Date.parse(lease.now)) / 2;
       for (const delivery of batch) {
         if (this.#stopped) return;
-        // Only deliveries left pending (a failed attempt, retried by a later drain) are remembered
-        // and skipped: remembering the processed ones too grew each batch's read (its limit counts
-        // them) with every delivery of a long drain, their bodies included.
-        if (await this.#processOne(delivery)) tried.add(delivery.delivery_id);
+        if (Date.parse(clock.now()) > stopAt) {
+          this.#deps.log.warn('webhooks: a claimed batch outlasted half its lease; the rest is taken again when the lease passes', { left: batch.length - batch.indexOf(delivery) });
+          break;
+        }
+        await this.#processOne(delivery);
         // The store is synchronous under its promises: let waiting requests (other deliveries' 202s) in.
         await yieldToIo();
       }

@@ -20,6 +20,11 @@ export type ReconcilerDeps = {
   log: Logger;
   /** `RECONCILE_INTERVAL_MS`; 0 turns the reconciler off. */
   intervalMs: number;
+  /**
+   * Whether this process runs the scheduled passes now: one process at a time among those on one
+   * database (a PostgreSQL advisory lock; always true on SQLite). Absent: always.
+   */
+  lead?: () => Promise<boolean>;
 };
 
 /** One `git ls-remote`: a repository URL and branch, and the deployments that track it. */
@@ -48,6 +53,8 @@ export class Reconciler {
   #running = 0;
   readonly #runningByTenant = new Map<string, number>();
   #listing = false;
+  /** Whether the last scheduled pass found this process leading (null before the first): logged when it changes. */
+  #leading: boolean | null = null;
   /** URLs already reported as not contacted (reported once at warn level, not at every pass). */
   readonly #refusedReported = new Set<string>();
 
@@ -74,10 +81,22 @@ export class Reconciler {
   #schedule(): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
-      this.pass().catch((error: unknown) => this.#deps.log.error('reconciler: pass failed', { error: String(error) }));
+      this.#passIfLeading().catch((error: unknown) => this.#deps.log.error('reconciler: pass failed', { error: String(error) }));
       this.#schedule();
     }, this.#deps.intervalMs);
     this.#timer.unref();
+  }
+
+  /** A scheduled pass, run only by the process that leads (asked at every pass: a dead leader is replaced at the next one). */
+  async #passIfLeading(): Promise<number> {
+    const leading = this.#deps.lead ? await this.#deps.lead() : true;
+    if (leading !== this.#leading) {
+      this.#leading = leading;
+      if (leading) this.#deps.log.info('reconciler: this process runs the reconciler passes now');
+      else this.#deps.log.info('reconciler: another process runs the reconciler passes; this one stands by');
+    }
+    if (!leading || this.#stopped) return 0;
+    return this.pass();
   }
 
   /**

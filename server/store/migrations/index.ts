@@ -6,6 +6,7 @@ import oauthWorkspaces from './005_oauth_workspaces.ts';
 import webhookScoping from './006_webhook_scoping.ts';
 import agents from './007_agents.ts';
 import revisionCommit from './008_revision_commit.ts';
+import workLeases from './009_work_leases.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -20,4 +21,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 6, name: 'webhook_scoping', sql: webhookScoping },
   { version: 7, name: 'agents', sql: agents },
   { version: 8, name: 'revision_commit', sql: revisionCommit },
+  { version: 9, name: 'work_leases', sql: workLeases },
 ];

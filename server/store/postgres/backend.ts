@@ -2,6 +2,8 @@ import { StartupError } from '../../startup-errors.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
 import { PgAgentStore } from './agents.ts';
+import { silentLogger } from '../../logger.ts';
+import { PgCoordination } from './coordination.ts';
 import { PgCoreStore } from './core.ts';
 import { migrate, PgDb } from './db.ts';
 import { PgInstallationRepoStore } from './installation-repos.ts';
@@ -20,6 +22,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     throw startupProblem(error, url) ?? error;
   }
   const core = new PgCoreStore(db, options.secretBox);
+  const coordination = await PgCoordination.open(url, db, options.log ?? silentLogger);
   return {
     core,
     webhooks: new PgWebhookStore(db),
@@ -28,9 +31,13 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     uploads: new PgUploadStore(db),
     installationRepos: new PgInstallationRepoStore(db),
     agents: new PgAgentStore(db),
+    coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),
-    close: () => db.close(),
+    async close() {
+      await coordination.close();
+      await db.close();
+    },
   };
 }
 

@@ -25,9 +25,10 @@ import type {
   RevisionWork,
   StartNextResult,
   Store,
+  WorkLease,
 } from '../types.ts';
 import { escapeLike, isUniqueViolation, type PgDb, type Queryable, type Row } from './db.ts';
-import { toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from '../rows.ts';
+import { sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from '../rows.ts';
 
 const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
   VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`;
@@ -187,7 +188,7 @@ export class PgCoreStore implements Store {
           ],
           c,
         );
-        if (revision) await this.#insertRevision(c, d.id, d.tenant_id, d.source, revision, d.created_at);
+        if (revision) await this.#insertRevision(c, d.id, d.tenant_id, d.source, revision, d.created_at, sealedIfSame(revision.secrets, d.secrets, cols.secrets));
         await db.run('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)', [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at], c);
       });
     } catch (error) {
@@ -208,7 +209,8 @@ export class PgCoreStore implements Store {
     };
   }
 
-  async #insertRevision(c: Queryable, deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string): Promise<void> {
+  /** `sealedSecrets`: the revision's secrets already encrypted (the deployment's, in the same write). */
+  async #insertRevision(c: Queryable, deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string, sealedSecrets?: string): Promise<void> {
     await this.#db.run(
       `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -221,7 +223,7 @@ export class PgCoreStore implements Store {
         source,
         JSON.stringify(revision.source_revision_config),
         revision.source_revision_config.repo_commit_sha ?? null,
-        this.#box.encryptJson(revision.secrets),
+        sealedSecrets ?? this.#box.encryptJson(revision.secrets),
         revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
         revision.trigger,
         now,
@@ -293,7 +295,7 @@ export class PgCoreStore implements Store {
         [cols.source_config, cols.source_revision_config, cols.secrets, cols.deployment_type, cols.build_on_push, cols.repo_ref, change.revision?.id ?? null, now, id],
         c,
       );
-      if (change.revision) await this.#insertRevision(c, id, tenantId, row.source as string, change.revision, now);
+      if (change.revision) await this.#insertRevision(c, id, tenantId, row.source as string, change.revision, now, sealedIfSame(change.revision.secrets, change.secrets, cols.secrets));
       const revision = change.revision ? await db.row(HOT_QUERIES.revisionById, [change.revision.id], c) : undefined;
       return { deployment: toDeployment(updated!, this.#box), revision: revision ? toRevision(revision) : null };
     });
@@ -314,6 +316,38 @@ export class PgCoreStore implements Store {
   async listDeletingDeployments(): Promise<DeploymentRecord[]> {
     const rows = await this.#db.rows("SELECT * FROM deployments WHERE status = 'AWAITING_DELETE'");
     return rows.map((row) => toDeployment(row, this.#box));
+  }
+
+  async claimTeardown(deploymentId: string, lease: WorkLease): Promise<boolean> {
+    // One conditional UPDATE: the row lock it takes makes two claimants queue, and the second sees the first's owner.
+    const claimed = await this.#db.run(
+      `UPDATE deployments SET teardown_owner = ?, teardown_lease_expires_at = ?
+       WHERE id = ? AND status = 'AWAITING_DELETE' AND (teardown_owner IS NULL OR teardown_owner = ? OR teardown_lease_expires_at < ?)`,
+      [lease.owner, lease.until, deploymentId, lease.owner, lease.now],
+    );
+    return claimed === 1;
+  }
+
+  async takeOverTeardowns(lease: WorkLease, limit: number): Promise<DeploymentRecord[]> {
+    const free = "status = 'AWAITING_DELETE' AND (teardown_owner IS NULL OR teardown_lease_expires_at < ?)";
+    const rows = await this.#db.rows(
+      `UPDATE deployments SET teardown_owner = ?, teardown_lease_expires_at = ?
+       WHERE id IN (SELECT id FROM deployments WHERE ${free} LIMIT ? FOR UPDATE SKIP LOCKED) AND ${free}
+       RETURNING *`,
+      [lease.owner, lease.until, lease.now, limit, lease.now],
+    );
+    return rows.map((row) => toDeployment(row, this.#box));
+  }
+
+  async renewTeardownLeases(deploymentIds: readonly string[], lease: WorkLease): Promise<string[]> {
+    if (deploymentIds.length === 0) return [];
+    const rows = await this.#db.rows<{ id: string }>(
+      `UPDATE deployments SET teardown_lease_expires_at = ?
+       WHERE id = ANY(?::text[]) AND status = 'AWAITING_DELETE' AND teardown_owner = ?
+       RETURNING id`,
+      [lease.until, [...deploymentIds], lease.owner],
+    );
+    return rows.map((row) => row.id);
   }
 
   async removeDeployment(id: string): Promise<void> {
@@ -456,6 +490,37 @@ export class PgCoreStore implements Store {
   async listUnfinishedRevisions(): Promise<RevisionRecord[]> {
     const rows = await this.#db.rows(`SELECT * FROM revisions WHERE status NOT IN (${TERMINAL}) ORDER BY seq`);
     return rows.map(toRevision);
+  }
+
+  async takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>> {
+    // SKIP LOCKED: two processes sweeping at once take disjoint revisions; the outer condition is
+    // checked again on the locked row, so one another process took meanwhile is not taken twice.
+    const expired = `status NOT IN (${TERMINAL}) AND status <> 'QUEUED' AND (lease_expires_at < ? OR (lease_expires_at IS NULL AND updated_at < ?))`;
+    return this.#db.rows<Pick<RevisionRecord, 'id' | 'deployment_id'>>(
+      `UPDATE revisions SET runner_id = ?, lease_expires_at = ?
+       WHERE seq IN (SELECT seq FROM revisions WHERE ${expired} LIMIT ? FOR UPDATE SKIP LOCKED) AND ${expired}
+       RETURNING id, deployment_id`,
+      [lease.owner, lease.until, lease.now, staleBefore, limit, lease.now, staleBefore],
+    );
+  }
+
+  async renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.#db.rows<{ id: string }>(
+      `UPDATE revisions SET runner_id = ?, lease_expires_at = ?
+       WHERE id = ANY(?::text[]) AND status NOT IN (${TERMINAL}) AND (runner_id = ? OR runner_id IS NULL)
+       RETURNING id`,
+      [lease.owner, lease.until, [...ids], lease.owner],
+    );
+    return rows.map((row) => row.id);
+  }
+
+  async listStalledQueuedDeployments(): Promise<string[]> {
+    const rows = await this.#db.rows<{ deployment_id: string }>(
+      `SELECT DISTINCT q.deployment_id FROM revisions q WHERE q.status NOT IN (${TERMINAL}) AND q.status = 'QUEUED'
+         AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = q.deployment_id AND p.status NOT IN (${TERMINAL}) AND p.status <> 'QUEUED')`,
+    );
+    return rows.map((row) => row.deployment_id);
   }
 
   async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void> {

@@ -1,4 +1,5 @@
 import { toUpload, type ClaimOutcome, type UploadRecord, type UploadStore } from '../uploads.ts';
+import type { WorkLease } from '../types.ts';
 import type { PgDb } from './db.ts';
 
 /** Uploaded source tarballs on PostgreSQL, in `bytea` chunk rows (mirrors `../uploads.ts`). */
@@ -22,7 +23,7 @@ export class PgUploadStore implements UploadStore {
     return row ? toUpload(row) : null;
   }
 
-  async claimUpload(id: string): Promise<ClaimOutcome> {
+  async claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome> {
     const db = this.#db;
     return db.tx(async (c): Promise<ClaimOutcome> => {
       // Locked: of two PUTs racing for one URL, one claims it and the other sees it in use.
@@ -30,32 +31,44 @@ export class PgUploadStore implements UploadStore {
       if (!row) return 'not_found';
       if (row.state === 'complete') return 'used';
       if (row.state === 'receiving') return 'in_use';
-      await db.run("UPDATE uploads SET state = 'receiving' WHERE id = ? AND state = 'issued'", [id], c);
+      await db.run("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'", [lease.owner, lease.until, id], c);
       return 'claimed';
     });
+  }
+
+  async renewUploadLeases(lease: WorkLease): Promise<number> {
+    return this.#db.run("UPDATE uploads SET receive_lease_expires_at = ? WHERE receiver_id = ? AND state = 'receiving'", [lease.until, lease.owner]);
   }
 
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
     await this.#db.run('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)', [id, seq, data]);
   }
 
-  async completeUpload(id: string, size: number, now: string): Promise<void> {
-    await this.#db.run("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving'", [size, now, id]);
+  async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
+    return (await this.#db.run("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [size, now, id, owner])) === 1;
   }
 
-  async releaseUpload(id: string): Promise<void> {
+  async releaseUpload(id: string, owner: string): Promise<void> {
     const db = this.#db;
     await db.tx(async (c) => {
-      await db.run('DELETE FROM upload_chunks WHERE upload_id = ?', [id], c);
-      await db.run("UPDATE uploads SET state = 'issued' WHERE id = ? AND state = 'receiving'", [id], c);
+      const released = await db.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [id, owner], c);
+      if (released === 1) await db.run('DELETE FROM upload_chunks WHERE upload_id = ?', [id], c);
     });
   }
 
-  async releaseInterruptedUploads(): Promise<number> {
+  async releaseInterruptedUploads(now: string): Promise<number> {
     const db = this.#db;
     return db.tx(async (c) => {
-      await db.run("DELETE FROM upload_chunks WHERE upload_id IN (SELECT id FROM uploads WHERE state = 'receiving')", [], c);
-      return db.run("UPDATE uploads SET state = 'issued' WHERE state = 'receiving'", [], c);
+      // Locked and re-checked: an upload whose receiver renewed its lease meanwhile is left alone.
+      const gone = await db.rows<{ id: string }>(
+        "SELECT id FROM uploads WHERE state = 'receiving' AND (receive_lease_expires_at IS NULL OR receive_lease_expires_at < ?) FOR UPDATE SKIP LOCKED",
+        [now],
+        c,
+      );
+      if (gone.length === 0) return 0;
+      const ids = gone.map((row) => row.id);
+      await db.run('DELETE FROM upload_chunks WHERE upload_id = ANY(?::text[])', [ids], c);
+      return db.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ANY(?::text[])", [ids], c);
     });
   }
 

@@ -1,5 +1,6 @@
 import type { WebhookDeliveryListQuery } from '../../../shared/schemas/webhook-delivery.ts';
-import type { DeliveryResultLine, NewDelivery, PendingDelivery, StoredDelivery, StoredOutcome, WebhookStore } from '../webhooks.ts';
+import { inOrder, type DeliveryResultLine, type NewDelivery, type PendingDelivery, type StoredDelivery, type StoredOutcome, type WebhookStore } from '../webhooks.ts';
+import type { WorkLease } from '../types.ts';
 import { toStoredDelivery } from '../rows.ts';
 import type { PgDb } from './db.ts';
 
@@ -62,6 +63,19 @@ export class PgWebhookStore implements WebhookStore {
        WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
       [dueBy, limit],
     );
+  }
+
+  async claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]> {
+    // SKIP LOCKED: workers claiming at once take disjoint deliveries instead of waiting on each
+    // other; the outer condition is checked again on each locked row, so none is claimed twice.
+    const free = "status = 'pending' AND received_at <= ? AND (claim_expires_at IS NULL OR claim_expires_at < ?)";
+    const rows = await this.#db.rows<PendingDelivery & { seq: number }>(
+      `UPDATE webhook_deliveries SET claimed_by = ?, claim_expires_at = ?
+       WHERE seq IN (SELECT seq FROM webhook_deliveries WHERE ${free} ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED) AND ${free}
+       RETURNING seq, delivery_id, event, workspace_id, payload, attempts, received_at`,
+      [lease.owner, lease.until, dueBy, lease.now, limit, dueBy, lease.now],
+    );
+    return inOrder(rows);
   }
 
   async oldestPendingReceivedAt(): Promise<string | null> {

@@ -1,7 +1,11 @@
 import initial from './001_initial.ts';
+import workLeases from './002_work_leases.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
  * an advisory lock. Append only, like the SQLite ones; the numbering is independent of theirs.
  */
-export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [{ version: 1, name: 'initial', sql: initial }];
+export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+  { version: 1, name: 'initial', sql: initial },
+  { version: 2, name: 'work_leases', sql: workLeases },
+];

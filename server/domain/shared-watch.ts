@@ -1,0 +1,60 @@
+import type { Coordination } from '../store/coordination.ts';
+import { RevisionWatch } from './revision-watch.ts';
+
+/**
+ * A `RevisionWatch` whose wake-ups reach every process on the database (issue 12). `notify` wakes
+ * this process's waiters with the changed record, as before, and publishes the id on `topic`; a
+ * notice from another process wakes the waiters here with no record, so each of them reads the
+ * database again (the revision long-poll, the agents' claim and the OAuth wait all do when
+ * `value()` is undefined). On a resync (notices may have been missed) every waiter here is woken to
+ * read again. It extends the watch rather than changing it: the waiting itself stays the watch's.
+ *
+ * On SQLite (`coordination.shared` is false) it is the plain watch: nothing is published or counted.
+ */
+export class SharedWatch extends RevisionWatch {
+  readonly #coordination: Coordination;
+  readonly #topic: string;
+  /** Ids that have waiters here, with how many: what a resync wakes. Kept only when shared. */
+  readonly #waited = new Map<string, number>();
+  readonly #detach: Array<() => void> = [];
+
+  constructor(coordination: Coordination, topic: string) {
+    super();
+    this.#coordination = coordination;
+    this.#topic = topic;
+    if (!coordination.shared) return;
+    this.#detach.push(
+      coordination.subscribe(topic, (id) => super.notify(id)),
+      coordination.onResync(() => {
+        for (const id of [...this.#waited.keys()]) super.notify(id);
+      }),
+    );
+  }
+
+  // The base class's own signature, whatever it becomes: this only counts the ids waited on.
+  override wait(...args: Parameters<RevisionWatch['wait']>): ReturnType<RevisionWatch['wait']> {
+    const waiter = super.wait(...args);
+    const id = args[0];
+    if (this.#coordination.shared) {
+      this.#waited.set(id, (this.#waited.get(id) ?? 0) + 1);
+      void waiter.changed.then(() => {
+        const left = (this.#waited.get(id) ?? 1) - 1;
+        if (left <= 0) this.#waited.delete(id);
+        else this.#waited.set(id, left);
+      });
+    }
+    return waiter;
+  }
+
+  /** Wakes this process's waiters of `id` (with `value`) and tells the other processes. */
+  override notify(id: string, value?: unknown): void {
+    super.notify(id, value);
+    // Fire and forget: the change is stored; a notice that cannot be sent is logged by the coordination.
+    if (this.#coordination.shared) void this.#coordination.publish(this.#topic, id);
+  }
+
+  /** Stops hearing other processes (the control plane stops). */
+  detach(): void {
+    for (const stop of this.#detach.splice(0)) stop();
+  }
+}

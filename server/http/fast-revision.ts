@@ -1,0 +1,123 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Gone } from '../domain/revision-watch.ts';
+import { revisionEtag } from '../domain/revisions.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody } from '../routes/revisions.ts';
+import type { RevisionRecord } from '../store/types.ts';
+import type { Services } from '../services.ts';
+import { apiKeyFrom, nodeHeader } from './fast.ts';
+
+/** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
+export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+const HEX = '[0-9a-fA-F]';
+const UUID = `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`;
+/** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
+const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})$`);
+
+/**
+ * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
+ * its conditional long-poll, answered in Node's request handler before Hono: Hono's router and
+ * @hono/node-server's Request/Response adaptation cost more than the SQL, and a thousand woken
+ * long-polls each went through them. It answers only when everything is ordinary: a GET without
+ * body or X-Tenant-Id, a key whose check is cached in memory (`Auth.cachedPrincipal`), a revision
+ * that exists. Anything else — errors, HEAD, a key seen for the first time — goes to `fallback`
+ * (Hono) untouched, which answers it as always.
+ *
+ * The answers are byte for byte Hono's (same status line, headers in the same order and case,
+ * same body): `test/e2e/fast-path.test.ts` compares the two for the same requests, so they cannot
+ * drift. Hono has no per-request middleware that writes anything for this route (no request log
+ * line, no extra headers), so there is nothing else to repeat here.
+ */
+export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>, fallback: NodeListener): NodeListener {
+  const { auth, revisions } = services;
+  return (req, res) => {
+    const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
+    if (!match) return fallback(req, res);
+    const headers = req.headers;
+    // A body (never read for a GET) or another workspace: Hono's.
+    if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') return fallback(req, res);
+    const principal = auth.cachedPrincipal(
+      apiKeyFrom((name) => nodeHeader(req, name)),
+      nodeHeader(req, 'x-tenant-id'),
+      req.socket.remoteAddress,
+    );
+    if (!principal) return fallback(req, res);
+    const deploymentId = match[1]!.toLowerCase();
+    const revisionId = match[2]!.toLowerCase();
+    // The route's own logic (routes/revisions.ts), down to the domain calls; only the HTTP layer differs.
+    const known = nodeHeader(req, 'if-none-match');
+    if (known) {
+      const waitMs = preferredWaitMs(nodeHeader(req, 'prefer'));
+      // Registered when the wait starts: whether Hono, answering a failure, must not wait again.
+      let waited = false;
+      const gone: Gone | undefined = waitMs
+        ? (cancel) => {
+            waited = true;
+            return responseGone(res)(cancel);
+          }
+        : undefined;
+      revisions.getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone).then(
+        ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision) : notModified(res, revision))),
+        // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
+        // wait (the re-read a change from another process asks for) is answered at once: the client
+        // already waited, and one that has gone gets nothing.
+        () => {
+          if (res.destroyed || res.writableEnded) return;
+          if (waited) withoutHeader(req, 'prefer');
+          fallback(req, res);
+        },
+      );
+      return;
+    }
+    revisions.find(principal.workspaceId, deploymentId, revisionId).then(
+      (revision) => (revision ? guarded(res, () => answer(res, revision)) : fallback(req, res)),
+      // Hono makes the error answer (the store fails there too, or answers by then).
+      () => fallback(req, res),
+    );
+  };
+}
+
+/** Removes a header before the request goes on to Hono (which reads `rawHeaders`). */
+function withoutHeader(req: IncomingMessage, name: string): void {
+  const kept: string[] = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i]!.toLowerCase() !== name) kept.push(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
+  req.rawHeaders = kept;
+  delete req.headers[name];
+}
+
+/**
+ * Writing the answer cannot fail in any way known here; should it, the connection is closed
+ * rather than the error left as an unhandled rejection (which would stop the process).
+ */
+function guarded(res: ServerResponse, write: () => void): void {
+  try {
+    write();
+  } catch {
+    res.destroy();
+  }
+}
+
+/**
+ * 200 with the revision, the headers in the order and case in which @hono/node-server writes the
+ * route's `jsonResponse`. The body is serialized once per record (`revisionBody`): the thousand
+ * waiters woken by one change hold the same announced record and share one string.
+ */
+function answer(res: ServerResponse, revision: RevisionRecord): void {
+  const body = revisionBody(revision);
+  res.writeHead(200, { 'content-type': 'application/json', etag: revisionEtag(revision), 'cache-control': 'no-cache', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
+function notModified(res: ServerResponse, revision: RevisionRecord): void {
+  res.writeHead(304, { 'cache-control': 'no-cache', etag: revisionEtag(revision), 'content-type': 'text/plain; charset=UTF-8' });
+  res.end();
+}
+
+/** When the client of a held request goes away: the response's 'close' (as `clientGone` for Hono's routes). */
+function responseGone(res: ServerResponse): Gone {
+  return (cancel) => {
+    res.once('close', cancel);
+    return () => res.off('close', cancel);
+  };
+}

@@ -1,0 +1,264 @@
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { eventually, type Api } from '../helpers/api.ts';
+import { testDatabaseUrl } from '../helpers/backends.ts';
+import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
+import { agentProject, gzipTarball } from '../helpers/tarball.ts';
+import { pushPayload, sha, signature } from '../webhooks/github.ts';
+
+/**
+ * Two control planes on one PostgreSQL database, each with its own process id, as two server
+ * processes would be (issue 12 part two): each started revision, teardown and webhook delivery is
+ * one process's work under a lease, and a process that stops renewing (dies) has its work taken
+ * over by the other once the lease has passed. A process "dies" here by `close()`: its timers stop,
+ * its sandbox stops mid-stage and its database pool closes, so it writes nothing more and leaves
+ * nothing but its leases behind, as a SIGKILL would (the `cluster` suite SIGKILLs real processes).
+ */
+
+type App = Awaited<ReturnType<typeof inProcessApp>>;
+const LEASE_MS = '600';
+/** For the tests that assert nothing is taken over from a live process: a stall of a third of this fails them. */
+const LIVE_LEASE = { PIPELINE_LEASE_MS: '2000' };
+const TERMINAL = new Set(['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'CREATE_FAILED', 'SKIPPED', 'INTERRUPTED']);
+const IN_PROGRESS = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'];
+
+const opened: App[] = [];
+/** The encryption key of each database: its processes share it, as servers given one ENCRYPTION_KEY do. */
+const keys = new Map<string, SecretBox>();
+async function processOn(url: string, processId: string, stageMs: number, env: Record<string, string> = {}): Promise<App> {
+  if (!keys.has(url)) keys.set(url, new SecretBox(randomBytes(32)));
+  const app = await inProcessApp({ path: url, processId, stageMs, secretBox: keys.get(url), env: { PIPELINE_LEASE_MS: LEASE_MS, ...env } });
+  opened.push(app);
+  return app;
+}
+async function die(app: App): Promise<void> {
+  opened.splice(opened.indexOf(app), 1);
+  await app.close();
+}
+afterEach(async () => {
+  for (const app of opened.splice(0)) await app.close();
+});
+
+async function sandboxListener(api: Api): Promise<string> {
+  return (await api.get('/v2/listeners')).body.resources.find((l: { compute_type: string }) => l.compute_type === 'sandbox').id;
+}
+
+describe('two server processes on one PostgreSQL database', () => {
+  it('a process that dies mid-stage has its revisions, its queue and its teardown finished by the other after the lease', async () => {
+    const url = await testDatabaseUrl('postgres');
+    // A's stages would take an hour: whatever it started is still mid-stage when it dies.
+    const a = await processOn(url, 'process-a', 3_600_000);
+    const listenerId = await sandboxListener(a.api);
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('death'), listenerId));
+      expect(created.status).toBe(201);
+      ids.push(created.body.id);
+    }
+    // A queued revision behind the one in progress, and a deletion under way.
+    const patched = await a.api.patch(`/v2/deployments/${ids[0]}`, { secrets: [{ name: 'AFTER', value: '1' }] });
+    expect(patched.status).toBe(200);
+    const queuedId = patched.body.latest_revision_id as string;
+    expect((await a.api.delete(`/v2/deployments/${ids[3]}`)).status).toBe(204);
+    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', ids[3]))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    // The teardown interrupts the deleted deployment's revision after it claimed the deletion.
+    await eventually(async () => ((await a.sql.get<{ status: string }>('SELECT status FROM revisions WHERE deployment_id = ?', ids[3]))?.status === 'INTERRUPTED' ? true : undefined), 10_000);
+    const started = await a.sql.all<{ id: string; status: string }>("SELECT id, status FROM revisions WHERE status NOT IN ('QUEUED', 'INTERRUPTED') ORDER BY seq");
+    expect(started.map((r) => r.status)).toEqual(['DEPLOYING', 'DEPLOYING', 'DEPLOYING']);
+    // A renews its leases while it lives.
+    await eventually(async () => ((await a.sql.all("SELECT 1 FROM revisions WHERE runner_id = 'process-a' AND status = 'DEPLOYING'")).length === 3 ? true : undefined), 10_000);
+
+    await die(a);
+    const b = await processOn(url, 'process-b', 20);
+    for (const id of ids.slice(0, 3)) {
+      const revisions = await eventually(async () => {
+        const list = (await b.api.get(`/v2/deployments/${id}/revisions?limit=10`)).body.resources as Array<{ id: string; status: string }>;
+        return list.length > 0 && list.every((r) => TERMINAL.has(r.status)) ? list : undefined;
+      }, 10_000);
+      // The newest one deployed (for the first deployment, the queued one, started by B).
+      expect(revisions[0]!.status).toBe('DEPLOYED');
+    }
+    expect((await b.api.get(`/v2/deployments/${ids[0]}/revisions/${queuedId}`)).body.status).toBe('DEPLOYED');
+    await eventually(async () => ((await b.api.get(`/v2/deployments/${ids[3]}`)).status === 404 ? true : undefined), 10_000);
+    // B took them over: the rows name it, and each stage change was written once.
+    for (const { id } of started) {
+      expect(await b.sql.get('SELECT runner_id FROM revisions WHERE id = ?', id)).toEqual({ runner_id: 'process-b' });
+      const finished = await b.sql.all("SELECT 1 FROM revision_logs WHERE revision_id = ? AND message LIKE 'sandbox: simulated deploy finished%'", id);
+      expect(finished).toHaveLength(1);
+    }
+  });
+
+  it('a process that shuts down cleanly hands its revisions and teardowns to the other at once, not a lease later', async () => {
+    const url = await testDatabaseUrl('postgres');
+    // A lease far longer than the wait below: only a hand-back at shutdown lets B finish in time.
+    const longLease = { PIPELINE_LEASE_MS: '60000' };
+    const a = await processOn(url, 'process-a', 3_600_000, longLease);
+    const listenerId = await sandboxListener(a.api);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await a.api.post('/v2/deployments', dockerBody(uniqueName('clean'), listenerId))).body.id);
+    expect((await a.api.delete(`/v2/deployments/${ids[2]}`)).status).toBe(204);
+    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', ids[2]))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    opened.splice(opened.indexOf(a), 1);
+    await a.stopCleanly();
+
+    const b = await processOn(url, 'process-b', 20, longLease);
+    for (const id of ids.slice(0, 2)) {
+      await eventually(async () => {
+        const list = (await b.api.get(`/v2/deployments/${id}/revisions?limit=10`)).body.resources as Array<{ status: string }>;
+        return list.length > 0 && list.every((r) => r.status === 'DEPLOYED') ? true : undefined;
+      }, 15_000);
+    }
+    await eventually(async () => ((await b.api.get(`/v2/deployments/${ids[2]}`)).status === 404 ? true : undefined), 15_000);
+  });
+
+  it("a take-over of a listener agent's revision only wakes the agent: its stage and the agents' claims are untouched", async () => {
+    const url = await testDatabaseUrl('postgres');
+    const a = await processOn(url, 'process-a', 20);
+    const listener = await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `local-${crypto.randomUUID().slice(0, 8)}` });
+    expect(listener.status).toBe(201);
+    const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('agent'), listener.body.id));
+    expect(created.status).toBe(201);
+    const revisionId = created.body.latest_revision_id as string;
+    // No agent has claimed it: it waits in its first stage, the lease A renews being all that is written.
+    await eventually(async () => ((await a.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-a' ? true : undefined), 10_000);
+    const before = await a.sql.get<{ status: string; version: number }>('SELECT status, version FROM revisions WHERE id = ?', revisionId);
+    expect(before!.status).toBe('AWAITING_DEPLOY');
+    await die(a);
+    const b = await processOn(url, 'process-b', 20);
+    await eventually(async () => ((await b.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-b' ? true : undefined), 10_000);
+    // Well past the take-over: still the agents' work, in the same stage, and no claim made for it.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(await b.sql.get('SELECT status, version FROM revisions WHERE id = ?', revisionId)).toEqual(before);
+    expect(await b.sql.all('SELECT work_key FROM agent_claims')).toEqual([]);
+    expect(await b.sql.all("SELECT message FROM revision_logs WHERE revision_id = ? AND message LIKE 'sandbox%'", revisionId)).toEqual([]);
+  });
+
+  it('a second process starting while the first lives does not run the first one\'s revisions again', async () => {
+    const url = await testDatabaseUrl('postgres');
+    // Each stage lasts longer than the lease: only A's renewals keep its revisions its own.
+    const a = await processOn(url, 'process-a', 2500, LIVE_LEASE);
+    const listenerId = await sandboxListener(a.api);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await a.api.post('/v2/deployments', dockerBody(uniqueName('alive'), listenerId))).body.id);
+    const b = await processOn(url, 'process-b', 2500, LIVE_LEASE);
+    for (const id of ids) {
+      await eventually(async () => {
+        const list = (await b.api.get(`/v2/deployments/${id}/revisions?limit=10`)).body.resources as Array<{ status: string }>;
+        return list.every((r) => TERMINAL.has(r.status)) ? true : undefined;
+      }, 15_000);
+    }
+    const revisions = await a.sql.all<{ id: string; runner_id: string; status: string }>('SELECT id, runner_id, status FROM revisions');
+    expect(revisions).toHaveLength(5);
+    for (const revision of revisions) {
+      expect(revision).toMatchObject({ runner_id: 'process-a', status: 'DEPLOYED' });
+      // One line per stage change: the create's start of the deploy, and its end.
+      const lines = await a.sql.all<{ message: string }>("SELECT message FROM revision_logs WHERE revision_id = ? AND type = 'deploy' ORDER BY seq", revision.id);
+      expect(lines.map((l) => l.message.replace(/ of .*|;.*/, ''))).toEqual(['sandbox: simulated deploy', 'sandbox: simulated deploy finished']);
+    }
+  });
+
+  it('50 concurrent PATCHes spread over both processes leave one revision in progress at a time', async () => {
+    const url = await testDatabaseUrl('postgres');
+    const a = await processOn(url, 'process-a', 40);
+    const b = await processOn(url, 'process-b', 40);
+    const listenerId = await sandboxListener(a.api);
+    const deploymentId = (await a.api.post('/v2/deployments', dockerBody(uniqueName('conc'), listenerId))).body.id as string;
+    let sampling = true;
+    let worst = 0;
+    let samples = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const row = await a.sql.get<{ n: number }>(`SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`, deploymentId);
+        worst = Math.max(worst, row!.n);
+        samples += 1;
+      }
+    })();
+    const patches = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => (i % 2 ? b : a).api.patch(`/v2/deployments/${deploymentId}`, { secrets: [{ name: 'ATTEMPT', value: String(i) }] })),
+    );
+    for (const patch of patches) expect(patch.status).toBe(200);
+    const final = await eventually(async () => {
+      const list = (await b.api.get(`/v2/deployments/${deploymentId}/revisions?limit=100`)).body.resources as Array<{ id: string; status: string }>;
+      return list.every((r) => TERMINAL.has(r.status)) ? list : undefined;
+    }, 30_000);
+    sampling = false;
+    await sampler;
+    expect(final).toHaveLength(51);
+    expect(samples).toBeGreaterThan(10);
+    expect(worst).toBeLessThanOrEqual(1);
+    // The newest revision is the one that deployed last.
+    expect((await a.api.get(`/v2/deployments/${deploymentId}`)).body.active_revision_id).toBe(final[0]!.id);
+  });
+
+  it('the same push delivered six times under different ids, to both processes, makes one revision; each delivery is processed once', async () => {
+    const url = await testDatabaseUrl('postgres');
+    // A short processing delay lets the deliveries gather, so both workers claim at the same moments.
+    const env = { WEBHOOK_PROCESS_DELAY_MS: '300' };
+    const a = await processOn(url, 'process-a', 3_600_000, env);
+    const b = await processOn(url, 'process-b', 3_600_000, env);
+    const fx = await workspaceFixtures(a.api);
+    const hook = await a.api.post('/v1/webhooks/github/secret', {});
+    expect(hook.status).toBe(201);
+    const path = new URL(hook.body.payload_url).pathname;
+    const repo = `acme/${uniqueName('six')}`;
+    const created = await a.api.post('/v2/deployments', githubBody(uniqueName('six'), fx.integrationId, {
+      source_config: { integration_id: fx.integrationId, repo_url: `https://github.com/${repo}`, deployment_type: 'dev', build_on_push: true },
+    }));
+    expect(created.status).toBe(201);
+    const commit = sha();
+    const body = JSON.stringify(pushPayload({ repo, after: commit, installationId: null }));
+    const signed = await signature(hook.body.secret, body);
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        (i % 2 ? b : a).app.request(path, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': crypto.randomUUID(), 'x-hub-signature-256': signed },
+          body,
+        }),
+      ),
+    );
+    for (const answer of answers) expect(answer.status).toBe(202);
+    const deliveries = await eventually(async () => {
+      const rows = await a.sql.all<{ status: string; attempts: number; claimed_by: string }>('SELECT status, attempts, claimed_by FROM webhook_deliveries');
+      return rows.length === 6 && rows.every((r) => r.status === 'processed') ? rows : undefined;
+    }, 10_000);
+    // Processed exactly once each (a second processing would count a second attempt).
+    for (const delivery of deliveries) expect(delivery).toMatchObject({ attempts: 1, claimed_by: expect.stringMatching(/^process-[ab]$/) });
+    const pushes = await a.sql.all('SELECT id FROM revisions WHERE deployment_id = ? AND commit_sha = ?', created.body.id, commit);
+    expect(pushes).toHaveLength(1);
+  });
+
+  it("an upload is released only when its receiving process dies, never while it streams: another process's start and sweeps leave it alone", async () => {
+    const url = await testDatabaseUrl('postgres');
+    const a = await processOn(url, 'process-a', 20, LIVE_LEASE);
+    const deploymentId = (await a.api.post('/v2/deployments', { name: uniqueName('upload'), source: 'internal_source' })).body.id as string;
+    const tarball = await gzipTarball(agentProject());
+    /** A PUT to A whose body arrives in two parts; `rest()` sends the second and ends it. */
+    const slowPut = async () => {
+      const target = new URL((await a.api.post(`/v2/deployments/${deploymentId}/upload-url`)).body.upload_url);
+      let controller!: ReadableStreamDefaultController<Uint8Array>;
+      const body = new ReadableStream<Uint8Array>({ start: (c) => void (controller = c) });
+      controller.enqueue(tarball.subarray(0, 10));
+      const answer = a.app.request(`${target.pathname}${target.search}`, { method: 'PUT', headers: { 'content-type': 'application/gzip' }, body, duplex: 'half' } as RequestInit);
+      const id = target.pathname.split('/').at(-1)!;
+      await eventually(async () => ((await a.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', id))?.state === 'receiving' ? true : undefined), 10_000);
+      return { id, answer, rest: () => (controller.enqueue(tarball.subarray(10)), controller.close()) };
+    };
+    const live = await slowPut();
+    // B starts (releasing interrupted uploads) and sweeps for more than two leases while A streams.
+    const b = await processOn(url, 'process-b', 20, LIVE_LEASE);
+    await new Promise((resolve) => setTimeout(resolve, 4500));
+    expect(await b.sql.get('SELECT state, receiver_id FROM uploads WHERE id = ?', live.id)).toEqual({ state: 'receiving', receiver_id: 'process-a' });
+    live.rest();
+    expect((await live.answer).status).toBe(200);
+    expect(await b.sql.get('SELECT state FROM uploads WHERE id = ?', live.id)).toEqual({ state: 'complete' });
+    // A PUT cut off by A's death: B releases it once A's lease has passed, and the URL works again.
+    const cut = await slowPut();
+    void Promise.resolve(cut.answer).catch(() => undefined);
+    await die(a);
+    await eventually(async () => ((await b.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', cut.id))?.state === 'issued' ? true : undefined), 10_000);
+    expect(await b.sql.all('SELECT seq FROM upload_chunks WHERE upload_id = ?', cut.id)).toEqual([]);
+  });
+});

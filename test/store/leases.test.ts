@@ -1,0 +1,253 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { openStore } from '../../server/store/open.ts';
+import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import type { RevisionStatus } from '../../shared/schemas/revision.ts';
+import type { WorkLease } from '../../server/store/types.ts';
+import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
+import { rawSql } from '../helpers/raw-sql.ts';
+
+/**
+ * Leases on work shared by several server processes (issue 12 part two), on both backends with
+ * real databases: started revisions, teardowns, webhook delivery claims, uploads being received.
+ * The "processes" are owners named in the calls; the races are real (calls issued together, on
+ * PostgreSQL each on its own pooled connection). Each test has a database of its own, since a
+ * sweep takes whatever is expired in the whole database.
+ */
+
+const NOW = '2026-01-01T00:00:00.000Z';
+const at = (second: number) => new Date(Date.parse(NOW) + second * 1000).toISOString();
+/** A lease of `owner` taken at `second`, for 15 s. */
+const lease = (owner: string, second: number): WorkLease => ({ owner, now: at(second), until: at(second + 15) });
+
+const revisionConfig: SourceRevisionConfig = { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, source_tarball_path: null, repo_commit_sha: null } as SourceRevisionConfig;
+
+describe.each(BACKENDS)('work leases: %s', (kind) => {
+  let backend: Awaited<ReturnType<typeof openTestBackend>>;
+  let ws: string;
+
+  beforeEach(async () => {
+    backend = await openTestBackend(kind);
+    ws = (await backend.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+  });
+  afterEach(async () => {
+    await backend?.close();
+  });
+
+  /** A deployment whose one revision is stored in `status` (as a create stores a started one: no owner yet). */
+  async function deploymentWith(status: RevisionStatus): Promise<{ deploymentId: string; revisionId: string }> {
+    const deploymentId = crypto.randomUUID();
+    const revisionId = crypto.randomUUID();
+    const name = `d-${deploymentId.slice(0, 8)}`;
+    await backend.core.createDeployment({
+      deployment: {
+        id: deploymentId,
+        tenant_id: ws,
+        name,
+        source: 'github',
+        source_config: { integration_id: null, repo_url: 'https://github.com/acme/agent', deployment_type: 'dev', build_on_push: false, custom_url: null, resource_spec: null, listener_id: null, listener_config: null, install_command: null, build_command: null },
+        source_revision_config: revisionConfig,
+        secrets: [],
+        created_at: NOW,
+        updated_at: NOW,
+        status: 'AWAITING_DATABASE',
+        latest_revision_id: revisionId,
+        active_revision_id: null,
+        image_version: null,
+      } as Deployment,
+      revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
+      tracingProject: { id: crypto.randomUUID(), name, tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
+    });
+    return { deploymentId, revisionId };
+  }
+
+  it('two owners racing for the same expired revisions: each revision goes to exactly one, and its row names it', async () => {
+    const started = await Promise.all(Array.from({ length: 30 }, (_, i) => deploymentWith(i % 2 ? 'DEPLOYING' : 'BUILDING')));
+    // Queued and ended revisions are nobody's work: never taken over.
+    const queued = await deploymentWith('QUEUED');
+    const ended = await deploymentWith('DEPLOYED');
+    // Never leased, unchanged for longer than a lease (staleBefore): expired.
+    const [a, b] = await Promise.all([
+      backend.core.takeOverRevisions(lease('process-a', 100), at(85), 100),
+      backend.core.takeOverRevisions(lease('process-b', 100), at(85), 100),
+    ]);
+    const ids = [...a, ...b].map((r) => r.id);
+    expect(ids.sort()).toEqual(started.map((s) => s.revisionId).sort());
+    expect(ids).not.toContain(queued.revisionId);
+    expect(ids).not.toContain(ended.revisionId);
+    const sql = rawSql(backend.url, backend.core);
+    try {
+      for (const [owner, taken] of [['process-a', a], ['process-b', b]] as const) {
+        for (const revision of taken) {
+          expect(await sql.get('SELECT runner_id, lease_expires_at FROM revisions WHERE id = ?', revision.id)).toEqual({ runner_id: owner, lease_expires_at: at(115) });
+          expect(revision.deployment_id).toBe(started.find((s) => s.revisionId === revision.id)!.deploymentId);
+        }
+      }
+    } finally {
+      await sql.close();
+    }
+    // Taken, they are no longer expired: a third sweep at once finds nothing.
+    expect(await backend.core.takeOverRevisions(lease('process-c', 101), at(86), 100)).toEqual([]);
+  });
+
+  it('a started revision not yet leased is not taken while it changed within a lease', async () => {
+    const { revisionId } = await deploymentWith('DEPLOYING');
+    expect(await backend.core.takeOverRevisions(lease('process-b', 10), at(-5), 100)).toEqual([]);
+    expect((await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).map((r) => r.id)).toEqual([revisionId]);
+  });
+
+  it('a renewed lease is not taken; once its owner stops renewing, another takes it, and the old owner can no longer renew it', async () => {
+    const { revisionId } = await deploymentWith('BUILDING');
+    // The starting process renews a revision nobody holds yet (started on create): it becomes its owner.
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 1))).toEqual([revisionId]);
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 10))).toEqual([revisionId]);
+    // At 20 the lease renewed at 10 runs until 25: not taken.
+    expect(await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).toEqual([]);
+    // Another process cannot renew what it does not hold.
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 21))).toEqual([]);
+    // process-a stops renewing (it died): after 25 it is taken.
+    expect((await backend.core.takeOverRevisions(lease('process-b', 26), at(11), 100)).map((r) => r.id)).toEqual([revisionId]);
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 27))).toEqual([]);
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 27))).toEqual([revisionId]);
+    // An ended revision is renewed no more.
+    await backend.core.transitionRevision({ revisionId, from: ['BUILDING'], to: 'BUILD_FAILED' }, at(28));
+    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 29))).toEqual([]);
+  });
+
+  it('deployments whose queued revision was never started are found; one with a revision in progress is not', async () => {
+    const stalled = await deploymentWith('QUEUED');
+    const busy = await deploymentWith('DEPLOYING');
+    await backend.core.updateDeployment(ws, busy.deploymentId, (current) => ({
+      source_config: current.source_config,
+      source_revision_config: current.source_revision_config,
+      secrets: [],
+      revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: current.source_revision_config, secrets: [], resource_spec: null },
+    }), at(1));
+    expect(await backend.core.listStalledQueuedDeployments()).toEqual([stalled.deploymentId]);
+  });
+
+  it('teardowns: of two processes claiming one deletion exactly one runs it; another takes it only after the lease', async () => {
+    const { deploymentId } = await deploymentWith('DEPLOYED');
+    // Not being deleted: nobody's teardown.
+    expect(await backend.core.claimTeardown(deploymentId, lease('process-a', 1))).toBe(false);
+    await backend.core.markDeploymentDeleting(ws, deploymentId, false, at(1));
+    const claims = await Promise.all(['process-a', 'process-b', 'process-c'].map((owner) => backend.core.claimTeardown(deploymentId, lease(owner, 2))));
+    expect(claims.filter(Boolean)).toHaveLength(1);
+    const owner = ['process-a', 'process-b', 'process-c'][claims.indexOf(true)]!;
+    const other = owner === 'process-a' ? 'process-b' : 'process-a';
+    // The owner claiming again (a repeated DELETE) keeps it; another does not get it while it lasts.
+    expect(await backend.core.claimTeardown(deploymentId, lease(owner, 3))).toBe(true);
+    expect(await backend.core.takeOverTeardowns(lease(other, 10), 100)).toEqual([]);
+    expect(await backend.core.renewTeardownLeases([deploymentId], lease(owner, 15))).toEqual([deploymentId]);
+    expect(await backend.core.takeOverTeardowns(lease(other, 25), 100)).toEqual([]);
+    expect(await backend.core.renewTeardownLeases([deploymentId], lease(other, 25))).toEqual([]);
+    // The owner died after its renewal at 15: at 31 the lease has passed.
+    const raced = await Promise.all([backend.core.takeOverTeardowns(lease(other, 31), 100), backend.core.takeOverTeardowns(lease('process-d', 31), 100)]);
+    expect(raced.flat().map((d) => d.id)).toEqual([deploymentId]);
+    expect(raced.flat()[0]).toMatchObject({ id: deploymentId, status: 'AWAITING_DELETE' });
+    expect(await backend.core.renewTeardownLeases([deploymentId], lease(owner, 32))).toEqual([]);
+    // A deletion nobody claimed yet (its process died between marking and claiming) is free at once.
+    const second = await deploymentWith('DEPLOYED');
+    await backend.core.markDeploymentDeleting(ws, second.deploymentId, false, at(40));
+    expect((await backend.core.takeOverTeardowns(lease(other, 40), 100)).map((d) => d.id)).toEqual([second.deploymentId]);
+  });
+
+  it('claimPending: 200 pending deliveries, 4 claimers at once, each delivery claimed exactly once; a dead claimer\'s deliveries return after its lease', async () => {
+    const ids = Array.from({ length: 200 }, (_, i) => `delivery-${String(i).padStart(3, '0')}-${crypto.randomUUID()}`);
+    for (const id of ids) {
+      await backend.webhooks.insertDelivery({ delivery_id: id, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'a'.repeat(40), workspace_id: ws, payload: '{}', received_at: at(1) });
+    }
+    const claimed = new Map<string, string[]>();
+    await Promise.all(
+      ['w1', 'w2', 'w3', 'w4'].map(async (owner) => {
+        const mine: string[] = [];
+        claimed.set(owner, mine);
+        for (;;) {
+          const batch = await backend.webhooks.claimPending(at(2), 7, lease(owner, 2));
+          if (batch.length === 0) return;
+          // Oldest first within a batch.
+          expect(batch.map((d) => d.delivery_id)).toEqual([...batch.map((d) => d.delivery_id)].sort());
+          mine.push(...batch.map((d) => d.delivery_id));
+        }
+      }),
+    );
+    const all = [...claimed.values()].flat();
+    expect(all).toHaveLength(200);
+    expect(new Set(all).size).toBe(200);
+    expect(new Set(all)).toEqual(new Set(ids));
+    // Processed ones are gone; the rest stay with their claimer until the lease (17) has passed.
+    const done = all.slice(0, 100);
+    for (const id of done) await backend.webhooks.completeDelivery(id, { outcome: 'push', reason: null, results: [], now: at(3) });
+    expect(await backend.webhooks.claimPending(at(10), 500, lease('w5', 10))).toEqual([]);
+    const retaken = await backend.webhooks.claimPending(at(18), 500, lease('w5', 18));
+    expect(new Set(retaken.map((d) => d.delivery_id))).toEqual(new Set(all.filter((id) => !done.includes(id))));
+    expect(retaken[0]).toMatchObject({ event: 'push', workspace_id: ws, payload: '{}', attempts: 0, received_at: at(1) });
+    // Not yet due (received after dueBy): not claimed (and w5's claims still hold at 30).
+    await backend.webhooks.insertDelivery({ delivery_id: `late-${crypto.randomUUID()}`, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'b'.repeat(40), workspace_id: ws, payload: '{}', received_at: at(50) });
+    expect(await backend.webhooks.claimPending(at(30), 500, lease('w6', 30))).toEqual([]);
+  });
+
+  it('uploads: released only when the receiving process has stopped renewing, and only that process may complete or release it', async () => {
+    const { deploymentId } = await deploymentWith('DEPLOYED');
+    const id = crypto.randomUUID();
+    await backend.uploads.createUpload({ id, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${id}.tar.gz`, expires_at: at(900), created_at: NOW });
+    expect(await backend.uploads.claimUpload(id, lease('process-a', 1))).toBe('claimed');
+    await backend.uploads.writeChunk(id, 0, Buffer.from('partial'));
+    // Another process starting (or sweeping) while process-a streams leaves the upload alone.
+    expect(await backend.uploads.releaseInterruptedUploads(at(10))).toBe(0);
+    expect(await backend.uploads.renewUploadLeases(lease('process-a', 10))).toBe(1);
+    expect(await backend.uploads.renewUploadLeases(lease('process-b', 10))).toBe(0);
+    expect(await backend.uploads.releaseInterruptedUploads(at(20))).toBe(0);
+    // Another process's failure path cannot release it, nor complete it.
+    await backend.uploads.releaseUpload(id, 'process-b');
+    expect(await backend.uploads.completeUpload(id, 7, at(21), 'process-b')).toBe(false);
+    expect((await backend.uploads.readChunk(id, 0))!.toString()).toBe('partial');
+    // process-a died after its renewal at 10: at 26 its upload is released, the chunks dropped.
+    expect(await backend.uploads.releaseInterruptedUploads(at(26))).toBe(1);
+    expect(await backend.uploads.readChunk(id, 0)).toBeNull();
+    expect((await backend.uploads.getUpload(id))!.state).toBe('issued');
+    // Too late for process-a: its completion is refused, and the URL can be used again.
+    expect(await backend.uploads.completeUpload(id, 7, at(27), 'process-a')).toBe(false);
+    expect(await backend.uploads.claimUpload(id, lease('process-b', 28))).toBe('claimed');
+  });
+});
+
+describe('SQLite: one process per file', () => {
+  it('a restart resumes at once: leases left in the file by the previous run are expired when it is opened', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cp-leases-'));
+    const path = join(dir, 'control-plane.db');
+    const box = new SecretBox(randomBytes(32));
+    try {
+      const first = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
+      const ws = (await first.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+      const deploymentId = crypto.randomUUID();
+      const revisionId = crypto.randomUUID();
+      await first.core.createDeployment({
+        deployment: { id: deploymentId, tenant_id: ws, name: 'restart', source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
+        revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status: 'DEPLOYING' },
+        tracingProject: { id: crypto.randomUUID(), name: 'restart', tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
+      });
+      const upload = crypto.randomUUID();
+      await first.uploads.createUpload({ id: upload, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${upload}.tar.gz`, expires_at: at(900), created_at: NOW });
+      expect(await first.uploads.claimUpload(upload, lease('old-run', 1))).toBe('claimed');
+      expect(await first.core.renewRevisionLeases([revisionId], lease('old-run', 1))).toEqual([revisionId]);
+      // Within the lease, in the same run, nobody else takes it.
+      expect(await first.core.takeOverRevisions(lease('new-run', 2), at(-13), 100)).toEqual([]);
+      await first.close();
+      // The process died at 2 and restarts at once: its work is resumed without waiting until 16.
+      const second = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
+      try {
+        expect(await second.core.takeOverRevisions(lease('new-run', 3), at(-12), 100)).toEqual([{ id: revisionId, deployment_id: deploymentId }]);
+        expect(await second.uploads.releaseInterruptedUploads(at(3))).toBe(1);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
