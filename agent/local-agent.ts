@@ -52,6 +52,8 @@ export class LocalAgent {
   readonly #proxy = new DeploymentProxy();
   readonly #live = new Map<string, Live>();
   readonly #running = new Set<Promise<void>>();
+  /** The attempt on each revision still running here: a new claim of it waits for the old one to end (and clean up). */
+  readonly #attempts = new Map<string, Promise<void>>();
   readonly #stopping = new AbortController();
   #heartbeat: NodeJS.Timeout | null = null;
   #leaseMs = 30_000;
@@ -143,11 +145,31 @@ export class LocalAgent {
     }, Math.max(100, Math.floor(work.lease_ms / 3)));
     try {
       if (work.kind === 'teardown') await this.#teardown(work.deployment, work.claim_id);
-      else await this.#carry(work.deployment, work.revision, work.claim_id, gone);
+      else await this.#afterEarlierAttempt(work.revision.id, () => this.#carry(work.deployment, work.revision, work.claim_id, gone));
     } finally {
       clearInterval(renew);
       this.#stopping.signal.removeEventListener('abort', onStop);
       if (this.#stopping.signal.aborted) await this.#client.release(work.claim_id).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs `attempt` once this agent's earlier attempt on the same revision has ended. A claim whose
+   * lease lapsed here (a slow renewal on a loaded machine) can come back to this same agent while
+   * the lapsed attempt is still stopping; both use the revision's build directory, and the lapsed
+   * one's clean-up would delete the checkout the new one is cloning into.
+   */
+  async #afterEarlierAttempt(revisionId: string, attempt: () => Promise<void>): Promise<void> {
+    const earlier = this.#attempts.get(revisionId);
+    const current = (async () => {
+      await earlier?.catch(() => undefined);
+      await attempt();
+    })();
+    this.#attempts.set(revisionId, current);
+    try {
+      await current;
+    } finally {
+      if (this.#attempts.get(revisionId) === current) this.#attempts.delete(revisionId);
     }
   }
 

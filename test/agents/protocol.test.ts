@@ -353,6 +353,24 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await runGraph(third.proxyPort, host)).status).toBe(404);
   });
 
+  it('a claim that lapsed while its agent was paused comes back to that agent: the lapsed attempt, still stopping, leaves the new one’s checkout alone', { timeout: 120_000 }, async () => {
+    // Only this agent pulls work, so the lapsed claim comes back to it.
+    for (const running of agents.splice(0)) await running.stop('SIGTERM');
+    const paused = await agent('agent-paused');
+    // On SIGTERM the install lingers a second (its trap), so the lapsed attempt ends, and cleans up,
+    // after the new attempt has started in the same build directory.
+    const d = await deploy(`${linkModules} && echo installing for a while && trap 'sleep 1; exit 143' TERM; sleep 3 & wait`);
+    await eventually(async () => ((await buildLog(d)).includes('installing for a while') ? true : undefined), 60_000);
+    process.kill(paused.pid, 'SIGSTOP');
+    await new Promise((r) => setTimeout(r, 3000)); // twice the 1.5 s lease: the claim goes back to the queue
+    process.kill(paused.pid, 'SIGCONT');
+    const revision = await revisionReaches(api, d.id, d.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 60_000);
+    expect(revision.status, `${revision.status_message}\n${paused.output()}`).toBe('DEPLOYED');
+    expect(paused.output()).toContain(`stopped work on revision ${d.latest_revision_id}`);
+    expect((await buildLog(d)).filter((m) => m.startsWith('local agent agent-paused: fetching')).length).toBeGreaterThanOrEqual(2);
+    expect((await runGraph(paused.proxyPort, new URL(d.source_config.custom_url).hostname)).body.answer).toBe('the first answer');
+  });
+
   it('an interrupt during a build ends the build’s processes', { timeout: 120_000 }, async () => {
     await agent('agent-interrupted');
     const pidFile = join(mkdtempSync(join(tmpdir(), 'cp-agent-pid-')), 'install.pid');
