@@ -21,13 +21,5 @@ export function localRemote() {
     git(work, 'push', 'origin', 'HEAD:refs/heads/main');
     return git(work, 'rev-parse', 'HEAD');
   };
-  /** Commits in the clone without pushing: the remote's branch head moves only at `push(sha)`. */
-  const commitLocally = (message: string) => {
-    writeFileSync(join(work, 'agent.py'), `# ${message}\n`);
-    git(work, 'add', 'agent.py');
-    git(work, 'commit', '-m', message);
-    return git(work, 'rev-parse', 'HEAD');
-  };
-  const push = (sha: string) => void git(work, 'push', 'origin', `${sha}:refs/heads/main`);
-  return { url: `file://${bare}`, bare, commit, commitLocally, push };
+  return { url: `file://${bare}`, bare, commit };
 }

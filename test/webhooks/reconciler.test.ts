@@ -40,20 +40,22 @@ describe('the reconciler', () => {
   it('does not build a head that a webhook skipped on purpose (a skip marker)', async () => {
     const remote = localRemote();
     const first = remote.commit('First version');
-    const own = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '200', SANDBOX_STAGE_MS: '50', ALLOW_FILE_REPO_URLS: 'true' });
+    // Passes 1.5 s apart: the delivery below has that long to arrive after a pass has seen its push.
+    const own = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '1500', SANDBOX_STAGE_MS: '50', ALLOW_FILE_REPO_URLS: 'true' });
     try {
       const api = apiClient(own.url, own.apiKey);
       const fx = await workspaceFixtures(api);
       const dep = await pushDeployment(api, fx.integrationId, remote.url);
       await eventually(async () => (own.output().includes(`"deployment_id":"${dep.id}","branch":"main","head":"${first}"`) ? true : undefined));
 
-      const message = 'Fix a typo in the docs [skip ci]';
-      // The branch head moves only after the delivery was processed: a reconciler pass between the
-      // push and its delivery would build the head (it reads heads, not messages), and on a loaded
-      // machine a 200 ms pass can come first. What is tested is that the recorded skip holds.
-      const skipped = remote.commitLocally(message);
       // A repository webhook (no installation): delivered to the workspace's own URL with its own secret.
       const hook = await workspaceHook(api);
+      const message = 'Fix a typo in the docs [skip ci]';
+      // As on GitHub, the push comes first and its webhook after it. Here a pass sees the new head
+      // before the delivery comes: it leaves the head to the webhook (it reads heads, not messages).
+      const skipped = remote.commit(message);
+      const unreported = `"msg":"reconciler: a head no webhook has reported; built if the next pass still finds it unhandled","deployment_id":"${dep.id}","branch":"main","head":"${skipped}"`;
+      await eventually(async () => (own.output().includes(unreported) ? true : undefined));
       const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), {
         secret: hook.secret,
         path: hook.path,
@@ -61,11 +63,11 @@ describe('the reconciler', () => {
       expect(delivery.status).toBe(202);
       const processed = await processedDelivery(api, delivery.id);
       expect(JSON.stringify(processed)).toContain('[skip ci]');
-      remote.push(skipped);
 
-      // Several reconciler passes see the branch head; none builds it.
-      await new Promise((r) => setTimeout(r, 1200));
-      expect((await revisionsOf(api, dep.id)).filter((r) => r.trigger === 'push')).toEqual([]);
+      // Several more passes see the branch head; none builds it.
+      await new Promise((r) => setTimeout(r, 3500));
+      const pushes = (await revisionsOf(api, dep.id)).filter((r) => r.trigger === 'push');
+      expect(pushes.map((r) => r.source_revision_config.repo_commit_sha), `first ${first}, skipped ${skipped}\n${own.output()}`).toEqual([]);
       expect(own.output()).not.toContain(`"commit":"${skipped}"`);
     } finally {
       await own.kill('SIGKILL');

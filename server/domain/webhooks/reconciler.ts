@@ -35,7 +35,7 @@ type WorkItem = { key: string; tenantId: string; url: string; branch: string; de
  * `build_on_push` deployment's branch (`git ls-remote`) with the commit of its newest revision and
  * creates the missing `push` revision. A newest revision with no known commit (built from the
  * branch name at create or PATCH time) is taken to have built the head seen on the first look; a
- * later, different head is built.
+ * later, different head is built once two passes in a row have found it with no webhook handling it.
  *
  * Tenants name the URLs, so reads are contained: only allowed hosts are contacted, reads run
  * concurrently up to `concurrency` with a per-workspace share, workspaces take turns in the queue,
@@ -55,6 +55,13 @@ export class Reconciler {
   #listing = false;
   /** Whether the last scheduled pass found this process leading (null before the first): logged when it changes. */
   #leading: boolean | null = null;
+  /**
+   * Heads no webhook has reported, by deployment, as the last pass found them: built only when a
+   * later pass finds the same head still unhandled. A push's webhook usually follows it within
+   * seconds, and only the webhook carries the commit message (a skip marker) the reconciler cannot
+   * read, so a pass that lands between a push and its webhook must leave the decision to the webhook.
+   */
+  readonly #unreported = new Map<string, { ref: string; sha: string }>();
   /** URLs already reported as not contacted (reported once at warn level, not at every pass). */
   readonly #refusedReported = new Set<string>();
 
@@ -136,7 +143,11 @@ export class Reconciler {
   async #workItems(): Promise<WorkItem[]> {
     const { store, policy, log } = this.#deps;
     const byKey = new Map<string, WorkItem>();
-    for (const deployment of await store.listBuildOnPushDeployments()) {
+    const deployments = await store.listBuildOnPushDeployments();
+    // Forget the unreported heads of deployments that no longer build on push (or are gone).
+    const tracked = new Set(deployments.map((d) => d.id));
+    for (const id of this.#unreported.keys()) if (!tracked.has(id)) this.#unreported.delete(id);
+    for (const deployment of deployments) {
       const branch = trackedBranch(deployment.source_revision_config.repo_ref);
       const repoUrl = deployment.source_config.repo_url;
       if (!branch || !repoUrl) continue;
@@ -220,12 +231,16 @@ export class Reconciler {
     const newest = deployment.source_revision_config.repo_commit_sha;
     const ref = deployment.source_revision_config.repo_ref!;
     if (newest === head) {
+      this.#unreported.delete(deployment.id);
       await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
       return false;
     }
     const seen = await webhookStore.getReconcileHead(deployment.id);
     // Handled already: built, or skipped on purpose by a webhook (a skip marker).
-    if (seen && seen.repo_ref === ref && seen.sha === head) return false;
+    if (seen && seen.repo_ref === ref && seen.sha === head) {
+      this.#unreported.delete(deployment.id);
+      return false;
+    }
     // A webhook handled a push of this branch after our head was read: ours may be older; the next
     // pass decides with a fresh read, so an older commit never replaces a newer one.
     if (seen && seen.repo_ref === ref && seen.seen_at > headReadAt) return false;
@@ -236,6 +251,13 @@ export class Reconciler {
         return false;
       }
     }
+    const unreported = this.#unreported.get(deployment.id);
+    if (!unreported || unreported.ref !== ref || unreported.sha !== head) {
+      this.#unreported.set(deployment.id, { ref, sha: head });
+      log.info('reconciler: a head no webhook has reported; built if the next pass still finds it unhandled', { deployment_id: deployment.id, branch, head });
+      return false;
+    }
+    this.#unreported.delete(deployment.id);
     const result = await builds.build(deployment.id, head, 'reconciler');
     await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
     if (result.outcome !== 'created') return false;
