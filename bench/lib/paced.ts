@@ -13,6 +13,14 @@ export type PacedResult = LoadResult & {
    */
   p99FromSendMs: number;
   targetRate: number;
+  /**
+   * The longest time no answer came back while requests were outstanding, and when it began (ms
+   * after the start): a pause of the server (or of the machine) shows here, and at half of max
+   * it leaves a backlog that takes as long again to drain, which is what a p99 far above the
+   * p99 from send means.
+   */
+  longestSilenceMs: number;
+  longestSilenceAtMs: number;
 };
 
 /**
@@ -58,12 +66,20 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
   /** Requests that are due while every connection is busy: sent as connections free up, their wait counted. */
   const backlog: Array<{ k: number; due: number }> = [];
   let answered = 0;
+  let lastAnswer = 0;
+  let longestSilenceMs = 0;
+  let longestSilenceAtMs = 0;
   let allAnswered: () => void = () => undefined;
 
   const send = (connection: RawConnection, k: number, due: number) => {
     const sent = performance.now();
     connection.send(bytesOf(k), (status) => {
       const end = performance.now();
+      if (lastAnswer > 0 && end - lastAnswer > longestSilenceMs) {
+        longestSilenceMs = end - lastAnswer;
+        longestSilenceAtMs = lastAnswer - start;
+      }
+      lastAnswer = end;
       if ((status >= 200 && status < 300) || status === 304) {
         latencies[k] = end - due;
         fromSend[k] = end - sent;
@@ -85,6 +101,7 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
 
   const interval = 1000 / options.rate;
   const start = performance.now() + 5;
+  lastAnswer = 0;
   let next = 0;
   const finished = new Promise<void>((resolve) => (allAnswered = resolve));
   await new Promise<void>((resolve) => {
@@ -122,6 +139,8 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
     requests: total,
     failures,
     lateMs,
+    longestSilenceMs,
+    longestSilenceAtMs,
     lateP99Ms: lateSorted[Math.min(total - 1, Math.floor(0.99 * total))] ?? 0,
     p99FromSendMs: quantile(Array.from(fromSend).filter((v, k) => !Number.isNaN(latencies[k]!)), 0.99),
   };

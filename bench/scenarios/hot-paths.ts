@@ -148,7 +148,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     for (const s of scenarios) {
       const result = await runPacedInChild(s.url, { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) });
       open.set(s.key, result);
-      log(`  ${s.key} at ${Math.round(result.rps)}/s: p50 ${result.p50.toFixed(2)} p99 ${result.p99.toFixed(2)} ms, from send ${result.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${result.lateP99Ms.toFixed(2)} ms, at most ${result.lateMs.toFixed(1)} ms)`);
+      log(`  ${s.key} at ${Math.round(result.rps)}/s: p50 ${result.p50.toFixed(2)} p99 ${result.p99.toFixed(2)} ms, from send ${result.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${result.lateP99Ms.toFixed(2)} ms, at most ${result.lateMs.toFixed(1)} ms; longest silence ${result.longestSilenceMs.toFixed(1)} ms at ${(result.longestSilenceAtMs / 1000).toFixed(2)} s)`);
     }
 
     const readRatio = ratio('getRevision', 'sqliteGet');

@@ -14,6 +14,13 @@ const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 5000;
 /** Revisions (and teardowns) one sweep statement takes over at most; a sweep repeats it while it fills. */
 const SWEEP_BATCH = 100;
+/**
+ * Leases renewed per statement. Renewing is one row write per revision held, and SQLite's writes
+ * hold the event loop: 20,000 revisions held in one UPDATE stopped every request for ~180 ms each
+ * renewal (issue 13's paced benchmark, which holds its revisions at BUILDING). In batches, with
+ * other work let in between, no renewal holds the loop for more than a few milliseconds.
+ */
+const RENEW_BATCH = 500;
 
 /** Thrown into pipeline work that was waiting for the storage when the pipeline stopped. */
 class PipelineStopped extends Error {
@@ -266,18 +273,16 @@ export class Pipeline {
     }
   }
 
-  /** One UPDATE per kind of work held: the leases of the revisions and teardowns this process runs. */
+  /** The leases of the revisions and teardowns this process runs: one UPDATE per `RENEW_BATCH` of each. */
   async #renew(): Promise<void> {
     const { store } = this.#deps;
     const lease = this.#lease();
-    const running = [...this.#running];
-    if (running.length > 0) {
-      const kept = new Set(await store.renewRevisionLeases(running, lease));
+    await inBatches([...this.#running], async (batch) => {
+      const kept = new Set(await store.renewRevisionLeases(batch, lease));
       // Ended (perhaps through another process) or taken over after a stall: no longer this process's to renew.
-      for (const id of running) if (!kept.has(id)) this.#running.delete(id);
-    }
-    const tearingDown = [...this.#tearingDown];
-    if (tearingDown.length > 0) await store.renewTeardownLeases(tearingDown, lease);
+      for (const id of batch) if (!kept.has(id)) this.#running.delete(id);
+    });
+    await inBatches([...this.#tearingDown], (batch) => store.renewTeardownLeases(batch, lease));
   }
 
   /**
@@ -404,8 +409,8 @@ export class Pipeline {
   async releaseLeases(): Promise<void> {
     const { store, clock, processId } = this.#deps;
     const endedNow = leaseFromNow(clock, processId, 0);
-    if (this.#running.size > 0) await store.renewRevisionLeases([...this.#running], endedNow);
-    if (this.#tearingDown.size > 0) await store.renewTeardownLeases([...this.#tearingDown], endedNow);
+    await inBatches([...this.#running], (batch) => store.renewRevisionLeases(batch, endedNow));
+    await inBatches([...this.#tearingDown], (batch) => store.renewTeardownLeases(batch, endedNow));
   }
 
   stop(): void {
@@ -431,4 +436,12 @@ export function firstStage(revision: Pick<RevisionRecord, 'source'>): RevisionSt
 /** Sources whose revisions have a build stage. */
 export function buildsFromSource(source: RevisionRecord['source']): boolean {
   return source === 'github' || source === 'internal_source';
+}
+
+/** Runs `each` over `ids` in slices of `RENEW_BATCH`, letting waiting requests in between slices. */
+async function inBatches(ids: string[], each: (batch: string[]) => Promise<unknown>): Promise<void> {
+  for (let start = 0; start < ids.length; start += RENEW_BATCH) {
+    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    await each(ids.slice(start, start + RENEW_BATCH));
+  }
 }
