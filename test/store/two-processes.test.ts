@@ -224,8 +224,9 @@ describe('two control planes on one PostgreSQL database', () => {
     await eventually(async () => ((await a.api.get(`/v2/deployments/${stuck.body.id}`)).status === 404 ? true : undefined), 10_000);
   });
 
-  it('an OAuth wait held on A answers when the callback reaches B', async () => {
-    const created = await a.api.post('/v2/auth/providers', {
+  /** An OAuth provider whose endpoints are the test's local provider, created through A. */
+  const createProvider = () =>
+    a.api.post('/v2/auth/providers', {
       provider_id: `idp-${crypto.randomUUID().slice(0, 6)}`,
       name: 'IdP',
       client_id: 'client',
@@ -233,6 +234,9 @@ describe('two control planes on one PostgreSQL database', () => {
       auth_url: `http://127.0.0.1:${providerPort}/authorize`,
       token_url: `http://127.0.0.1:${providerPort}/token`,
     });
+
+  it('an OAuth wait held on A answers when the callback reaches B', async () => {
+    const created = await createProvider();
     expect(created.status).toBe(200);
     const started = (await a.api.post('/v2/auth/authenticate', { provider: created.body.provider_id, scopes: ['read'], user_id: 'u1' })).body;
     const state = new URL(started.url).searchParams.get('state')!;
@@ -246,14 +250,7 @@ describe('two control planes on one PostgreSQL database', () => {
   });
 
   it('a token that needs refreshing, asked for on A and B at once, is refreshed once at the provider', async () => {
-    const created = await a.api.post('/v2/auth/providers', {
-      provider_id: `idp-${crypto.randomUUID().slice(0, 6)}`,
-      name: 'IdP',
-      client_id: 'client',
-      client_secret: 'secret-0123456789',
-      auth_url: `http://127.0.0.1:${providerPort}/authorize`,
-      token_url: `http://127.0.0.1:${providerPort}/token`,
-    });
+    const created = await createProvider();
     const ask = (on: Plane) => on.api.post('/v2/auth/authenticate', { provider: created.body.provider_id, scopes: ['read'], user_id: 'u-refresh' });
     const started = (await ask(a)).body;
     const state = new URL(started.url).searchParams.get('state')!;
