@@ -15,10 +15,12 @@ const RETRY_MAX_MS = 5000;
 /** Revisions (and teardowns) one sweep statement takes over at most; a sweep repeats it while it fills. */
 const SWEEP_BATCH = 100;
 /**
- * Leases renewed per statement. Renewing is one row write per revision held, and SQLite's writes
- * hold the event loop: 20,000 revisions held in one UPDATE stopped every request for ~180 ms each
- * renewal (issue 13's paced benchmark, which holds its revisions at BUILDING). In batches, with
- * other work let in between, no renewal holds the loop for more than a few milliseconds.
+ * Revisions held (or teardown leases renewed) per statement. A process's revisions are covered by
+ * its one process lease, so they are written only when started here (to name this process) and
+ * after that lease lapsed (to find which are still its own); SQLite's writes hold the event loop,
+ * and one UPDATE over 20,000 revisions stopped every request for ~180 ms (issue 13's paced
+ * benchmark, which holds its revisions at BUILDING). In batches, with other work let in between,
+ * no such statement holds the loop for more than a few milliseconds.
  */
 const RENEW_BATCH = 500;
 
@@ -55,8 +57,14 @@ export class Pipeline {
   readonly #control: StageControl;
   /** Deployments whose teardown is running in this process (their teardown leases are renewed). */
   readonly #tearingDown = new Set<string>();
-  /** Started revisions this process handed to a data plane: their leases are renewed until they end. */
+  /** Started revisions this process handed to a data plane: its process lease covers them until they end. */
   readonly #running = new Set<string>();
+  /** Those of `#running` started here that do not name this process yet: the next renewal holds them. */
+  readonly #unheld = new Set<string>();
+  /** Revisions whose hand-over failed: the next renewal gives them up, for a sweep to take over. */
+  readonly #toRelease = new Set<string>();
+  /** Renewals left that re-check every revision in `#running` (after the process lease lapsed). */
+  #recheck = 0;
   #heartbeat: NodeJS.Timeout | undefined;
   #sweeper: NodeJS.Timeout | undefined;
   /** Periodic work still running (see #background). */
@@ -146,7 +154,10 @@ export class Pipeline {
   async #ended(revision: RevisionRecord | null): Promise<RevisionRecord | null> {
     if (!revision) return null;
     this.#deps.watch.notify(revision.id, revision);
-    if (isTerminal(revision.status)) this.#running.delete(revision.id);
+    if (isTerminal(revision.status)) {
+      this.#running.delete(revision.id);
+      this.#unheld.delete(revision.id);
+    }
     // The stage change is stored; `advance` starts the next revision now or, when the storage
     // refuses, once it takes writes again.
     if (isTerminal(revision.status)) await this.advance(revision.deployment_id);
@@ -226,14 +237,15 @@ export class Pipeline {
   }
 
   /**
-   * Called once at start: the first sweep (below) takes over the work no live process holds, then
-   * the leases of this process's work are renewed every third of a lease and the sweep runs again
-   * every half lease, so the work of a process that died is resumed by another one lease later.
-   * On SQLite (one process) every lease left in the file is already expired: a restart resumes
-   * everything at once, as before leases.
+   * Called once at start: the process lease is taken and the first sweep (below) takes over the
+   * work no live process holds, then the leases of this process are renewed every third of a lease
+   * and the sweep runs again every half lease, so the work of a process that died is resumed by
+   * another one lease later. On SQLite (one process) every lease left in the file is already
+   * expired: a restart resumes everything at once, as before leases.
    */
   async resume(): Promise<{ resumed: number; deleting: number }> {
     const { log, leaseMs } = this.#deps;
+    await this.#renew();
     const swept = await this.#sweep();
     if (swept.resumed + swept.queued + swept.deleting > 0) {
       log.info('pipeline: resumed work left by the previous run (or by a process that stopped renewing its leases)', { revisions: swept.resumed, queued_deployments: swept.queued, deletions: swept.deleting });
@@ -273,21 +285,39 @@ export class Pipeline {
     }
   }
 
-  /** The leases of the revisions and teardowns this process runs: one UPDATE per `RENEW_BATCH` of each. */
+  /**
+   * The process lease, which covers every revision this process holds (one row write however many);
+   * the revisions started here since the last renewal are named as this process's. When the lease
+   * had lapsed (a stall longer than a lease), every revision is checked: those another process took
+   * over meanwhile are dropped. The check is repeated at the next renewal too, so a take-over that
+   * was being written during the first check is seen by the second. Teardown leases: one UPDATE per
+   * `RENEW_BATCH`.
+   */
   async #renew(): Promise<void> {
-    const { store } = this.#deps;
+    const { store, processId } = this.#deps;
     const lease = this.#lease();
-    await inBatches([...this.#running], async (batch) => {
-      const kept = new Set(await store.renewRevisionLeases(batch, lease));
-      // Ended (perhaps through another process) or taken over after a stall: no longer this process's to renew.
-      for (const id of batch) if (!kept.has(id)) this.#running.delete(id);
+    if (!(await store.renewProcessLease(lease))) this.#recheck = 2;
+    const toHold = this.#recheck > 0 ? [...this.#running] : [...this.#unheld];
+    await inBatches(toHold, async (batch) => {
+      const held = new Set(await store.holdRevisions(batch, processId));
+      for (const id of batch) {
+        this.#unheld.delete(id);
+        // Ended (perhaps through another process) or taken over after a stall: no longer this process's.
+        if (!held.has(id)) this.#running.delete(id);
+      }
     });
+    if (this.#recheck > 0) this.#recheck -= 1;
+    if (this.#toRelease.size > 0) {
+      const released = [...this.#toRelease];
+      await store.releaseRevisions(released, processId);
+      for (const id of released) this.#toRelease.delete(id);
+    }
     await inBatches([...this.#tearingDown], (batch) => store.renewTeardownLeases(batch, lease));
   }
 
   /**
    * Takes over started revisions and teardowns whose lease has passed (their process died, or never
-   * renewed them), hands them to their data plane, and starts deployments whose queued revision was
+   * held them), hands them to their data plane, and starts deployments whose queued revision was
    * never started (a process died between queueing and starting it).
    */
   async #sweep(): Promise<{ resumed: number; queued: number; deleting: number }> {
@@ -298,10 +328,13 @@ export class Pipeline {
       const staleBefore = new Date(Date.parse(lease.now) - leaseMs).toISOString();
       const taken = await store.takeOverRevisions(lease, staleBefore, SWEEP_BATCH);
       for (const revision of taken) {
-        // Its own, after a stall longer than the lease: it is still being driven here.
-        if (this.#running.has(revision.id)) continue;
+        // Started here and not held yet, after a stall longer than the lease: it is still being driven here.
+        if (this.#running.has(revision.id)) {
+          this.#unheld.delete(revision.id);
+          continue;
+        }
         resumed += 1;
-        await this.#dispatch(revision);
+        await this.#dispatch(revision, 'held');
       }
       if (taken.length < SWEEP_BATCH || this.#stopped) break;
     }
@@ -371,10 +404,11 @@ export class Pipeline {
    * The deployment's data plane gets the started revision, on the next turn of the event loop: the
    * data plane's first write then does not delay the answer to the request that started it.
    */
-  async #dispatch(revision: Pick<RevisionRecord, 'id' | 'deployment_id'>): Promise<void> {
+  async #dispatch(revision: Pick<RevisionRecord, 'id' | 'deployment_id'>, holder: 'held' | 'started here' = 'started here'): Promise<void> {
     const { store, log } = this.#deps;
-    // Its lease is renewed from now on (a revision started here has none yet: see renewRevisionLeases).
+    // Covered by the process lease from now on; one started here names this process from the next renewal.
     this.#running.add(revision.id);
+    if (holder === 'started here') this.#unheld.add(revision.id);
     setImmediate(() => {
       const handOver = async () => {
         const [work, deployment] = await this.#retrying('read a started revision', () =>
@@ -382,14 +416,18 @@ export class Pipeline {
         );
         if (!work || !deployment || isTerminal(work.status)) {
           this.#running.delete(revision.id);
+          this.#unheld.delete(revision.id);
           return;
         }
         const dataPlane = await this.#retrying('find a started revision\'s data plane', () => this.#dataPlaneFor(deployment));
         dataPlane.run(work, deployment, this.#control);
       };
       handOver().catch((error: unknown) => {
-        // Not renewed any more: its lease lapses and a sweep (this process's or another's) hands it over again.
+        // Given up: a sweep (this process's or another's) takes it over and hands it over again
+        // once it has been unchanged for a lease.
         this.#running.delete(revision.id);
+        this.#unheld.delete(revision.id);
+        this.#toRelease.add(revision.id);
         if (!(error instanceof PipelineStopped)) log.error('pipeline: could not hand a revision to its data plane; it is taken over again once its lease passes', { revision_id: revision.id, error: String(error) });
       });
     });
@@ -401,15 +439,17 @@ export class Pipeline {
   }
 
   /**
-   * After `stop()`, on a clean shutdown: ends the leases of this process's revisions and teardowns
-   * now, so another process takes them over at its next sweep instead of a whole lease later (a
-   * rolling restart would otherwise pause that work for up to `PIPELINE_LEASE_MS`). A process that
-   * dies cannot do this; its leases simply run out.
+   * After `stop()`, on a clean shutdown: ends the leases of this process and its teardowns now, so
+   * another process takes its work over at its next sweep instead of a whole lease later (a rolling
+   * restart would otherwise pause that work for up to `PIPELINE_LEASE_MS`). Revisions started here
+   * and not held yet are named first, so the ended lease covers them too. A process that dies
+   * cannot do this; its leases simply run out.
    */
   async releaseLeases(): Promise<void> {
     const { store, clock, processId } = this.#deps;
     const endedNow = leaseFromNow(clock, processId, 0);
-    await inBatches([...this.#running], (batch) => store.renewRevisionLeases(batch, endedNow));
+    await inBatches([...this.#unheld], (batch) => store.holdRevisions(batch, processId));
+    await store.endProcessLease(processId, endedNow.now);
     await inBatches([...this.#tearingDown], (batch) => store.renewTeardownLeases(batch, endedNow));
   }
 

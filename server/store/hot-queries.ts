@@ -9,6 +9,8 @@ export const TERMINAL = sqlList(TERMINAL_REVISION_STATUSES);
  * deployment's unfinished revisions repeat it instead of listing the statuses they want.
  */
 const UNFINISHED = `status NOT IN (${TERMINAL})`;
+/** Started and unfinished: the predicate of the partial index `revisions_running` (by process), word for word. */
+const RUNNING = `${UNFINISHED} AND status <> 'QUEUED'`;
 /**
  * Statuses after which a commit may be built again by a push. SKIPPED is not among them: a revision
  * skipped because a newer one superseded it must not come back on a redelivery and deploy an older commit.
@@ -75,14 +77,29 @@ export const HOT_QUERIES = {
  * revisions, deployments being deleted) but never a whole table: `test/unit/query-plans.test.ts`.
  */
 export const LEASE_QUERIES = {
-  /** Started, unfinished revisions whose lease has passed, or never leased and unchanged for a lease. No ORDER BY: it would read the whole table in `seq` order. */
-  takeOverRevisions: `UPDATE revisions SET runner_id = @owner, lease_expires_at = @until
-    WHERE id IN (SELECT id FROM revisions WHERE ${UNFINISHED} AND status <> 'QUEUED'
-      AND (lease_expires_at < @now OR (lease_expires_at IS NULL AND updated_at < @stale_before)) LIMIT @limit)
+  /** A process's own lease, renewed only while still live (a lapsed one must re-check what it holds). */
+  renewProcessLease: 'UPDATE process_leases SET lease_expires_at = @until WHERE process_id = @owner AND lease_expires_at >= @now',
+  restartProcessLease: `INSERT INTO process_leases (process_id, lease_expires_at) VALUES (@owner, @until)
+    ON CONFLICT (process_id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at`,
+  endProcessLease: 'UPDATE process_leases SET lease_expires_at = @now WHERE process_id = @owner',
+  /** Other processes whose lease has passed: a row per process, alive or dead with work left. */
+  deadProcesses: 'SELECT process_id FROM process_leases WHERE lease_expires_at < @now AND process_id <> @owner ORDER BY process_id',
+  /** A dead process's revisions in progress, through `revisions_running`. No ORDER BY: it would read them all. */
+  takeOverFromProcess: `UPDATE revisions SET runner_id = @owner
+    WHERE id IN (SELECT id FROM revisions WHERE runner_id = @dead AND ${RUNNING} LIMIT @limit)
     RETURNING id, deployment_id`,
-  renewRevisionLeases: `UPDATE revisions SET runner_id = @owner, lease_expires_at = @until
+  /** Once it holds nothing: a process that comes back finds no lease and re-checks what it holds. */
+  forgetProcess: 'DELETE FROM process_leases WHERE process_id = @dead',
+  /** Started revisions no process ever held (its process died before its first renewal), unchanged for a lease. */
+  takeOverUnheld: `UPDATE revisions SET runner_id = @owner
+    WHERE id IN (SELECT id FROM revisions WHERE runner_id IS NULL AND ${RUNNING} AND updated_at < @stale_before LIMIT @limit)
+    RETURNING id, deployment_id`,
+  /** Only while the process has a lease: a revision never names a process with no row. */
+  holdRevisions: `UPDATE revisions SET runner_id = @owner
     WHERE id IN (SELECT value FROM json_each(@ids)) AND ${UNFINISHED} AND (runner_id = @owner OR runner_id IS NULL)
+      AND EXISTS (SELECT 1 FROM process_leases WHERE process_id = @owner)
     RETURNING id`,
+  releaseRevisions: 'UPDATE revisions SET runner_id = NULL WHERE id IN (SELECT value FROM json_each(@ids)) AND runner_id = @owner',
   stalledQueuedDeployments: `SELECT DISTINCT q.deployment_id FROM revisions q WHERE q.${UNFINISHED} AND q.status = 'QUEUED'
     AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = q.deployment_id AND p.${UNFINISHED} AND p.status <> 'QUEUED')`,
   takeOverTeardowns: `UPDATE deployments SET teardown_owner = @owner, teardown_lease_expires_at = @until

@@ -64,6 +64,8 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
 
 /** A time before every lease: what a lease left by a previous run is set to. */
 const LONG_AGO = '1970-01-01T00:00:00.000Z';
+/** The owner named on revisions a previous run started but never held (a process id is random hex). */
+const PREVIOUS_RUN = 'previous-run';
 
 /**
  * SQLite is one server process (contract §10): every lease found in the file when it is opened was
@@ -72,7 +74,11 @@ const LONG_AGO = '1970-01-01T00:00:00.000Z';
  */
 function expireLeftLeases(db: Database.Database): void {
   db.transaction(() => {
-    db.prepare(`UPDATE revisions SET lease_expires_at = ? WHERE status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`).run(LONG_AGO);
+    // Every process lease is a previous run's; revisions it started but never held are named after
+    // that run too, so the start's sweep takes them at once instead of a lease later.
+    db.prepare('UPDATE process_leases SET lease_expires_at = ?').run(LONG_AGO);
+    const unheld = db.prepare(`UPDATE revisions SET runner_id = ? WHERE runner_id IS NULL AND status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`).run(PREVIOUS_RUN);
+    if (unheld.changes > 0) db.prepare('INSERT OR REPLACE INTO process_leases (process_id, lease_expires_at) VALUES (?, ?)').run(PREVIOUS_RUN, LONG_AGO);
     db.prepare("UPDATE deployments SET teardown_lease_expires_at = ? WHERE status = 'AWAITING_DELETE' AND teardown_owner IS NOT NULL").run(LONG_AGO);
     db.prepare("UPDATE webhook_deliveries SET claimed_by = NULL, claim_expires_at = NULL WHERE status = 'pending' AND claim_expires_at IS NOT NULL").run();
     db.prepare("UPDATE uploads SET receive_lease_expires_at = ? WHERE state = 'receiving'").run(LONG_AGO);
@@ -604,14 +610,42 @@ export class SqliteStore implements Store {
   }
 
   async takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>> {
-    // One statement, so one writer: a revision another call took in between is no longer expired.
-    return this.sql(LEASE_QUERIES.takeOverRevisions).all({ owner: lease.owner, until: lease.until, now: lease.now, stale_before: staleBefore, limit }) as Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>;
+    // One transaction, so one writer: a revision another call took in between is held by a live process.
+    return this.db.transaction(() => {
+      const { owner } = lease;
+      if (this.sql(LEASE_QUERIES.renewProcessLease).run({ owner, until: lease.until, now: lease.now }).changes === 0) return [];
+      const taken: Array<Pick<RevisionRecord, 'id' | 'deployment_id'>> = [];
+      for (const { process_id: dead } of this.sql(LEASE_QUERIES.deadProcesses).all({ owner, now: lease.now }) as Array<{ process_id: string }>) {
+        const wanted = limit - taken.length;
+        if (wanted <= 0) break;
+        const rows = this.sql(LEASE_QUERIES.takeOverFromProcess).all({ owner, dead, limit: wanted }) as Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>;
+        taken.push(...rows);
+        if (rows.length < wanted) this.sql(LEASE_QUERIES.forgetProcess).run({ dead });
+      }
+      if (taken.length < limit) taken.push(...(this.sql(LEASE_QUERIES.takeOverUnheld).all({ owner, stale_before: staleBefore, limit: limit - taken.length }) as Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>));
+      return taken;
+    })();
   }
 
-  async renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]> {
+  async renewProcessLease(lease: WorkLease): Promise<boolean> {
+    const params = { owner: lease.owner, until: lease.until, now: lease.now };
+    if (this.sql(LEASE_QUERIES.renewProcessLease).run(params).changes === 1) return true;
+    this.sql(LEASE_QUERIES.restartProcessLease).run(params);
+    return false;
+  }
+
+  async endProcessLease(owner: string, now: string): Promise<void> {
+    this.sql(LEASE_QUERIES.endProcessLease).run({ owner, now });
+  }
+
+  async holdRevisions(ids: readonly string[], owner: string): Promise<string[]> {
     if (ids.length === 0) return [];
-    const rows = this.sql(LEASE_QUERIES.renewRevisionLeases).all({ owner: lease.owner, until: lease.until, ids: JSON.stringify(ids) }) as Array<{ id: string }>;
+    const rows = this.sql(LEASE_QUERIES.holdRevisions).all({ owner, ids: JSON.stringify(ids) }) as Array<{ id: string }>;
     return rows.map((row) => row.id);
+  }
+
+  async releaseRevisions(ids: readonly string[], owner: string): Promise<void> {
+    if (ids.length > 0) this.sql(LEASE_QUERIES.releaseRevisions).run({ owner, ids: JSON.stringify(ids) });
   }
 
   async listStalledQueuedDeployments(): Promise<string[]> {

@@ -176,16 +176,29 @@ export interface Store {
   startNextRevision(deploymentId: string, firstStage: (revision: RevisionRecord) => RevisionStatus, now: string): Promise<StartNextResult>;
   listUnfinishedRevisions(): Promise<RevisionRecord[]>;
   /**
-   * Takes over up to `limit` started, unfinished revisions whose lease has passed (or, never leased,
-   * that have not changed since `staleBefore`): each becomes `lease.owner`'s until `lease.until`.
-   * Atomic per revision: of two processes asking at once, each revision goes to one of them.
+   * Takes over up to `limit` started, unfinished revisions no live process holds: their process's
+   * lease (`renewProcessLease`) has passed or is gone, or, never held, they have not changed since
+   * `staleBefore`. Each becomes `lease.owner`'s. Renews the caller's own lease first, and takes
+   * nothing when that had lapsed (the caller's next `renewProcessLease` says so, and it re-checks
+   * what it holds). Atomic per revision: of two processes asking at once, each revision goes to one.
    */
   takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>>;
   /**
-   * Renews the leases of the given revisions that are unfinished and held by `lease.owner` (or by
-   * nobody yet: started on create or by `startNextRevision`); answers the ids renewed. One statement.
+   * The lease of the process itself, which covers every revision naming it: one row write however
+   * many it holds. True when it was still live; false when it had lapsed or did not exist (it is
+   * live again from now on, but what the process held may have been taken over meanwhile).
    */
-  renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]>;
+  renewProcessLease(lease: WorkLease): Promise<boolean>;
+  /** Ends the process's lease now (a clean shutdown): its revisions are free at the next sweep. */
+  endProcessLease(owner: string, now: string): Promise<void>;
+  /**
+   * Makes the given unfinished revisions `owner`'s when nobody holds them yet (started on create or
+   * by `startNextRevision`); answers the ids now held by `owner`, those held already included. One
+   * statement.
+   */
+  holdRevisions(ids: readonly string[], owner: string): Promise<string[]>;
+  /** Gives up `owner`'s hold on these revisions: any process takes them over once they are stale. */
+  releaseRevisions(ids: readonly string[], owner: string): Promise<void>;
   /** Deployments with a queued revision and none in progress: their start was lost with a process. */
   listStalledQueuedDeployments(): Promise<string[]>;
   appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void>;

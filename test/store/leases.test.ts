@@ -70,7 +70,9 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     // Queued and ended revisions are nobody's work: never taken over.
     const queued = await deploymentWith('QUEUED');
     const ended = await deploymentWith('DEPLOYED');
-    // Never leased, unchanged for longer than a lease (staleBefore): expired.
+    // Never held, unchanged for longer than a lease (staleBefore): free. A sweeping process's own lease must be live.
+    await backend.core.renewProcessLease(lease('process-a', 100));
+    await backend.core.renewProcessLease(lease('process-b', 100));
     const [a, b] = await Promise.all([
       backend.core.takeOverRevisions(lease('process-a', 100), at(85), 100),
       backend.core.takeOverRevisions(lease('process-b', 100), at(85), 100),
@@ -83,39 +85,106 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     try {
       for (const [owner, taken] of [['process-a', a], ['process-b', b]] as const) {
         for (const revision of taken) {
-          expect(await sql.get('SELECT runner_id, lease_expires_at FROM revisions WHERE id = ?', revision.id)).toEqual({ runner_id: owner, lease_expires_at: at(115) });
+          expect(await sql.get('SELECT runner_id FROM revisions WHERE id = ?', revision.id)).toEqual({ runner_id: owner });
           expect(revision.deployment_id).toBe(started.find((s) => s.revisionId === revision.id)!.deploymentId);
         }
       }
     } finally {
       await sql.close();
     }
-    // Taken, they are no longer expired: a third sweep at once finds nothing.
+    // Taken, they are held by live processes: a third sweep at once finds nothing.
+    await backend.core.renewProcessLease(lease('process-c', 101));
     expect(await backend.core.takeOverRevisions(lease('process-c', 101), at(86), 100)).toEqual([]);
   });
 
   it('a started revision not yet leased is not taken while it changed within a lease', async () => {
     const { revisionId } = await deploymentWith('DEPLOYING');
+    await backend.core.renewProcessLease(lease('process-b', 10));
     expect(await backend.core.takeOverRevisions(lease('process-b', 10), at(-5), 100)).toEqual([]);
     expect((await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).map((r) => r.id)).toEqual([revisionId]);
   });
 
-  it('a renewed lease is not taken; once its owner stops renewing, another takes it, and the old owner can no longer renew it', async () => {
-    const { revisionId } = await deploymentWith('BUILDING');
-    // The starting process renews a revision nobody holds yet (started on create): it becomes its owner.
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 1))).toEqual([revisionId]);
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 10))).toEqual([revisionId]);
-    // At 20 the lease renewed at 10 runs until 25: not taken.
+  it("one process lease covers all its revisions; once its owner stops renewing, another takes them, and the old owner learns it lapsed and holds none", async () => {
+    const held = await Promise.all(['BUILDING', 'DEPLOYING', 'BUILDING'].map((status) => deploymentWith(status as RevisionStatus)));
+    const ids = held.map((h) => h.revisionId);
+    // The starting process's first renewal: no lease yet (false), then it names itself on what it started.
+    expect(await backend.core.renewProcessLease(lease('process-a', 1))).toBe(false);
+    expect((await backend.core.holdRevisions(ids, 'process-a')).sort()).toEqual([...ids].sort());
+    // One row renewed at 10 (until 25) keeps all three: nobody takes them at 20, nor holds them.
+    expect(await backend.core.renewProcessLease(lease('process-a', 10))).toBe(true);
+    expect(await backend.core.renewProcessLease(lease('process-b', 20))).toBe(false);
     expect(await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).toEqual([]);
-    // Another process cannot renew what it does not hold.
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 21))).toEqual([]);
-    // process-a stops renewing (it died): after 25 it is taken.
-    expect((await backend.core.takeOverRevisions(lease('process-b', 26), at(11), 100)).map((r) => r.id)).toEqual([revisionId]);
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-a', 27))).toEqual([]);
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 27))).toEqual([revisionId]);
-    // An ended revision is renewed no more.
-    await backend.core.transitionRevision({ revisionId, from: ['BUILDING'], to: 'BUILD_FAILED' }, at(28));
-    expect(await backend.core.renewRevisionLeases([revisionId], lease('process-b', 29))).toEqual([]);
+    expect(await backend.core.holdRevisions(ids, 'process-b')).toEqual([]);
+    // process-a stops renewing (it died or stalled): after 25 all three are taken.
+    expect((await backend.core.takeOverRevisions(lease('process-b', 26), at(11), 100)).map((r) => r.id).sort()).toEqual([...ids].sort());
+    // process-a comes back: its lease had lapsed, and it holds none of them any more.
+    expect(await backend.core.renewProcessLease(lease('process-a', 27))).toBe(false);
+    expect(await backend.core.holdRevisions(ids, 'process-a')).toEqual([]);
+    expect((await backend.core.holdRevisions(ids, 'process-b')).sort()).toEqual([...ids].sort());
+    // Live again, process-a takes nothing back while process-b renews.
+    expect(await backend.core.renewProcessLease(lease('process-b', 30))).toBe(true);
+    expect(await backend.core.takeOverRevisions(lease('process-a', 31), at(16), 100)).toEqual([]);
+    // An ended revision is held no more.
+    await backend.core.transitionRevision({ revisionId: ids[0]!, from: ['BUILDING'], to: 'BUILD_FAILED' }, at(32));
+    expect((await backend.core.holdRevisions(ids, 'process-b')).sort()).toEqual(ids.slice(1).sort());
+  });
+
+  it('a sweeping process whose own lease lapsed takes nothing until it has renewed it', async () => {
+    const { revisionId } = await deploymentWith('DEPLOYING');
+    expect(await backend.core.renewProcessLease(lease('process-b', 10))).toBe(false);
+    // At 30 process-b's lease (until 25) has lapsed: it must first learn so, and re-check what it holds.
+    expect(await backend.core.takeOverRevisions(lease('process-b', 30), at(15), 100)).toEqual([]);
+    expect(await backend.core.renewProcessLease(lease('process-b', 31))).toBe(false);
+    expect((await backend.core.takeOverRevisions(lease('process-b', 31), at(16), 100)).map((r) => r.id)).toEqual([revisionId]);
+  });
+
+  it('a dead process is forgotten once its revisions are taken; coming back, it holds nothing, and holds nothing new before it renews', async () => {
+    const held = await Promise.all([deploymentWith('BUILDING'), deploymentWith('DEPLOYING')]);
+    const ids = held.map((h) => h.revisionId);
+    await backend.core.renewProcessLease(lease('process-a', 1));
+    expect((await backend.core.holdRevisions(ids, 'process-a')).sort()).toEqual([...ids].sort());
+    await backend.core.renewProcessLease(lease('process-b', 20));
+    // In batches of one: process-a keeps its row until the last of its revisions is taken.
+    const sql = rawSql(backend.url, backend.core);
+    const rowOf = async (owner: string) => Number((await sql.get<{ n: number }>('SELECT COUNT(*) AS n FROM process_leases WHERE process_id = ?', owner))!.n);
+    try {
+      const first = await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 1);
+      expect(first).toHaveLength(1);
+      expect(await rowOf('process-a')).toBe(1);
+      const second = await backend.core.takeOverRevisions(lease('process-b', 21), at(6), 1);
+      expect([...first, ...second].map((r) => r.id).sort()).toEqual([...ids].sort());
+      expect(await backend.core.takeOverRevisions(lease('process-b', 22), at(7), 1)).toEqual([]);
+      expect(await rowOf('process-a')).toBe(0);
+      // process-a comes back: no lease, nothing of its own. Before it renews it cannot name itself on
+      // a revision (its row is gone: a revision never names a process with no lease).
+      const fresh = await deploymentWith('DEPLOYING');
+      expect(await backend.core.holdRevisions([fresh.revisionId], 'process-a')).toEqual([]);
+      expect(await backend.core.renewProcessLease(lease('process-a', 23))).toBe(false);
+      expect(await backend.core.holdRevisions([...ids, fresh.revisionId], 'process-a')).toEqual([fresh.revisionId]);
+    } finally {
+      await sql.close();
+    }
+  });
+
+  it('a released revision is taken over once it has been unchanged for a lease', async () => {
+    const { revisionId } = await deploymentWith('DEPLOYING');
+    await backend.core.renewProcessLease(lease('process-a', 10));
+    expect(await backend.core.holdRevisions([revisionId], 'process-a')).toEqual([revisionId]);
+    // Another process cannot release it.
+    await backend.core.releaseRevisions([revisionId], 'process-b');
+    await backend.core.renewProcessLease(lease('process-b', 20));
+    expect(await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).toEqual([]);
+    await backend.core.releaseRevisions([revisionId], 'process-a');
+    expect((await backend.core.takeOverRevisions(lease('process-b', 21), at(6), 100)).map((r) => r.id)).toEqual([revisionId]);
+  });
+
+  it('a process lease ended at shutdown frees its revisions at the next sweep', async () => {
+    const { revisionId } = await deploymentWith('BUILDING');
+    await backend.core.renewProcessLease(lease('process-a', 1));
+    await backend.core.holdRevisions([revisionId], 'process-a');
+    await backend.core.endProcessLease('process-a', at(2));
+    await backend.core.renewProcessLease(lease('process-b', 3));
+    expect((await backend.core.takeOverRevisions(lease('process-b', 3), at(-12), 100)).map((r) => r.id)).toEqual([revisionId]);
   });
 
   it('deployments whose queued revision was never started are found; one with a revision in progress is not', async () => {
@@ -217,6 +286,48 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
 });
 
 describe('SQLite: one process per file', () => {
+  it('upgrading to process leases (migration 10): revisions in progress keep their process, whose work a restart then takes over', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cp-leases-upgrade-'));
+    const path = join(dir, 'control-plane.db');
+    const box = new SecretBox(randomBytes(32));
+    try {
+      // A database as migration 9 left it: revisions carry their own leases, there are no process leases.
+      const first = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
+      const ws = (await first.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+      const make = async (name: string, status: RevisionStatus) => {
+        const deploymentId = crypto.randomUUID();
+        const revisionId = crypto.randomUUID();
+        await first.core.createDeployment({
+          deployment: { id: deploymentId, tenant_id: ws, name, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
+          revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
+          tracingProject: { id: crypto.randomUUID(), name, tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
+        });
+        return { id: revisionId, deployment_id: deploymentId };
+      };
+      const running = await make('upgrade-running', 'DEPLOYING');
+      const ended = await make('upgrade-ended', 'DEPLOYED');
+      const sql = rawSql(path, first.core);
+      await sql.run('DROP INDEX revisions_running');
+      await sql.run('DROP TABLE process_leases');
+      await sql.run('DELETE FROM schema_migrations WHERE version = 10');
+      await sql.run("UPDATE revisions SET runner_id = 'old-a', lease_expires_at = ? WHERE id = ?", at(15), running.id);
+      await sql.run("UPDATE revisions SET runner_id = 'old-b', lease_expires_at = ? WHERE id = ?", at(10), ended.id);
+      await first.close();
+      const second = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
+      try {
+        const after = rawSql(path, second.core);
+        // Only the process with work in progress gets a row (expired at once here: SQLite is one process).
+        expect(await after.all('SELECT process_id FROM process_leases')).toEqual([{ process_id: 'old-a' }]);
+        await second.core.renewProcessLease(lease('new-run', 3));
+        expect(await second.core.takeOverRevisions(lease('new-run', 3), at(-12), 100)).toEqual([running]);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a restart resumes at once: leases left in the file by the previous run are expired when it is opened', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cp-leases-'));
     const path = join(dir, 'control-plane.db');
@@ -234,14 +345,26 @@ describe('SQLite: one process per file', () => {
       const upload = crypto.randomUUID();
       await first.uploads.createUpload({ id: upload, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${upload}.tar.gz`, expires_at: at(900), created_at: NOW });
       expect(await first.uploads.claimUpload(upload, lease('old-run', 1))).toBe('claimed');
-      expect(await first.core.renewRevisionLeases([revisionId], lease('old-run', 1))).toEqual([revisionId]);
-      // Within the lease, in the same run, nobody else takes it.
+      await first.core.renewProcessLease(lease('old-run', 1));
+      expect(await first.core.holdRevisions([revisionId], 'old-run')).toEqual([revisionId]);
+      // Started by the old run and not held yet when it died (changed at 0: not stale before 3).
+      const unheldDeploymentId = crypto.randomUUID();
+      const unheldRevisionId = crypto.randomUUID();
+      await first.core.createDeployment({
+        deployment: { id: unheldDeploymentId, tenant_id: ws, name: 'restart-unheld', source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: unheldRevisionId, active_revision_id: null, image_version: null } as Deployment,
+        revision: { id: unheldRevisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status: 'DEPLOYING' },
+        tracingProject: { id: crypto.randomUUID(), name: 'restart-unheld', tenant_id: ws, deployment_id: unheldDeploymentId, created_at: NOW },
+      });
+      // Within the lease, in the same run, nobody else takes either.
+      await first.core.renewProcessLease(lease('new-run', 2));
       expect(await first.core.takeOverRevisions(lease('new-run', 2), at(-13), 100)).toEqual([]);
       await first.close();
       // The process died at 2 and restarts at once: its work is resumed without waiting until 16.
       const second = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
       try {
-        expect(await second.core.takeOverRevisions(lease('new-run', 3), at(-12), 100)).toEqual([{ id: revisionId, deployment_id: deploymentId }]);
+        await second.core.renewProcessLease(lease('new-run', 3));
+        const taken = await second.core.takeOverRevisions(lease('new-run', 3), at(-12), 100);
+        expect(taken.sort((x, y) => x.id.localeCompare(y.id))).toEqual([{ id: revisionId, deployment_id: deploymentId }, { id: unheldRevisionId, deployment_id: unheldDeploymentId }].sort((x, y) => x.id.localeCompare(y.id)));
         expect(await second.uploads.releaseInterruptedUploads(at(3))).toBe(1);
       } finally {
         await second.close();

@@ -71,12 +71,14 @@ describe('query plans of the hot statements', () => {
 
   // The lease renewals and sweeps of every process (issue 12): they may walk the partial indexes
   // that hold the work itself (unfinished revisions, deployments being deleted, uploads being
-  // received), never a whole table, whatever the history.
-  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE/;
+  // received) and the process leases (a row per process alive or dead for less than a lease),
+  // never a whole table that grows with history.
+  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b/;
   for (const [name, sql] of Object.entries(LEASE_QUERIES)) {
     it(`lease statement ${name} reads only the work, never a whole table`, () => {
       const steps = plan(sql);
-      expect(steps.length).toBeGreaterThan(0);
+      // An INSERT of one row of VALUES reads nothing: SQLite has no plan to show for it.
+      if (!/^INSERT INTO \w+ \([^)]*\) VALUES/.test(sql)) expect(steps.length).toBeGreaterThan(0);
       for (const step of steps) if (/^SCAN/.test(step)) expect(step, `${name}: ${steps.join('; ')}`).toMatch(workIndexes);
     });
   }

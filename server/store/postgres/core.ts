@@ -493,26 +493,81 @@ export class PgCoreStore implements Store {
   }
 
   async takeOverRevisions(lease: WorkLease, staleBefore: string, limit: number): Promise<Array<Pick<RevisionRecord, 'id' | 'deployment_id'>>> {
-    // SKIP LOCKED: two processes sweeping at once take disjoint revisions; the outer condition is
-    // checked again on the locked row, so one another process took meanwhile is not taken twice.
-    const expired = `status NOT IN (${TERMINAL}) AND status <> 'QUEUED' AND (lease_expires_at < ? OR (lease_expires_at IS NULL AND updated_at < ?))`;
-    return this.#db.rows<Pick<RevisionRecord, 'id' | 'deployment_id'>>(
-      `UPDATE revisions SET runner_id = ?, lease_expires_at = ?
-       WHERE seq IN (SELECT seq FROM revisions WHERE ${expired} LIMIT ? FOR UPDATE SKIP LOCKED) AND ${expired}
-       RETURNING id, deployment_id`,
-      [lease.owner, lease.until, lease.now, staleBefore, limit, lease.now, staleBefore],
-    );
+    const db = this.#db;
+    const running = `status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`;
+    return db.tx(async (c) => {
+      if ((await db.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ? AND lease_expires_at >= ?', [lease.until, lease.owner, lease.now], c)) === 0) return [];
+      // An expired lease locked, its revisions are this sweep's alone (another sweep skips it); the
+      // process itself, renewing meanwhile, waits, then finds it expired (or gone) and re-checks
+      // what it holds; a sweep after this one sees the revisions taken here as a live process's.
+      const dead = await db.rows<{ process_id: string }>(
+        'SELECT process_id FROM process_leases WHERE lease_expires_at < ? AND process_id <> ? ORDER BY process_id FOR UPDATE SKIP LOCKED',
+        [lease.now, lease.owner],
+        c,
+      );
+      const taken: Array<Pick<RevisionRecord, 'id' | 'deployment_id'>> = [];
+      for (const { process_id: deadId } of dead) {
+        const wanted = limit - taken.length;
+        if (wanted <= 0) break;
+        // The locked rows picked once, in a CTE: as `seq IN (… LIMIT n)` the subquery may be run
+        // again per row and more than n be taken.
+        const rows = await db.rows<Pick<RevisionRecord, 'id' | 'deployment_id'>>(
+          `WITH picked AS (SELECT seq FROM revisions WHERE runner_id = ? AND ${running} LIMIT ? FOR UPDATE)
+           UPDATE revisions SET runner_id = ? FROM picked
+           WHERE revisions.seq = picked.seq AND revisions.runner_id = ? AND revisions.${running}
+           RETURNING revisions.id, revisions.deployment_id`,
+          [deadId, wanted, lease.owner, deadId],
+          c,
+        );
+        taken.push(...rows);
+        if (rows.length < wanted) await db.run('DELETE FROM process_leases WHERE process_id = ?', [deadId], c);
+      }
+      if (taken.length >= limit) return taken;
+      // Never held: SKIP LOCKED, so two sweeps take disjoint ones; the outer condition is checked
+      // again on the locked row, so one another sweep took meanwhile is not taken twice.
+      const unheld = `runner_id IS NULL AND ${running} AND updated_at < ?`;
+      taken.push(...(await db.rows<Pick<RevisionRecord, 'id' | 'deployment_id'>>(
+        `WITH picked AS (SELECT seq FROM revisions WHERE ${unheld} LIMIT ? FOR UPDATE SKIP LOCKED)
+         UPDATE revisions SET runner_id = ? FROM picked
+         WHERE revisions.seq = picked.seq AND revisions.${unheld}
+         RETURNING revisions.id, revisions.deployment_id`,
+        [staleBefore, limit - taken.length, lease.owner, staleBefore],
+        c,
+      )));
+      return taken;
+    });
   }
 
-  async renewRevisionLeases(ids: readonly string[], lease: WorkLease): Promise<string[]> {
+  async renewProcessLease(lease: WorkLease): Promise<boolean> {
+    const renewed = await this.#db.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ? AND lease_expires_at >= ?', [lease.until, lease.owner, lease.now]);
+    if (renewed === 1) return true;
+    await this.#db.run(
+      'INSERT INTO process_leases (process_id, lease_expires_at) VALUES (?, ?) ON CONFLICT (process_id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at',
+      [lease.owner, lease.until],
+    );
+    return false;
+  }
+
+  async endProcessLease(owner: string, now: string): Promise<void> {
+    await this.#db.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ?', [now, owner]);
+  }
+
+  async holdRevisions(ids: readonly string[], owner: string): Promise<string[]> {
     if (ids.length === 0) return [];
     const rows = await this.#db.rows<{ id: string }>(
-      `UPDATE revisions SET runner_id = ?, lease_expires_at = ?
+      // FOR SHARE: a sweep deleting this process's row (it found it expired) is waited for, and then
+      // nothing is held, so a revision never names a process with no row.
+      `UPDATE revisions SET runner_id = ?
        WHERE id = ANY(?::text[]) AND status NOT IN (${TERMINAL}) AND (runner_id = ? OR runner_id IS NULL)
+         AND EXISTS (SELECT 1 FROM process_leases WHERE process_id = ? FOR SHARE)
        RETURNING id`,
-      [lease.owner, lease.until, [...ids], lease.owner],
+      [owner, [...ids], owner, owner],
     );
     return rows.map((row) => row.id);
+  }
+
+  async releaseRevisions(ids: readonly string[], owner: string): Promise<void> {
+    if (ids.length > 0) await this.#db.run('UPDATE revisions SET runner_id = NULL WHERE id = ANY(?::text[]) AND runner_id = ?', [[...ids], owner]);
   }
 
   async listStalledQueuedDeployments(): Promise<string[]> {

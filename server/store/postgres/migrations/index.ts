@@ -1,5 +1,6 @@
 import initial from './001_initial.ts';
 import workLeases from './002_work_leases.ts';
+import processLeases from './003_process_leases.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
@@ -8,4 +9,5 @@ import workLeases from './002_work_leases.ts';
 export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'work_leases', sql: workLeases },
+  { version: 3, name: 'process_leases', sql: processLeases },
 ];
