@@ -1,8 +1,9 @@
 /**
  * What the leases of issue 12 (part two) cost per call, on SQLite and on PostgreSQL, in one run:
- * the delivery worker's claim (an UPDATE … RETURNING) beside the plain read it replaced, a
- * heartbeat's renewal of 50 running revisions, and an idle sweep (nothing expired) over a history
- * of finished revisions and processed deliveries. Real databases: an SQLite file, and an embedded
+ * the delivery worker's claim (an UPDATE … RETURNING) beside the plain read it replaced, naming
+ * 50 started revisions as the process's (done once per revision), a heartbeat's renewal of the
+ * process lease that covers them (one row, whatever the number held), and an idle sweep (nothing
+ * expired) over a history of finished revisions and processed deliveries. Real databases: an SQLite file, and an embedded
  * PostgreSQL started here. Run: `node bench/lease-overhead.ts` (add `--quick` for fewer rounds).
  */
 import { randomBytes } from 'node:crypto';
@@ -59,13 +60,15 @@ async function measure(name: string, backend: StoreBackend): Promise<string[]> {
   // 20 deliveries pending; each claim round starts after the last round's claims have expired.
   const list = await perCall(ROUNDS, () => webhooks.listPending(iso(1), 20));
   const claim = await perCall(ROUNDS, (i) => webhooks.claimPending(iso(1), 20, lease('bench', 20_000 * (i + 1))));
-  const renew = await perCall(ROUNDS, (i) => backend.core.renewRevisionLeases(running, lease('bench', 1_000 + i)));
+  const hold = await perCall(ROUNDS, () => backend.core.holdRevisions(running, 'bench'));
+  const renew = await perCall(ROUNDS, (i) => backend.core.renewProcessLease(lease('bench', 1_000 + i)));
   // Renewed just now: an idle sweep finds nothing to take.
+  await backend.core.renewProcessLease(lease('other', 2_000));
   const sweep = await perCall(ROUNDS, () => backend.core.takeOverRevisions(lease('other', 2_000), iso(-13_000), 100));
   const fmt = (us: number) => `${us.toFixed(0)} µs`;
   return [
     `${name}: listPending(20) ${fmt(list)}; claimPending(20) ${fmt(claim)} (× ${(claim / list).toFixed(2)}); ` +
-      `renew 50 revisions ${fmt(renew)}; idle sweep ${fmt(sweep)} (${HISTORY} finished revisions and processed deliveries, ${ROUNDS} rounds)`,
+      `hold 50 revisions ${fmt(hold)}; renew the process lease ${fmt(renew)}; idle sweep ${fmt(sweep)} (${HISTORY} finished revisions and processed deliveries, ${ROUNDS} rounds)`,
   ];
 }
 
