@@ -46,7 +46,7 @@ let bundled: Promise<void> | undefined;
  * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
  * figures measure the API and not the simulated pipeline's background writes.
  */
-export async function startControlPlane(settings: Settings, options: { databasePath?: string; databaseUrl?: string; stageMs?: number } = {}): Promise<ControlPlane> {
+export async function startControlPlane(settings: Settings, options: { databasePath?: string; databaseUrl?: string; stageMs?: number; env?: Record<string, string> } = {}): Promise<ControlPlane> {
   const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
   // Measure what `npm start` runs: the bundled server, not the TypeScript sources.
   bundled ??= bundleServer();
@@ -59,6 +59,7 @@ export async function startControlPlane(settings: Settings, options: { databaseP
     LOG_LEVEL: 'info',
     SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
     SQLITE_SYNCHRONOUS: settings.synchronous,
+    ...options.env,
   });
   return { ...child, databasePath };
 }

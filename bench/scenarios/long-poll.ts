@@ -1,6 +1,7 @@
 import { holdInChild } from '../lib/hold-child.ts';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, revisionReaches, workspaceFixtures } from '../../test/helpers/fixtures.ts';
+import { INSPECT, inspectorUrl, liveHeap } from '../lib/live-heap.ts';
 import { rssBytes, sleep, startChild } from '../lib/processes.ts';
 import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
 import { verdict, type Row } from '../lib/table.ts';
@@ -16,9 +17,11 @@ const CLIENT_PROCESSES = 2;
 
 /**
  * 1,000 clients hold a conditional GET on the same revision (`If-None-Match` + `Prefer: wait=60`).
- * Measures the server's extra RSS while they wait (from /proc, no server change needed) against
- * the extra RSS of a bare node:http server holding 1,000 requests the same way
- * (bench/baselines/http-fixed.mjs `GET /wait`), then interrupts the revision through the API and
+ * Measures the server's extra live memory while they wait (V8 heap and external memory after a
+ * full collection, read through the inspector both processes are started with: bench/lib/live-heap.ts)
+ * against the same of a bare node:http server holding 1,000 requests the same way
+ * (bench/baselines/http-fixed.mjs `GET /wait`); the RSS deltas are printed beside it but decide
+ * nothing (they depend on when each heap last grew). Then interrupts the revision through the API and
  * times until the last waiter is answered, **from the stored change**: the interrupted revision's
  * `updated_at` (written in the same statement as the change; same machine, same clock), not from
  * sending the interrupt, whose own round trip is not the long-poll's delay. The sandbox's stages
@@ -26,23 +29,27 @@ const CLIENT_PROCESSES = 2;
  */
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   log(`long-poll: ${settings.waiters} waiters on one revision`);
-  const server = await startControlPlane(settings);
-  const bare = await startChild('bench/baselines/http-fixed.mjs', {});
+  const server = await startControlPlane(settings, { env: INSPECT });
+  const bare = await startChild('bench/baselines/http-fixed.mjs', INSPECT);
+  const inspectors = new Map([[server.pid, inspectorUrl(server.output())], [bare.pid, inspectorUrl(bare.output())]]);
   try {
     const api = apiClient(server.url, API_KEY);
     const fx = await workspaceFixtures(api);
     const rounds = settings.quick ? 1 : 3;
     const extraBytes: number[] = [];
     const bareBytes: number[] = [];
+    const extraRss: number[] = [];
+    const bareRss: number[] = [];
     const lastAnswered: number[] = [];
     const interruptMs: number[] = [];
     const bareLastAnswered: number[] = [];
     /**
      * Holds `settings.waiters` requests on `url` from CLIENT_PROCESSES processes of their own;
-     * answers the extra RSS of `pid` and the pending answers.
+     * answers the extra live memory and RSS of `pid`, and the pending answers.
      */
     const holdAll = async (pid: number, url: URL, headers: Record<string, string>) => {
-      const before = rssBytes(pid);
+      const before = await liveHeap(inspectors.get(pid)!);
+      const rssBefore = rssBytes(pid);
       const share = (i: number) => Math.floor(settings.waiters / CLIENT_PROCESSES) + (i < settings.waiters % CLIENT_PROCESSES ? 1 : 0);
       const holders = Array.from({ length: CLIENT_PROCESSES }, (_, i) => holdInChild(url.toString(), headers, share(i)));
       await Promise.all(holders.map((h) => h.connected));
@@ -52,12 +59,14 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         statuses: all.flatMap((a) => a.statuses),
         bodies: [...new Set(all.flatMap((a) => a.bodies))],
       }));
-      return { extra: rssBytes(pid) - before, answers };
+      const rss = rssBytes(pid) - rssBefore;
+      return { extra: (await liveHeap(inspectors.get(pid)!)).totalBytes - before.totalBytes, rss, answers };
     };
     for (let round = 0; round < rounds; round += 1) {
       // The bare floor first: the same number of held requests, each a socket and a closure.
       const floor = await holdAll(bare.pid, new URL(`${bare.url}/wait`), {});
       bareBytes.push(floor.extra);
+      bareRss.push(floor.rss);
       // The floor of the wake-up time in this setup: 1,000 answers written by a bare server and
       // read by this process's clients, from sending the release (its round trip included).
       const releaseSent = performance.timeOrigin + performance.now();
@@ -75,6 +84,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       // Keep-alive, as the Action's fetch holds its connection; each waiter has its own socket.
       const held = await holdAll(server.pid, new URL(server.url + path), { 'x-api-key': API_KEY, 'if-none-match': etag, prefer: 'wait=60' });
       extraBytes.push(held.extra);
+      extraRss.push(held.rss);
 
       const sent = performance.now();
       const interrupted = await api.post(`${path}/interrupt`);
@@ -88,7 +98,8 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       const storedAt = Date.parse((JSON.parse(results.bodies[0]!) as { updated_at: string }).updated_at);
       lastAnswered.push(results.lastAt - storedAt);
       log(
-        `  round ${round + 1}: +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB RSS (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB), ` +
+        `  round ${round + 1}: +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB live (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
+          `RSS +${(extraRss.at(-1)! / 2 ** 20).toFixed(1)} MB (bare +${(bareRss.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
           `last answer ${lastAnswered.at(-1)!.toFixed(1)} ms after the stored change (the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms; ` +
           `bare node:http's last answer ${bareLastAnswered.at(-1)!.toFixed(1)} ms after sending its release)`,
       );
@@ -101,11 +112,13 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
     const kib = (bytes: number) => (bytes / settings.waiters / 1024).toFixed(1);
     return [
       {
-        scenario: `long-poll: ${settings.waiters} waiters, extra RSS`,
+        scenario: `long-poll: ${settings.waiters} waiters, extra live memory`,
         ratio: `${memoryRatio.toFixed(1)}× the bare server's`,
         target: `≤ ${LONG_POLL_TARGETS.memoryRatio}× bare`,
         verdict: verdict(memoryRatio <= LONG_POLL_TARGETS.memoryRatio),
-        note: `${extraMb.toFixed(1)} MB (${kib(median(extraBytes))} KiB per waiter, socket included) against ${bareMb.toFixed(1)} MB (${kib(median(bareBytes))} KiB) for bare node:http holding as many; median of ${rounds} (ratio: median of per-round ratios)`,
+        note:
+          `${extraMb.toFixed(1)} MB (${kib(median(extraBytes))} KiB per waiter: V8 heap and external memory after a full collection) against ${bareMb.toFixed(1)} MB (${kib(median(bareBytes))} KiB) for bare node:http holding as many; median of ${rounds} (ratio: median of per-round ratios); ` +
+          `RSS, not judged: +${(median(extraRss) / 2 ** 20).toFixed(1)} MB against +${(median(bareRss) / 2 ** 20).toFixed(1)} MB`,
       },
       {
         scenario: `long-poll: stored change → last of ${settings.waiters} answered`,
