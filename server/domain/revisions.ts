@@ -61,17 +61,34 @@ export class Revisions {
     waitMs: number,
     gone?: Gone,
   ): Promise<{ revision: RevisionRecord; changed: boolean }> {
-    let revision = await this.get(tenantId, deploymentId, revisionId);
-    if (!isKnown(revisionEtag(revision)) || waitMs <= 0) return { revision, changed: !isKnown(revisionEtag(revision)) };
+    const first = await this.get(tenantId, deploymentId, revisionId);
+    if (!isKnown(revisionEtag(first)) || waitMs <= 0) return { revision: first, changed: !isKnown(revisionEtag(first)) };
+    return this.#waitForChange(tenantId, deploymentId, revisionId, isKnown, waitMs, gone);
+  }
+
+  /**
+   * The wait itself. No revision record is held while waiting (a thousand waiters held two copies
+   * each, most of their memory beyond the socket's): the change brings its own record, and a wait
+   * that ends without one reads the revision again. Hence a method of its own, and the re-read
+   * after registering in another (`#readIfChanged`): an async function keeps the locals of its
+   * frame while it is suspended.
+   */
+  async #waitForChange(tenantId: string, deploymentId: string, revisionId: string, isKnown: (etag: string) => boolean, waitMs: number, gone?: Gone): Promise<{ revision: RevisionRecord; changed: boolean }> {
     // Register before reading again, so a change between the two reads is not missed.
     const waiter = this.#watch.wait(revisionId, waitMs, gone);
-    revision = await this.get(tenantId, deploymentId, revisionId);
-    if (!isKnown(revisionEtag(revision))) {
+    const changedMeanwhile = await this.#readIfChanged(tenantId, deploymentId, revisionId, isKnown);
+    if (changedMeanwhile) {
       waiter.cancel();
-      return { revision, changed: true };
+      return { revision: changedMeanwhile, changed: true };
     }
-    if (await waiter.changed) revision = (waiter.value() as RevisionRecord | undefined) ?? (await this.get(tenantId, deploymentId, revisionId));
+    const changed = await waiter.changed;
+    const revision = (changed ? (waiter.value() as RevisionRecord | undefined) : undefined) ?? (await this.get(tenantId, deploymentId, revisionId));
     return { revision, changed: !isKnown(revisionEtag(revision)) };
+  }
+
+  async #readIfChanged(tenantId: string, deploymentId: string, revisionId: string, isKnown: (etag: string) => boolean): Promise<RevisionRecord | null> {
+    const revision = await this.get(tenantId, deploymentId, revisionId);
+    return isKnown(revisionEtag(revision)) ? null : revision;
   }
 
   async list(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
