@@ -65,6 +65,8 @@ export class Pipeline {
   readonly #toRelease = new Set<string>();
   /** Renewals left that re-check every revision in `#running` (after the process lease lapsed). */
   #recheck = 0;
+  /** Whether this process has had a lease: a renewal that finds none after that is a lapse. */
+  #leased = false;
   #heartbeat: NodeJS.Timeout | undefined;
   #sweeper: NodeJS.Timeout | undefined;
   /** Periodic work still running (see #background). */
@@ -294,10 +296,13 @@ export class Pipeline {
    * `RENEW_BATCH`.
    */
   async #renew(): Promise<void> {
-    const { store, processId } = this.#deps;
+    const { store, processId, log } = this.#deps;
     const lease = this.#lease();
-    if (!(await store.renewProcessLease(lease))) this.#recheck = 2;
+    const lapsed = !(await store.renewProcessLease(lease)) && this.#leased;
+    if (lapsed || !this.#leased) this.#recheck = 2;
+    this.#leased = true;
     const toHold = this.#recheck > 0 ? [...this.#running] : [...this.#unheld];
+    const runningBefore = this.#running.size;
     await inBatches(toHold, async (batch) => {
       const held = new Set(await store.holdRevisions(batch, processId));
       for (const id of batch) {
@@ -307,6 +312,13 @@ export class Pipeline {
       }
     });
     if (this.#recheck > 0) this.#recheck -= 1;
+    if (lapsed) {
+      // The first of the two checks; the second finds what a take-over being written during it took.
+      log.warn('pipeline: this process\'s lease had lapsed (it stalled for longer than PIPELINE_LEASE_MS); revisions another process took over meanwhile are its now', {
+        revisions_dropped: runningBefore - this.#running.size,
+        revisions_kept: this.#running.size,
+      });
+    }
     if (this.#toRelease.size > 0) {
       const released = [...this.#toRelease];
       await store.releaseRevisions(released, processId);

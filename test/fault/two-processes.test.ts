@@ -4,6 +4,7 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { eventually, type Api } from '../helpers/api.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { createLogger, type Logger } from '../../server/logger.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 import { pushPayload, sha, signature } from '../webhooks/github.ts';
@@ -27,9 +28,9 @@ const IN_PROGRESS = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING
 const opened: App[] = [];
 /** The encryption key of each database: its processes share it, as servers given one ENCRYPTION_KEY do. */
 const keys = new Map<string, SecretBox>();
-async function processOn(url: string, processId: string, stageMs: number, env: Record<string, string> = {}): Promise<App> {
+async function processOn(url: string, processId: string, stageMs: number, env: Record<string, string> = {}, log?: Logger): Promise<App> {
   if (!keys.has(url)) keys.set(url, new SecretBox(randomBytes(32)));
-  const app = await inProcessApp({ path: url, processId, stageMs, secretBox: keys.get(url), env: { PIPELINE_LEASE_MS: LEASE_MS, ...env } });
+  const app = await inProcessApp({ path: url, processId, stageMs, secretBox: keys.get(url), env: { PIPELINE_LEASE_MS: LEASE_MS, ...env }, log });
   opened.push(app);
   return app;
 }
@@ -88,6 +89,33 @@ describe('two server processes on one PostgreSQL database', () => {
       const finished = await b.sql.all("SELECT 1 FROM revision_logs WHERE revision_id = ? AND message LIKE 'sandbox: simulated deploy finished%'", id);
       expect(finished).toHaveLength(1);
     }
+  });
+
+  it('a process that stalls past its lease loses its revisions to the other; renewing again, it learns so and holds none of them', async () => {
+    const url = await testDatabaseUrl('postgres');
+    const warnings: Array<Record<string, unknown>> = [];
+    const log = createLogger('warn', (line) => warnings.push(JSON.parse(line) as Record<string, unknown>));
+    // A renews every 5 s (a lease of 15 s) and its stages take an hour: only B can finish its revisions.
+    const a = await processOn(url, 'process-a', 3_600_000, { PIPELINE_LEASE_MS: '15000' }, log);
+    const listenerId = await sandboxListener(a.api);
+    const revisionIds: string[] = [];
+    for (let i = 0; i < 3; i++) revisionIds.push((await a.api.post('/v2/deployments', dockerBody(uniqueName('stall'), listenerId))).body.latest_revision_id);
+    const runners = async () => (await a.sql.all<{ runner_id: string | null; status: string }>(`SELECT runner_id, status FROM revisions WHERE id IN (?, ?, ?)`, ...revisionIds));
+    await eventually(async () => ((await runners()).every((r) => r.runner_id === 'process-a') ? true : undefined), 15_000);
+    await processOn(url, 'process-b', 20);
+    // A stall as the others see it: A's lease runs out. It is made to, just after one of A's renewals,
+    // so that B (sweeping every 300 ms) takes the revisions over before A's next renewal, 5 s later.
+    const leaseOfA = async () => (await a.sql.get<{ lease_expires_at: string }>("SELECT lease_expires_at FROM process_leases WHERE process_id = 'process-a'"))!.lease_expires_at;
+    const current = await leaseOfA();
+    await eventually(async () => ((await leaseOfA()) !== current ? true : undefined), 15_000, 10);
+    await a.sql.run("UPDATE process_leases SET lease_expires_at = '1970-01-01T00:00:00.000Z' WHERE process_id = 'process-a'");
+    await eventually(async () => ((await runners()).every((r) => r.runner_id === 'process-b' && r.status === 'DEPLOYED') ? true : undefined), 10_000);
+    expect(warnings.find((w) => /lease had lapsed/.test(String(w.msg)))).toBeUndefined();
+    // A's next renewal finds its lease gone: it keeps none of the revisions B took, and is live again.
+    const lapse = await eventually(async () => warnings.find((w) => /lease had lapsed/.test(String(w.msg))), 15_000);
+    expect(lapse).toMatchObject({ level: 'warn', revisions_dropped: 3, revisions_kept: 0 });
+    expect(Date.parse(await leaseOfA())).toBeGreaterThan(Date.now());
+    expect((await runners()).map((r) => r.runner_id)).toEqual(['process-b', 'process-b', 'process-b']);
   });
 
   it('a process that shuts down cleanly hands its revisions and teardowns to the other at once, not a lease later', async () => {
