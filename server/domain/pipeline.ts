@@ -302,20 +302,20 @@ export class Pipeline {
     if (lapsed || !this.#leased) this.#recheck = 2;
     this.#leased = true;
     const toHold = this.#recheck > 0 ? [...this.#running] : [...this.#unheld];
-    const runningBefore = this.#running.size;
+    let dropped = 0;
     await inBatches(toHold, async (batch) => {
       const held = new Set(await store.holdRevisions(batch, processId));
       for (const id of batch) {
         this.#unheld.delete(id);
         // Ended (perhaps through another process) or taken over after a stall: no longer this process's.
-        if (!held.has(id)) this.#running.delete(id);
+        if (!held.has(id) && this.#running.delete(id)) dropped += 1;
       }
     });
     if (this.#recheck > 0) this.#recheck -= 1;
     if (lapsed) {
       // The first of the two checks; the second finds what a take-over being written during it took.
       log.warn('pipeline: this process\'s lease had lapsed (it stalled for longer than PIPELINE_LEASE_MS); revisions another process took over meanwhile are its now', {
-        revisions_dropped: runningBefore - this.#running.size,
+        revisions_dropped: dropped,
         revisions_kept: this.#running.size,
       });
     }

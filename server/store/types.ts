@@ -177,8 +177,9 @@ export interface Store {
   listUnfinishedRevisions(): Promise<RevisionRecord[]>;
   /**
    * Takes over up to `limit` started, unfinished revisions no live process holds: their process's
-   * lease (`renewProcessLease`) has passed or is gone, or, never held, they have not changed since
-   * `staleBefore`. Each becomes `lease.owner`'s. Renews the caller's own lease first, and takes
+   * lease (`renewProcessLease`) has passed, or, never held, they have not changed since
+   * `staleBefore`. Each becomes `lease.owner`'s; a process whose revisions were all taken is
+   * forgotten (its next renewal finds no lease). Renews the caller's own lease first, and takes
    * nothing when that had lapsed (the caller's next `renewProcessLease` says so, and it re-checks
    * what it holds). Atomic per revision: of two processes asking at once, each revision goes to one.
    */
@@ -193,7 +194,8 @@ export interface Store {
   endProcessLease(owner: string, now: string): Promise<void>;
   /**
    * Makes the given unfinished revisions `owner`'s when nobody holds them yet (started on create or
-   * by `startNextRevision`); answers the ids now held by `owner`, those held already included. One
+   * by `startNextRevision`); answers the ids now held by `owner`, those held already included. Holds
+   * nothing while `owner` has no lease row, so a revision never names a process that has none. One
    * statement.
    */
   holdRevisions(ids: readonly string[], owner: string): Promise<string[]>;
