@@ -16,6 +16,7 @@ import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
+import { GroupCommit } from './group-commit.ts';
 import { HOT_QUERIES, LEASE_QUERIES, TERMINAL } from './hot-queries.ts';
 import { sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
 import { MIGRATIONS } from './migrations/index.ts';
@@ -116,10 +117,13 @@ export class SqliteStore implements Store {
   readonly #stmt: ReturnType<SqliteStore['prepareStatements']>;
   /** Statements by SQL text: each is prepared once, however often (and in whichever variant) it runs. */
   readonly #statements = new Map<string, Database.Statement>();
+  /** Creates that arrive together share one commit (one wait for the disk). */
+  readonly #creates: GroupCommit;
 
   constructor(db: Database.Database, box: SecretBox) {
     this.db = db;
     this.#box = box;
+    this.#creates = new GroupCommit(db);
     this.#stmt = this.prepareStatements();
   }
 
@@ -274,7 +278,7 @@ export class SqliteStore implements Store {
     const { deployment: d, revision, tracingProject: tp } = input;
     const cols = this.deploymentColumns(d.source_config, d.source_revision_config, d.secrets);
     try {
-      db.transaction(() => {
+      await this.#creates.run(db.transaction(() => {
         this.sql(
           `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
              latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
@@ -305,7 +309,7 @@ export class SqliteStore implements Store {
           tp.deployment_id,
           tp.created_at,
         );
-      })();
+      }));
     } catch (error) {
       if (isUniqueViolation(error)) {
         throw new Conflict(`A deployment or tracing project named '${d.name}' already exists in this workspace.`);

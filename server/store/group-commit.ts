@@ -1,0 +1,74 @@
+import type Database from 'better-sqlite3';
+
+type Entry = { work: () => void; resolve: () => void; reject: (error: unknown) => void };
+
+/**
+ * Group commit for SQLite: writes asked for in the same turn of the event loop are applied in one
+ * transaction, each in a savepoint of its own, and acknowledged once that transaction has
+ * committed. With `synchronous=FULL` every commit waits for the disk (an fsync), and SQLite's
+ * writes hold the event loop while they wait; concurrent creates that arrived together now share
+ * one wait instead of queueing behind one each.
+ *
+ * Each write keeps its own outcome: one that fails (a name already taken) is rolled back to its
+ * savepoint and rejected with its own error while the others commit. When SQLite abandons the whole
+ * transaction (a full disk or an I/O error may do that) or the commit fails, every write of the
+ * group is rejected and none is stored: nothing is acknowledged that was not committed.
+ */
+export class GroupCommit {
+  readonly #db: Database.Database;
+  #pending: Entry[] = [];
+
+  constructor(db: Database.Database) {
+    this.#db = db;
+  }
+
+  /** Runs `work` (synchronous SQL, itself a `db.transaction`) in the next group; resolves once committed. */
+  run(work: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.push({ work, resolve, reject });
+      if (this.#pending.length === 1) setImmediate(() => this.#commit());
+    });
+  }
+
+  #commit(): void {
+    const group = this.#pending;
+    this.#pending = [];
+    if (group.length === 1) {
+      // Alone: its own transaction, as without grouping.
+      const [only] = group;
+      try {
+        only!.work();
+        only!.resolve();
+      } catch (error) {
+        only!.reject(error);
+      }
+      return;
+    }
+    const failures = new Map<Entry, unknown>();
+    let abandoned: unknown;
+    try {
+      this.#db.transaction(() => {
+        for (const entry of group) {
+          try {
+            // A nested db.transaction: a savepoint, rolled back alone when it throws.
+            entry.work();
+          } catch (error) {
+            if (!this.#db.inTransaction) {
+              // SQLite rolled the whole transaction back: what ran before is gone too.
+              abandoned = error;
+              return;
+            }
+            failures.set(entry, error);
+          }
+        }
+      })();
+    } catch (error) {
+      abandoned ??= error;
+    }
+    for (const entry of group) {
+      if (abandoned !== undefined) entry.reject(abandoned);
+      else if (failures.has(entry)) entry.reject(failures.get(entry));
+      else entry.resolve();
+    }
+  }
+}
