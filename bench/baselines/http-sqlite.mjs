@@ -12,7 +12,10 @@
 //   three rows in one transaction as the server's create (deployment, first revision, tracing
 //   project), secrets sealed with AES-256-GCM as the server stores them.
 // No API key check, no validation beyond JSON: that is the framework cost being measured.
-// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes).
+// With BASELINE_GROUP_COMMIT=1 the creates asked for in one turn of the event loop share one
+// transaction, each in a savepoint, answered once it commits: what the server's SQLite store does
+// (server/store/group-commit.ts), so the POST comparison stays like for like.
+// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT.
 import Database from 'better-sqlite3';
 import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -40,11 +43,47 @@ const insertRevision = db.prepare(
    VALUES (@id, @deployment_id, @tenant_id, @status, NULL, @source, @source_revision_config, @secrets, NULL, 'create', @now, @now)`,
 );
 const insertTracingProject = db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)');
-const create = db.transaction((row) => {
+const createNow = db.transaction((row) => {
   insertDeployment.run(row);
   insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
   insertTracingProject.run(randomUUID(), row.tenant_id, row.name, row.id, row.now);
 });
+
+/** Creates waiting for the next grouped commit: [row, done(error)]. */
+let pending = [];
+const commitGroup = db.transaction((group) => {
+  for (const entry of group) {
+    try {
+      createNow(entry.row);
+    } catch (error) {
+      entry.error = error;
+    }
+  }
+});
+/** Calls `done(error)` once the row is committed (or refused). */
+function create(row, done) {
+  if (process.env.BASELINE_GROUP_COMMIT !== '1') {
+    try {
+      createNow(row);
+    } catch (error) {
+      return done(error);
+    }
+    return done(null);
+  }
+  pending.push({ row, done, error: null });
+  if (pending.length > 1) return;
+  setImmediate(() => {
+    const group = pending;
+    pending = [];
+    try {
+      commitGroup(group);
+    } catch (error) {
+      for (const entry of group) entry.done(error);
+      return;
+    }
+    for (const entry of group) entry.done(entry.error);
+  });
+}
 
 /** The server's SecretBox format: `v1:<iv>:<tag>:<ciphertext>`, base64url. */
 function seal(value) {
@@ -113,12 +152,10 @@ const server = createServer((req, res) => {
         build_on_push: sourceConfig.build_on_push ? 1 : 0,
         now,
       };
-      try {
-        create(row);
-      } catch (error) {
-        return send(res, 409, JSON.stringify({ detail: String(error.message) }));
-      }
-      send(res, 201, JSON.stringify({ id: row.id, tenant_id: tenantId, name: row.name, source: 'github', source_config: sourceConfig, source_revision_config: revisionConfig, status: row.status, latest_revision_id: row.latest_revision_id, created_at: now, updated_at: now }));
+      create(row, (error) => {
+        if (error) return send(res, 409, JSON.stringify({ detail: String(error.message) }));
+        send(res, 201, JSON.stringify({ id: row.id, tenant_id: tenantId, name: row.name, source: 'github', source_config: sourceConfig, source_revision_config: revisionConfig, status: row.status, latest_revision_id: row.latest_revision_id, created_at: now, updated_at: now }));
+      });
     });
     return;
   }

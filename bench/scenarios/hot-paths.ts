@@ -13,7 +13,7 @@ let uniqueCounter = 0;
 const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uniqueCounter += 1).toString(36)}`;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
+type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'sqliteCreateGrouped' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
 type Scenario = { key: Key; url: string; requests: LoadRequest[] };
 
 /** Targets of issue 13, judged on ratios taken in one run (see bench/README.md). */
@@ -62,6 +62,20 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
     });
     children.push(sqlite);
+    // The same, its creates committed in groups as the server's SQLite store commits them; a copy
+    // of its own, so that the two baselines never wait for each other's writes.
+    const groupedDb = join(tempDir(), 'baseline-grouped.db');
+    const copy = new Database(baselineDb, { readonly: true });
+    await copy.backup(groupedDb);
+    copy.close();
+    const sqliteGrouped = await startChild('bench/baselines/http-sqlite.mjs', {
+      BASELINE_DB: groupedDb,
+      BASELINE_TENANT_ID: tenantId,
+      BASELINE_SYNCHRONOUS: settings.synchronous,
+      BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+      BASELINE_GROUP_COMMIT: '1',
+    });
+    children.push(sqliteGrouped);
 
     const headers = { 'x-api-key': API_KEY };
     const revisionPath = (d: { id: string; revisionId: string }) => `/v2/deployments/${d.id}/revisions/${d.revisionId}`;
@@ -76,6 +90,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       { key: 'getRevision', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
       { key: 'getDeployment', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
       { key: 'sqliteCreate', url: sqlite.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'sqliteCreateGrouped', url: sqliteGrouped.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
       { key: 'post', url: server.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
       {
         key: 'patch',
@@ -152,7 +167,9 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     }
 
     const readRatio = ratio('getRevision', 'sqliteGet');
-    const writeRatio = ratio('post', 'sqliteCreate');
+    // Judged against the baseline that commits as the server does (grouped): against one commit per
+    // create the server would be credited with the disk waits it shares, not with its own cost.
+    const writeRatio = ratio('post', 'sqliteCreateGrouped');
     const openP99 = open.get('getRevision')!.p99;
     const openRow = (key: Key, extra: Partial<Row> = {}) =>
       loadRow('  paced open loop at 50% of max', open.get(key)!, {
@@ -178,6 +195,8 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       openRow('sqliteGet'),
       loadRow('baseline node:http+SQLite create (same 3-row transaction)', closed('sqliteCreate')),
       openRow('sqliteCreate'),
+      loadRow('  the same, commits grouped as the server groups them', closed('sqliteCreateGrouped')),
+      openRow('sqliteCreateGrouped'),
       loadRow('GET revision (Action hot path)', closed('getRevision'), {
         ratio: `${pct(readRatio)} of SQLite GET; ${pct(ratio('getRevision', 'fixed'))} of fixed`,
         target: `≥ ${pct(HOT_TARGETS.getRevisionRatio)}`,
@@ -187,7 +206,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       loadRow('GET deployment', closed('getDeployment'), { ratio: `${pct(ratio('getDeployment', 'sqliteGet'))} of SQLite GET; ${pct(ratio('getDeployment', 'fixed'))} of fixed` }),
       openRow('getDeployment'),
       loadRow('POST deployment', closed('post'), {
-        ratio: `${pct(writeRatio)} of the same transaction`,
+        ratio: `${pct(writeRatio)} of the same transaction, commits grouped alike; ${pct(ratio('post', 'sqliteCreate'))} of it committed per create`,
         target: `≥ ${pct(HOT_TARGETS.postRatio)}`,
         verdict: verdict(writeRatio >= HOT_TARGETS.postRatio),
       }),
