@@ -55,27 +55,25 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     const source = new Database(server.databasePath, { readonly: true });
     await source.backup(baselineDb);
     source.close();
-    const sqlite = await startChild('bench/baselines/http-sqlite.mjs', {
-      BASELINE_DB: baselineDb,
-      BASELINE_TENANT_ID: tenantId,
-      BASELINE_SYNCHRONOUS: settings.synchronous,
-      BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-    });
-    children.push(sqlite);
-    // The same, its creates committed in groups as the server's SQLite store commits them; a copy
-    // of its own, so that the two baselines never wait for each other's writes.
     const groupedDb = join(tempDir(), 'baseline-grouped.db');
     const copy = new Database(baselineDb, { readonly: true });
     await copy.backup(groupedDb);
     copy.close();
-    const sqliteGrouped = await startChild('bench/baselines/http-sqlite.mjs', {
-      BASELINE_DB: groupedDb,
-      BASELINE_TENANT_ID: tenantId,
-      BASELINE_SYNCHRONOUS: settings.synchronous,
-      BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-      BASELINE_GROUP_COMMIT: '1',
-    });
-    children.push(sqliteGrouped);
+    const startSqliteBaseline = async (db: string, groupCommit: boolean) => {
+      const child = await startChild('bench/baselines/http-sqlite.mjs', {
+        BASELINE_DB: db,
+        BASELINE_TENANT_ID: tenantId,
+        BASELINE_SYNCHRONOUS: settings.synchronous,
+        BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+        BASELINE_GROUP_COMMIT: groupCommit ? '1' : '0',
+      });
+      children.push(child);
+      return child;
+    };
+    const sqlite = await startSqliteBaseline(baselineDb, false);
+    // The same, its creates committed in groups as the server's SQLite store commits them; a copy
+    // of its own, so that the two baselines never wait for each other's writes.
+    const sqliteGrouped = await startSqliteBaseline(groupedDb, true);
 
     const headers = { 'x-api-key': API_KEY };
     const revisionPath = (d: { id: string; revisionId: string }) => `/v2/deployments/${d.id}/revisions/${d.revisionId}`;

@@ -7,7 +7,7 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { openStore } from '../../server/store/open.ts';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { WorkLease } from '../../server/store/types.ts';
+import type { Store, WorkLease } from '../../server/store/types.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
 import { rawSql } from '../helpers/raw-sql.ts';
 
@@ -285,6 +285,18 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
   });
 });
 
+/** Stores an `external_docker` deployment whose one revision is in `status`, as a create stores it (no owner yet). */
+async function storeDeployment(core: Store, tenantId: string, name: string, status: RevisionStatus): Promise<{ id: string; deployment_id: string }> {
+  const deploymentId = crypto.randomUUID();
+  const revisionId = crypto.randomUUID();
+  await core.createDeployment({
+    deployment: { id: deploymentId, tenant_id: tenantId, name, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
+    revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
+    tracingProject: { id: crypto.randomUUID(), name, tenant_id: tenantId, deployment_id: deploymentId, created_at: NOW },
+  });
+  return { id: revisionId, deployment_id: deploymentId };
+}
+
 describe('SQLite: one process per file', () => {
   it('upgrading to process leases (migration 10): revisions in progress keep their process, whose work a restart then takes over', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cp-leases-upgrade-'));
@@ -294,18 +306,8 @@ describe('SQLite: one process per file', () => {
       // A database as migration 9 left it: revisions carry their own leases, there are no process leases.
       const first = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
       const ws = (await first.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
-      const make = async (name: string, status: RevisionStatus) => {
-        const deploymentId = crypto.randomUUID();
-        const revisionId = crypto.randomUUID();
-        await first.core.createDeployment({
-          deployment: { id: deploymentId, tenant_id: ws, name, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
-          revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
-          tracingProject: { id: crypto.randomUUID(), name, tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
-        });
-        return { id: revisionId, deployment_id: deploymentId };
-      };
-      const running = await make('upgrade-running', 'DEPLOYING');
-      const ended = await make('upgrade-ended', 'DEPLOYED');
+      const running = await storeDeployment(first.core, ws, 'upgrade-running', 'DEPLOYING');
+      const ended = await storeDeployment(first.core, ws, 'upgrade-ended', 'DEPLOYED');
       const sql = rawSql(path, first.core);
       await sql.run('DROP INDEX revisions_running');
       await sql.run('DROP TABLE process_leases');
@@ -335,26 +337,14 @@ describe('SQLite: one process per file', () => {
     try {
       const first = await openStore(path, { secretBox: box, synchronous: 'NORMAL' });
       const ws = (await first.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
-      const deploymentId = crypto.randomUUID();
-      const revisionId = crypto.randomUUID();
-      await first.core.createDeployment({
-        deployment: { id: deploymentId, tenant_id: ws, name: 'restart', source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
-        revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status: 'DEPLOYING' },
-        tracingProject: { id: crypto.randomUUID(), name: 'restart', tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
-      });
+      const { id: revisionId, deployment_id: deploymentId } = await storeDeployment(first.core, ws, 'restart', 'DEPLOYING');
       const upload = crypto.randomUUID();
       await first.uploads.createUpload({ id: upload, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${upload}.tar.gz`, expires_at: at(900), created_at: NOW });
       expect(await first.uploads.claimUpload(upload, lease('old-run', 1))).toBe('claimed');
       await first.core.renewProcessLease(lease('old-run', 1));
       expect(await first.core.holdRevisions([revisionId], 'old-run')).toEqual([revisionId]);
       // Started by the old run and not held yet when it died (changed at 0: not stale before 3).
-      const unheldDeploymentId = crypto.randomUUID();
-      const unheldRevisionId = crypto.randomUUID();
-      await first.core.createDeployment({
-        deployment: { id: unheldDeploymentId, tenant_id: ws, name: 'restart-unheld', source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: unheldRevisionId, active_revision_id: null, image_version: null } as Deployment,
-        revision: { id: unheldRevisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status: 'DEPLOYING' },
-        tracingProject: { id: crypto.randomUUID(), name: 'restart-unheld', tenant_id: ws, deployment_id: unheldDeploymentId, created_at: NOW },
-      });
+      const { id: unheldRevisionId, deployment_id: unheldDeploymentId } = await storeDeployment(first.core, ws, 'restart-unheld', 'DEPLOYING');
       // Within the lease, in the same run, nobody else takes either.
       await first.core.renewProcessLease(lease('new-run', 2));
       expect(await first.core.takeOverRevisions(lease('new-run', 2), at(-13), 100)).toEqual([]);
