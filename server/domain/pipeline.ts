@@ -65,7 +65,7 @@ export class Pipeline {
   readonly #toRelease = new Set<string>();
   /** Renewals left that re-check every revision in `#running` (after the process lease lapsed). */
   #recheck = 0;
-  /** Whether this process has had a lease: a renewal that finds none after that is a lapse. */
+  /** Whether this process has had a lease: a renewal that finds none after that is a lapse (the first finds none too). */
   #leased = false;
   #heartbeat: NodeJS.Timeout | undefined;
   #sweeper: NodeJS.Timeout | undefined;
@@ -299,7 +299,7 @@ export class Pipeline {
     const { store, processId, log } = this.#deps;
     const lease = this.#lease();
     const lapsed = !(await store.renewProcessLease(lease)) && this.#leased;
-    if (lapsed || !this.#leased) this.#recheck = 2;
+    if (lapsed) this.#recheck = 2;
     this.#leased = true;
     const toHold = this.#recheck > 0 ? [...this.#running] : [...this.#unheld];
     let dropped = 0;

@@ -73,8 +73,9 @@ export const HOT_QUERIES = {
 
 /**
  * The lease sweeps and renewals every process runs every few seconds (SQLite's form; PostgreSQL's
- * adds `FOR UPDATE SKIP LOCKED`). They may walk the partial indexes of the work itself (unfinished
- * revisions, deployments being deleted) but never a whole table: `test/unit/query-plans.test.ts`.
+ * locks the rows it takes, `server/store/postgres/core.ts`). They may walk the partial indexes of
+ * the work itself (revisions in progress, deployments being deleted) and the process leases (a row
+ * per process), never a table that grows with history: `test/unit/query-plans.test.ts`.
  */
 export const LEASE_QUERIES = {
   /** A process's own lease, renewed only while still live (a lapsed one must re-check what it holds). */

@@ -36,6 +36,9 @@ const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, co
 const TRANSITION = `UPDATE revisions SET status = ?, status_message = ?, version = version + 1, updated_at = ?
   WHERE id = ? AND status = ANY(?::text[])`;
 
+/** A process's own lease, renewed only while still live: a lapsed one must re-check what it holds first. */
+const RENEW_LIVE_PROCESS_LEASE = 'UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ? AND lease_expires_at >= ?';
+
 /**
  * The PostgreSQL store: the same methods as the SQLite store, each one transaction. Read-modify-write
  * methods lock the deployment row (`FOR UPDATE`), which serializes them per deployment as SQLite's
@@ -496,7 +499,7 @@ export class PgCoreStore implements Store {
     const db = this.#db;
     const running = `status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`;
     return db.tx(async (c) => {
-      if ((await db.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ? AND lease_expires_at >= ?', [lease.until, lease.owner, lease.now], c)) === 0) return [];
+      if ((await db.run(RENEW_LIVE_PROCESS_LEASE, [lease.until, lease.owner, lease.now], c)) === 0) return [];
       // An expired lease locked, its revisions are this sweep's alone (another sweep skips it); the
       // process itself, renewing meanwhile, waits, then finds it expired (or gone) and re-checks
       // what it holds; a sweep after this one sees the revisions taken here as a live process's.
@@ -539,7 +542,7 @@ export class PgCoreStore implements Store {
   }
 
   async renewProcessLease(lease: WorkLease): Promise<boolean> {
-    const renewed = await this.#db.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ? AND lease_expires_at >= ?', [lease.until, lease.owner, lease.now]);
+    const renewed = await this.#db.run(RENEW_LIVE_PROCESS_LEASE, [lease.until, lease.owner, lease.now]);
     if (renewed === 1) return true;
     await this.#db.run(
       'INSERT INTO process_leases (process_id, lease_expires_at) VALUES (?, ?) ON CONFLICT (process_id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at',
