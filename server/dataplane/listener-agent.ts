@@ -63,11 +63,25 @@ export class AgentDataPlane implements DataPlane {
       let pending = this.#teardowns.get(deployment.id);
       if (!pending) this.#teardowns.set(deployment.id, (pending = { deployment, waiters: new Set() }));
       pending.waiters.add(resolve);
+      // Waiting first, then reading: a report stored before this read is found by it, one stored
+      // after reaches the waiter (the protocol stores the report before it announces it).
+      this.#finishIfReported(deployment.id);
       void this.#wakeListenerOf(deployment.id);
     });
   }
 
-  /** An agent finished tearing the deployment down: the teardown waiting for it, in whichever process, ends. */
+  /** Finishes the waiting teardown when an agent's report of it is stored (it came before the wait, or its notice was missed). */
+  #finishIfReported(deploymentId: string): void {
+    this.#agents
+      .teardownReported(deploymentId)
+      .then((reported) => reported && this.#finished(deploymentId))
+      .catch((error: unknown) => this.#log.error('reading a teardown report failed; the next sweep reads it again', { deployment_id: deploymentId, error: String(error) }));
+  }
+
+  /**
+   * An agent finished tearing the deployment down (its report is stored by then): the teardown
+   * waiting for it, in whichever process, ends.
+   */
   teardownDone(deploymentId: string): void {
     this.#finished(deploymentId);
     void this.#coordination.publish(TOPICS.teardownDone, deploymentId);
@@ -100,9 +114,16 @@ export class AgentDataPlane implements DataPlane {
     else this.#forced.add(deploymentId);
   }
 
-  /** Teardowns that wait for a listener that no longer serves their deployment are finished. */
+  /**
+   * Teardowns that wait for a listener that no longer serves their deployment are finished; so are
+   * those whose report is stored but whose notice never came (a reconnecting listener connection).
+   */
   async #handBack(): Promise<void> {
     for (const [id, pending] of [...this.#teardowns]) {
+      if (await this.#agents.teardownReported(id)) {
+        this.#finished(id);
+        continue;
+      }
       if (await this.serves(pending.deployment)) continue;
       this.#log.info('teardown handed back: no listener agent serves the deployment any more', { deployment_id: id });
       this.#finished(id);

@@ -36,6 +36,13 @@ export interface AgentStore {
   getClaim(listenerId: string, claimId: string): Promise<ClaimRecord | null>;
   renewClaim(claimId: string, leaseUntil: string): Promise<boolean>;
   releaseClaim(claimId: string): Promise<void>;
+  /**
+   * Stores an agent's "teardown done" on the deployment (still being deleted) and ends its claim,
+   * in one transaction: the report outlives the moment, for a pipeline that is not waiting yet.
+   */
+  recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void>;
+  /** Whether an agent has reported the deployment's teardown done. */
+  teardownReported(deploymentId: string): Promise<boolean>;
   setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
   heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
   markSilent(cutoff: string, now: string): Promise<string[]>;
@@ -121,7 +128,7 @@ export class SqliteAgentStore implements AgentStore {
         claim = { work_key: `revision:${revision.id as string}`, kind: 'revision', revision_id: revision.id as string, deployment_id: revision.deployment_id as string } as ClaimRecord;
       } else {
         const teardown = this.#sql(
-          `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND ${SERVING_LISTENER} = @listener
+          `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = @listener
              AND ${free.replace('%KEY%', "'teardown:' || d.id")}
            ORDER BY d.updated_at LIMIT 1`,
         ).get({ listener: input.listenerId, now: input.now }) as Row | undefined;
@@ -149,6 +156,17 @@ export class SqliteAgentStore implements AgentStore {
 
   async releaseClaim(claimId: string): Promise<void> {
     this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
+  }
+
+  async recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void> {
+    this.#db.transaction(() => {
+      this.#sql("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL").run(now, deploymentId);
+      this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
+    })();
+  }
+
+  async teardownReported(deploymentId: string): Promise<boolean> {
+    return this.#sql('SELECT 1 FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL').get(deploymentId) !== undefined;
   }
 
   /** Records the commit an agent built on the revision (and on the deployment when it is the latest). */

@@ -141,6 +141,40 @@ describe('two server processes on one PostgreSQL database', () => {
     await eventually(async () => ((await b.api.get(`/v2/deployments/${ids[2]}`)).status === 404 ? true : undefined), 15_000);
   });
 
+  it('a teardown an agent reported done while no process waited for it is finished by the process that takes it over', async () => {
+    const url = await testDatabaseUrl('postgres');
+    // Long enough that the report below lands while A's dead lease still holds the teardown.
+    const lease = { PIPELINE_LEASE_MS: '3000' };
+    const a = await processOn(url, 'process-a', 20, lease);
+    const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `m-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
+    const token = (await a.api.post(`/v2/listeners/${listener}/tokens`)).body.token as string;
+    const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('reported'), listener));
+    expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await die(a);
+
+    // The agent tears the deployment down and reports it to B, which is not waiting for it.
+    const b = await processOn(url, 'process-b', 20, lease);
+    const agentCall = async (path: string, body?: unknown) => {
+      const response = await b.app.request(`/v2/listeners/${listener}/agent${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: response.status, body: response.status === 204 ? null : ((await response.json()) as any) };
+    };
+    const claimed = await agentCall('/claim', { agent_id: 'agent-1', wait_seconds: 0 });
+    expect(claimed.body.work).toMatchObject({ kind: 'teardown', deployment: { id: created.body.id } });
+    expect((await agentCall(`/claims/${claimed.body.work.claim_id}/done`)).status).toBe(204);
+    expect(await b.sql.get('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id)).toEqual({ teardown_owner: 'process-a' });
+
+    // B takes the teardown over once A's lease has passed, finds the stored report and removes the
+    // deployment; no agent is offered the teardown again (before the report was stored, B waited
+    // for an agent forever here).
+    await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 15_000);
+    expect((await agentCall('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
+  });
+
   it("a take-over of a listener agent's revision only wakes the agent: its stage and the agents' claims are untouched", async () => {
     const url = await testDatabaseUrl('postgres');
     const a = await processOn(url, 'process-a', 20);

@@ -298,6 +298,25 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect((await backend.core.getRevisionById(revision.id))!.source_revision_config.repo_commit_sha).toBe('d'.repeat(40));
     expect((await backend.core.getDeploymentById(d.id))!.source_revision_config.repo_commit_sha).toBe('d'.repeat(40));
   });
+
+  it('a teardown reported done is stored on the deployment, its claim ended, and it is offered to no agent again', async () => {
+    const listenerId = crypto.randomUUID();
+    await backend.core.createListener({ id: listenerId, tenant_id: ws, version: null, compute_type: 'local', compute_id: `local-${listenerId}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+    const d = await newDeployment(backend, ws, { revision: revisionOf({ trigger: 'create', status: 'DEPLOYED' }), listenerId });
+    // Not being deleted: a report for it is not stored.
+    await backend.agents.recordTeardownDone(crypto.randomUUID(), d.id, at(1));
+    expect(await backend.agents.teardownReported(d.id)).toBe(false);
+    expect((await backend.core.markDeploymentDeleting(ws, d.id, false, at(2)))!.marked).toBe(true);
+    const claim = await backend.agents.claimNext({ listenerId, agentId: 'a1', claimId: crypto.randomUUID(), now: at(3), leaseUntil: at(33) });
+    expect(claim).toMatchObject({ kind: 'teardown', deployment_id: d.id });
+    expect(await backend.agents.teardownReported(d.id)).toBe(false);
+    await backend.agents.recordTeardownDone(claim!.claim_id, d.id, at(4));
+    expect(await backend.agents.teardownReported(d.id)).toBe(true);
+    expect(await backend.agents.getClaim(listenerId, claim!.claim_id)).toBeNull();
+    // Its claim is gone, yet no agent is given the teardown again, now or once any lease has passed.
+    expect(await backend.agents.claimNext({ listenerId, agentId: 'a2', claimId: crypto.randomUUID(), now: at(5), leaseUntil: at(35) })).toBeNull();
+    expect(await backend.agents.claimNext({ listenerId, agentId: 'a2', claimId: crypto.randomUUID(), now: at(100), leaseUntil: at(130) })).toBeNull();
+  });
 });
 
 describe('both backends answer byte-identical records', () => {

@@ -8,6 +8,7 @@ import agents from './007_agents.ts';
 import revisionCommit from './008_revision_commit.ts';
 import workLeases from './009_work_leases.ts';
 import processLeases from './010_process_leases.ts';
+import teardownReports from './011_teardown_reports.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -24,4 +25,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 8, name: 'revision_commit', sql: revisionCommit },
   { version: 9, name: 'work_leases', sql: workLeases },
   { version: 10, name: 'process_leases', sql: processLeases },
+  { version: 11, name: 'teardown_reports', sql: teardownReports },
 ];

@@ -81,7 +81,7 @@ export class PgAgentStore implements AgentStore {
     );
     if (revision) return { work_key: `revision:${revision.id as string}`, kind: 'revision', revision_id: revision.id as string, deployment_id: revision.deployment_id as string };
     const teardown = await this.#db.row(
-      `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND ${SERVING_LISTENER} = ?
+      `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = ?
          AND ${free("'teardown:' || d.id")}
        ORDER BY d.updated_at LIMIT 1`,
       [listenerId, now],
@@ -100,6 +100,18 @@ export class PgAgentStore implements AgentStore {
 
   async releaseClaim(claimId: string): Promise<void> {
     await this.#db.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
+  }
+
+  async recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void> {
+    const db = this.#db;
+    await db.tx(async (c) => {
+      await db.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [now, deploymentId], c);
+      await db.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId], c);
+    });
+  }
+
+  async teardownReported(deploymentId: string): Promise<boolean> {
+    return (await this.#db.row('SELECT 1 AS reported FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL', [deploymentId])) !== undefined;
   }
 
   async setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void> {

@@ -1,6 +1,7 @@
 import initial from './001_initial.ts';
 import workLeases from './002_work_leases.ts';
 import processLeases from './003_process_leases.ts';
+import teardownReports from './004_teardown_reports.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
@@ -10,4 +11,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'work_leases', sql: workLeases },
   { version: 3, name: 'process_leases', sql: processLeases },
+  { version: 4, name: 'teardown_reports', sql: teardownReports },
 ];
