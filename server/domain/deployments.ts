@@ -11,11 +11,12 @@ import {
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
+import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
 import { dnsSafeName } from './names.ts';
-import { firstStage, type Pipeline } from './pipeline.ts';
+import { firstStage, type CreatePlan, type Pipeline } from './pipeline.ts';
 
 export type DeploymentsDeps = {
   store: Store;
@@ -148,18 +149,19 @@ export class Deployments {
       image_version: body.image_version ?? null,
     };
     let revision: NewRevision | null = null;
+    let plan: CreatePlan | null = null;
     if (revisionId) {
       revision = { id: revisionId, trigger: 'create', source_revision_config: config, secrets, resource_spec: sourceConfig.resource_spec, status: firstStage({ source: body.source }) };
       // The data plane's first step goes into the create's own transaction: one commit per create.
-      const step = await pipeline.firstStepOnCreate(tenantId, deployment, { status: revision.status!, source_revision_config: config, resource_spec: revision.resource_spec });
-      if (step) revision = { ...revision, status: step.to, logs: step.logs };
+      plan = await pipeline.planCreate(tenantId, deployment, { status: revision.status!, source_revision_config: config, resource_spec: revision.resource_spec });
+      if (plan.step) revision = { ...revision, status: plan.step.to, logs: plan.step.logs };
     }
     const created = await store.createDeployment({
       deployment,
       revision,
       tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
     });
-    if (revisionId) await pipeline.startedOnCreate(revisionId, id);
+    if (revision && plan) await pipeline.startedOnCreate(plan, createdRevisionWork(deployment, revision), created);
     return created;
   }
 

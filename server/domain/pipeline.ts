@@ -1,7 +1,7 @@
 import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
-import type { DeploymentRecord, RevisionRecord, RevisionTransition, Store, WorkLease } from '../store/types.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
 import { asStorageUnavailable } from '../store/storage-errors.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
@@ -28,6 +28,9 @@ const RENEW_BATCH = 500;
 class PipelineStopped extends Error {
   override readonly name = 'PipelineStopped';
 }
+
+/** What a create's first revision is given to, and the step it is stored past (see `planCreate`). */
+export type CreatePlan = { dataPlane: DataPlane; step: FirstStep | null };
 
 export type PipelineDeps = {
   store: Store;
@@ -104,30 +107,28 @@ export class Pipeline {
   }
 
   /**
-   * The step the data plane of a deployment about to be created takes at once on its first
-   * revision, when that data plane is the sandbox (a listener agent takes its steps when it claims
-   * the work): the create stores the revision already past it, with its log line, in its own
-   * transaction, so a create is one commit. Which data plane serves it is decided as for a stored
-   * deployment: its listener, else its workspace's default; `local` and `k8s` are agents'.
+   * Which data plane takes a deployment about to be created, and the step it takes at once on the
+   * first revision when that is the sandbox (a listener agent takes its steps when it claims the
+   * work): the create stores the revision already past it, with its log line, in its own
+   * transaction, so a create is one commit. Decided as for a stored deployment: its listener, else
+   * its workspace's default; `local` and `k8s` are agents'.
    */
-  async firstStepOnCreate(tenantId: string, deployment: FirstStepDeployment, revision: FirstStepRevision): Promise<FirstStep | null> {
-    const { store, sandbox } = this.#deps;
-    if (!sandbox.firstStep) return null;
+  async planCreate(tenantId: string, deployment: FirstStepDeployment, revision: FirstStepRevision): Promise<CreatePlan> {
+    const { store, sandbox, listenerAgent } = this.#deps;
     const listenerId = deployment.source_config.listener_id ?? (await store.getWorkspace(tenantId))?.default_listener_id ?? null;
     const listener = listenerId ? await store.getListener(tenantId, listenerId) : null;
-    if (listener?.compute_type === 'local' || listener?.compute_type === 'k8s') return null;
-    return sandbox.firstStep(revision, deployment);
+    if (listener?.compute_type === 'local' || listener?.compute_type === 'k8s') return { dataPlane: listenerAgent, step: null };
+    return { dataPlane: sandbox, step: sandbox.firstStep?.(revision, deployment) ?? null };
   }
 
   /**
    * A new deployment has nothing in progress, so its first revision is created already in its first
-   * stage, or past it (`firstStepOnCreate`): one write transaction per create; this hands it to its
-   * data plane.
+   * stage, or past it (`planCreate`): one write transaction per create; this hands it to the data
+   * plane the plan chose, with the records as the create wrote them (nothing to read back).
    */
-  async startedOnCreate(revisionId: string, deploymentId: string): Promise<void> {
-    // Nobody can be waiting on a revision whose id the create has not answered yet: no read to
-    // announce it with; the data plane reads what it needs when it takes it.
-    await this.#dispatch({ id: revisionId, deployment_id: deploymentId });
+  async startedOnCreate(plan: CreatePlan, work: RevisionWork, deployment: DeploymentRecord): Promise<void> {
+    // Nobody can be waiting on a revision whose id the create has not answered yet: nothing to announce.
+    await this.#dispatch(work, 'started here', { work, deployment, dataPlane: plan.dataPlane });
   }
 
   /** Runs `work` once now; when the storage refuses it, again in the background until it works. */
@@ -416,22 +417,28 @@ export class Pipeline {
    * The deployment's data plane gets the started revision, on the next turn of the event loop: the
    * data plane's first write then does not delay the answer to the request that started it.
    */
-  async #dispatch(revision: Pick<RevisionRecord, 'id' | 'deployment_id'>, holder: 'held' | 'started here' = 'started here'): Promise<void> {
+  async #dispatch(
+    revision: Pick<RevisionRecord, 'id' | 'deployment_id'>,
+    holder: 'held' | 'started here' = 'started here',
+    known?: { work: RevisionWork; deployment: DeploymentRecord; dataPlane: DataPlane },
+  ): Promise<void> {
     const { store, log } = this.#deps;
     // Covered by the process lease from now on; one started here names this process from the next renewal.
     this.#running.add(revision.id);
     if (holder === 'started here') this.#unheld.add(revision.id);
     setImmediate(() => {
       const handOver = async () => {
-        const [work, deployment] = await this.#retrying('read a started revision', () =>
-          Promise.all([store.getRevisionWork(revision.id), store.getDeploymentById(revision.deployment_id)]),
-        );
+        // A revision changed since it was written (interrupted by a DELETE in between) is no
+        // matter: every step of a data plane is a compare-and-set on its status.
+        const [work, deployment] = known
+          ? [known.work, known.deployment]
+          : await this.#retrying('read a started revision', () => Promise.all([store.getRevisionWork(revision.id), store.getDeploymentById(revision.deployment_id)]));
         if (!work || !deployment || isTerminal(work.status)) {
           this.#running.delete(revision.id);
           this.#unheld.delete(revision.id);
           return;
         }
-        const dataPlane = await this.#retrying('find a started revision\'s data plane', () => this.#dataPlaneFor(deployment));
+        const dataPlane = known?.dataPlane ?? (await this.#retrying('find a started revision\'s data plane', () => this.#dataPlaneFor(deployment)));
         dataPlane.run(work, deployment, this.#control);
       };
       handOver().catch((error: unknown) => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
+import { createdRevisionWork } from '../../server/store/rows.ts';
 import type { DeploymentRecord, NewRevision } from '../../server/store/types.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
 
@@ -297,6 +298,20 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     await backend.agents.setRevisionCommit(revision.id, 'd'.repeat(40), at(63));
     expect((await backend.core.getRevisionById(revision.id))!.source_revision_config.repo_commit_sha).toBe('d'.repeat(40));
     expect((await backend.core.getDeploymentById(d.id))!.source_revision_config.repo_commit_sha).toBe('d'.repeat(40));
+  });
+
+  it('a first revision reads back as `createdRevisionWork` says: what the pipeline hands on without reading it', async () => {
+    const spec = { min_scale: 1, max_scale: 2, cpu: 1, memory_mb: 512 } as NonNullable<NewRevision['resource_spec']>;
+    const firsts = [
+      revisionOf({ trigger: 'create', status: 'BUILDING', resource_spec: spec, logs: [{ type: 'build', level: 'info', message: 'first step' }] }),
+      revisionOf({ trigger: 'create', status: 'AWAITING_DEPLOY', secrets: [], source_revision_config: { ...revisionConfigOf(), image_uri: 'docker.io/acme/agent:1' } }),
+      revisionOf({ trigger: 'create' }),
+    ];
+    for (const revision of firsts) {
+      const deployment = { ...deploymentOf(ws), latest_revision_id: revision.id };
+      await backend.core.createDeployment({ deployment, revision, tracingProject: { id: crypto.randomUUID(), name: deployment.name, tenant_id: ws, deployment_id: deployment.id, created_at: NOW } });
+      expect(createdRevisionWork(deployment, revision)).toEqual(await backend.core.getRevisionWork(revision.id));
+    }
   });
 
   it('a teardown reported done is stored on the deployment, its claim ended, and it is offered to no agent again', async () => {
