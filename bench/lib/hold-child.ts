@@ -1,5 +1,5 @@
 import { fork } from 'node:child_process';
-import { Agent, request } from 'node:http';
+import { RawConnection, requestBytes } from './raw-http.ts';
 
 /** What one holding process reports once all its requests were answered. */
 export type HeldAnswers = { lastAt: number; statuses: number[]; bodies: string[] };
@@ -33,41 +33,34 @@ export function holdInChild(url: string, headers: Record<string, string>, count:
 if (process.argv.includes('--hold-child') && process.send) {
   process.once('message', (message) => {
     const { url, headers, count } = message as Start;
-    const agent = new Agent({ keepAlive: true, maxSockets: Infinity });
-    let sent = 0;
+    const target = new URL(url);
+    // Raw keep-alive sockets (bench/lib/raw-http.ts): node:http's client spent tens of
+    // microseconds per answer here, and reading 1,000 answers at once was most of the time measured.
+    const bytes = requestBytes(target.host, { method: 'GET', path: target.pathname + target.search, headers });
+    const connections = Array.from({ length: count }, () => new RawConnection(target.hostname, Number(target.port)));
     let lastAt = 0;
     const statuses: number[] = [];
     const bodies = new Set<string>();
-    const all = Array.from(
-      { length: count },
-      () =>
-        new Promise<void>((resolve) => {
-          const req = request(url, { agent, headers }, (res) => {
-            let body = '';
-            res.setEncoding('utf8');
-            res.on('data', (chunk: string) => (body += chunk));
-            res.on('end', () => {
-              lastAt = Math.max(lastAt, performance.timeOrigin + performance.now());
-              statuses.push(res.statusCode ?? 0);
-              bodies.add(body);
-              resolve();
-            });
-          });
-          req.on('error', () => {
-            statuses.push(0);
+    const all = connections.map(
+      (connection) =>
+        new Promise<void>((resolve) =>
+          connection.send(bytes, (status, body) => {
+            lastAt = Math.max(lastAt, performance.timeOrigin + performance.now());
+            statuses.push(status);
+            bodies.add(body.toString('utf8'));
             resolve();
-          });
-          req.on('socket', (socket) =>
-            socket.once('connect', () => {
-              sent += 1;
-              if (sent === count) process.send!({ kind: 'connected' });
-            }),
-          );
-          req.end();
-        }),
+          }),
+        ),
+    );
+    Promise.all(connections.map((connection) => connection.connected)).then(
+      () => process.send!({ kind: 'connected' }),
+      (error: unknown) => {
+        process.stderr.write(`a holding connection failed: ${String(error)}\n`);
+        process.exit(1);
+      },
     );
     Promise.all(all).then(() => {
-      agent.destroy();
+      for (const connection of connections) connection.close();
       process.send!({ kind: 'answers', lastAt, statuses, bodies: [...bodies] }, () => process.exit(0));
     });
   });

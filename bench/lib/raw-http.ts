@@ -12,7 +12,8 @@ import { connect, type Socket } from 'node:net';
  */
 export type RawRequest = { method: string; path: string; headers: Record<string, string>; body?: string };
 
-type Waiting = { bytes: Buffer; onDone: (status: number) => void };
+/** `body`: the answer's body bytes (chunked framing removed); a view into the read buffer, copy it to keep it. */
+type Waiting = { bytes: Buffer; onDone: (status: number, body: Buffer) => void };
 
 const HEADER_END = Buffer.from('\r\n\r\n');
 
@@ -22,12 +23,20 @@ export class RawConnection {
   #current: Waiting | null = null;
   /** Set when the answer's header block is parsed: the status, and where the whole answer ends (or chunked). */
   #status = 0;
+  #bodyStart = 0;
   #answerEnd = -1;
   #chunked = false;
   #failed: Error | null = null;
+  /** Resolves once the socket is connected (rejects if it never is). */
+  readonly connected: Promise<void>;
 
   constructor(host: string, port: number) {
     this.#socket = connect({ host, port, noDelay: true });
+    this.connected = new Promise((resolve, reject) => {
+      this.#socket.once('connect', resolve);
+      this.#socket.once('error', reject);
+    });
+    this.connected.catch(() => undefined);
     this.#socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     this.#socket.on('error', (error) => this.#fail(error));
     this.#socket.on('close', () => this.#fail(new Error('connection closed')));
@@ -37,10 +46,10 @@ export class RawConnection {
     return this.#current !== null;
   }
 
-  /** Sends one request; `onDone` gets the answer's status (0 when the connection failed). */
-  send(bytes: Buffer, onDone: (status: number) => void): void {
+  /** Sends one request; `onDone` gets the answer's status (0 when the connection failed) and body. */
+  send(bytes: Buffer, onDone: (status: number, body: Buffer) => void): void {
     if (this.#current) throw new Error('one request at a time per connection');
-    if (this.#failed) return onDone(0);
+    if (this.#failed) return onDone(0, EMPTY);
     this.#current = { bytes, onDone };
     this.#socket.write(bytes);
   }
@@ -54,7 +63,7 @@ export class RawConnection {
     this.#failed = error;
     const current = this.#current;
     this.#current = null;
-    current?.onDone(0);
+    current?.onDone(0, EMPTY);
   }
 
   #onData(chunk: Buffer): void {
@@ -67,26 +76,46 @@ export class RawConnection {
         this.#status = Number(head.slice(9, 12));
         const length = /\r\ncontent-length:\s*(\d+)/i.exec(head);
         const bodyStart = headerEnd + 4;
+        this.#bodyStart = bodyStart;
         if (length) this.#answerEnd = bodyStart + Number(length[1]);
         else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
           this.#chunked = true;
           this.#buffer = this.#buffer.subarray(bodyStart);
+          this.#bodyStart = 0;
         } else this.#answerEnd = bodyStart; // 204, 304: no body
       }
+      let body: Buffer | null = null;
       if (this.#chunked) {
         const end = chunkedEnd(this.#buffer);
         if (end < 0) return;
+        body = unchunked(this.#buffer.subarray(0, end));
         this.#answerEnd = end;
         this.#chunked = false;
       }
       if (this.#buffer.length < this.#answerEnd) return;
+      body ??= this.#buffer.subarray(this.#bodyStart, this.#answerEnd);
       this.#buffer = this.#buffer.subarray(this.#answerEnd);
       this.#answerEnd = -1;
       const current = this.#current;
       this.#current = null;
-      current?.onDone(this.#status);
+      current?.onDone(this.#status, body);
       if (!this.#buffer.length) return;
     }
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** The data of a whole chunked body (its framing removed). */
+function unchunked(framed: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const lineEnd = framed.indexOf('\r\n', at);
+    const size = parseInt(framed.toString('latin1', at, lineEnd), 16);
+    if (size === 0) return Buffer.concat(parts);
+    parts.push(framed.subarray(lineEnd + 2, lineEnd + 2 + size));
+    at = lineEnd + 2 + size + 2;
   }
 }
 
