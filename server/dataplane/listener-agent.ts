@@ -22,8 +22,6 @@ export class AgentDataPlane implements DataPlane {
   readonly #coordination: Coordination;
   /** Teardowns waiting for an agent: the deployment, and who waits. */
   readonly #teardowns = new Map<string, { deployment: DeploymentRecord; waiters: Set<() => void> }>();
-  /** Deployments whose teardown was forced (`DELETE …?force=true`): it finishes without an agent. */
-  readonly #forced = new Set<string>();
   #sweep: NodeJS.Timeout | null = null;
 
   /**
@@ -39,7 +37,7 @@ export class AgentDataPlane implements DataPlane {
     this.#leaseMs = deps.leaseMs;
     this.#coordination = deps.coordination ?? new LocalCoordination();
     this.#coordination.subscribe(TOPICS.teardownDone, (deploymentId) => this.#finished(deploymentId));
-    this.#coordination.subscribe(TOPICS.teardownForced, (deploymentId) => this.#forcedHere(deploymentId));
+    this.#coordination.subscribe(TOPICS.teardownForced, (deploymentId) => this.#finished(deploymentId));
   }
 
   /** Whether an agent serves this deployment (its listener is `local` or `k8s`). */
@@ -58,7 +56,6 @@ export class AgentDataPlane implements DataPlane {
    * default listener was set to the sandbox): no agent would ever be offered it.
    */
   teardown(deployment: DeploymentRecord): Promise<void> {
-    if (this.#forced.delete(deployment.id)) return Promise.resolve();
     return new Promise((resolve) => {
       let pending = this.#teardowns.get(deployment.id);
       if (!pending) this.#teardowns.set(deployment.id, (pending = { deployment, waiters: new Set() }));
@@ -95,23 +92,16 @@ export class AgentDataPlane implements DataPlane {
 
   /**
    * `DELETE …?force=true` on a deployment being deleted: its teardown stops waiting for an agent
-   * (the listener's agents are gone for good). What an agent may still run of it is not stopped;
-   * a restarted agent does not start it again, since it is no longer live.
+   * (the listener's agents are gone for good). Stored as the teardown's report before the DELETE is
+   * answered, so it holds for a pipeline not waiting yet, in this process or another, and across a
+   * restart; no agent is offered the teardown any more. What an agent may still run of it is not
+   * stopped; a restarted agent does not start it again, since it is no longer live.
    */
-  forceTeardown(deploymentId: string): void {
+  async forceTeardown(deploymentId: string): Promise<void> {
+    await this.#agents.recordTeardownDone(deploymentId, this.#clock.now());
     this.#log.warn('teardown forced: the deployment is removed without waiting for its listener agent', { deployment_id: deploymentId });
-    this.#forcedHere(deploymentId);
+    this.#finished(deploymentId);
     void this.#coordination.publish(TOPICS.teardownForced, deploymentId);
-  }
-
-  /**
-   * Kept for a teardown not waiting yet: the process tearing the deployment down (this one or
-   * another) may not have reached its wait. An id heard for a deployment another process tears
-   * down stays here unused: one id per forced delete, which are rare.
-   */
-  #forcedHere(deploymentId: string): void {
-    if (this.#teardowns.has(deploymentId)) this.#finished(deploymentId);
-    else this.#forced.add(deploymentId);
   }
 
   /**

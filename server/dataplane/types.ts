@@ -34,8 +34,8 @@ export interface DataPlane {
   serves?(deployment: DeploymentRecord): Promise<boolean>;
   /** Removes what the deployment runs; resolves when it is gone. */
   teardown(deployment: DeploymentRecord): Promise<void>;
-  /** Ends the deployment's teardown now, whatever its data plane still runs (`DELETE …?force=true`). */
-  forceTeardown?(deploymentId: string): void;
+  /** Ends the deployment's teardown now, whatever its data plane still runs (`DELETE …?force=true`); resolves once that is stored. */
+  forceTeardown?(deploymentId: string): Promise<void>;
   /** Stops timers and work in flight (shutdown); the database keeps the state to resume from. */
   stop(): void;
 }

@@ -262,7 +262,7 @@ export class Deployments {
     const result = await store.markDeploymentDeleting(tenantId, id, deleteTracingProject, clock.now());
     if (!result) throw new NotFound(`Deployment ID ${id} not found.`);
     // `force` on a repeated DELETE: its teardown stops waiting for a listener agent that may never come back.
-    if (force && !result.marked) pipeline.forceTeardown(id);
+    if (force && !result.marked) await pipeline.forceTeardown(id);
     // A repeated DELETE restarts a teardown that failed; one still running is left alone.
     if (result.marked || !pipeline.isTearingDown(id)) pipeline.startTeardown(result.deployment);
   }

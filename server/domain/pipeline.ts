@@ -405,8 +405,8 @@ export class Pipeline {
   }
 
   /** Lets the deployment's teardown finish without its data plane (a listener's agents gone for good). */
-  forceTeardown(deploymentId: string): void {
-    this.#deps.listenerAgent.forceTeardown?.(deploymentId);
+  async forceTeardown(deploymentId: string): Promise<void> {
+    await this.#deps.listenerAgent.forceTeardown?.(deploymentId);
   }
 
   isTearingDown(deploymentId: string): boolean {

@@ -37,11 +37,13 @@ export interface AgentStore {
   renewClaim(claimId: string, leaseUntil: string): Promise<boolean>;
   releaseClaim(claimId: string): Promise<void>;
   /**
-   * Stores an agent's "teardown done" on the deployment (still being deleted) and ends its claim,
-   * in one transaction: the report outlives the moment, for a pipeline that is not waiting yet.
+   * Stores that the deployment (still being deleted) needs no more teardown: an agent reported it
+   * done (its claim, `claimId`, ends in the same transaction) or a `DELETE ?force=true` said to stop
+   * waiting for one. Stored, it outlives the moment: a pipeline not waiting yet, or in a process
+   * that takes the teardown over after a crash or a restart, finds it.
    */
-  recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void>;
-  /** Whether an agent has reported the deployment's teardown done. */
+  recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void>;
+  /** Whether the deployment's teardown was reported done (or forced). */
   teardownReported(deploymentId: string): Promise<boolean>;
   setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
   heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
@@ -158,10 +160,10 @@ export class SqliteAgentStore implements AgentStore {
     this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
   }
 
-  async recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void> {
+  async recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void> {
     this.#db.transaction(() => {
       this.#sql("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL").run(now, deploymentId);
-      this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
+      if (claimId !== undefined) this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
     })();
   }
 

@@ -175,6 +175,26 @@ describe('two server processes on one PostgreSQL database', () => {
     expect((await agentCall('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
   });
 
+  it('a forced DELETE answered by a process that then dies still ends the teardown: the process that takes it over removes the deployment', async () => {
+    const url = await testDatabaseUrl('postgres');
+    const lease = { PIPELINE_LEASE_MS: '3000' };
+    // A waits for an agent that never comes, and dies.
+    const a = await processOn(url, 'process-a', 20, lease);
+    const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
+    const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('forced'), listener));
+    expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
+    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await die(a);
+    // B acknowledges the forced DELETE while A's dead lease still holds the teardown, and dies too.
+    const b = await processOn(url, 'process-b', 20, lease);
+    expect((await b.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
+    expect(await b.sql.get('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id)).toEqual({ teardown_owner: 'process-a' });
+    await die(b);
+    // C knows of the force only through the database (it waited for an agent forever before).
+    const c = await processOn(url, 'process-c', 20, lease);
+    await eventually(async () => ((await c.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 15_000);
+  });
+
   it("a take-over of a listener agent's revision only wakes the agent: its stage and the agents' claims are untouched", async () => {
     const url = await testDatabaseUrl('postgres');
     const a = await processOn(url, 'process-a', 20);

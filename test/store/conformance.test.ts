@@ -319,13 +319,13 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     await backend.core.createListener({ id: listenerId, tenant_id: ws, version: null, compute_type: 'local', compute_id: `local-${listenerId}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
     const d = await newDeployment(backend, ws, { revision: revisionOf({ trigger: 'create', status: 'DEPLOYED' }), listenerId });
     // Not being deleted: a report for it is not stored.
-    await backend.agents.recordTeardownDone(crypto.randomUUID(), d.id, at(1));
+    await backend.agents.recordTeardownDone(d.id, at(1), crypto.randomUUID());
     expect(await backend.agents.teardownReported(d.id)).toBe(false);
     expect((await backend.core.markDeploymentDeleting(ws, d.id, false, at(2)))!.marked).toBe(true);
     const claim = await backend.agents.claimNext({ listenerId, agentId: 'a1', claimId: crypto.randomUUID(), now: at(3), leaseUntil: at(33) });
     expect(claim).toMatchObject({ kind: 'teardown', deployment_id: d.id });
     expect(await backend.agents.teardownReported(d.id)).toBe(false);
-    await backend.agents.recordTeardownDone(claim!.claim_id, d.id, at(4));
+    await backend.agents.recordTeardownDone(d.id, at(4), claim!.claim_id);
     expect(await backend.agents.teardownReported(d.id)).toBe(true);
     expect(await backend.agents.getClaim(listenerId, claim!.claim_id)).toBeNull();
     // Its claim is gone, yet no agent is given the teardown again, now or once any lease has passed.

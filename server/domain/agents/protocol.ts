@@ -130,7 +130,7 @@ export class AgentProtocol {
   async teardownDone(agent: AgentPrincipal, claimId: string): Promise<void> {
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'teardown') throw new BadRequest('This claim is not a teardown.');
-    await this.#deps.agents.recordTeardownDone(claimId, claim.deployment_id, this.#deps.clock.now());
+    await this.#deps.agents.recordTeardownDone(claim.deployment_id, this.#deps.clock.now(), claimId);
     this.#deps.plane.teardownDone(claim.deployment_id);
   }
 

@@ -102,11 +102,11 @@ export class PgAgentStore implements AgentStore {
     await this.#db.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
   }
 
-  async recordTeardownDone(claimId: string, deploymentId: string, now: string): Promise<void> {
+  async recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void> {
     const db = this.#db;
     await db.tx(async (c) => {
       await db.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [now, deploymentId], c);
-      await db.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId], c);
+      if (claimId !== undefined) await db.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId], c);
     });
   }
 
