@@ -249,6 +249,36 @@ describe('two control planes on one PostgreSQL database', () => {
     expect(answer.body).toMatchObject({ status: 'completed', token: expect.stringMatching(/^token-/) });
   });
 
+  it("an OAuth wait on A is woken by B's callback whose notice arrives while A is still reading the flow", async () => {
+    const created = await createProvider();
+    const started = (await a.api.post('/v2/auth/authenticate', { provider: created.body.provider_id, scopes: ['read'], user_id: 'u-race' })).body;
+    const state = new URL(started.url).searchParams.get('state')!;
+    // A's first read of the flow returns it pending, but only after B has completed it and B's
+    // notice has reached A: the order a slow read on A and a quick callback on B can take.
+    const oauth = a.backend.oauth;
+    const getFlow = oauth.getFlow.bind(oauth);
+    let raced = false;
+    oauth.getFlow = async (workspace, id) => {
+      const flow = await getFlow(workspace, id);
+      if (!raced && id === started.auth_id && flow?.status === 'pending') {
+        raced = true;
+        expect((await b.controlPlane.app.request(`/v2/auth/callback?state=${state}&code=c-race`)).status).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      return flow;
+    };
+    try {
+      const begun = Date.now();
+      const answer = await a.api.get(`/v2/auth/wait/${started.auth_id}?timeout=8`);
+      expect(raced).toBe(true);
+      expect(answer.body).toMatchObject({ status: 'completed', token: expect.stringMatching(/^token-/) });
+      // Woken by the notice, not by the deadline (a wait registered after the notice sleeps 8 s).
+      expect(Date.now() - begun).toBeLessThan(5_000);
+    } finally {
+      delete (oauth as { getFlow?: unknown }).getFlow;
+    }
+  });
+
   it('a token that needs refreshing, asked for on A and B at once, is refreshed once at the provider', async () => {
     const created = await createProvider();
     const ask = (on: Plane) => on.api.post('/v2/auth/authenticate', { provider: created.body.provider_id, scopes: ['read'], user_id: 'u-refresh' });

@@ -203,30 +203,37 @@ export class OAuthFlows {
   async wait(workspaceId: string, authId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<WaitResponse> {
     const deadline = Date.now() + timeoutSeconds * 1000;
     for (;;) {
-      // Only flows started in the caller's workspace: another workspace's flow is `not_found`.
-      const flow = await this.#store.getFlow(workspaceId, authId);
-      if (!flow) return { status: 'not_found', token: null, error: null, error_description: null };
-      if (flow.status === 'completed') {
-        const token = flow.token_ref === null ? null : await this.#tokens.accessToken(flow.token_ref);
-        return { status: 'completed', token, error: null, error_description: null };
+      // Registered before the read, so a change announced while the read is under way (a callback
+      // finished by another process, whose notice can arrive before a PostgreSQL read returns)
+      // wakes this wait instead of passing unseen until the deadline.
+      const waiter = this.#watch.wait(authId, Math.max(1, deadline - Date.now()), signal);
+      try {
+        // Only flows started in the caller's workspace: another workspace's flow is `not_found`.
+        const flow = await this.#store.getFlow(workspaceId, authId);
+        if (!flow) return { status: 'not_found', token: null, error: null, error_description: null };
+        if (flow.status === 'completed') {
+          const token = flow.token_ref === null ? null : await this.#tokens.accessToken(flow.token_ref);
+          return { status: 'completed', token, error: null, error_description: null };
+        }
+        if (flow.status === 'failed') {
+          const description = flow.error_description_sealed === null ? null : this.#box.decrypt(flow.error_description_sealed);
+          return { status: 'failed', token: null, error: flow.error, error_description: description };
+        }
+        // A flow stuck in `exchanging` (the process stopped during the code exchange) is let go
+        // once the exchange's own timeout is long past, so waiting on it cannot go on forever.
+        const grace = flow.status === 'exchanging' ? EXCHANGE_GRACE_MS : 0;
+        const untilExpiry = Date.parse(flow.expires_at) + grace - Date.parse(this.#clock.now());
+        if (untilExpiry <= 0) {
+          await this.#fail(flow, 'expired', 'The authorization did not finish within 10 minutes.');
+          continue;
+        }
+        const remaining = deadline - Date.now();
+        if (remaining <= 0 || signal?.aborted) return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
+        // Wake on the flow's change, its expiry, or the deadline; then read the database again.
+        await untilOrAfter(waiter.changed, untilExpiry + 1);
+      } finally {
+        waiter.cancel();
       }
-      if (flow.status === 'failed') {
-        const description = flow.error_description_sealed === null ? null : this.#box.decrypt(flow.error_description_sealed);
-        return { status: 'failed', token: null, error: flow.error, error_description: description };
-      }
-      // A flow stuck in `exchanging` (the process stopped during the code exchange) is let go
-      // once the exchange's own timeout is long past, so waiting on it cannot go on forever.
-      const grace = flow.status === 'exchanging' ? EXCHANGE_GRACE_MS : 0;
-      const untilExpiry = Date.parse(flow.expires_at) + grace - Date.parse(this.#clock.now());
-      if (untilExpiry <= 0) {
-        await this.#fail(flow, 'expired', 'The authorization did not finish within 10 minutes.');
-        continue;
-      }
-      const remaining = deadline - Date.now();
-      if (remaining <= 0 || signal?.aborted) return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
-      // Wake on the flow's change, its expiry, or the deadline; then read the database again.
-      const { changed } = this.#watch.wait(flow.id, Math.max(1, Math.min(remaining, untilExpiry + 1)), signal);
-      await changed;
     }
   }
 
@@ -236,4 +243,21 @@ export class OAuthFlows {
     this.#watch.notify(flow.id);
     this.#log.info('oauth flow failed', { auth_id: flow.id, organization_id: flow.organization_id, error });
   }
+}
+
+/** Resolves when `promise` does or after `ms`, whichever comes first; the timer does not outlive it. */
+function untilOrAfter(promise: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    promise.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+    );
+  });
 }
