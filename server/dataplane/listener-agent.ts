@@ -125,9 +125,17 @@ export class AgentDataPlane implements DataPlane {
     this.#wake.notify(listenerId);
   }
 
+  /**
+   * Never rejects (its callers do not wait for it): a failed read only delays the agents, whose
+   * claim long-polls look for work again on their own every few seconds.
+   */
   async #wakeListenerOf(deploymentId: string): Promise<void> {
-    const listener = await this.#agents.servingListener(deploymentId);
-    if (listener) this.#wake.notify(listener.id);
+    try {
+      const listener = await this.#agents.servingListener(deploymentId);
+      if (listener) this.#wake.notify(listener.id);
+    } catch (error) {
+      this.#log.warn("could not wake a listener's agents; they find the work at their next look", { deployment_id: deploymentId, error: String(error) });
+    }
   }
 
   /** Starts the silent-listener sweep: every half lease, listeners not heard from for a lease. */

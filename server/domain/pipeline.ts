@@ -428,6 +428,8 @@ export class Pipeline {
     if (holder === 'started here') this.#unheld.add(revision.id);
     setImmediate(() => {
       const handOver = async () => {
+        // Stopped meanwhile (shutting down): the revision stays this process's until its lease passes.
+        if (this.#stopped) throw new PipelineStopped();
         // A revision changed since it was written (interrupted by a DELETE in between) is no
         // matter: every step of a data plane is a compare-and-set on its status.
         const [work, deployment] = known
