@@ -46,6 +46,23 @@ describe("the paced generator's raw HTTP client", () => {
     }
   });
 
+  it('hands each answer its whole body: by Content-Length, chunked (framing removed), none for 304', async () => {
+    const connection = new RawConnection('127.0.0.1', port);
+    const answer = (path: string) =>
+      new Promise<{ status: number; body: string }>((resolve) =>
+        connection.send(requestBytes(`127.0.0.1:${port}`, { method: 'GET', path, headers: {} }), (status, body) => resolve({ status, body: body.toString('utf8') })),
+      );
+    try {
+      await connection.connected;
+      expect(await answer('/length')).toEqual({ status: 200, body: JSON.stringify({ ok: 'é'.repeat(5000) }) });
+      expect(await answer('/chunked')).toEqual({ status: 201, body: `${'a'.repeat(3000)}tail` });
+      expect(await answer('/not-modified')).toEqual({ status: 304, body: '' });
+      expect(await answer('/missing')).toEqual({ status: 404, body: '{"detail":"no"}' });
+    } finally {
+      connection.close();
+    }
+  });
+
   it('answers 0 when the server closes the connection, and for every later request on it', async () => {
     const connection = new RawConnection('127.0.0.1', port);
     expect(await ask(connection, '/close')).toBe(0);
