@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentCall } from '../helpers/agent-call.ts';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -10,17 +11,6 @@ import { startServerProcess, type ServerProcess } from '../helpers/server-proces
 import { graphRepo, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
-
-/** Calls an agent route in process with a listener token (or anything else as the bearer). */
-function agentCall(app: App['app'], listenerId: string, token: string | null, path: string, body?: unknown, method = 'POST') {
-  return Promise.resolve(
-    app.request(`/v2/listeners/${listenerId}/agent${path}`, {
-      method,
-      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }),
-  ).then(async (response) => ({ status: response.status, body: response.status === 204 ? null : ((await response.json()) as any) }));
-}
 
 describe('the listener-agent protocol (in process)', () => {
   let t: App;

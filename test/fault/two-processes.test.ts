@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { agentCall } from '../helpers/agent-call.ts';
 import { eventually, type Api } from '../helpers/api.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
@@ -155,24 +156,17 @@ describe('two server processes on one PostgreSQL database', () => {
 
     // The agent tears the deployment down and reports it to B, which is not waiting for it.
     const b = await processOn(url, 'process-b', 20, lease);
-    const agentCall = async (path: string, body?: unknown) => {
-      const response = await b.app.request(`/v2/listeners/${listener}/agent${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: response.status, body: response.status === 204 ? null : ((await response.json()) as any) };
-    };
-    const claimed = await agentCall('/claim', { agent_id: 'agent-1', wait_seconds: 0 });
+    const asAgent = (path: string, body?: unknown) => agentCall(b.app, listener, token, path, body);
+    const claimed = await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 });
     expect(claimed.body.work).toMatchObject({ kind: 'teardown', deployment: { id: created.body.id } });
-    expect((await agentCall(`/claims/${claimed.body.work.claim_id}/done`)).status).toBe(204);
+    expect((await asAgent(`/claims/${claimed.body.work.claim_id}/done`)).status).toBe(204);
     expect(await b.sql.get('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id)).toEqual({ teardown_owner: 'process-a' });
 
     // B takes the teardown over once A's lease has passed, finds the stored report and removes the
     // deployment; no agent is offered the teardown again (before the report was stored, B waited
     // for an agent forever here).
     await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 15_000);
-    expect((await agentCall('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
+    expect((await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
   });
 
   it('a forced DELETE answered by a process that then dies still ends the teardown: the process that takes it over removes the deployment', async () => {

@@ -11,6 +11,7 @@ import { systemClock } from '../../server/domain/clock.ts';
 import { createLogger, silentLogger, type Logger } from '../../server/logger.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { openStore } from '../../server/store/open.ts';
+import { agentCall } from '../helpers/agent-call.ts';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
@@ -85,14 +86,9 @@ afterAll(async () => {
   await new Promise<void>((resolve) => provider?.close(() => resolve()));
 });
 
-function agentCall(on: Plane, listenerId: string, token: string, path: string, body?: unknown, method = 'POST') {
-  return Promise.resolve(
-    on.controlPlane.app.request(`/v2/listeners/${listenerId}/agent${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }),
-  ).then(async (response) => ({ status: response.status, body: response.status === 204 ? null : ((await response.json()) as any) }));
+/** An agent route called on one plane. */
+function agentCallOn(on: Plane, listenerId: string, token: string, path: string, body?: unknown, method = 'POST') {
+  return agentCall(on.controlPlane.app, listenerId, token, path, body, method);
 }
 
 /** A `local` or `k8s` listener (its revisions wait for an agent: nothing moves them under the test) and an agent token. */
@@ -185,7 +181,7 @@ describe('two control planes on one PostgreSQL database', () => {
     const heardOnA: string[] = [];
     const stop = a.backend.coordination.subscribe('listener-work', (key) => heardOnA.push(key));
     try {
-      const claim = agentCall(a, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 30 });
+      const claim = agentCallOn(a, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 30 });
       await new Promise((resolve) => setTimeout(resolve, 100));
       const created = await b.api.post('/v2/deployments', dockerBody(uniqueName('claim'), local.id));
       expect(created.status).toBe(201);
@@ -203,14 +199,14 @@ describe('two control planes on one PostgreSQL database', () => {
     const local = await listener('local');
     const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('td'), local.id));
     // The agent takes the revision first (through B), so the teardown is the next work.
-    const work = await agentCall(b, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 5 });
+    const work = await agentCallOn(b, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 5 });
     expect(work.body.work.kind).toBe('revision');
     expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
     const teardown = await eventually(async () => {
-      const claimed = await agentCall(b, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 1 });
+      const claimed = await agentCallOn(b, local.id, local.token, '/claim', { agent_id: 'agent-1', wait_seconds: 1 });
       return claimed.body.work?.kind === 'teardown' ? claimed.body.work : undefined;
     }, 10_000);
-    expect((await agentCall(b, local.id, local.token, `/claims/${teardown.claim_id}/done`)).status).toBe(204);
+    expect((await agentCallOn(b, local.id, local.token, `/claims/${teardown.claim_id}/done`)).status).toBe(204);
     // A's pipeline learns it and removes the deployment (it waits for an agent report forever otherwise).
     await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 10_000);
 
