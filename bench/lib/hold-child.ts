@@ -10,7 +10,7 @@ type Start = { url: string; headers: Record<string, string>; count: number };
  * Holds `count` GET requests on `url` from a child process of its own, so that reading a thousand
  * answers at once is spread over processes instead of being one event loop's queue (which, in the
  * bench process, took longer than the long-poll target by itself). `connected` resolves once every
- * request is sent; `answers` when every one was answered: the last one's time as
+ * connection is open, its request written; `answers` when every one was answered: the last one's time as
  * `performance.timeOrigin + performance.now()` (wall clock in ms, comparable across processes on
  * one machine), the statuses, and the distinct bodies.
  */
