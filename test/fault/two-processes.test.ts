@@ -144,8 +144,9 @@ describe('two server processes on one PostgreSQL database', () => {
 
   it('a teardown an agent reported done while no process waited for it is finished by the process that takes it over', async () => {
     const url = await testDatabaseUrl('postgres');
-    // Long enough that the report below lands while A's dead lease still holds the teardown.
-    const lease = { PIPELINE_LEASE_MS: '3000' };
+    // Long enough that the report below lands while A's dead lease still holds the teardown, however
+    // slowly B starts on a loaded machine (A renews every 2 s: at least 4 s of it are left).
+    const lease = { PIPELINE_LEASE_MS: '6000' };
     const a = await processOn(url, 'process-a', 20, lease);
     const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `m-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
     const token = (await a.api.post(`/v2/listeners/${listener}/tokens`)).body.token as string;
@@ -165,13 +166,13 @@ describe('two server processes on one PostgreSQL database', () => {
     // B takes the teardown over once A's lease has passed, finds the stored report and removes the
     // deployment; no agent is offered the teardown again (before the report was stored, B waited
     // for an agent forever here).
-    await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 15_000);
+    await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 25_000);
     expect((await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
   });
 
   it('a forced DELETE answered by a process that then dies still ends the teardown: the process that takes it over removes the deployment', async () => {
     const url = await testDatabaseUrl('postgres');
-    const lease = { PIPELINE_LEASE_MS: '3000' };
+    const lease = { PIPELINE_LEASE_MS: '6000' };
     // A waits for an agent that never comes, and dies.
     const a = await processOn(url, 'process-a', 20, lease);
     const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
@@ -186,7 +187,7 @@ describe('two server processes on one PostgreSQL database', () => {
     await die(b);
     // C knows of the force only through the database (it waited for an agent forever before).
     const c = await processOn(url, 'process-c', 20, lease);
-    await eventually(async () => ((await c.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 15_000);
+    await eventually(async () => ((await c.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 25_000);
   });
 
   it("a take-over of a listener agent's revision only wakes the agent: its stage and the agents' claims are untouched", async () => {
