@@ -76,12 +76,11 @@ export class AgentDataPlane implements DataPlane {
   }
 
   /**
-   * An agent finished tearing the deployment down (its report is stored by then): the teardown
-   * waiting for it, in whichever process, ends.
+   * An agent finished tearing the deployment down (its claim `claimId` ends with it): the report is
+   * stored, then the teardown waiting for it, in whichever process, ends.
    */
-  teardownDone(deploymentId: string): void {
-    this.#finished(deploymentId);
-    void this.#coordination.publish(TOPICS.teardownDone, deploymentId);
+  async teardownDone(deploymentId: string, claimId: string): Promise<void> {
+    await this.#report(deploymentId, TOPICS.teardownDone, claimId);
   }
 
   #finished(deploymentId: string): void {
@@ -98,10 +97,19 @@ export class AgentDataPlane implements DataPlane {
    * stopped; a restarted agent does not start it again, since it is no longer live.
    */
   async forceTeardown(deploymentId: string): Promise<void> {
-    await this.#agents.recordTeardownDone(deploymentId, this.#clock.now());
+    await this.#report(deploymentId, TOPICS.teardownForced);
     this.#log.warn('teardown forced: the deployment is removed without waiting for its listener agent', { deployment_id: deploymentId });
+  }
+
+  /**
+   * Stores the teardown's report before anyone hears of it (a wait that starts later reads it), then
+   * ends the wait here and tells the other processes. Both topics end a wait alike; the forced one
+   * keeps its own name for processes of an earlier version, which still listen for it.
+   */
+  async #report(deploymentId: string, topic: string, claimId?: string): Promise<void> {
+    await this.#agents.recordTeardownDone(deploymentId, this.#clock.now(), claimId);
     this.#finished(deploymentId);
-    void this.#coordination.publish(TOPICS.teardownForced, deploymentId);
+    void this.#coordination.publish(topic, deploymentId);
   }
 
   /**

@@ -130,8 +130,7 @@ export class AgentProtocol {
   async teardownDone(agent: AgentPrincipal, claimId: string): Promise<void> {
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'teardown') throw new BadRequest('This claim is not a teardown.');
-    await this.#deps.agents.recordTeardownDone(claim.deployment_id, this.#deps.clock.now(), claimId);
-    this.#deps.plane.teardownDone(claim.deployment_id);
+    await this.#deps.plane.teardownDone(claim.deployment_id, claimId);
   }
 
   /** Gives a claim back before its lease ends (the agent is shutting down): another agent may take it. */
