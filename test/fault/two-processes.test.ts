@@ -43,6 +43,14 @@ afterEach(async () => {
   for (const app of opened.splice(0)) await app.close();
 });
 
+/** Which process holds the deployment's teardown (null before one has claimed it). */
+async function teardownOwner(app: App, deploymentId: string): Promise<string | null> {
+  return (await app.sql.get<{ teardown_owner: string | null }>('SELECT teardown_owner FROM deployments WHERE id = ?', deploymentId))?.teardown_owner ?? null;
+}
+/** Until `app` answers the deployment 404 (its teardown finished), for up to `ms`. */
+async function removed(app: App, deploymentId: string, ms: number): Promise<void> {
+  await eventually(async () => ((await app.api.get(`/v2/deployments/${deploymentId}`)).status === 404 ? true : undefined), ms);
+}
 async function sandboxListener(api: Api): Promise<string> {
   return (await api.get('/v2/listeners')).body.resources.find((l: { compute_type: string }) => l.compute_type === 'sandbox').id;
 }
@@ -64,7 +72,7 @@ describe('two server processes on one PostgreSQL database', () => {
     expect(patched.status).toBe(200);
     const queuedId = patched.body.latest_revision_id as string;
     expect((await a.api.delete(`/v2/deployments/${ids[3]}`)).status).toBe(204);
-    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', ids[3]))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await eventually(async () => ((await teardownOwner(a, ids[3]!)) === 'process-a' ? true : undefined), 10_000);
     // The teardown interrupts the deleted deployment's revision after it claimed the deletion.
     await eventually(async () => ((await a.sql.get<{ status: string }>('SELECT status FROM revisions WHERE deployment_id = ?', ids[3]))?.status === 'INTERRUPTED' ? true : undefined), 10_000);
     const started = await a.sql.all<{ id: string; status: string }>("SELECT id, status FROM revisions WHERE status NOT IN ('QUEUED', 'INTERRUPTED') ORDER BY seq");
@@ -83,7 +91,7 @@ describe('two server processes on one PostgreSQL database', () => {
       expect(revisions[0]!.status).toBe('DEPLOYED');
     }
     expect((await b.api.get(`/v2/deployments/${ids[0]}/revisions/${queuedId}`)).body.status).toBe('DEPLOYED');
-    await eventually(async () => ((await b.api.get(`/v2/deployments/${ids[3]}`)).status === 404 ? true : undefined), 10_000);
+    await removed(b, ids[3]!, 10_000);
     // B took them over: the rows name it, and each stage change was written once.
     for (const { id } of started) {
       expect(await b.sql.get('SELECT runner_id FROM revisions WHERE id = ?', id)).toEqual({ runner_id: 'process-b' });
@@ -128,7 +136,7 @@ describe('two server processes on one PostgreSQL database', () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await a.api.post('/v2/deployments', dockerBody(uniqueName('clean'), listenerId))).body.id);
     expect((await a.api.delete(`/v2/deployments/${ids[2]}`)).status).toBe(204);
-    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', ids[2]))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await eventually(async () => ((await teardownOwner(a, ids[2]!)) === 'process-a' ? true : undefined), 10_000);
     opened.splice(opened.indexOf(a), 1);
     await a.stopCleanly();
 
@@ -139,7 +147,7 @@ describe('two server processes on one PostgreSQL database', () => {
         return list.length > 0 && list.every((r) => r.status === 'DEPLOYED') ? true : undefined;
       }, 15_000);
     }
-    await eventually(async () => ((await b.api.get(`/v2/deployments/${ids[2]}`)).status === 404 ? true : undefined), 15_000);
+    await removed(b, ids[2]!, 15_000);
   });
 
   it('a teardown an agent reported done while no process waited for it is finished by the process that takes it over', async () => {
@@ -152,7 +160,7 @@ describe('two server processes on one PostgreSQL database', () => {
     const token = (await a.api.post(`/v2/listeners/${listener}/tokens`)).body.token as string;
     const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('reported'), listener));
     expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
-    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await eventually(async () => ((await teardownOwner(a, created.body.id)) === 'process-a' ? true : undefined), 10_000);
     await die(a);
 
     // The agent tears the deployment down and reports it to B, which is not waiting for it.
@@ -161,12 +169,12 @@ describe('two server processes on one PostgreSQL database', () => {
     const claimed = await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 });
     expect(claimed.body.work).toMatchObject({ kind: 'teardown', deployment: { id: created.body.id } });
     expect((await asAgent(`/claims/${claimed.body.work.claim_id}/done`)).status).toBe(204);
-    expect(await b.sql.get('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id)).toEqual({ teardown_owner: 'process-a' });
+    expect(await teardownOwner(b, created.body.id)).toBe('process-a');
 
     // B takes the teardown over once A's lease has passed, finds the stored report and removes the
     // deployment; no agent is offered the teardown again (before the report was stored, B waited
     // for an agent forever here).
-    await eventually(async () => ((await b.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 25_000);
+    await removed(b, created.body.id, 25_000);
     expect((await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
   });
 
@@ -178,16 +186,16 @@ describe('two server processes on one PostgreSQL database', () => {
     const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
     const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('forced'), listener));
     expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
-    await eventually(async () => ((await a.sql.get<{ teardown_owner: string }>('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id))?.teardown_owner === 'process-a' ? true : undefined), 10_000);
+    await eventually(async () => ((await teardownOwner(a, created.body.id)) === 'process-a' ? true : undefined), 10_000);
     await die(a);
     // B acknowledges the forced DELETE while A's dead lease still holds the teardown, and dies too.
     const b = await processOn(url, 'process-b', 20, lease);
     expect((await b.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
-    expect(await b.sql.get('SELECT teardown_owner FROM deployments WHERE id = ?', created.body.id)).toEqual({ teardown_owner: 'process-a' });
+    expect(await teardownOwner(b, created.body.id)).toBe('process-a');
     await die(b);
     // C knows of the force only through the database (it waited for an agent forever before).
     const c = await processOn(url, 'process-c', 20, lease);
-    await eventually(async () => ((await c.api.get(`/v2/deployments/${created.body.id}`)).status === 404 ? true : undefined), 25_000);
+    await removed(c, created.body.id, 25_000);
   });
 
   it("a take-over of a listener agent's revision only wakes the agent: its stage and the agents' claims are untouched", async () => {
