@@ -51,14 +51,16 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     }
     // The revisions take their first step right after each answer; let them settle before the copy.
     await sleep(500);
-    const baselineDb = join(tempDir(), 'baseline.db');
-    const source = new Database(server.databasePath, { readonly: true });
-    await source.backup(baselineDb);
-    source.close();
-    const groupedDb = join(tempDir(), 'baseline-grouped.db');
-    const copy = new Database(baselineDb, { readonly: true });
-    await copy.backup(groupedDb);
-    copy.close();
+    /** A copy of the server's database (its 100 deployments), for a baseline of its own. */
+    const copyOfServerDb = async (name: string) => {
+      const path = join(tempDir(), name);
+      const source = new Database(server.databasePath, { readonly: true });
+      await source.backup(path);
+      source.close();
+      return path;
+    };
+    const baselineDb = await copyOfServerDb('baseline.db');
+    const groupedDb = await copyOfServerDb('baseline-grouped.db');
     const startSqliteBaseline = async (db: string, groupCommit: boolean) => {
       const child = await startChild('bench/baselines/http-sqlite.mjs', {
         BASELINE_DB: db,

@@ -33,14 +33,14 @@ async function serverWithDeployment(settings: Settings, databasePath: string, pr
 }
 
 /** Sends deliveries one at a time; for each, the server's own received → processed (ms, from the delivery log). */
-async function processingTimes(server: Child, api: Api, count: number, firstIndex = 0): Promise<number[]> {
+async function processingTimes(server: Child, api: Api, count: number): Promise<number[]> {
   const webhooks = new Webhooks({ secret: SECRET });
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const url = new URL(`${server.url}/v1/webhooks/github`);
   const times: number[] = [];
   try {
     for (let i = 0; i < count; i += 1) {
-      const d = await delivery(webhooks, firstIndex + i);
+      const d = await delivery(webhooks, i);
       const answer = await send(agent, url, d);
       if (answer.status !== 202) throw new Error(`delivery answered ${answer.status}`);
       for (const started = performance.now(); ; await sleep(2)) {
@@ -89,24 +89,24 @@ export async function webhookHistory(settings: Settings, log: (line: string) => 
   // deployment meanwhile; then pushes alternate between them, so both meet the same machine at the
   // same moments (measured one after the other, a quiet or a busy minute decided the ratio).
   log(`webhook history: ${singles} pushes with no history and ${singles} with ${history} past revisions, alternating between two servers`);
-  const prepared: Array<{ path: string; deploymentId: string }> = [];
+  const paths: string[] = [];
   for (const withHistory of [false, true]) {
     const path = join(tempDir(), 'control-plane.db');
     const { server, deploymentId } = await serverWithDeployment(settings, path);
     await server.stop();
     if (withHistory) seedRevisionHistory(path, deploymentId, history);
-    prepared.push({ path, deploymentId });
+    paths.push(path);
   }
   const fresh: number[] = [];
   const aged: number[] = [];
   {
-    const servers = await Promise.all(prepared.map(({ path }) => startServer(settings, path)));
+    const servers = await Promise.all(paths.map((path) => startServer(settings, path)));
     try {
       const apis = servers.map((server) => apiClient(server.url, API_KEY));
-      for (let i = 0; i < 2; i += 1) await processingTimes(servers[i]!, apis[i]!, 3, 0); // warm-up
+      for (let i = 0; i < 2; i += 1) await processingTimes(servers[i]!, apis[i]!, 3); // warm-up
       for (let k = 0; k < singles; k += 1) {
-        fresh.push(...(await processingTimes(servers[0]!, apis[0]!, 1, 1000 + k)));
-        aged.push(...(await processingTimes(servers[1]!, apis[1]!, 1, 1000 + k)));
+        fresh.push(...(await processingTimes(servers[0]!, apis[0]!, 1)));
+        aged.push(...(await processingTimes(servers[1]!, apis[1]!, 1)));
       }
     } finally {
       await Promise.all(servers.map((server) => server.stop()));
