@@ -2,7 +2,13 @@ import { fork } from 'node:child_process';
 import { RawConnection, requestBytes } from './raw-http.ts';
 
 /** What one holding process reports once all its requests were answered. */
-export type HeldAnswers = { lastAt: number; statuses: number[]; bodies: string[] };
+export type HeldAnswers = {
+  lastAt: number;
+  /** When the first answer was read (the C holder, bench/native/loadgen.c, reports it; the Node one does not). */
+  firstAt?: number;
+  statuses: number[];
+  bodies: string[];
+};
 
 type Start = { url: string; headers: Record<string, string>; count: number };
 

@@ -21,6 +21,8 @@ export type PacedResult = LoadResult & {
    */
   longestSilenceMs: number;
   longestSilenceAtMs: number;
+  /** Connections the server closed and the C generator reopened (its idle keep-alive timeout): bench/native/loadgen.c. */
+  reconnects?: number;
 };
 
 /**
@@ -92,7 +94,7 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
         fromSend[k] = end - sent;
       } else {
         latencies[k] = Number.NaN;
-        failures += 1;
+        if (k >= warmup) failures += 1;
       }
       answered += 1;
       const waiting = backlog.shift();
