@@ -35,7 +35,7 @@ async function run(argv: string[]): Promise<void> {
   const header = [
     `machine: ${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'} (${arch()}), ${Math.round(totalmem() / 2 ** 30)} GiB RAM`,
     `node: ${process.version}; load: autocannon, ${settings.connections} connections, no pipelining; ` +
-      `${settings.runs} run(s) of ${settings.seconds} s after ${settings.warmupSeconds} s warm-up, median by req/s; open loop ${settings.openSeconds} s at 50% of that max`,
+      `${settings.runs} run(s) of ${settings.seconds} s after ${settings.warmupSeconds} s warm-up, median by req/s; paced open loop ${settings.pacedRounds} × ${settings.openSeconds} s at 50% of that max, median by p99`,
     `SQLite synchronous=${settings.synchronous} (server and SQLite baseline); 1-minute load average ${loadBefore} at start, ${loadavg()[0]!.toFixed(2)} at end (other work on the machine)`,
     `date: ${new Date().toISOString()}; ${settings.quick ? 'QUICK run (smaller, shorter: not for RESULTS.md)' : 'full run'}; took ${Math.round((Date.now() - started) / 1000)} s`,
   ];

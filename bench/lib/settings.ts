@@ -11,6 +11,8 @@ export type Settings = {
   runs: number;
   seconds: number;
   openSeconds: number;
+  /** Paced runs per scenario, interleaved like the closed-loop rounds; the row is the run with the median p99. */
+  pacedRounds: number;
   scale: { small: number; large: number; revisionsEach: number };
   waiters: number;
   /** `--sqlite-synchronous=NORMAL`: run the server and the SQLite baseline with that setting (default FULL, the server's default). */
@@ -26,8 +28,8 @@ export function settingsFrom(argv: string[]): Settings {
   const quick = argv.includes('--quick');
   const synchronous = argv.includes('--sqlite-synchronous=NORMAL') ? 'NORMAL' : 'FULL';
   const base = quick
-    ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
-    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+    ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, pacedRounds: 1, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
+    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, pacedRounds: 3, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
   return { ...base, synchronous, postgres: argv.includes('--backend=postgres') };
 }
 
