@@ -1,4 +1,5 @@
 import { holdInChild } from '../lib/hold-child.ts';
+import { holdNative, nativeLoadgen, nativeLoadgenMissing } from '../lib/native.ts';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, revisionReaches, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { INSPECT, inspectorUrl, liveHeap } from '../lib/live-heap.ts';
@@ -28,7 +29,9 @@ const CLIENT_PROCESSES = 2;
  * last an hour, so nothing else moves the revision meanwhile.
  */
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
-  log(`long-poll: ${settings.waiters} waiters on one revision`);
+  // The C generator's holder reads the answers where it builds (bench/lib/native.ts); the Node one otherwise.
+  const hold = nativeLoadgen() ? holdNative : holdInChild;
+  log(`long-poll: ${settings.waiters} waiters on one revision, held by ${nativeLoadgen() ? 'the C generator (bench/native/loadgen.c)' : `Node clients: ${nativeLoadgenMissing}`}`);
   const server = await startControlPlane(settings, { env: INSPECT });
   const bare = await startChild('bench/baselines/http-fixed.mjs', INSPECT);
   const inspectors = new Map([[server.pid, inspectorUrl(server.output())], [bare.pid, inspectorUrl(bare.output())]]);
@@ -41,6 +44,8 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
     const extraRss: number[] = [];
     const bareRss: number[] = [];
     const lastAnswered: number[] = [];
+    /** When the first waiter was answered (NaN with the Node holders): the change's commit and announcement, before any writing. */
+    const firstAnswered: number[] = [];
     const interruptMs: number[] = [];
     const bareLastAnswered: number[] = [];
     /**
@@ -51,11 +56,12 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       const before = await liveHeap(inspectors.get(pid)!);
       const rssBefore = rssBytes(pid);
       const share = (i: number) => Math.floor(settings.waiters / CLIENT_PROCESSES) + (i < settings.waiters % CLIENT_PROCESSES ? 1 : 0);
-      const holders = Array.from({ length: CLIENT_PROCESSES }, (_, i) => holdInChild(url.toString(), headers, share(i)));
+      const holders = Array.from({ length: CLIENT_PROCESSES }, (_, i) => hold(url.toString(), headers, share(i)));
       await Promise.all(holders.map((h) => h.connected));
       await sleep(1500);
       const answers = Promise.all(holders.map((h) => h.answers)).then((all) => ({
         lastAt: Math.max(...all.map((a) => a.lastAt)),
+        firstAt: Math.min(...all.map((a) => a.firstAt ?? Number.NaN)),
         statuses: all.flatMap((a) => a.statuses),
         bodies: [...new Set(all.flatMap((a) => a.bodies))],
       }));
@@ -97,10 +103,11 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       }
       const storedAt = Date.parse((JSON.parse(results.bodies[0]!) as { updated_at: string }).updated_at);
       lastAnswered.push(results.lastAt - storedAt);
+      firstAnswered.push(results.firstAt - storedAt);
       log(
         `  round ${round + 1}: +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB live (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
           `RSS +${(extraRss.at(-1)! / 2 ** 20).toFixed(1)} MB (bare +${(bareRss.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
-          `last answer ${lastAnswered.at(-1)!.toFixed(1)} ms after the stored change (the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms; ` +
+          `first answer ${firstAnswered.at(-1)!.toFixed(1)} ms and last ${lastAnswered.at(-1)!.toFixed(1)} ms after the stored change (the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms; ` +
           `bare node:http's last answer ${bareLastAnswered.at(-1)!.toFixed(1)} ms after sending its release)`,
       );
     }
