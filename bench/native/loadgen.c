@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,16 +85,20 @@ static int open_connection(const char *host, int port) {
   return fd;
 }
 
-static void write_all(int fd, const char *bytes, size_t length) {
+// Writes the whole request; answers -1 when the connection is gone (the server closed it: EPIPE,
+// ECONNRESET), which SIGPIPE, ignored in main, would otherwise have ended the process for.
+static int write_all(int fd, const char *bytes, size_t length) {
   while (length > 0) {
     ssize_t written = write(fd, bytes, length);
     if (written < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EPIPE || errno == ECONNRESET) return -1;
       die("write");
     }
     bytes += written;
     length -= (size_t)written;
   }
+  return 0;
 }
 
 // Where the first whole answer in buf ends, or 0 if it is not all there; its status in *status
@@ -204,7 +209,7 @@ static int paced(const char *host, int port, double rate, double seconds, double
     c->buffer = malloc(c->capacity);
     c->k = -1;
     request_t *r = &requests[(total + i) % request_count];
-    write_all(c->fd, r->bytes, r->length);
+    if (write_all(c->fd, r->bytes, r->length) < 0) die("priming write");
   }
   for (int i = 0; i < connections; i++) {
     connection_t *c = &conns[i];
@@ -233,8 +238,12 @@ static int paced(const char *host, int port, double rate, double seconds, double
   long next = 0, answered = 0, failures = 0, reconnects = 0;
   double last_answer = 0, longest_silence = 0, longest_silence_at = 0, send_ended = 0;
 
+  // Sends request k on connection i; a connection the server closed while it sat idle (and whose
+  // close this loop has not read yet) is reopened and the request sent again on the new one.
 #define SEND(i, k_, due_) do { connection_t *c_ = &conns[i]; request_t *r_ = &requests[(k_) % request_count]; \
-    c_->k = (k_); c_->due_ns = (due_); c_->sent_ns = now_ns(CLOCK_MONOTONIC); write_all(c_->fd, r_->bytes, r_->length); } while (0)
+    c_->k = (k_); c_->due_ns = (due_); c_->sent_ns = now_ns(CLOCK_MONOTONIC); \
+    if (write_all(c_->fd, r_->bytes, r_->length) < 0) { reopen(epoll, c_, (i), host, port); reconnects += 1; \
+      if (write_all(c_->fd, r_->bytes, r_->length) < 0) die("write after reopening"); } } while (0)
 
   struct itimerspec arm = { 0 };
   arm.it_value.tv_sec = (time_t)(start / 1e9);
@@ -359,7 +368,7 @@ static int hold(const char *host, int port, int count, request_t *request) {
     c->fd = open_connection(host, port);
     c->capacity = 16384;
     c->buffer = malloc(c->capacity);
-    write_all(c->fd, request->bytes, request->length);
+    if (write_all(c->fd, request->bytes, request->length) < 0) die("write");
     set_nonblocking(c->fd);
     struct epoll_event event = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
     if (epoll_ctl(epoll, EPOLL_CTL_ADD, c->fd, &event) < 0) die("epoll_ctl");
@@ -437,6 +446,7 @@ static int jitter(double seconds) {
 }
 
 int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
   if (argc == 9 && strcmp(argv[1], "paced") == 0) {
     long count;
     request_t *requests = read_requests(argv[8], &count);
