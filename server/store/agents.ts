@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { LEASE_QUERIES } from './hot-queries.ts';
 import type { ListenerRecord } from './types.ts';
 
 type Row = Record<string, unknown>;
@@ -191,23 +192,25 @@ export class SqliteAgentStore implements AgentStore {
       } else {
         this.#sql('UPDATE listeners SET last_seen_at = ? WHERE id = ?').run(input.now, input.listenerId);
       }
-      const back = this.#sql(
-        `SELECT d.id FROM deployments d WHERE d.status = 'UNKNOWN' AND d.active_revision_id IS NOT NULL AND ${SERVING_LISTENER} = ?`,
-      ).all(input.listenerId) as Row[];
+      const back = (this.#sql(LEASE_QUERIES.servedInStatus).all({ listener: input.listenerId, status: 'UNKNOWN' }) as Row[]).filter((row) => row.active_revision_id !== null);
       for (const row of back) this.#sql("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'").run(input.now, row.id);
       return back.map((row) => row.id as string);
     })();
   }
 
-  /** `READY` deployments of agent listeners not heard from since `cutoff` become `UNKNOWN`. */
+  /**
+   * `READY` deployments of agent listeners not heard from since `cutoff` become `UNKNOWN`. Starts
+   * from the silent listeners (few, and none most of the time) and seeks their deployments.
+   */
   async markSilent(cutoff: string, now: string): Promise<string[]> {
     return this.#db.transaction((): string[] => {
-      const rows = this.#sql(
-        `SELECT d.id FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER}
-         WHERE d.status = 'READY' AND l.compute_type IN ('local', 'k8s') AND l.last_seen_at IS NOT NULL AND l.last_seen_at < ?`,
-      ).all(cutoff) as Row[];
-      for (const row of rows) this.#sql("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'").run(now, row.id);
-      return rows.map((row) => row.id as string);
+      const moved: string[] = [];
+      for (const listener of this.#sql(LEASE_QUERIES.silentAgentListeners).all({ cutoff }) as Row[]) {
+        for (const row of this.#sql(LEASE_QUERIES.servedInStatus).all({ listener: listener.id, status: 'READY' }) as Row[]) {
+          if (this.#sql("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'").run(now, row.id).changes === 1) moved.push(row.id as string);
+        }
+      }
+      return moved;
     })();
   }
 

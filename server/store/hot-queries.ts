@@ -110,4 +110,17 @@ export const LEASE_QUERIES = {
     WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'AWAITING_DELETE' AND teardown_owner = @owner
     RETURNING id`,
   renewUploadLeases: "UPDATE uploads SET receive_lease_expires_at = @until WHERE receiver_id = @owner AND state = 'receiving'",
+  /** The silent-listener sweep: agent listeners not heard from since @cutoff (one never heard is not silent), through `listeners_agents_by_last_seen`. */
+  silentAgentListeners: "SELECT id FROM listeners WHERE compute_type IN ('local', 'k8s') AND last_seen_at < @cutoff",
+  /**
+   * The deployments a listener serves in @status (the sweep's READY, a heartbeat's UNKNOWN): its own
+   * (`deployments_by_listener`), and those naming none in the workspaces it is the default of.
+   * Never `COALESCE(listener_id, default) = ?`: no index answers that expression, and it read
+   * every deployment. CROSS JOIN keeps SQLite's join order: from the workspaces, then their
+   * deployments; left to itself it read every deployment naming no listener (most of them).
+   */
+  servedInStatus: `SELECT id, active_revision_id FROM deployments WHERE listener_id = @listener AND status = @status
+    UNION ALL
+    SELECT d.id, d.active_revision_id FROM workspaces w CROSS JOIN deployments d ON d.tenant_id = w.id
+    WHERE w.default_listener_id = @listener AND d.listener_id IS NULL AND d.status = @status`,
 } as const;

@@ -277,6 +277,46 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect((await backend.uploads.getUpload(other))!.state).toBe('issued');
   });
 
+  it("silent agent listeners: their READY deployments become UNKNOWN (their own and their workspaces' by default), and READY when heard again", async () => {
+    const workspace = crypto.randomUUID();
+    await backend.core.createWorkspace({ id: workspace, organization_id: org, name: `silent-${workspace.slice(0, 8)}`, created_at: NOW } as never);
+    const newListener = async (computeType: 'local' | 'k8s') => {
+      const id = crypto.randomUUID();
+      await backend.core.createListener({ id, tenant_id: workspace, version: null, compute_type: computeType, compute_id: `${computeType}-${id}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+      return id;
+    };
+    const silent = await newListener('k8s');
+    const lively = await newListener('local');
+    const neverHeard = await newListener('local');
+    expect(await backend.agents.setDefaultListener(workspace, silent)).toBe(true);
+    /** A deployment whose revision was deployed: READY, with a live revision. */
+    const ready = async (listenerId: string | null) => {
+      const revision = revisionOf({ trigger: 'create', status: 'DEPLOYING' });
+      const deployment = await newDeployment(backend, workspace, { revision, listenerId });
+      await backend.core.transitionRevision({ revisionId: revision.id, from: ['DEPLOYING'], to: 'DEPLOYED' }, NOW);
+      expect(await backend.core.getDeploymentById(deployment.id)).toMatchObject({ status: 'READY', active_revision_id: revision.id });
+      return deployment;
+    };
+    const own = await ready(silent);
+    const byDefault = await ready(null);
+    const onLively = await ready(lively);
+    const onNeverHeard = await ready(neverHeard);
+    await backend.agents.heard({ listenerId: silent, now: at(0) });
+    await backend.agents.heard({ listenerId: lively, now: at(100) });
+
+    const moved = await backend.agents.markSilent(at(50), at(101));
+    expect(moved).toEqual(expect.arrayContaining([own.id, byDefault.id]));
+    expect(moved).not.toContain(onLively.id);
+    expect(moved).not.toContain(onNeverHeard.id);
+    const status = async (id: string) => (await backend.core.getDeploymentById(id))!.status;
+    expect([await status(own.id), await status(byDefault.id), await status(onLively.id), await status(onNeverHeard.id)]).toEqual(['UNKNOWN', 'UNKNOWN', 'READY', 'READY']);
+    // Marked once: the next sweep finds the listener silent still, and nothing left to mark.
+    expect(await backend.agents.markSilent(at(50), at(102))).not.toEqual(expect.arrayContaining([own.id]));
+
+    expect((await backend.agents.heard({ listenerId: silent, now: at(103) })).sort()).toEqual([own.id, byDefault.id].sort());
+    expect([await status(own.id), await status(byDefault.id)]).toEqual(['READY', 'READY']);
+  });
+
   it('agent claims: one agent holds a piece of work until its lease lapses, then another may take it', async () => {
     const listenerId = crypto.randomUUID();
     await backend.core.createListener({ id: listenerId, tenant_id: ws, version: null, compute_type: 'local', compute_id: `local-${listenerId}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);

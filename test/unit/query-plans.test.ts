@@ -88,6 +88,12 @@ describe('query plans of the hot statements', () => {
     // (deployment_id=? AND status=?): one seek per in-progress status, never the queued backlog.
     expect(plan(HOT_QUERIES.inProgressCount).join('; ')).toMatch(/USING COVERING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
     expect(plan(HOT_QUERIES.queued).join('; ')).toMatch(/USING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
+    // The silent-listener sweep and a heartbeat: from the listeners and the workspaces they are the
+    // default of, never from every deployment naming no listener.
+    expect(plan(LEASE_QUERIES.silentAgentListeners).join('; ')).toMatch(/^SEARCH listeners USING INDEX listeners_agents_by_last_seen/);
+    const served = plan(LEASE_QUERIES.servedInStatus).join('; ');
+    expect(served).toMatch(/SEARCH deployments USING INDEX deployments_by_listener \(listener_id=\?\)/);
+    expect(served).toMatch(/SEARCH w USING (COVERING )?INDEX workspaces_by_default_listener \(default_listener_id=\?\); SEARCH d USING INDEX deployments_by_tenant \(tenant_id=\?\)/);
   });
 
   it('a commit already in the history is found through its column, and a new one is built', async () => {

@@ -9,6 +9,7 @@ import revisionCommit from './008_revision_commit.ts';
 import workLeases from './009_work_leases.ts';
 import processLeases from './010_process_leases.ts';
 import teardownReports from './011_teardown_reports.ts';
+import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -26,4 +27,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 9, name: 'work_leases', sql: workLeases },
   { version: 10, name: 'process_leases', sql: processLeases },
   { version: 11, name: 'teardown_reports', sql: teardownReports },
+  { version: 12, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
 ];

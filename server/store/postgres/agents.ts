@@ -2,6 +2,12 @@ import { SERVING_LISTENER, STAGES_SQL, toListenerToken, type AgentStore, type Cl
 import type { ListenerRecord } from '../types.ts';
 import type { PgDb, Row } from './db.ts';
 
+/** The deployments a listener serves in a status (SQLite's `LEASE_QUERIES.servedInStatus`, kept equivalent): listener, status, listener, status. */
+const SERVED_IN_STATUS = `SELECT id, active_revision_id FROM deployments WHERE listener_id = ? AND status = ?
+  UNION ALL
+  SELECT d.id, d.active_revision_id FROM workspaces w JOIN deployments d ON d.tenant_id = w.id
+  WHERE w.default_listener_id = ? AND d.listener_id IS NULL AND d.status = ?`;
+
 /**
  * The listener-agent protocol's SQL on PostgreSQL (mirrors `../agents.ts`). A claim is taken with
  * `INSERT … ON CONFLICT … WHERE the lease has expired`: of two agents racing for one piece of work,
@@ -137,7 +143,7 @@ export class PgAgentStore implements AgentStore {
       } else {
         await db.run('UPDATE listeners SET last_seen_at = ? WHERE id = ?', [input.now, input.listenerId], c);
       }
-      const back = await db.rows(`SELECT d.id FROM deployments d WHERE d.status = 'UNKNOWN' AND d.active_revision_id IS NOT NULL AND ${SERVING_LISTENER} = ?`, [input.listenerId], c);
+      const back = (await db.rows(SERVED_IN_STATUS, [input.listenerId, 'UNKNOWN', input.listenerId, 'UNKNOWN'], c)).filter((row) => row.active_revision_id !== null);
       const moved: string[] = [];
       for (const row of back) {
         if ((await db.run("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'", [input.now, row.id], c)) === 1) moved.push(row.id as string);
@@ -146,18 +152,15 @@ export class PgAgentStore implements AgentStore {
     });
   }
 
+  /** As SQLite's: from the silent agent listeners to their deployments, each an index seek. */
   async markSilent(cutoff: string, now: string): Promise<string[]> {
     const db = this.#db;
     return db.tx(async (c) => {
-      const rows = await db.rows(
-        `SELECT d.id FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER}
-         WHERE d.status = 'READY' AND l.compute_type IN ('local', 'k8s') AND l.last_seen_at IS NOT NULL AND l.last_seen_at < ?`,
-        [cutoff],
-        c,
-      );
       const moved: string[] = [];
-      for (const row of rows) {
-        if ((await db.run("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'", [now, row.id], c)) === 1) moved.push(row.id as string);
+      for (const listener of await db.rows("SELECT id FROM listeners WHERE compute_type IN ('local', 'k8s') AND last_seen_at < ?", [cutoff], c)) {
+        for (const row of await db.rows(SERVED_IN_STATUS, [listener.id, 'READY', listener.id, 'READY'], c)) {
+          if ((await db.run("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'", [now, row.id], c)) === 1) moved.push(row.id as string);
+        }
       }
       return moved;
     });

@@ -2,6 +2,7 @@ import initial from './001_initial.ts';
 import workLeases from './002_work_leases.ts';
 import processLeases from './003_process_leases.ts';
 import teardownReports from './004_teardown_reports.ts';
+import listenerSweepIndexes from './005_listener_sweep_indexes.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
@@ -12,4 +13,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 2, name: 'work_leases', sql: workLeases },
   { version: 3, name: 'process_leases', sql: processLeases },
   { version: 4, name: 'teardown_reports', sql: teardownReports },
+  { version: 5, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
 ];
