@@ -1,5 +1,5 @@
 /**
- * GET revision at half of its max rate, paced (bench/lib/paced.ts), on a server that holds N
+ * GET revision at half of its max rate, paced (bench/lib/native.ts, else bench/lib/paced.ts), on a server that holds N
  * revisions in progress (stages of an hour, as in the hot-paths scenario): what the lease renewal
  * of held revisions costs the paced p99. The hot-paths scenario holds ~20,000 by the time its paced
  * rows run (its POST rounds create them). Run: `node bench/paced-held-revisions.ts 100` and
@@ -8,6 +8,7 @@
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { runLoad } from './lib/load.ts';
+import { nativeLoadgen, runPacedNative } from './lib/native.ts';
 import { runPacedInChild } from './lib/paced.ts';
 import { removeTempDirs } from './lib/processes.ts';
 import { API_KEY, settingsFrom, startControlPlane } from './lib/settings.ts';
@@ -27,7 +28,9 @@ try {
   await runLoad(server.url, { connections: 32, seconds: 3, requests });
   const max = await runLoad(server.url, { connections: 32, seconds: 4, requests });
   for (let round = 1; round <= 3; round += 1) {
-    const r = await runPacedInChild(server.url, { connections: 32, seconds: 6, requests, rate: Math.round(max.rps / 2) });
+    const options = { connections: 32, seconds: 6, requests, rate: Math.round(max.rps / 2) };
+    // The C generator where it builds (bench/lib/native.ts), as the hot-paths scenario.
+    const r = nativeLoadgen() ? await runPacedNative(server.url, options) : await runPacedInChild(server.url, options);
     console.log(
       `${held} held, round ${round}: max ${Math.round(max.rps)}/s; paced ${Math.round(r.rps)}/s p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms, from send ${r.p99FromSendMs.toFixed(2)} ms; longest silence ${r.longestSilenceMs.toFixed(1)} ms; generator late p99 ${r.lateP99Ms.toFixed(2)} ms; failures ${r.failures}`,
     );
