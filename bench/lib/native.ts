@@ -106,10 +106,13 @@ export function holdNative(url: string, headers: Record<string, string>, count: 
   const target = new URL(url);
   const file = requestsFile([requestBytes(target.host, { method: 'GET', path: target.pathname + target.search, headers })]);
   let connected!: () => void;
-  const connectedPromise = new Promise<void>((resolve) => (connected = resolve));
+  let failed!: (error: unknown) => void;
+  const connectedPromise = new Promise<void>((resolve, reject) => ((connected = resolve), (failed = reject)));
   const answers = runLoadgen(['hold', target.hostname, target.port, String(count), file], (line) => {
     if (line === 'connected') connected();
   }) as Promise<HeldAnswers>;
+  // A holder that fails before it is connected (a refused connection) fails the wait for it too.
+  answers.catch(failed);
   return { connected: connectedPromise, answers };
 }
 

@@ -2,6 +2,7 @@ import { createServer, type ServerResponse, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { holdNative, machineJitter, nativeLoadgen, nativeLoadgenMissing, runPacedNative } from '../../bench/lib/native.ts';
+import { removeTempDirs } from '../../bench/lib/processes.ts';
 
 /**
  * The benchmark's C load generator (bench/native/loadgen.c) against a real node:http server: it
@@ -36,7 +37,11 @@ describe.skipIf(!compiler)(`the C load generator${compiler ? '' : ` (skipped: ${
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  afterAll(async () => {
+    // The request files the generator read.
+    removeTempDirs();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
 
   it('paces every framing, counts a 404 as a failure and sends each body once', async () => {
     seen.length = 0;
@@ -98,5 +103,16 @@ describe.skipIf(!compiler)(`the C load generator${compiler ? '' : ` (skipped: ${
     expect(jitter.p50Ms).toBeGreaterThanOrEqual(0);
     expect(jitter.p99Ms).toBeGreaterThanOrEqual(jitter.p50Ms);
     expect(jitter.maxMs).toBeGreaterThanOrEqual(jitter.p99Ms);
+  });
+
+  it('a holder that cannot connect fails its wait instead of hanging', async () => {
+    // A port nothing listens on: the one this server had, once closed, is not reused at once.
+    const idle = createServer();
+    await new Promise<void>((resolve) => idle.listen(0, '127.0.0.1', resolve));
+    const port = (idle.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => idle.close(() => resolve()));
+    const { connected, answers } = holdNative(`http://127.0.0.1:${port}/wait`, {}, 2);
+    await expect(connected).rejects.toThrow(/loadgen hold exited/);
+    await expect(answers).rejects.toThrow(/loadgen hold exited/);
   });
 });
