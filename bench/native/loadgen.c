@@ -85,6 +85,14 @@ static int open_connection(const char *host, int port) {
   return fd;
 }
 
+// A connection just opened (blocking until it is written to and primed), its read buffer, nothing in flight.
+static void connection_init(connection_t *c, const char *host, int port) {
+  c->fd = open_connection(host, port);
+  c->capacity = 16384;
+  c->buffer = malloc(c->capacity);
+  c->k = -1;
+}
+
 // Writes the whole request; answers -1 when the connection is gone (the server closed it: EPIPE,
 // ECONNRESET), which SIGPIPE, ignored in main, would otherwise have ended the process for.
 static int write_all(int fd, const char *bytes, size_t length) {
@@ -204,10 +212,7 @@ static int paced(const char *host, int port, double rate, double seconds, double
   // Connect and send one request on each before the clock starts (the first requests must not pay for connects).
   for (int i = 0; i < connections; i++) {
     connection_t *c = &conns[i];
-    c->fd = open_connection(host, port);
-    c->capacity = 16384;
-    c->buffer = malloc(c->capacity);
-    c->k = -1;
+    connection_init(c, host, port);
     request_t *r = &requests[(total + i) % request_count];
     if (write_all(c->fd, r->bytes, r->length) < 0) die("priming write");
   }
@@ -365,9 +370,7 @@ static int hold(const char *host, int port, int count, request_t *request) {
   int epoll = epoll_create1(0);
   for (int i = 0; i < count; i++) {
     connection_t *c = &conns[i];
-    c->fd = open_connection(host, port);
-    c->capacity = 16384;
-    c->buffer = malloc(c->capacity);
+    connection_init(c, host, port);
     if (write_all(c->fd, request->bytes, request->length) < 0) die("write");
     set_nonblocking(c->fd);
     struct epoll_event event = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
