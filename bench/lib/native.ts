@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HeldAnswers } from './hold-child.ts';
 import type { LoadOptions } from './load.ts';
-import type { PacedResult } from './paced.ts';
+import { hasBody, loadRequestBytes, newRunId, type PacedResult } from './paced.ts';
 import { ROOT, tempDir } from './processes.ts';
 import { requestBytes } from './raw-http.ts';
 
@@ -85,17 +85,11 @@ function runLoadgen(args: string[], onLine: (line: string) => void = () => undef
 export async function runPacedNative(url: string, options: LoadOptions & { rate: number; warmupSeconds?: number }): Promise<PacedResult> {
   const target = new URL(url);
   const warmupSeconds = options.warmupSeconds ?? 1;
-  const runId = `${process.pid.toString(36)}-${Date.now().toString(36)}`;
-  const withBody = options.requests.some((spec) => spec.body || spec.bodyTemplate !== undefined);
+  const runId = newRunId();
   // As the generator counts them: warm-up, measured, and one more per connection to open it.
   const total = Math.max(1, Math.round(options.rate * options.seconds)) + Math.round(options.rate * warmupSeconds) + options.connections;
-  const count = withBody ? total : options.requests.length;
-  const requests = Array.from({ length: count }, (_, k) => {
-    const spec = options.requests[k % options.requests.length]!;
-    if (spec.bodyTemplate === undefined && !spec.body) return requestBytes(target.host, { method: spec.method, path: spec.path, headers: spec.headers ?? {} });
-    const body = spec.bodyTemplate !== undefined ? spec.bodyTemplate.replaceAll('{{unique}}', `${runId}-${k.toString(36)}`) : spec.body!();
-    return requestBytes(target.host, { method: spec.method, path: spec.path, headers: { 'content-type': 'application/json', ...spec.headers }, body });
-  });
+  const count = options.requests.some(hasBody) ? total : options.requests.length;
+  const requests = Array.from({ length: count }, (_, k) => loadRequestBytes(target.host, options.requests[k % options.requests.length]!, runId, k));
   const file = requestsFile(requests);
   const args = ['paced', target.hostname, target.port, String(options.rate), String(options.seconds), String(warmupSeconds), String(options.connections), file];
   return (await runLoadgen(args)) as PacedResult;

@@ -51,8 +51,7 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
   const measured = Math.max(1, Math.round(options.rate * options.seconds));
   const warmup = Math.round(options.rate * (options.warmupSeconds ?? 1));
   const total = warmup + measured;
-  // Unique across runs and processes, and fit for a deployment name (lower-case letters, digits, dashes).
-  const runId = `${process.pid.toString(36)}-${Date.now().toString(36)}`;
+  const runId = newRunId();
   const latencies = new Float64Array(total);
   const lateness = new Float64Array(total);
   const fromSend = new Float64Array(total);
@@ -60,15 +59,8 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
   let lateMs = 0;
 
   // Requests without a body are the same bytes every time: prepared once.
-  const fixed = options.requests.map((spec) => (spec.body || spec.bodyTemplate !== undefined ? null : requestBytes(host, { method: spec.method, path: spec.path, headers: spec.headers ?? {} })));
-  const bytesOf = (k: number): Buffer => {
-    const index = k % options.requests.length;
-    const prepared = fixed[index];
-    if (prepared) return prepared;
-    const spec = options.requests[index]!;
-    const body = spec.body?.() ?? spec.bodyTemplate!.replaceAll('{{unique}}', `${runId}-${k.toString(36)}`);
-    return requestBytes(host, { method: spec.method, path: spec.path, headers: { 'content-type': 'application/json', ...spec.headers }, body });
-  };
+  const fixed = options.requests.map((spec) => (hasBody(spec) ? null : loadRequestBytes(host, spec, runId, 0)));
+  const bytesOf = (k: number): Buffer => fixed[k % options.requests.length] ?? loadRequestBytes(host, options.requests[k % options.requests.length]!, runId, k);
 
   const connections = Array.from({ length: options.connections }, () => new RawConnection(target.hostname, Number(target.port)));
   const idle: RawConnection[] = [];
@@ -155,6 +147,21 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
     lateP99Ms: lateSorted[Math.min(measured - 1, Math.floor(0.99 * measured))] ?? 0,
     p99FromSendMs: quantile(Array.from(fromSend.subarray(warmup)).filter((v, k) => !Number.isNaN(counted[k]!)), 0.99),
   };
+}
+
+/** Unique across runs and processes, and fit for a deployment name (lower-case letters, digits, dashes). */
+export const newRunId = (): string => `${process.pid.toString(36)}-${Date.now().toString(36)}`;
+
+export const hasBody = (spec: LoadRequest): boolean => spec.body !== undefined || spec.bodyTemplate !== undefined;
+
+/**
+ * The bytes of request k sent as `spec`: without a body, always the same; with one, a fresh body
+ * (the body function, else the template with `{{unique}}` made unique by the run and k).
+ */
+export function loadRequestBytes(host: string, spec: LoadRequest, runId: string, k: number): Buffer {
+  if (!hasBody(spec)) return requestBytes(host, { method: spec.method, path: spec.path, headers: spec.headers ?? {} });
+  const body = spec.body?.() ?? spec.bodyTemplate!.replaceAll('{{unique}}', `${runId}-${k.toString(36)}`);
+  return requestBytes(host, { method: spec.method, path: spec.path, headers: { 'content-type': 'application/json', ...spec.headers }, body });
 }
 
 function quantile(values: number[], q: number): number {
