@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Gone } from '../domain/revision-watch.ts';
 import { revisionEtag } from '../domain/revisions.ts';
-import { matchesCurrent, preferredWaitMs, revisionBody } from '../routes/revisions.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody, revisionJson } from '../routes/revisions.ts';
 import type { RevisionRecord } from '../store/types.ts';
 import type { Services } from '../services.ts';
 import { apiKeyFrom, nodeHeader } from './fast.ts';
@@ -57,7 +57,7 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
           }
         : undefined;
       revisions.getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone).then(
-        ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision) : notModified(res, revision))),
+        ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision, revisionBody(revision)) : notModified(res, revision))),
         // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
         // wait (the re-read a change from another process asks for) is answered at once: the client
         // already waited, and one that has gone gets nothing.
@@ -70,7 +70,7 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
       return;
     }
     revisions.find(principal.workspaceId, deploymentId, revisionId).then(
-      (revision) => (revision ? guarded(res, () => answer(res, revision)) : fallback(req, res)),
+      (revision) => (revision ? guarded(res, () => answer(res, revision, revisionJson(revision))) : fallback(req, res)),
       // Hono makes the error answer (the store fails there too, or answers by then).
       () => fallback(req, res),
     );
@@ -99,11 +99,11 @@ function guarded(res: ServerResponse, write: () => void): void {
 
 /**
  * 200 with the revision, the headers in the order and case in which @hono/node-server writes the
- * route's `jsonResponse`. The body is serialized once per record (`revisionBody`): the thousand
- * waiters woken by one change hold the same announced record and share one string.
+ * route's `jsonResponse`. `body` is the route's: for a conditional GET serialized once per record
+ * (`revisionBody`: the thousand waiters woken by one change share one string), for a plain GET
+ * serialized for it alone (`revisionJson`), as the route does.
  */
-function answer(res: ServerResponse, revision: RevisionRecord): void {
-  const body = revisionBody(revision);
+function answer(res: ServerResponse, revision: RevisionRecord, body: string): void {
   res.writeHead(200, { 'content-type': 'application/json', etag: revisionEtag(revision), 'cache-control': 'no-cache', 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }

@@ -33,14 +33,22 @@ export function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
 
+/** The answer's body for a record read for this request alone (a plain GET). */
+export function revisionJson(revision: RevisionRecord): string {
+  return JSON.stringify(publicRevision(revision));
+}
+
 /**
- * The answer's body, serialized once per record: the waiters woken by one change all hold the
- * same announced record, so a thousand of them share one `JSON.stringify`.
+ * The answer's body of a conditional GET, serialized once per record: the waiters woken by one
+ * change all hold the same announced record, so a thousand of them share one `JSON.stringify`.
+ * Not for plain GETs: every entry of a WeakMap whose key is still in the young generation is work
+ * for each young-generation collection, and at thousands of GETs a second those entries made the
+ * collections' pauses grow with the time between them (`bench/RESULTS.md`, 2026-11-25 afternoon).
  */
 const bodies = new WeakMap<RevisionRecord, string>();
 export function revisionBody(revision: RevisionRecord): string {
   let body = bodies.get(revision);
-  if (body === undefined) bodies.set(revision, (body = JSON.stringify(publicRevision(revision))));
+  if (body === undefined) bodies.set(revision, (body = revisionJson(revision)));
   return body;
 }
 
@@ -93,7 +101,7 @@ export function revisionRoutes(ctx: RouteContext): void {
         return jsonResponse(revisionBody(revision), 200, headers);
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
-      return jsonResponse(revisionBody(revision), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
+      return jsonResponse(revisionJson(revision), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
     },
   );
 
