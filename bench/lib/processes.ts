@@ -22,7 +22,7 @@ export function removeTempDirs(): void {
 }
 
 /** Starts a server script and waits for its "listening" line (shared with the tests). */
-export const startChild = (script: string, env: Record<string, string>): Promise<Child> => startListeningChild(script, env);
+export const startChild = (script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<Child> => startListeningChild(script, env, 60_000, nodeArgs);
 
 /** Resident memory of a process in bytes, from /proc/<pid>/status (Linux). */
 export function rssBytes(pid: number): number {

@@ -18,11 +18,12 @@ export type ListeningChild = {
 /**
  * Starts `script` (relative to the repository) with the Node that runs this code, on a port the OS
  * chooses, and waits for its JSON `"msg":"listening"` log line with the port: the server and the
- * benchmark baselines all print one. Shared by the tests and the benchmarks.
+ * benchmark baselines all print one. Shared by the tests and the benchmarks. `nodeArgs` go to
+ * Node before the script (e.g. `--trace-gc`).
  */
-export async function startListeningChild(script: string, env: Record<string, string>, timeoutMs = 60_000): Promise<ListeningChild> {
+export async function startListeningChild(script: string, env: Record<string, string>, timeoutMs = 60_000, nodeArgs: readonly string[] = []): Promise<ListeningChild> {
   const started = performance.now();
-  const child: ChildProcess = spawn(process.execPath, [resolve(ROOT, script)], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, resolve(ROOT, script)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
