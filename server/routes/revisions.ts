@@ -43,7 +43,8 @@ export function revisionJson(revision: RevisionRecord): string {
  * change all hold the same announced record, so a thousand of them share one `JSON.stringify`.
  * Not for plain GETs: every entry of a WeakMap whose key is still in the young generation is work
  * for each young-generation collection, and at thousands of GETs a second those entries made the
- * collections' pauses grow with the time between them (`bench/RESULTS.md`, 2026-11-25 afternoon).
+ * collections' pauses grow with the time between them (`bench/RESULTS.md`, runs of 2026-11-25
+ * 12:30–13:45).
  */
 const bodies = new WeakMap<RevisionRecord, string>();
 export function revisionBody(revision: RevisionRecord): string {
