@@ -8,8 +8,7 @@
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { runLoad } from './lib/load.ts';
-import { nativeLoadgen, runPacedNative } from './lib/native.ts';
-import { runPacedInChild } from './lib/paced.ts';
+import { runPaced } from './lib/native.ts';
 import { removeTempDirs } from './lib/processes.ts';
 import { API_KEY, settingsFrom, startControlPlane } from './lib/settings.ts';
 
@@ -30,7 +29,7 @@ try {
   for (let round = 1; round <= 3; round += 1) {
     const options = { connections: 32, seconds: 6, requests, rate: Math.round(max.rps / 2) };
     // The C generator where it builds (bench/lib/native.ts), as the hot-paths scenario.
-    const r = nativeLoadgen() ? await runPacedNative(server.url, options) : await runPacedInChild(server.url, options);
+    const r = await runPaced(server.url, options);
     console.log(
       `${held} held, round ${round}: max ${Math.round(max.rps)}/s; paced ${Math.round(r.rps)}/s p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms, from send ${r.p99FromSendMs.toFixed(2)} ms; longest silence ${r.longestSilenceMs.toFixed(1)} ms; generator late p99 ${r.lateP99Ms.toFixed(2)} ms; failures ${r.failures}`,
     );

@@ -18,8 +18,7 @@ import { join, resolve } from 'node:path';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { runLoad, type LoadRequest } from './lib/load.ts';
-import { nativeLoadgen, runPacedNative } from './lib/native.ts';
-import { runPacedInChild, type PacedResult } from './lib/paced.ts';
+import { nativeLoadgen, runPaced } from './lib/native.ts';
 import { removeTempDirs, ROOT, startChild, tempDir, type Child } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
 
@@ -61,16 +60,12 @@ try {
   targets.push({ name: 'bare', child: bare, requests: ours.requests }, ours);
   if (other) targets.push(await startServer('other', other));
   const rate = Number(arg('rate') ?? Math.round((await runLoad(ours.child.url, { connections: 32, seconds: 4, requests: ours.requests })).rps / 2));
-  const pace = (url: string, requests: LoadRequest[]): Promise<PacedResult> => {
-    const options = { connections: 32, seconds, requests, rate };
-    return nativeLoadgen() ? runPacedNative(url, options) : runPacedInChild(url, options);
-  };
   console.log(`GET revision paced at ${rate}/s, ${rounds} interleaved rounds of ${seconds} s, by the ${nativeLoadgen() ? 'C' : 'Node'} generator`);
   const p99s = new Map<string, number[]>(targets.map((t) => [t.name, []]));
   for (let round = 1; round <= rounds; round += 1) {
     for (const t of targets) {
       const from = t.child.output().length;
-      const r = await pace(t.child.url, t.requests);
+      const r = await runPaced(t.child.url, { connections: 32, seconds, requests: t.requests, rate });
       const pauses = scavenges(t.child.output(), from);
       const mean = pauses.reduce((a, b) => a + b, 0) / Math.max(1, pauses.length);
       p99s.get(t.name)!.push(r.p99);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HeldAnswers } from './hold-child.ts';
 import type { LoadOptions } from './load.ts';
-import { hasBody, loadRequestBytes, newRunId, type PacedResult } from './paced.ts';
+import { hasBody, loadRequestBytes, newRunId, runPacedInChild, type PacedResult } from './paced.ts';
 import { ROOT, tempDir } from './processes.ts';
 import { requestBytes } from './raw-http.ts';
 
@@ -93,6 +93,11 @@ export async function runPacedNative(url: string, options: LoadOptions & { rate:
   const file = requestsFile(requests);
   const args = ['paced', target.hostname, target.port, String(options.rate), String(options.seconds), String(warmupSeconds), String(options.connections), file];
   return (await runLoadgen(args)) as PacedResult;
+}
+
+/** A paced run by the C generator where it builds, else by the Node one (`runPacedInChild`): the same schedule and figures. */
+export function runPaced(url: string, options: LoadOptions & { rate: number; warmupSeconds?: number }): Promise<PacedResult> {
+  return nativeLoadgen() ? runPacedNative(url, options) : runPacedInChild(url, options);
 }
 
 /** `holdInChild` (bench/lib/hold-child.ts) by the C generator: the same answers, read off epoll. */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult } from '../lib/load.ts';
-import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPacedNative } from '../lib/native.ts';
+import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPaced } from '../lib/native.ts';
 import { runPacedInChild, type PacedResult } from '../lib/paced.ts';
 import { sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
@@ -177,19 +177,18 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // load is the bare SQLite server paced at GET revision's own rate, measured in every round too.
     const sqliteGet = scenarios.find((s) => s.key === 'sqliteGet')!;
     const sameRateFloor: PacedResult[] = [];
-    const pace = (url: string, options: Parameters<typeof runPacedNative>[1]) => (native ? runPacedNative(url, options) : runPacedInChild(url, options));
     const describe = (r: PacedResult) =>
       `p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms, from send ${r.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${r.lateP99Ms.toFixed(2)} ms, at most ${r.lateMs.toFixed(1)} ms; ` +
       `longest silence ${r.longestSilenceMs.toFixed(1)} ms at ${(r.longestSilenceAtMs / 1000).toFixed(2)} s${r.reconnects ? `; ${r.reconnects} connections reopened` : ''})`;
     for (let round = 0; round < settings.pacedRounds; round += 1) {
       for (const s of scenarios) {
         const options = { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) };
-        const result = await pace(s.url, options);
+        const result = await runPaced(s.url, options);
         pacedRuns.get(s.key)!.push(result);
         log(`  round ${round + 1}: ${s.key} at ${Math.round(result.rps)}/s: ${describe(result)}`);
         if (native && round === 0) log(`    the Node generator, same pace: ${describe(await runPacedInChild(s.url, options))}`);
         if (s.key === 'getRevision') {
-          const floor = await pace(sqliteGet.url, { ...options, requests: sqliteGet.requests });
+          const floor = await runPaced(sqliteGet.url, { ...options, requests: sqliteGet.requests });
           sameRateFloor.push(floor);
           log(`  round ${round + 1}: sqliteGet at getRevision's ${Math.round(floor.rps)}/s: ${describe(floor)}`);
         }
