@@ -19,8 +19,8 @@ import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { runLoad, type LoadRequest } from './lib/load.ts';
 import { nativeLoadgen, runPaced } from './lib/native.ts';
-import { removeTempDirs, ROOT, startChild, tempDir, type Child } from './lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
+import { removeTempDirs, ROOT, startChild, type Child } from './lib/processes.ts';
+import { API_KEY, settingsFrom, startControlPlane } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const rounds = Number(arg('rounds') ?? 5);
@@ -34,12 +34,8 @@ function scavenges(output: string, from: number): number[] {
   return [...output.slice(from).matchAll(/Scavenge[^\n]*?, ([\d.]+) \/ [\d.]+ ms/g)].map((m) => Number(m[1]));
 }
 
-async function startServer(name: string, root: string): Promise<Target> {
-  const child = await startChild(
-    join(root, 'server/dist/main.js'),
-    { DATABASE_URL: join(tempDir(), 'cp.db'), BOOTSTRAP_API_KEY: API_KEY, ENCRYPTION_KEY, LOG_LEVEL: 'info', SANDBOX_STAGE_MS: '3600000' },
-    ['--trace-gc'],
-  );
+async function startServer(name: string, root?: string): Promise<Target> {
+  const child = await startControlPlane(settingsFrom([]), { root, nodeArgs: ['--trace-gc'] });
   const api = apiClient(child.url, API_KEY);
   const fx = await workspaceFixtures(api);
   const requests: LoadRequest[] = [];
@@ -52,10 +48,11 @@ async function startServer(name: string, root: string): Promise<Target> {
   return { name, child, requests };
 }
 
-for (const root of other ? [ROOT, other] : [ROOT]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
+// This checkout's bundle is built by startControlPlane; the other's here.
+if (other) execFileSync(process.execPath, [join(other, 'server/build.ts')], { cwd: other, stdio: 'inherit' });
 const targets: Target[] = [];
 try {
-  const ours = await startServer('this', ROOT);
+  const ours = await startServer('this');
   const bare = await startChild('bench/baselines/http-fixed.mjs', {}, ['--trace-gc']);
   targets.push({ name: 'bare', child: bare, requests: ours.requests }, ours);
   if (other) targets.push(await startServer('other', other));

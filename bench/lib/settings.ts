@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { bundleServer } from '../../server/build.ts';
-import { startChild, tempDir, type Child } from './processes.ts';
+import { ROOT, startChild, tempDir, type Child } from './processes.ts';
 
 /** How long and how hard to run; `--quick` is a smoke run of every scenario. */
 export type Settings = {
@@ -46,14 +46,20 @@ let bundled: Promise<void> | undefined;
 /**
  * Starts the real server on a SQLite file (a new one unless `databasePath` is given). Sandbox
  * stages last an hour unless asked otherwise: a revision then holds still at BUILDING, so the
- * figures measure the API and not the simulated pipeline's background writes.
+ * figures measure the API and not the simulated pipeline's background writes. `root` starts
+ * another checkout's bundle instead (built by the caller); `nodeArgs` go to Node (e.g. `--trace-gc`).
  */
-export async function startControlPlane(settings: Settings, options: { databasePath?: string; databaseUrl?: string; stageMs?: number; env?: Record<string, string> } = {}): Promise<ControlPlane> {
+export async function startControlPlane(
+  settings: Settings,
+  options: { databasePath?: string; databaseUrl?: string; stageMs?: number; env?: Record<string, string>; root?: string; nodeArgs?: readonly string[] } = {},
+): Promise<ControlPlane> {
   const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');
   // Measure what `npm start` runs: the bundled server, not the TypeScript sources.
-  bundled ??= bundleServer();
-  await bundled;
-  const child = await startChild('server/dist/main.js', {
+  if (options.root === undefined) {
+    bundled ??= bundleServer();
+    await bundled;
+  }
+  const child = await startChild(join(options.root ?? ROOT, 'server/dist/main.js'), {
     DATABASE_URL: options.databaseUrl ?? databasePath,
     BOOTSTRAP_API_KEY: API_KEY,
     ENCRYPTION_KEY,
@@ -62,6 +68,6 @@ export async function startControlPlane(settings: Settings, options: { databaseP
     SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
     SQLITE_SYNCHRONOUS: settings.synchronous,
     ...options.env,
-  });
+  }, options.nodeArgs);
   return { ...child, databasePath };
 }
