@@ -1,6 +1,9 @@
-import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomFillSync, type KeyObject } from 'node:crypto';
 
 const VERSION = 'v1';
+const IV_BYTES = 12;
+/** IVs drawn from the system's CSPRNG at once, a pool's worth (341 IVs) per call. */
+const IV_POOL_BYTES = IV_BYTES * 341;
 
 /**
  * AES-256-GCM encryption of values kept at rest (deployment secrets, OAuth client secrets and
@@ -9,6 +12,13 @@ const VERSION = 'v1';
 export class SecretBox {
   // A KeyObject made once: passing raw bytes would rebuild one on every call (measurable on reads).
   readonly #key: KeyObject;
+  /**
+   * Random IVs not used yet. `randomBytes(12)` on every encryption was a call into the CSPRNG per
+   * create (~1.7 µs of ~6, issue 13's POST profile); drawing many at once and using each slice
+   * once keeps every IV as random and as unrepeated, as Node's own `randomUUID` does with its pool.
+   */
+  #ivPool = Buffer.alloc(0);
+  #ivAt = 0;
 
   constructor(key: Buffer) {
     if (key.length !== 32) throw new Error('The encryption key must be 32 bytes');
@@ -16,10 +26,21 @@ export class SecretBox {
   }
 
   encrypt(plaintext: string): string {
-    const iv = randomBytes(12);
+    const iv = this.#nextIv();
     const cipher = createCipheriv('aes-256-gcm', this.#key, iv);
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [VERSION, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join(':');
+  }
+
+  #nextIv(): Buffer {
+    if (this.#ivAt + IV_BYTES > this.#ivPool.length) {
+      // A fresh buffer rather than refilled in place: an IV handed out never changes under its holder.
+      this.#ivPool = randomFillSync(Buffer.allocUnsafe(IV_POOL_BYTES));
+      this.#ivAt = 0;
+    }
+    const iv = this.#ivPool.subarray(this.#ivAt, this.#ivAt + IV_BYTES);
+    this.#ivAt += IV_BYTES;
+    return iv;
   }
 
   decrypt(sealed: string): string {
