@@ -160,9 +160,10 @@ export class Deployments {
       deployment,
       revision,
       tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
+      runner: plan?.runner,
     });
-    if (revision && plan) await pipeline.startedOnCreate(plan, createdRevisionWork(deployment, revision), created);
-    return created;
+    if (revision && plan) await pipeline.startedOnCreate(plan, createdRevisionWork(deployment, revision), created.deployment, created.revisionHeld);
+    return created.deployment;
   }
 
   async get(tenantId: string, id: string): Promise<DeploymentRecord> {

@@ -1,7 +1,7 @@
 import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
-import type { DeploymentRecord, RevisionRecord, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
+import type { DeploymentRecord, RevisionRecord, RevisionRunner, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
 import { asStorageUnavailable } from '../store/storage-errors.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
@@ -29,8 +29,11 @@ class PipelineStopped extends Error {
   override readonly name = 'PipelineStopped';
 }
 
-/** What a create's first revision is given to, and the step it is stored past (see `planCreate`). */
-export type CreatePlan = { dataPlane: DataPlane; step: FirstStep | null };
+/**
+ * What a create's first revision is given to, the step it is stored past, and the process that runs
+ * it, named in the create's own write (see `planCreate`).
+ */
+export type CreatePlan = { dataPlane: DataPlane; step: FirstStep | null; runner: RevisionRunner };
 
 export type PipelineDeps = {
   store: Store;
@@ -111,24 +114,26 @@ export class Pipeline {
    * first revision when that is the sandbox (a listener agent takes its steps when it claims the
    * work): the create stores the revision already past it, with its log line, in its own
    * transaction, so a create is one commit. Decided as for a stored deployment: its listener, else
-   * its workspace's default; `local` and `k8s` are agents'.
+   * its workspace's default; `local` and `k8s` are agents'. The same write names this process as
+   * the revision's runner (when its lease is live), which otherwise its next renewal would write.
    */
   async planCreate(tenantId: string, deployment: FirstStepDeployment, revision: FirstStepRevision): Promise<CreatePlan> {
-    const { store, sandbox, listenerAgent } = this.#deps;
-    const listenerId = deployment.source_config.listener_id ?? (await store.getWorkspace(tenantId))?.default_listener_id ?? null;
-    const listener = listenerId ? await store.getListener(tenantId, listenerId) : null;
-    if (listener?.compute_type === 'local' || listener?.compute_type === 'k8s') return { dataPlane: listenerAgent, step: null };
-    return { dataPlane: sandbox, step: sandbox.firstStep?.(revision, deployment) ?? null };
+    const { store, sandbox, listenerAgent, processId, clock } = this.#deps;
+    const computeType = await store.servingComputeType(tenantId, deployment.source_config.listener_id);
+    const runner = { owner: processId, now: clock.now() };
+    if (computeType === 'local' || computeType === 'k8s') return { dataPlane: listenerAgent, step: null, runner };
+    return { dataPlane: sandbox, step: sandbox.firstStep?.(revision, deployment) ?? null, runner };
   }
 
   /**
    * A new deployment has nothing in progress, so its first revision is created already in its first
    * stage, or past it (`planCreate`): one write transaction per create; this hands it to the data
    * plane the plan chose, with the records as the create wrote them (nothing to read back).
+   * `held`: the create named this process as its runner; otherwise the next renewal does.
    */
-  async startedOnCreate(plan: CreatePlan, work: RevisionWork, deployment: DeploymentRecord): Promise<void> {
+  async startedOnCreate(plan: CreatePlan, work: RevisionWork, deployment: DeploymentRecord, held: boolean): Promise<void> {
     // Nobody can be waiting on a revision whose id the create has not answered yet: nothing to announce.
-    await this.#dispatch(work, 'started here', { work, deployment, dataPlane: plan.dataPlane });
+    await this.#dispatch(work, held ? 'held' : 'started here', { work, deployment, dataPlane: plan.dataPlane });
   }
 
   /** Runs `work` once now; when the storage refuses it, again in the background until it works. */

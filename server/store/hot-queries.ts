@@ -30,6 +30,17 @@ export const HOT_QUERIES = {
   revision: 'SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?',
   revisionById: 'SELECT * FROM revisions WHERE id = ?',
   /**
+   * Every new revision. A started one a create stores names its process (@runner) when that
+   * process's lease is live at @runner_now, in the same write (see `NewDeployment.runner`); the
+   * RETURNING tells which. Without @runner the lookup finds nothing and the revision names no one.
+   */
+  insertRevision: `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at, runner_id)
+    VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @now, @now,
+      (SELECT process_id FROM process_leases WHERE process_id = @runner AND lease_expires_at >= @runner_now))
+    RETURNING runner_id`,
+  /** A create's data-plane choice: the deployment's listener, else the workspace's default, in one read. */
+  servingComputeType: 'SELECT compute_type FROM listeners WHERE tenant_id = ? AND id = COALESCE(?, (SELECT default_listener_id FROM workspaces WHERE id = ?))',
+  /**
    * The one-in-progress rule: a seek per in-progress status in the deployment's unfinished
    * revisions. Not `status <> 'QUEUED'`, which seeks the deployment alone and then reads every
    * queued revision: a backlog of pushes made each new one slower to queue.

@@ -1,7 +1,7 @@
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
 import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { GithubIntegration } from '../../shared/schemas/integration.ts';
-import type { ComputeConfig, Listener } from '../../shared/schemas/listener.ts';
+import type { ComputeConfig, ComputeType, Listener } from '../../shared/schemas/listener.ts';
 import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
 import type {
   LogEntry,
@@ -93,6 +93,28 @@ export type PushRevisionResult =
  */
 export type WorkLease = { owner: string; now: string; until: string };
 
+/** The process that runs a revision a create starts, and its time now (see `NewDeployment.runner`). */
+export type RevisionRunner = { owner: string; now: string };
+
+/** What `createDeployment` writes, in one transaction. */
+export type NewDeployment = {
+  deployment: Deployment;
+  /** Null for the client-built sources, created empty until their first PATCH (`latest_revision_id: null`). */
+  revision: NewRevision | null;
+  tracingProject: TracingProject;
+  /**
+   * Given when the revision is started (not QUEUED): it names `owner` as its runner in the same
+   * write when `owner`'s process lease is live at `now` (and the row locked against a sweep deleting
+   * it), so no later write has to name it (issue 13: that second write of every created revision
+   * was a cost of every POST). A lapsed or missing lease leaves it unnamed, for the process's next
+   * renewal to hold (`holdRevisions`), as a revision started elsewhere is.
+   */
+  runner?: RevisionRunner;
+};
+
+/** What a create stored: `revisionHeld` when its revision names the runner it was given. */
+export type CreatedDeployment = { deployment: DeploymentRecord; revisionHeld: boolean };
+
 /** The result of starting a deployment's next revision (the pipeline's one-at-a-time rule). */
 export type StartNextResult = { started: RevisionRecord | null; skipped: string[] };
 
@@ -119,12 +141,7 @@ export interface Store {
   listWorkspaces(organizationId: string): Promise<Workspace[]>;
 
   // deployments
-  createDeployment(input: {
-    deployment: Deployment;
-    /** Null for the client-built sources, created empty until their first PATCH (`latest_revision_id: null`). */
-    revision: NewRevision | null;
-    tracingProject: TracingProject;
-  }): Promise<DeploymentRecord>;
+  createDeployment(input: NewDeployment): Promise<CreatedDeployment>;
   getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null>;
   getDeploymentById(id: string): Promise<DeploymentRecord | null>;
   listDeployments(tenantId: string, query: DeploymentListQuery): Promise<Page<DeploymentRecord>>;
@@ -212,6 +229,12 @@ export interface Store {
   createListener(input: Listener): Promise<void>;
   getListener(tenantId: string, id: string): Promise<ListenerRecord | null>;
   getListenerById(id: string): Promise<ListenerRecord | null>;
+  /**
+   * The compute type of the listener that serves a deployment of the workspace: `listenerId`, or the
+   * workspace's default when null; null when there is none (the built-in sandbox serves). One read,
+   * on every create (issue 13: it was a read of the workspace, then one of the listener).
+   */
+  servingComputeType(tenantId: string, listenerId: string | null): Promise<ComputeType | null>;
   listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>>;
   updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string, version?: string | null): Promise<ListenerRecord | null>;
   /** False when deployments still use the listener. */

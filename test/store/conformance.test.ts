@@ -54,11 +54,12 @@ function revisionOf(fields: Partial<NewRevision> = {}): NewRevision {
 async function newDeployment(backend: StoreBackend, tenantId: string, options: { revision?: NewRevision | null; listenerId?: string | null; id?: string; name?: string } = {}): Promise<DeploymentRecord> {
   const deployment = deploymentOf(tenantId, { listenerId: options.listenerId, id: options.id, name: options.name });
   const revision = options.revision === undefined ? null : options.revision;
-  return backend.core.createDeployment({
+  const { deployment: created } = await backend.core.createDeployment({
     deployment: { ...deployment, latest_revision_id: revision?.id ?? null },
     revision,
     tracingProject: { id: crypto.randomUUID(), name: deployment.name, tenant_id: tenantId, deployment_id: deployment.id, created_at: NOW },
   });
+  return created;
 }
 
 describe.each(BACKENDS)('store conformance: %s', (kind) => {

@@ -7,7 +7,8 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { openStore } from '../../server/store/open.ts';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { Store, WorkLease } from '../../server/store/types.ts';
+import type { RevisionRunner, Store, WorkLease } from '../../server/store/types.ts';
+import { PgDb } from '../../server/store/postgres/db.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
 import { rawSql } from '../helpers/raw-sql.ts';
 
@@ -38,12 +39,15 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     await backend?.close();
   });
 
-  /** A deployment whose one revision is stored in `status` (as a create stores a started one: no owner yet). */
-  async function deploymentWith(status: RevisionStatus): Promise<{ deploymentId: string; revisionId: string }> {
+  /**
+   * A deployment whose one revision is stored in `status` (as a create stores a started one: no
+   * owner yet, unless `runner` is given and its lease live: then `held`).
+   */
+  async function deploymentWith(status: RevisionStatus, runner?: RevisionRunner): Promise<{ deploymentId: string; revisionId: string; held: boolean }> {
     const deploymentId = crypto.randomUUID();
     const revisionId = crypto.randomUUID();
     const name = `d-${deploymentId.slice(0, 8)}`;
-    await backend.core.createDeployment({
+    const { revisionHeld } = await backend.core.createDeployment({
       deployment: {
         id: deploymentId,
         tenant_id: ws,
@@ -61,8 +65,9 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
       } as Deployment,
       revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
       tracingProject: { id: crypto.randomUUID(), name, tenant_id: ws, deployment_id: deploymentId, created_at: NOW },
+      runner,
     });
-    return { deploymentId, revisionId };
+    return { deploymentId, revisionId, held: revisionHeld };
   }
 
   it('two owners racing for the same expired revisions: each revision goes to exactly one, and its row names it', async () => {
@@ -163,6 +168,60 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
       expect(await backend.core.holdRevisions([...ids, fresh.revisionId], 'process-a')).toEqual([fresh.revisionId]);
     } finally {
       await sql.close();
+    }
+  });
+
+  it('a create names its runner in its own write only while the runner\'s lease is live; a sweep leaves such a revision alone until then', async () => {
+    const runnerRow = async (revisionId: string) => {
+      const sql = rawSql(backend.url, backend.core);
+      try {
+        return (await sql.get<{ runner_id: string | null }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))!.runner_id;
+      } finally {
+        await sql.close();
+      }
+    };
+    // No lease row yet: nobody is named (a revision never names a process with no row).
+    const before = await deploymentWith('BUILDING', { owner: 'process-a', now: at(0) });
+    expect(before.held).toBe(false);
+    expect(await runnerRow(before.revisionId)).toBeNull();
+    // A live lease (until 16): named at once, no hold needed.
+    await backend.core.renewProcessLease(lease('process-a', 1));
+    const live = await deploymentWith('DEPLOYING', { owner: 'process-a', now: at(5) });
+    expect(live.held).toBe(true);
+    expect(await runnerRow(live.revisionId)).toBe('process-a');
+    // Another process sweeping at 10 with every unheld revision stale takes the unnamed one only.
+    await backend.core.renewProcessLease(lease('process-b', 10));
+    expect((await backend.core.takeOverRevisions(lease('process-b', 10), at(10), 100)).map((r) => r.id)).toEqual([before.revisionId]);
+    // By its own clock process-a's lease has lapsed at 20: it names itself on nothing new.
+    const lapsed = await deploymentWith('BUILDING', { owner: 'process-a', now: at(20) });
+    expect(lapsed.held).toBe(false);
+    expect(await runnerRow(lapsed.revisionId)).toBeNull();
+    // Dead to the others too: the revision it was named on goes to the sweeper with the unnamed one.
+    await backend.core.renewProcessLease(lease('process-b', 21));
+    expect((await backend.core.takeOverRevisions(lease('process-b', 21), at(21), 100)).map((r) => r.id).sort()).toEqual([live.revisionId, lapsed.revisionId].sort());
+  });
+
+  it.runIf(kind === 'postgres')('postgres: a create racing a sweep that deletes its runner\'s lease row waits for it, then names no one', async () => {
+    await backend.core.renewProcessLease(lease('process-a', 1));
+    const sweep = new PgDb(backend.url, { max: 1 });
+    try {
+      let created: Promise<{ held: boolean; revisionId: string }> | undefined;
+      let settled = false;
+      await sweep.tx(async (c) => {
+        // What a sweep does to a process it found dead: lock its row, and delete it once its revisions are taken.
+        await sweep.rows("SELECT process_id FROM process_leases WHERE process_id = 'process-a' FOR UPDATE", [], c);
+        await sweep.run("DELETE FROM process_leases WHERE process_id = 'process-a'", [], c);
+        created = deploymentWith('BUILDING', { owner: 'process-a', now: at(5) });
+        void created.then(() => (settled = true), () => (settled = true));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The create waits on the locked row rather than naming a process whose row is going away.
+        expect(settled).toBe(false);
+      });
+      const outcome = await created!;
+      expect(outcome.held).toBe(false);
+      expect((await sweep.row<{ runner_id: string | null }>('SELECT runner_id FROM revisions WHERE id = ?', [outcome.revisionId]))!.runner_id).toBeNull();
+    } finally {
+      await sweep.close();
     }
   });
 

@@ -28,18 +28,23 @@ describe('group commit', () => {
     for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
-  /** Counts the outermost transactions begun on `db` (a nested one is a savepoint of its outer one). */
-  function countTransactions(db: Database.Database): { count: () => number } {
+  /**
+   * Counts the outermost transactions begun through any `db.transaction` function made while it is
+   * on (a nested one is a savepoint of its outer one): the store makes some of its transaction
+   * functions once, when it opens, so the count is set up before the store is opened.
+   */
+  function countTransactions(): { count: () => number; stop: () => void } {
     let outer = 0;
-    const original = db.transaction.bind(db);
-    db.transaction = ((fn: (...args: unknown[]) => unknown) => {
-      const tx = original(fn);
-      return (...args: unknown[]) => {
+    const original = Database.prototype.transaction;
+    Database.prototype.transaction = function (this: Database.Database, fn: (...args: never[]) => unknown) {
+      const tx = original.call(this, fn);
+      const db = this;
+      return Object.assign((...args: never[]) => {
         if (!db.inTransaction) outer += 1;
         return tx(...args);
-      };
-    }) as typeof db.transaction;
-    return { count: () => outer };
+      }, tx);
+    } as typeof original;
+    return { count: () => outer, stop: () => void (Database.prototype.transaction = original) };
   }
 
   function create(store: SqliteStore, tenantId: string, name: string) {
@@ -53,13 +58,14 @@ describe('group commit', () => {
   }
 
   it('20 creates asked for together commit in one transaction; the one whose name is taken fails alone', async () => {
+    const transactions = countTransactions();
     const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL' });
     try {
       const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
-      const transactions = countTransactions(store.db);
+      const before = transactions.count();
       const names = Array.from({ length: 20 }, (_, i) => (i === 7 ? 'group-3' : `group-${i}`));
       const outcomes = await Promise.allSettled(names.map((name) => create(store, ws, name)));
-      expect(transactions.count()).toBe(1);
+      expect(transactions.count() - before).toBe(1);
       const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ i, reason: o.reason as unknown }] : []));
       // The later of the two creates named group-3 (index 7) is the one refused, with the API's 409.
       expect(failed.map((f) => f.i)).toEqual([7]);
@@ -71,8 +77,9 @@ describe('group commit', () => {
       // Asked for one after the other, each is its own transaction, as without grouping.
       await create(store, ws, 'alone-1');
       await create(store, ws, 'alone-2');
-      expect(transactions.count()).toBe(3);
+      expect(transactions.count() - before).toBe(3);
     } finally {
+      transactions.stop();
       store.close();
     }
   });

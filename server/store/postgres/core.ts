@@ -1,7 +1,7 @@
 
 import type { ApiKey } from '../../../shared/schemas/api-key.ts';
 import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
-import type { ComputeConfig, Listener } from '../../../shared/schemas/listener.ts';
+import type { ComputeConfig, ComputeType, Listener } from '../../../shared/schemas/listener.ts';
 import type { LogEntry, LogFilter, LogLevel, LogType, RevisionListQuery, RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { Secret } from '../../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../../shared/schemas/tracing-project.ts';
@@ -13,14 +13,17 @@ import { HOT_QUERIES, TERMINAL } from '../hot-queries.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
+  CreatedDeployment,
   DeploymentChange,
   DeploymentRecord,
   IntegrationRecord,
   ListenerRecord,
+  NewDeployment,
   NewRevision,
   Page,
   PushRevisionResult,
   RevisionRecord,
+  RevisionRunner,
   RevisionTransition,
   RevisionWork,
   StartNextResult,
@@ -158,10 +161,11 @@ export class PgCoreStore implements Store {
 
   // ------------------------------------------------------------ deployments
 
-  async createDeployment(input: { deployment: Deployment; revision: NewRevision | null; tracingProject: TracingProject }): Promise<DeploymentRecord> {
+  async createDeployment(input: NewDeployment): Promise<CreatedDeployment> {
     const db = this.#db;
-    const { deployment: d, revision, tracingProject: tp } = input;
+    const { deployment: d, revision, tracingProject: tp, runner } = input;
     const cols = this.#deploymentColumns(d.source_config, d.source_revision_config, d.secrets);
+    let revisionHeld = false;
     try {
       await db.tx(async (c) => {
         await db.run(
@@ -191,14 +195,14 @@ export class PgCoreStore implements Store {
           ],
           c,
         );
-        if (revision) await this.#insertRevision(c, d.id, d.tenant_id, d.source, revision, d.created_at, sealedIfSame(revision.secrets, d.secrets, cols.secrets));
+        if (revision) revisionHeld = await this.#insertRevision(c, d.id, d.tenant_id, d.source, revision, d.created_at, sealedIfSame(revision.secrets, d.secrets, cols.secrets), runner);
         await db.run('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)', [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at], c);
       });
     } catch (error) {
       if (isUniqueViolation(error)) throw new Conflict(`A deployment or tracing project named '${d.name}' already exists in this workspace.`);
       throw error;
     }
-    return { ...d, delete_tracing_project: false };
+    return { deployment: { ...d, delete_tracing_project: false }, revisionHeld };
   }
 
   #deploymentColumns(sourceConfig: SourceConfig, revisionConfig: SourceRevisionConfig, secrets: Secret[]) {
@@ -212,11 +216,18 @@ export class PgCoreStore implements Store {
     };
   }
 
-  /** `sealedSecrets`: the revision's secrets already encrypted (the deployment's, in the same write). */
-  async #insertRevision(c: Queryable, deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string, sealedSecrets?: string): Promise<void> {
-    await this.#db.run(
-      `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  /**
+   * `sealedSecrets`: the revision's secrets already encrypted (the deployment's, in the same write).
+   * True when it names `runner` (a started revision, its process lease live). FOR KEY SHARE: a sweep
+   * deleting the process's row (it found the lease expired) is waited for, and then the revision
+   * names no one, so it never names a process with no row; the process's own lease renewals (no key
+   * change) are not held up by it.
+   */
+  async #insertRevision(c: Queryable, deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string, sealedSecrets?: string, runner?: RevisionRunner): Promise<boolean> {
+    const stored = await this.#db.row<{ runner_id: string | null }>(
+      `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at, runner_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT process_id FROM process_leases WHERE process_id = ? AND lease_expires_at >= ? FOR KEY SHARE))
+       RETURNING runner_id`,
       [
         revision.id,
         deploymentId,
@@ -231,10 +242,13 @@ export class PgCoreStore implements Store {
         revision.trigger,
         now,
         now,
+        runner?.owner ?? null,
+        runner?.now ?? null,
       ],
       c,
     );
     for (const log of revision.logs ?? []) await this.#insertLog(c, revision.id, log, now);
+    return stored!.runner_id !== null;
   }
 
   async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {
@@ -647,6 +661,11 @@ export class PgCoreStore implements Store {
   async getListener(tenantId: string, id: string): Promise<ListenerRecord | null> {
     const row = await this.#db.row('SELECT * FROM listeners WHERE id = ? AND tenant_id = ?', [id, tenantId]);
     return row ? toListener(row) : null;
+  }
+
+  async servingComputeType(tenantId: string, listenerId: string | null): Promise<ComputeType | null> {
+    const row = await this.#db.row<{ compute_type: ComputeType }>(HOT_QUERIES.servingComputeType, [tenantId, listenerId, tenantId]);
+    return row?.compute_type ?? null;
   }
 
   async getListenerById(id: string): Promise<ListenerRecord | null> {
