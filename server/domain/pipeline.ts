@@ -16,8 +16,9 @@ const RETRY_MAX_MS = 5000;
 const SWEEP_BATCH = 100;
 /**
  * Revisions held (or teardown leases renewed) per statement. A process's revisions are covered by
- * its one process lease, so they are written only when started here (to name this process) and
- * after that lease lapsed (to find which are still its own); SQLite's writes hold the event loop,
+ * its one process lease, so they are written only when started here (to name this process: a
+ * create names it in its own write, other starts at the next renewal) and after that lease lapsed
+ * (to find which are still its own); SQLite's writes hold the event loop,
  * and one UPDATE over 20,000 revisions stopped every request for ~180 ms (issue 13's paced
  * benchmark, which holds its revisions at BUILDING). In batches, with other work let in between,
  * no such statement holds the loop for more than a few milliseconds.
@@ -428,7 +429,8 @@ export class Pipeline {
     known?: { work: RevisionWork; deployment: DeploymentRecord; dataPlane: DataPlane },
   ): Promise<void> {
     const { store, log } = this.#deps;
-    // Covered by the process lease from now on; one started here names this process from the next renewal.
+    // Covered by the process lease from now on. One started here that its own write did not name
+    // (a PATCH's, a push's, a create's while the lease had lapsed) names this process from the next renewal.
     this.#running.add(revision.id);
     if (holder === 'started here') this.#unheld.add(revision.id);
     setImmediate(() => {
