@@ -15,6 +15,12 @@ export const HISTORY_TARGETS = { processingRatio: 1.2, drainRatio: 1.2 } as cons
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+/** The mean of the middle 80% (a tenth dropped at each end, so one stray delivery does not decide it). */
+const trimmedMean = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const cut = Math.floor(sorted.length / 10);
+  return mean(sorted.slice(cut, sorted.length - cut));
+};
 
 /** A server with webhooks on, one workspace linked to the installation and one deployment building `main` on push. */
 async function serverWithDeployment(settings: Settings, databasePath: string, processDelayMs = 0): Promise<{ server: Child; api: Api; deploymentId: string }> {
@@ -112,16 +118,21 @@ export async function webhookHistory(settings: Settings, log: (line: string) => 
       await Promise.all(servers.map((server) => server.stop()));
     }
   }
-  const processingRatio = median(aged) / Math.max(1, median(fresh));
+  // The delivery log's times are whole milliseconds, and processing now takes 3–4 ms: a median of
+  // whole milliseconds moves from 3 to 4 on a couple of deliveries, a 1.33× that no server change
+  // made (the run of 2026-11-25 15:15: means 3.48 and 3.63 ms, medians 3 and 4). Each time's
+  // rounding is as likely up as down, so the mean of 40 resolves a tenth of a millisecond: the
+  // ratio is of trimmed means; the medians stay in the row.
+  const processingRatio = trimmedMean(aged) / trimmedMean(fresh);
   log(`  received → processed: fresh ${fresh.join(', ')} ms; with history ${aged.join(', ')} ms`);
   rows.push({
     scenario: `webhook push processing @ ${history} revisions of history`,
     p50: median(aged),
     max: Math.max(...aged),
-    ratio: `${processingRatio.toFixed(2)}× no history (p50 ${median(fresh)} ms)`,
+    ratio: `${processingRatio.toFixed(2)}× no history (trimmed means ${trimmedMean(aged).toFixed(2)} and ${trimmedMean(fresh).toFixed(2)} ms; p50 ${median(fresh)} ms)`,
     target: `≤ ${HISTORY_TARGETS.processingRatio}×`,
     verdict: verdict(processingRatio <= HISTORY_TARGETS.processingRatio),
-    note: `${singles} deliveries one at a time to each of two servers, alternating; the server's received → processed from the delivery log (ms resolution); means ${mean(fresh).toFixed(2)} ms and ${mean(aged).toFixed(2)} ms`,
+    note: `${singles} deliveries one at a time to each of two servers, alternating; the server's received → processed from the delivery log (ms resolution: the ratio is of the means of the middle 80%); means ${mean(fresh).toFixed(2)} ms and ${mean(aged).toFixed(2)} ms`,
   });
 
   // (b) Drain rate after a burst.
