@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
-import { revisionConfig, type Deployment, type DeploymentListQuery, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import { revisionConfig, type DeploymentListQuery, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ComputeConfig, ComputeType, Listener } from '../../shared/schemas/listener.ts';
 import {
   type LogEntry,

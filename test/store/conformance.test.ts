@@ -4,6 +4,7 @@ import type { StoreBackend } from '../../server/store/backend.ts';
 import { createdRevisionWork } from '../../server/store/rows.ts';
 import type { DeploymentRecord, NewRevision } from '../../server/store/types.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
+import { rawSql } from '../helpers/raw-sql.ts';
 
 /**
  * Every store-level behaviour, run against both backends on real databases (an SQLite file in
@@ -316,6 +317,30 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
 
     expect((await backend.agents.heard({ listenerId: silent, now: at(103) })).sort()).toEqual([own.id, byDefault.id].sort());
     expect([await status(own.id), await status(byDefault.id)]).toEqual(['READY', 'READY']);
+  });
+
+  it("servingComputeType: the named listener of the workspace, else the workspace's default; never another workspace's", async () => {
+    const other = crypto.randomUUID();
+    await backend.core.createWorkspace({ id: other, organization_id: org, name: `serving-${other.slice(0, 8)}`, created_at: NOW, default_listener_id: null });
+    const k8s = crypto.randomUUID();
+    await backend.core.createListener({ id: k8s, tenant_id: other, version: null, compute_type: 'k8s', compute_id: `k8s-${k8s}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+    // A new workspace's default is its sandbox listener.
+    expect(await backend.core.servingComputeType(other, null)).toBe('sandbox');
+    expect(await backend.core.servingComputeType(other, k8s)).toBe('k8s');
+    const sql = rawSql(backend.url, backend.core);
+    try {
+      await sql.run('UPDATE workspaces SET default_listener_id = ? WHERE id = ?', k8s, other);
+      expect(await backend.core.servingComputeType(other, null)).toBe('k8s');
+      // No default at all: nothing serves but the built-in sandbox (null).
+      await sql.run('UPDATE workspaces SET default_listener_id = NULL WHERE id = ?', other);
+      expect(await backend.core.servingComputeType(other, null)).toBeNull();
+    } finally {
+      await sql.close();
+    }
+    // Another workspace's listener, or one that does not exist, is none of this workspace's.
+    expect(await backend.core.servingComputeType(ws, k8s)).toBeNull();
+    expect(await backend.core.servingComputeType(ws, crypto.randomUUID())).toBeNull();
+    expect(await backend.core.servingComputeType(ws, null)).toBe('sandbox');
   });
 
   it('agent claims: one agent holds a piece of work until its lease lapses, then another may take it', async () => {

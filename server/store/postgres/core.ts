@@ -1,6 +1,6 @@
 
 import type { ApiKey } from '../../../shared/schemas/api-key.ts';
-import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
+import type { DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
 import type { ComputeConfig, ComputeType, Listener } from '../../../shared/schemas/listener.ts';
 import type { LogEntry, LogFilter, LogLevel, LogType, RevisionListQuery, RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { Secret } from '../../../shared/schemas/secret.ts';
