@@ -12,13 +12,20 @@ export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
  * What a revision's remaining stages need, decided when the sandbox takes it: its id and status,
  * the stage it was asked to fail, the tarball a simulated build reads, and its two first steps'
  * log lines. A revision waits a whole stage (`SANDBOX_STAGE_MS`) in memory, every one in progress
- * at once; holding its records across the waits kept its secrets decrypted for as long, and ~740
- * bytes more a revision alive (2,469 against 1,728 bytes of live heap per revision held; issue 13's
- * benchmark holds 60,000 creates at BUILDING, whose full collections paused the server 12–16 ms).
+ * at once, so a waiting revision is this plan in the stage queue and nothing else: an async
+ * function suspended across the wait held the revision (its secrets decrypted) and the deployment
+ * records, its promises, closures and a timer of its own: 2,505 bytes of live heap per revision
+ * held, against 589 now (`node bench/held-revision-memory.ts`; issue 13's benchmark holds some
+ * 60,000 creates at BUILDING, whose full collections then paused the server 12–16 ms).
  */
 type StagePlan = {
   id: string;
+  /** Where the revision is: moved on by each step the sandbox takes. */
   status: RevisionStatus;
+  /** The stage it is in has lasted `stageMs`: its waiting is done. */
+  stageOver: boolean;
+  /** What an unexpected failure ends it as (by the stage it was handed over in). */
+  failedAs: 'BUILD_FAILED' | 'DEPLOY_FAILED';
   failStage: string | null;
   upload: { deploymentId: string; objectPath: string | null; graphConfigPath: string | null } | null;
   buildStep: FirstStep | null;
@@ -35,7 +42,12 @@ export class SandboxDataPlane implements DataPlane {
   readonly name = 'sandbox';
   readonly #stageMs: number;
   readonly #log: Logger;
+  /** Teardowns' waits (a deployment's stages wait in `#queue`). */
   readonly #timers = new Set<NodeJS.Timeout>();
+  /** Revisions waiting out a stage, in the order their stages end; entries before `#queueHead` are sent. */
+  #queue: Array<{ until: number; plan: StagePlan; control: StageControl } | undefined> = [];
+  #queueHead = 0;
+  #queueTimer: NodeJS.Timeout | undefined;
   readonly #openUpload: (deploymentId: string, objectPath: string) => Promise<Readable | null>;
   #stopped = false;
 
@@ -46,22 +58,7 @@ export class SandboxDataPlane implements DataPlane {
   }
 
   run(revision: RevisionWork, deployment: DeploymentRecord, control: StageControl): void {
-    const plan = this.#plan(revision, deployment);
-    const failedAs = ['AWAITING_BUILD', 'BUILDING'].includes(revision.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
-    // Only the plan and these primitives stay referenced while the stages wait (see StagePlan).
-    const { id } = plan;
-    this.#carry(plan, control).catch((error: unknown) => {
-      if (this.#stopped) return;
-      this.#log.error('sandbox: stage failed unexpectedly', { revision_id: id, error: String(error) });
-      void control
-        .transition({
-          revisionId: id,
-          from: ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'],
-          to: failedAs,
-          statusMessage: 'The sandbox data plane failed unexpectedly; see the server log.',
-        })
-        .catch(() => undefined);
-    });
+    this.#go(this.#plan(revision, deployment), control);
   }
 
   /** Everything the revision's remaining stages need, decided now (see StagePlan). */
@@ -70,6 +67,8 @@ export class SandboxDataPlane implements DataPlane {
     return {
       id: start.id,
       status: start.status,
+      stageOver: false,
+      failedAs: ['AWAITING_BUILD', 'BUILDING'].includes(start.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED',
       failStage: start.secrets.find((secret) => secret.name === FAIL_STAGE_SECRET)?.value ?? null,
       upload: deployment.source === 'internal_source' ? { deploymentId: deployment.id, objectPath: config.source_tarball_path, graphConfigPath: config.graph_config_path } : null,
       buildStep: start.status === 'AWAITING_BUILD' ? this.firstStep(start, deployment) : null,
@@ -77,48 +76,106 @@ export class SandboxDataPlane implements DataPlane {
     };
   }
 
-  async #carry(plan: StagePlan, control: StageControl): Promise<void> {
-    const { id, failStage, upload } = plan;
-    let status = plan.status;
-    // Each step is a compare-and-set: a null answer means the revision moved on (interrupted), so stop.
-    const step = async (from: RevisionStatus, to: RevisionStatus, logs: FirstStep['logs'], statusMessage: string | null = null) => {
-      const moved = await control.transition({ revisionId: id, from: [from], to, statusMessage, logs });
-      if (!moved) return false;
-      status = to;
-      return true;
-    };
+  /** Carries the revision on to its next wait or its end; an unexpected failure ends it failed. */
+  #go(plan: StagePlan, control: StageControl): void {
+    this.#advance(plan, control).catch((error: unknown) => {
+      if (this.#stopped) return;
+      this.#log.error('sandbox: stage failed unexpectedly', { revision_id: plan.id, error: String(error) });
+      void control
+        .transition({
+          revisionId: plan.id,
+          from: ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'],
+          to: plan.failedAs,
+          statusMessage: 'The sandbox data plane failed unexpectedly; see the server log.',
+        })
+        .catch(() => undefined);
+    });
+  }
 
-    if (status === 'AWAITING_BUILD' && plan.buildStep) {
-      if (!(await step('AWAITING_BUILD', plan.buildStep.to, plan.buildStep.logs))) return;
+  /**
+   * Takes the revision's steps from where it is up to the next stage to wait out (then queues it:
+   * `#waitStage`, and comes back here once the stage has lasted) or to its end.
+   */
+  async #advance(plan: StagePlan, control: StageControl): Promise<void> {
+    if (plan.status === 'AWAITING_BUILD' && plan.buildStep) {
+      if (!(await this.#step(plan, control, 'AWAITING_BUILD', plan.buildStep.to, plan.buildStep.logs))) return;
     }
-    if (status === 'BUILDING') {
-      if (!(await this.#wait())) return;
-      if (upload) {
+    if (plan.status === 'BUILDING') {
+      if (!plan.stageOver) return this.#waitStage(plan, control);
+      plan.stageOver = false;
+      if (plan.upload) {
         // The one real step of this simulated build: read the tarball as a builder would, to say what it would build.
-        const found = await this.#describeUpload(upload.deploymentId, upload.objectPath, upload.graphConfigPath);
+        const { deploymentId, objectPath, graphConfigPath } = plan.upload;
+        const found = await this.#describeUpload(deploymentId, objectPath, graphConfigPath);
         if (!found.ok) {
-          await step('BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: `sandbox: ${found.message}` }], `Build failed: ${found.message}`);
+          await this.#step(plan, control, 'BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: `sandbox: ${found.message}` }], `Build failed: ${found.message}`);
           return;
         }
-        await control.log(id, 'build', 'info', `sandbox: ${found.message}`);
+        await control.log(plan.id, 'build', 'info', `sandbox: ${found.message}`);
       }
-      if (failStage === 'build') {
-        await step('BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }], 'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).');
+      if (plan.failStage === 'build') {
+        await this.#step(plan, control, 'BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }], 'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).');
         return;
       }
-      if (!(await step('BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }]))) return;
+      if (!(await this.#step(plan, control, 'BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }]))) return;
     }
-    if (status === 'AWAITING_DEPLOY') {
-      if (!(await step('AWAITING_DEPLOY', plan.deployStep.to, plan.deployStep.logs))) return;
+    if (plan.status === 'AWAITING_DEPLOY') {
+      if (!(await this.#step(plan, control, 'AWAITING_DEPLOY', plan.deployStep.to, plan.deployStep.logs))) return;
     }
-    if (status === 'DEPLOYING') {
-      if (!(await this.#wait())) return;
-      if (failStage === 'deploy') {
-        await step('DEPLOYING', 'DEPLOY_FAILED', [{ type: 'deploy', level: 'error', message: 'sandbox: deploy failed on purpose (secret SANDBOX_FAIL_STAGE=deploy)' }], 'Deploy failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=deploy).');
+    if (plan.status === 'DEPLOYING') {
+      if (!plan.stageOver) return this.#waitStage(plan, control);
+      plan.stageOver = false;
+      if (plan.failStage === 'deploy') {
+        await this.#step(plan, control, 'DEPLOYING', 'DEPLOY_FAILED', [{ type: 'deploy', level: 'error', message: 'sandbox: deploy failed on purpose (secret SANDBOX_FAIL_STAGE=deploy)' }], 'Deploy failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=deploy).');
         return;
       }
-      await step('DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
+      await this.#step(plan, control, 'DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
     }
+  }
+
+  /** One step, a compare-and-set: false when the revision had moved on (interrupted), and then nothing more is done. */
+  async #step(plan: StagePlan, control: StageControl, from: RevisionStatus, to: RevisionStatus, logs: FirstStep['logs'], statusMessage: string | null = null): Promise<boolean> {
+    const moved = await control.transition({ revisionId: plan.id, from: [from], to, statusMessage, logs });
+    if (!moved) return false;
+    plan.status = to;
+    return true;
+  }
+
+  /**
+   * Queues the revision until its stage has lasted `stageMs`. Every stage lasts as long, so the
+   * queue is in the order of its deadlines and one timer, for the first, serves them all: a
+   * revision waiting is its plan and one queue entry, with no promise, timer or suspended function
+   * of its own.
+   */
+  #waitStage(plan: StagePlan, control: StageControl): void {
+    if (this.#stopped) return;
+    this.#queue.push({ until: performance.now() + this.#stageMs, plan, control });
+    this.#arm();
+  }
+
+  #arm(): void {
+    if (this.#queueTimer !== undefined || this.#stopped || this.#queueHead >= this.#queue.length) return;
+    const wait = Math.max(0, Math.ceil(this.#queue[this.#queueHead]!.until - performance.now()));
+    this.#queueTimer = setTimeout(() => this.#stagesOver(), wait);
+  }
+
+  /** Sends on every revision whose stage has lasted, then waits for the next one. */
+  #stagesOver(): void {
+    this.#queueTimer = undefined;
+    const now = performance.now();
+    while (this.#queueHead < this.#queue.length && this.#queue[this.#queueHead]!.until <= now) {
+      const { plan, control } = this.#queue[this.#queueHead]!;
+      this.#queue[this.#queueHead] = undefined;
+      this.#queueHead += 1;
+      plan.stageOver = true;
+      this.#go(plan, control);
+    }
+    // Drop the sent entries' slots once they are most of the array.
+    if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
+      this.#queue = this.#queue.slice(this.#queueHead);
+      this.#queueHead = 0;
+    }
+    this.#arm();
   }
 
   /**
@@ -178,6 +235,10 @@ export class SandboxDataPlane implements DataPlane {
     this.#stopped = true;
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
+    clearTimeout(this.#queueTimer);
+    this.#queueTimer = undefined;
+    this.#queue = [];
+    this.#queueHead = 0;
   }
 }
 
