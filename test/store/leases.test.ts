@@ -246,16 +246,26 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect((await backend.core.takeOverRevisions(lease('process-b', 3), at(-12), 100)).map((r) => r.id)).toEqual([revisionId]);
   });
 
-  it('deployments whose queued revision was never started are found; one with a revision in progress is not', async () => {
-    const stalled = await deploymentWith('QUEUED');
-    const busy = await deploymentWith('DEPLOYING');
-    await backend.core.updateDeployment(ws, busy.deploymentId, (current) => ({
-      source_config: current.source_config,
-      source_revision_config: current.source_revision_config,
-      secrets: [],
-      revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: current.source_revision_config, secrets: [], resource_spec: null },
-    }), at(1));
-    expect(await backend.core.listStalledQueuedDeployments()).toEqual([stalled.deploymentId]);
+  it('deployments whose queued revision was never started are found, each once; those with a revision in progress are not', async () => {
+    const queueOne = (deploymentId: string) =>
+      backend.core.updateDeployment(ws, deploymentId, (current) => ({
+        source_config: current.source_config,
+        source_revision_config: current.source_revision_config,
+        secrets: [],
+        revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: current.source_revision_config, secrets: [], resource_spec: null },
+      }), at(1));
+    // Interleaved, so that the sweep's seek from one deployment with a queued revision to the next
+    // passes over busy ones and over several queued revisions of one deployment.
+    const stalled: string[] = [];
+    for (let i = 0; i < 4; i += 1) {
+      const quiet = await deploymentWith('QUEUED');
+      if (i % 2 === 0) for (let k = 0; k < 3; k += 1) await queueOne(quiet.deploymentId);
+      stalled.push(quiet.deploymentId);
+      const busy = await deploymentWith(i % 2 ? 'DEPLOYING' : 'BUILDING');
+      for (let k = 0; k < 2; k += 1) await queueOne(busy.deploymentId);
+    }
+    await deploymentWith('DEPLOYED');
+    expect((await backend.core.listStalledQueuedDeployments()).sort()).toEqual(stalled.sort());
   });
 
   it('teardowns: of two processes claiming one deletion exactly one runs it; another takes it only after the lease', async () => {

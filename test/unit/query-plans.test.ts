@@ -73,7 +73,8 @@ describe('query plans of the hot statements', () => {
   // that hold the work itself (unfinished revisions, deployments being deleted, uploads being
   // received) and the process leases (a row per process alive or dead for less than a lease),
   // never a whole table that grows with history.
-  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b/;
+  // The stalled-queue sweep's recursive CTE is read too: a row per deployment with a queued revision.
+  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b|^SCAN CONSTANT ROW$|^SCAN (queued|q)$/;
   for (const [name, sql] of Object.entries(LEASE_QUERIES)) {
     it(`lease statement ${name} reads only the work, never a whole table`, () => {
       const steps = plan(sql);
@@ -88,6 +89,11 @@ describe('query plans of the hot statements', () => {
     // (deployment_id=? AND status=?): one seek per in-progress status, never the queued backlog.
     expect(plan(HOT_QUERIES.inProgressCount).join('; ')).toMatch(/USING COVERING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
     expect(plan(HOT_QUERIES.queued).join('; ')).toMatch(/USING INDEX revisions_unfinished \(deployment_id=\? AND status=\?\)/);
+    // The stalled-queue sweep seeks from one deployment with a queued revision to the next, never
+    // walking the queued revisions themselves (a backlog of queued PATCHes).
+    const stalled = plan(LEASE_QUERIES.stalledQueuedDeployments);
+    expect(stalled.join('; ')).toMatch(/SEARCH r USING COVERING INDEX revisions_queued \(deployment_id>\?\)/);
+    expect(stalled.filter((step) => /^SCAN/.test(step) && /revisions/.test(step))).toEqual([]);
     // The silent-listener sweep and a heartbeat: from the listeners and the workspaces they are the
     // default of, never from every deployment naming no listener.
     expect(plan(LEASE_QUERIES.silentAgentListeners).join('; ')).toMatch(/^SEARCH listeners USING INDEX listeners_agents_by_last_seen/);

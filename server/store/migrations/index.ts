@@ -10,6 +10,7 @@ import workLeases from './009_work_leases.ts';
 import processLeases from './010_process_leases.ts';
 import teardownReports from './011_teardown_reports.ts';
 import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
+import queuedRevisionsIndex from './013_queued_revisions_index.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -28,4 +29,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 10, name: 'process_leases', sql: processLeases },
   { version: 11, name: 'teardown_reports', sql: teardownReports },
   { version: 12, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
+  { version: 13, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
 ];

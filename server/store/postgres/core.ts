@@ -9,7 +9,7 @@ import type { Workspace } from '../../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../../domain/errors.ts';
 import { normalizeRepoUrl } from '../../domain/repo-url.ts';
-import { HOT_QUERIES, TERMINAL } from '../hot-queries.ts';
+import { HOT_QUERIES, LEASE_QUERIES, TERMINAL } from '../hot-queries.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
@@ -588,10 +588,7 @@ export class PgCoreStore implements Store {
   }
 
   async listStalledQueuedDeployments(): Promise<string[]> {
-    const rows = await this.#db.rows<{ deployment_id: string }>(
-      `SELECT DISTINCT q.deployment_id FROM revisions q WHERE q.status NOT IN (${TERMINAL}) AND q.status = 'QUEUED'
-         AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = q.deployment_id AND p.status NOT IN (${TERMINAL}) AND p.status <> 'QUEUED')`,
-    );
+    const rows = await this.#db.rows<{ deployment_id: string }>(LEASE_QUERIES.stalledQueuedDeployments);
     return rows.map((row) => row.deployment_id);
   }
 

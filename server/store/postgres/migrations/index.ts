@@ -3,6 +3,7 @@ import workLeases from './002_work_leases.ts';
 import processLeases from './003_process_leases.ts';
 import teardownReports from './004_teardown_reports.ts';
 import listenerSweepIndexes from './005_listener_sweep_indexes.ts';
+import queuedRevisionsIndex from './006_queued_revisions_index.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
@@ -14,4 +15,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 3, name: 'process_leases', sql: processLeases },
   { version: 4, name: 'teardown_reports', sql: teardownReports },
   { version: 5, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
+  { version: 6, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
 ];
