@@ -119,13 +119,13 @@ export const LEASE_QUERIES = {
    * queued PATCHes (37,000 in issue 13's benchmark) made this sweep, every half lease, a ~10 ms
    * pause. The same text on PostgreSQL.
    */
-  stalledQueuedDeployments: `WITH RECURSIVE queued (deployment_id) AS (
+  stalledQueuedDeployments: `WITH RECURSIVE queued_deployments (deployment_id) AS (
       SELECT (SELECT min(deployment_id) FROM revisions WHERE status = 'QUEUED')
       UNION ALL
-      SELECT (SELECT min(r.deployment_id) FROM revisions r WHERE r.status = 'QUEUED' AND r.deployment_id > queued.deployment_id)
-        FROM queued WHERE queued.deployment_id IS NOT NULL)
-    SELECT q.deployment_id FROM queued q WHERE q.deployment_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = q.deployment_id AND p.${UNFINISHED} AND p.status <> 'QUEUED')`,
+      SELECT (SELECT min(r.deployment_id) FROM revisions r WHERE r.status = 'QUEUED' AND r.deployment_id > queued_deployments.deployment_id)
+        FROM queued_deployments WHERE queued_deployments.deployment_id IS NOT NULL)
+    SELECT deployment_id FROM queued_deployments WHERE deployment_id IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM revisions p WHERE p.deployment_id = queued_deployments.deployment_id AND p.${UNFINISHED} AND p.status <> 'QUEUED')`,
   takeOverTeardowns: `UPDATE deployments SET teardown_owner = @owner, teardown_lease_expires_at = @until
     WHERE id IN (SELECT id FROM deployments WHERE status = 'AWAITING_DELETE' AND (teardown_owner IS NULL OR teardown_lease_expires_at < @now) LIMIT @limit)
     RETURNING *`,

@@ -74,7 +74,7 @@ describe('query plans of the hot statements', () => {
   // received) and the process leases (a row per process alive or dead for less than a lease),
   // never a whole table that grows with history.
   // The stalled-queue sweep's recursive CTE is read too: a row per deployment with a queued revision.
-  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b|^SCAN CONSTANT ROW$|^SCAN (queued|q)$/;
+  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b|^SCAN CONSTANT ROW$|^SCAN queued_deployments$/;
   for (const [name, sql] of Object.entries(LEASE_QUERIES)) {
     it(`lease statement ${name} reads only the work, never a whole table`, () => {
       const steps = plan(sql);
