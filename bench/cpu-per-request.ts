@@ -11,20 +11,13 @@ import { join, resolve } from 'node:path';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { runLoad } from './lib/load.ts';
-import { ROOT, startChild, tempDir } from './lib/processes.ts';
+import { cpuMs, ROOT, startChild, tempDir } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const other = resolve(arg('root') ?? '');
 const rounds = Number(arg('rounds') ?? 3);
 const seconds = Number(arg('seconds') ?? 4);
-const ticks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
-
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) / ticks) * 1000;
-}
-
 for (const root of [ROOT, other]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 async function measure(root: string): Promise<{ get: number; post: number; getRps: number; postRps: number }> {

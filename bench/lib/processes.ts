@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,14 @@ export function removeTempDirs(): void {
 
 /** Starts a server script and waits for its "listening" line (shared with the tests). */
 export const startChild = (script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<Child> => startListeningChild(script, env, 60_000, nodeArgs);
+
+const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+
+/** CPU time a process has used so far, user and system (ms), from /proc/<pid>/stat (Linux; clock-tick resolution). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000;
+}
 
 /** Resident memory of a process in bytes, from /proc/<pid>/status (Linux). */
 export function rssBytes(pid: number): number {

@@ -2,10 +2,10 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
-import { runLoad, type LoadRequest, type LoadResult } from '../lib/load.ts';
+import { runLoad, type LoadOptions, type LoadRequest, type LoadResult } from '../lib/load.ts';
 import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPaced } from '../lib/native.ts';
 import { runPacedInChild, type PacedResult } from '../lib/paced.ts';
-import { sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
+import { cpuMs, sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { loadRow, verdict, type Row } from '../lib/table.ts';
@@ -15,7 +15,8 @@ const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uni
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'sqliteCreateGrouped' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
-type Scenario = { key: Key; url: string; requests: LoadRequest[] };
+/** `pid`: the process answering, whose CPU time the paced GET revision rows report. */
+type Scenario = { key: Key; url: string; pid: number; requests: LoadRequest[] };
 
 /** Targets of issue 13, judged on ratios taken in one run (see bench/README.md). */
 export const HOT_TARGETS = { getRevisionRatio: 0.65, getRevisionOpenP99Ms: 2, postRatio: 0.75 } as const;
@@ -86,16 +87,16 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // The same bodies as data, for the paced generator's own process: `{{unique}}` made unique per request.
     const createTemplate = JSON.stringify(githubBody('post-{{unique}}', fx.integrationId));
     const scenarios: Scenario[] = [
-      { key: 'fixed', url: fixed.url, requests: [{ method: 'GET', path: '/' }] },
-      { key: 'sqliteGet', url: sqlite.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d) })) },
-      { key: 'getRevision', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
-      { key: 'getDeployment', url: server.url, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
-      { key: 'sqliteCreate', url: sqlite.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
-      { key: 'sqliteCreateGrouped', url: sqliteGrouped.url, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
-      { key: 'post', url: server.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'fixed', url: fixed.url, pid: fixed.pid, requests: [{ method: 'GET', path: '/' }] },
+      { key: 'sqliteGet', url: sqlite.url, pid: sqlite.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d) })) },
+      { key: 'getRevision', url: server.url, pid: server.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
+      { key: 'getDeployment', url: server.url, pid: server.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
+      { key: 'sqliteCreate', url: sqlite.url, pid: sqlite.pid, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'sqliteCreateGrouped', url: sqliteGrouped.url, pid: sqliteGrouped.pid, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'post', url: server.url, pid: server.pid, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
       {
         key: 'patch',
-        url: server.url,
+        url: server.url, pid: server.pid,
         requests: deployments.map((d) => ({
           method: 'PATCH' as const,
           path: `/v2/deployments/${d.id}`,
@@ -124,12 +125,12 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       const pgCreateBody = () => JSON.stringify(githubBody(unique('post-pg'), pgFx.integrationId));
       const pgCreateTemplate = JSON.stringify(githubBody('post-pg-{{unique}}', pgFx.integrationId));
       scenarios.push(
-        { key: 'pgGetRevision', url: pgServer.url, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
-        { key: 'pgGetDeployment', url: pgServer.url, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
-        { key: 'pgPost', url: pgServer.url, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: pgCreateBody, bodyTemplate: pgCreateTemplate }] },
+        { key: 'pgGetRevision', url: pgServer.url, pid: pgServer.pid, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
+        { key: 'pgGetDeployment', url: pgServer.url, pid: pgServer.pid, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
+        { key: 'pgPost', url: pgServer.url, pid: pgServer.pid, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: pgCreateBody, bodyTemplate: pgCreateTemplate }] },
         {
           key: 'pgPatch',
-          url: pgServer.url,
+          url: pgServer.url, pid: pgServer.pid,
           requests: pgDeployments.map((d) => ({
             method: 'PATCH' as const,
             path: `/v2/deployments/${d.id}`,
@@ -177,20 +178,32 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // load is the bare SQLite server paced at GET revision's own rate, measured in every round too.
     const sqliteGet = scenarios.find((s) => s.key === 'sqliteGet')!;
     const sameRateFloor: PacedResult[] = [];
+    // How busy a server is while paced (its CPU time over the run's wall time): at half of the
+    // closed-loop maximum it is not half busy, because each request then wakes it on its own where
+    // under saturation one wake-up reads many. Reported for GET revision and its same-rate floor.
+    const busyShare = new Map<'getRevision' | 'floor', number[]>([['getRevision', []], ['floor', []]]);
+    const pacedBusy = async (s: Scenario, options: LoadOptions & { rate: number }, into: 'getRevision' | 'floor') => {
+      const [cpuBefore, wallBefore] = [cpuMs(s.pid), performance.now()];
+      const result = await runPaced(s.url, options);
+      busyShare.get(into)!.push((cpuMs(s.pid) - cpuBefore) / (performance.now() - wallBefore));
+      return result;
+    };
+    const pctOfCore = (share: number) => `${Math.round(share * 100)}%`;
+    const busy = (into: 'getRevision' | 'floor') => `${pctOfCore(busyShare.get(into)!.at(-1)!)} of a core busy`;
     const describe = (r: PacedResult) =>
       `p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms, from send ${r.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${r.lateP99Ms.toFixed(2)} ms, at most ${r.lateMs.toFixed(1)} ms; ` +
       `longest silence ${r.longestSilenceMs.toFixed(1)} ms at ${(r.longestSilenceAtMs / 1000).toFixed(2)} s${r.reconnects ? `; ${r.reconnects} connections reopened` : ''})`;
     for (let round = 0; round < settings.pacedRounds; round += 1) {
       for (const s of scenarios) {
         const options = { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) };
-        const result = await runPaced(s.url, options);
+        const result = s.key === 'getRevision' ? await pacedBusy(s, options, 'getRevision') : await runPaced(s.url, options);
         pacedRuns.get(s.key)!.push(result);
-        log(`  round ${round + 1}: ${s.key} at ${Math.round(result.rps)}/s: ${describe(result)}`);
+        log(`  round ${round + 1}: ${s.key} at ${Math.round(result.rps)}/s: ${describe(result)}${s.key === 'getRevision' ? `; ${busy('getRevision')}` : ''}`);
         if (native && round === 0) log(`    the Node generator, same pace: ${describe(await runPacedInChild(s.url, options))}`);
         if (s.key === 'getRevision') {
-          const floor = await runPaced(sqliteGet.url, { ...options, requests: sqliteGet.requests });
+          const floor = await pacedBusy(sqliteGet, { ...options, requests: sqliteGet.requests }, 'floor');
           sameRateFloor.push(floor);
-          log(`  round ${round + 1}: sqliteGet at getRevision's ${Math.round(floor.rps)}/s: ${describe(floor)}`);
+          log(`  round ${round + 1}: sqliteGet at getRevision's ${Math.round(floor.rps)}/s: ${describe(floor)}; ${busy('floor')}`);
         }
       }
     }
@@ -246,6 +259,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
         'getRevision',
         { target: `p99 < ${HOT_TARGETS.getRevisionOpenP99Ms} ms`, verdict: verdict(openP99 < HOT_TARGETS.getRevisionOpenP99Ms) },
         `; the bare SQLite server at this rate: p99 ${sameRateFloor.map((r) => r.p99.toFixed(2)).join(', ')} ms` +
+          `; busy while paced (CPU time / wall time, per round): the server ${busyShare.get('getRevision')!.map(pctOfCore).join(', ')}, the bare SQLite server at this rate ${busyShare.get('floor')!.map(pctOfCore).join(', ')} of a core` +
           (jitter ? `; the machine (servers idle, 5 s): ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late, worst ${jitter.maxMs.toFixed(1)} ms` : ''),
       ),
       loadRow('GET deployment', closed('getDeployment'), { ratio: `${pct(ratio('getDeployment', 'sqliteGet'))} of SQLite GET; ${pct(ratio('getDeployment', 'fixed'))} of fixed` }),
