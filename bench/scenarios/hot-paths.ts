@@ -15,8 +15,8 @@ const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uni
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'sqliteCreateGrouped' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
-/** `pid`: the process answering, whose CPU time the paced GET revision rows report. */
-type Scenario = { key: Key; url: string; pid: number; requests: LoadRequest[] };
+/** `on`: the process answering (its URL; its CPU time, which the paced GET revision rows report). */
+type Scenario = { key: Key; on: Child; requests: LoadRequest[] };
 
 /** Targets of issue 13, judged on ratios taken in one run (see bench/README.md). */
 export const HOT_TARGETS = { getRevisionRatio: 0.65, getRevisionOpenP99Ms: 2, postRatio: 0.75 } as const;
@@ -87,16 +87,16 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // The same bodies as data, for the paced generator's own process: `{{unique}}` made unique per request.
     const createTemplate = JSON.stringify(githubBody('post-{{unique}}', fx.integrationId));
     const scenarios: Scenario[] = [
-      { key: 'fixed', url: fixed.url, pid: fixed.pid, requests: [{ method: 'GET', path: '/' }] },
-      { key: 'sqliteGet', url: sqlite.url, pid: sqlite.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d) })) },
-      { key: 'getRevision', url: server.url, pid: server.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
-      { key: 'getDeployment', url: server.url, pid: server.pid, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
-      { key: 'sqliteCreate', url: sqlite.url, pid: sqlite.pid, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
-      { key: 'sqliteCreateGrouped', url: sqliteGrouped.url, pid: sqliteGrouped.pid, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
-      { key: 'post', url: server.url, pid: server.pid, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'fixed', on: fixed, requests: [{ method: 'GET', path: '/' }] },
+      { key: 'sqliteGet', on: sqlite, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d) })) },
+      { key: 'getRevision', on: server, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
+      { key: 'getDeployment', on: server, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
+      { key: 'sqliteCreate', on: sqlite, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'sqliteCreateGrouped', on: sqliteGrouped, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      { key: 'post', on: server, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
       {
         key: 'patch',
-        url: server.url, pid: server.pid,
+        on: server,
         requests: deployments.map((d) => ({
           method: 'PATCH' as const,
           path: `/v2/deployments/${d.id}`,
@@ -125,12 +125,12 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       const pgCreateBody = () => JSON.stringify(githubBody(unique('post-pg'), pgFx.integrationId));
       const pgCreateTemplate = JSON.stringify(githubBody('post-pg-{{unique}}', pgFx.integrationId));
       scenarios.push(
-        { key: 'pgGetRevision', url: pgServer.url, pid: pgServer.pid, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
-        { key: 'pgGetDeployment', url: pgServer.url, pid: pgServer.pid, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
-        { key: 'pgPost', url: pgServer.url, pid: pgServer.pid, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: pgCreateBody, bodyTemplate: pgCreateTemplate }] },
+        { key: 'pgGetRevision', on: pgServer, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
+        { key: 'pgGetDeployment', on: pgServer, requests: pgDeployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
+        { key: 'pgPost', on: pgServer, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: pgCreateBody, bodyTemplate: pgCreateTemplate }] },
         {
           key: 'pgPatch',
-          url: pgServer.url, pid: pgServer.pid,
+          on: pgServer,
           requests: pgDeployments.map((d) => ({
             method: 'PATCH' as const,
             path: `/v2/deployments/${d.id}`,
@@ -142,7 +142,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       );
     }
 
-    const load = (s: Scenario, seconds: number) => runLoad(s.url, { connections: settings.connections, seconds, requests: s.requests });
+    const load = (s: Scenario, seconds: number) => runLoad(s.on.url, { connections: settings.connections, seconds, requests: s.requests });
     log(`hot paths: warm-up ${settings.warmupSeconds} s each`);
     for (const s of scenarios) await load(s, settings.warmupSeconds);
     const rounds = new Map<Key, LoadResult[]>(scenarios.map((s) => [s.key, []]));
@@ -183,9 +183,9 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // under saturation one wake-up reads many. Reported for GET revision and its same-rate floor.
     const busyShare = new Map<'getRevision' | 'floor', number[]>([['getRevision', []], ['floor', []]]);
     const pacedBusy = async (s: Scenario, options: LoadOptions & { rate: number }, into: 'getRevision' | 'floor') => {
-      const [cpuBefore, wallBefore] = [cpuMs(s.pid), performance.now()];
-      const result = await runPaced(s.url, options);
-      busyShare.get(into)!.push((cpuMs(s.pid) - cpuBefore) / (performance.now() - wallBefore));
+      const [cpuBefore, wallBefore] = [cpuMs(s.on.pid), performance.now()];
+      const result = await runPaced(s.on.url, options);
+      busyShare.get(into)!.push((cpuMs(s.on.pid) - cpuBefore) / (performance.now() - wallBefore));
       return result;
     };
     const pctOfCore = (share: number) => `${Math.round(share * 100)}%`;
@@ -196,10 +196,10 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     for (let round = 0; round < settings.pacedRounds; round += 1) {
       for (const s of scenarios) {
         const options = { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) };
-        const result = s.key === 'getRevision' ? await pacedBusy(s, options, 'getRevision') : await runPaced(s.url, options);
+        const result = s.key === 'getRevision' ? await pacedBusy(s, options, 'getRevision') : await runPaced(s.on.url, options);
         pacedRuns.get(s.key)!.push(result);
         log(`  round ${round + 1}: ${s.key} at ${Math.round(result.rps)}/s: ${describe(result)}${s.key === 'getRevision' ? `; ${busy('getRevision')}` : ''}`);
-        if (native && round === 0) log(`    the Node generator, same pace: ${describe(await runPacedInChild(s.url, options))}`);
+        if (native && round === 0) log(`    the Node generator, same pace: ${describe(await runPacedInChild(s.on.url, options))}`);
         if (s.key === 'getRevision') {
           const floor = await pacedBusy(sqliteGet, { ...options, requests: sqliteGet.requests }, 'floor');
           sameRateFloor.push(floor);

@@ -100,7 +100,7 @@ describe('the throttle table stays bounded whatever the number of addresses', ()
     gc();
     const before = oldSpaceUsed();
     // 100,000 authenticated requests over 10 s from one address (re-inserting the address into the
-    // table on every request wrote ~100 bytes of old-generation garbage each).
+    // table on every request wrote ~150 bytes of old-generation garbage each).
     for (let i = 0; i < 100_000; i += 1) {
       now += 0.1;
       throttle.admit('127.0.0.1', 'key');
