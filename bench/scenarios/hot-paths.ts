@@ -181,15 +181,15 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     // How busy a server is while paced (its CPU time over the run's wall time): at half of the
     // closed-loop maximum it is not half busy, because each request then wakes it on its own where
     // under saturation one wake-up reads many. Reported for GET revision and its same-rate floor.
-    const busyShare = new Map<'getRevision' | 'floor', number[]>([['getRevision', []], ['floor', []]]);
-    const pacedBusy = async (s: Scenario, options: LoadOptions & { rate: number }, into: 'getRevision' | 'floor') => {
+    const busyShare = { getRevision: [] as number[], floor: [] as number[] };
+    const pacedBusy = async (s: Scenario, options: LoadOptions & { rate: number }, into: keyof typeof busyShare) => {
       const [cpuBefore, wallBefore] = [cpuMs(s.on.pid), performance.now()];
       const result = await runPaced(s.on.url, options);
-      busyShare.get(into)!.push((cpuMs(s.on.pid) - cpuBefore) / (performance.now() - wallBefore));
+      busyShare[into].push((cpuMs(s.on.pid) - cpuBefore) / (performance.now() - wallBefore));
       return result;
     };
     const pctOfCore = (share: number) => `${Math.round(share * 100)}%`;
-    const busy = (into: 'getRevision' | 'floor') => `${pctOfCore(busyShare.get(into)!.at(-1)!)} of a core busy`;
+    const busy = (into: keyof typeof busyShare) => `${pctOfCore(busyShare[into].at(-1)!)} of a core busy`;
     const describe = (r: PacedResult) =>
       `p50 ${r.p50.toFixed(2)} p99 ${r.p99.toFixed(2)} ms, from send ${r.p99FromSendMs.toFixed(2)} ms (generator behind schedule: p99 ${r.lateP99Ms.toFixed(2)} ms, at most ${r.lateMs.toFixed(1)} ms; ` +
       `longest silence ${r.longestSilenceMs.toFixed(1)} ms at ${(r.longestSilenceAtMs / 1000).toFixed(2)} s${r.reconnects ? `; ${r.reconnects} connections reopened` : ''})`;
@@ -259,7 +259,7 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
         'getRevision',
         { target: `p99 < ${HOT_TARGETS.getRevisionOpenP99Ms} ms`, verdict: verdict(openP99 < HOT_TARGETS.getRevisionOpenP99Ms) },
         `; the bare SQLite server at this rate: p99 ${sameRateFloor.map((r) => r.p99.toFixed(2)).join(', ')} ms` +
-          `; busy while paced (CPU time / wall time, per round): the server ${busyShare.get('getRevision')!.map(pctOfCore).join(', ')}, the bare SQLite server at this rate ${busyShare.get('floor')!.map(pctOfCore).join(', ')} of a core` +
+          `; busy while paced (CPU time / wall time, per round): the server ${busyShare.getRevision.map(pctOfCore).join(', ')}, the bare SQLite server at this rate ${busyShare.floor.map(pctOfCore).join(', ')} of a core` +
           (jitter ? `; the machine (servers idle, 5 s): ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late, worst ${jitter.maxMs.toFixed(1)} ms` : ''),
       ),
       loadRow('GET deployment', closed('getDeployment'), { ratio: `${pct(ratio('getDeployment', 'sqliteGet'))} of SQLite GET; ${pct(ratio('getDeployment', 'fixed'))} of fixed` }),
