@@ -83,6 +83,14 @@ export const HOT_QUERIES = {
 } as const;
 
 /**
+ * The branch head a push (or the reconciler) showed for a deployment: (deployment_id, repo_ref, sha,
+ * seen_at). An upsert by primary key, so there is no plan to assert; shared by the webhook stores and
+ * the push-revision transactions that record it with the revision.
+ */
+export const SET_RECONCILE_HEAD = `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
+  ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`;
+
+/**
  * The lease sweeps and renewals every process runs every few seconds (SQLite's form; PostgreSQL's
  * locks the rows it takes, `server/store/postgres/core.ts`). They may walk the partial indexes of
  * the work itself (revisions in progress, deployments being deleted) and the process leases (a row

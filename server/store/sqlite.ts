@@ -17,7 +17,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../domain/errors.ts';
 import { normalizeRepoUrl } from '../domain/repo-url.ts';
 import { GroupCommit } from './group-commit.ts';
-import { HOT_QUERIES, LEASE_QUERIES, TERMINAL } from './hot-queries.ts';
+import { HOT_QUERIES, LEASE_QUERIES, SET_RECONCILE_HEAD, TERMINAL } from './hot-queries.ts';
 import { sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
 import { MIGRATIONS } from './migrations/index.ts';
 import { sqliteWriteProbe } from './write-probe.ts';
@@ -32,6 +32,7 @@ import type {
   NewDeployment,
   NewRevision,
   Page,
+  PushRevisionInput,
   PushRevisionResult,
   RevisionRecord,
   RevisionRunner,
@@ -516,11 +517,12 @@ export class SqliteStore implements Store {
     return rows.map((row) => toDeployment(row, this.#box));
   }
 
-  async createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult> {
+  async createPushRevision(input: PushRevisionInput): Promise<PushRevisionResult> {
     const { db } = this;
     const outcome = db.transaction((): PushRevisionResult | { outcome: 'created' } => {
       const row = this.#stmt.deploymentById.get(input.deploymentId) as Row | undefined;
       if (!row) return { outcome: 'not_buildable', reason: 'the deployment no longer exists' };
+      if (input.headSeen) this.sql(SET_RECONCILE_HEAD).run(input.deploymentId, input.headSeen.repoRef, input.commitSha, input.now);
       if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
       const existing = this.#stmt.revisionOfCommit.get(input.deploymentId, input.commitSha) as { id: string; status: RevisionStatus } | undefined;
       if (existing) return { outcome: 'exists', revisionId: existing.id, status: existing.status };

@@ -78,6 +78,9 @@ export type RevisionTransition = {
   logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
 };
 
+/** What `createPushRevision` is asked: `headSeen.repoRef` is the branch whose head `commitSha` is. */
+export type PushRevisionInput = { deploymentId: string; revisionId: string; commitSha: string; now: string; headSeen?: { repoRef: string } };
+
 /**
  * What `createPushRevision` did: created the revision, found a revision of that commit that has
  * not failed (so created none), or found no deployment that can take a push build.
@@ -178,8 +181,11 @@ export interface Store {
    * In one transaction: unless a revision of this deployment for `commitSha` exists that has not
    * failed, adds a `push` revision (the deployment's latest config with that commit) as the latest
    * revision. Two deliveries of one push racing each other therefore create one revision.
+   * With `headSeen`, the same transaction records the commit as the head of that branch for the
+   * reconciler (`WebhookStore.setReconcileHead`) whatever the outcome, while the deployment exists:
+   * one commit, not two, per deployment a push builds.
    */
-  createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult>;
+  createPushRevision(input: PushRevisionInput): Promise<PushRevisionResult>;
 
   // revisions and the pipeline
   getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null>;

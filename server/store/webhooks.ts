@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
-import { HOT_QUERIES } from './hot-queries.ts';
+import { HOT_QUERIES, SET_RECONCILE_HEAD } from './hot-queries.ts';
 import { toStoredDelivery } from './rows.ts';
 import type { WorkLease } from './types.ts';
 
@@ -132,10 +132,7 @@ function prepareStatements(db: Database.Database) {
     ),
     resultsOf: db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq'),
     reconcileHead: db.prepare(HOT_QUERIES.reconcileHead),
-    setReconcileHead: db.prepare(
-      `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`,
-    ),
+    setReconcileHead: db.prepare(SET_RECONCILE_HEAD),
   };
 }
 

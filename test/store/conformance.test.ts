@@ -213,6 +213,29 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect(await backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: 'b'.repeat(40), now: at(5) })).toEqual({ outcome: 'not_buildable', reason: 'the deployment is being deleted' });
   });
 
+  it('createPushRevision records the branch head it is given in the same transaction, whatever it builds, and not when that transaction fails', async () => {
+    const d = await newDeployment(backend, ws);
+    const head = (sha: string, second: number) => ({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(second), headSeen: { repoRef: 'main' } });
+    const built = await backend.core.createPushRevision(head('1'.repeat(40), 1));
+    expect(built.outcome).toBe('created');
+    expect(await backend.webhooks.getReconcileHead(d.id)).toEqual({ repo_ref: 'main', sha: '1'.repeat(40), seen_at: at(1) });
+    // A commit built already: no revision, the head still recorded.
+    await backend.webhooks.setReconcileHead(d.id, 'main', '0'.repeat(40), at(2));
+    expect((await backend.core.createPushRevision(head('1'.repeat(40), 3))).outcome).toBe('exists');
+    expect(await backend.webhooks.getReconcileHead(d.id)).toEqual({ repo_ref: 'main', sha: '1'.repeat(40), seen_at: at(3) });
+    // The revision's insert fails (its id is taken): the head rolls back with it.
+    const taken = (built as { revision: { id: string } }).revision.id;
+    await expect(backend.core.createPushRevision({ ...head('2'.repeat(40), 4), revisionId: taken })).rejects.toThrow();
+    expect((await backend.webhooks.getReconcileHead(d.id))!.sha).toBe('1'.repeat(40));
+    // Being deleted: nothing built, the head recorded; a deployment that is gone: nothing at all.
+    await backend.core.markDeploymentDeleting(ws, d.id, false, at(5));
+    expect((await backend.core.createPushRevision(head('3'.repeat(40), 6))).outcome).toBe('not_buildable');
+    expect((await backend.webhooks.getReconcileHead(d.id))!.sha).toBe('3'.repeat(40));
+    const gone = crypto.randomUUID();
+    expect(await backend.core.createPushRevision({ ...head('4'.repeat(40), 7), deploymentId: gone })).toEqual({ outcome: 'not_buildable', reason: 'the deployment no longer exists' });
+    expect(await backend.webhooks.getReconcileHead(gone)).toBeNull();
+  });
+
   it('webhook intake is idempotent: one delivery id stored once however often it arrives at once, seen only by its workspace', async () => {
     const deliveryId = `delivery-${crypto.randomUUID()}`;
     const delivery = { delivery_id: deliveryId, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'c'.repeat(40), workspace_id: ws, payload: '{"ref":"refs/heads/main"}', received_at: at(1) };

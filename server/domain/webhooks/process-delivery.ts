@@ -86,16 +86,16 @@ export class DeliveryProcessor {
       const own = deploymentSkip(deployment, integration, facts);
       const skip = wide ?? own;
       // A push of this deployment's branch that it would build, built here or skipped on purpose (a
-      // skip marker): the reconciler must not build that head later.
+      // skip marker): the reconciler must not build that head later. A build records it in the
+      // transaction that makes the revision.
       const branchPush = !facts.deleted && facts.ref.startsWith('refs/heads/');
-      if (own === null && branchPush) {
-        await this.#deps.heads.setReconcileHead(deployment.id, deployment.source_revision_config.repo_ref!, facts.after, this.#deps.clock.now());
-      }
+      const headSeen = own === null && branchPush ? { repoRef: deployment.source_revision_config.repo_ref! } : undefined;
       if (skip) {
+        if (headSeen) await this.#deps.heads.setReconcileHead(deployment.id, headSeen.repoRef, facts.after, this.#deps.clock.now());
         results.push({ ...line, result: 'skipped', revision_id: null, reason: skip });
         continue;
       }
-      const built = await builds.build(deployment.id, facts.after, 'webhook');
+      const built = await builds.build(deployment.id, facts.after, 'webhook', headSeen);
       if (built.outcome === 'created') {
         results.push({ ...line, result: 'revision_created', revision_id: built.revision.id, reason: null });
       } else if (built.outcome === 'exists') {

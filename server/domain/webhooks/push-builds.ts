@@ -15,9 +15,10 @@ export class PushBuilds {
     this.#deps = deps;
   }
 
-  async build(deploymentId: string, commitSha: string, via: 'webhook' | 'reconciler'): Promise<PushRevisionResult> {
+  /** `headSeen`: `commitSha` is that branch's head, recorded for the reconciler with the revision (`Store.createPushRevision`). */
+  async build(deploymentId: string, commitSha: string, via: 'webhook' | 'reconciler', headSeen?: { repoRef: string }): Promise<PushRevisionResult> {
     const { store, pipeline, clock, log } = this.#deps;
-    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now() });
+    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now(), headSeen });
     if (result.outcome === 'created') {
       log.info('push: revision created', { deployment_id: deploymentId, revision_id: result.revision.id, commit: commitSha, via });
       await pipeline.advance(deploymentId);

@@ -258,8 +258,7 @@ export class Reconciler {
       return false;
     }
     this.#unreported.delete(deployment.id);
-    const result = await builds.build(deployment.id, head, 'reconciler');
-    await webhookStore.setReconcileHead(deployment.id, ref, head, clock.now());
+    const result = await builds.build(deployment.id, head, 'reconciler', { repoRef: ref });
     if (result.outcome !== 'created') return false;
     log.info('reconciler: built a push that no webhook reported', { deployment_id: deployment.id, branch, commit: head, revision_id: result.revision.id });
     return true;

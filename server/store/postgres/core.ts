@@ -9,7 +9,7 @@ import type { Workspace } from '../../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../../crypto/secret-box.ts';
 import { Conflict, NotFound } from '../../domain/errors.ts';
 import { normalizeRepoUrl } from '../../domain/repo-url.ts';
-import { HOT_QUERIES, LEASE_QUERIES, TERMINAL } from '../hot-queries.ts';
+import { HOT_QUERIES, LEASE_QUERIES, SET_RECONCILE_HEAD, TERMINAL } from '../hot-queries.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
@@ -21,6 +21,7 @@ import type {
   NewDeployment,
   NewRevision,
   Page,
+  PushRevisionInput,
   PushRevisionResult,
   RevisionRecord,
   RevisionRunner,
@@ -393,13 +394,14 @@ export class PgCoreStore implements Store {
     return rows.map((row) => toDeployment(row, this.#box));
   }
 
-  async createPushRevision(input: { deploymentId: string; revisionId: string; commitSha: string; now: string }): Promise<PushRevisionResult> {
+  async createPushRevision(input: PushRevisionInput): Promise<PushRevisionResult> {
     const db = this.#db;
     const attempt = () =>
       db.tx(async (c): Promise<PushRevisionResult | { outcome: 'created' }> => {
         // Locking the deployment serializes pushes of it; the unique index is the backstop.
         const row = await db.row(`${HOT_QUERIES.deploymentById} FOR UPDATE`, [input.deploymentId], c);
         if (!row) return { outcome: 'not_buildable', reason: 'the deployment no longer exists' };
+        if (input.headSeen) await db.run(SET_RECONCILE_HEAD, [input.deploymentId, input.headSeen.repoRef, input.commitSha, input.now], c);
         if (row.status === 'AWAITING_DELETE') return { outcome: 'not_buildable', reason: 'the deployment is being deleted' };
         const existing = await db.row<{ id: string; status: RevisionStatus }>(HOT_QUERIES.revisionOfCommit, [input.deploymentId, input.commitSha], c);
         if (existing) return { outcome: 'exists', revisionId: existing.id, status: existing.status };

@@ -2,6 +2,7 @@ import type { WebhookDeliveryListQuery } from '../../../shared/schemas/webhook-d
 import { inOrder, type DeliveryResultLine, type NewDelivery, type PendingDelivery, type StoredDelivery, type StoredOutcome, type WebhookStore } from '../webhooks.ts';
 import type { WorkLease } from '../types.ts';
 import { toStoredDelivery } from '../rows.ts';
+import { SET_RECONCILE_HEAD } from '../hot-queries.ts';
 import type { PgDb } from './db.ts';
 
 /** GitHub webhook deliveries and the reconciler's branch heads on PostgreSQL (mirrors `../webhooks.ts`). */
@@ -148,11 +149,7 @@ export class PgWebhookStore implements WebhookStore {
   }
 
   async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
-    await this.#db.run(
-      `INSERT INTO reconcile_heads (deployment_id, repo_ref, sha, seen_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (deployment_id) DO UPDATE SET repo_ref = excluded.repo_ref, sha = excluded.sha, seen_at = excluded.seen_at`,
-      [deploymentId, repoRef, sha, now],
-    );
+    await this.#db.run(SET_RECONCILE_HEAD, [deploymentId, repoRef, sha, now]);
   }
 }
 
