@@ -29,7 +29,7 @@ export function settingsFrom(argv: string[]): Settings {
   const synchronous = argv.includes('--sqlite-synchronous=NORMAL') ? 'NORMAL' : 'FULL';
   const base = quick
     ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, pacedRounds: 1, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
-    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, pacedRounds: 3, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, pacedRounds: 5, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
   return { ...base, synchronous, postgres: argv.includes('--backend=postgres') };
 }
 
