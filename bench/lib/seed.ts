@@ -91,9 +91,10 @@ export function seedDatabase(
 /**
  * The seeds write with synchronous=OFF, so their pages are still the kernel's to write when they
  * return. Flushed here, before the server starts: otherwise the server's first checkpoint (its
- * first fsync of the database file, some 1,000 WAL pages after it starts) waits for all of them,
- * 24–40 ms in the middle of whatever request the benchmark is timing then (the webhook scenario's
- * third delivery in every run until 2026-11-26; later checkpoints' fsyncs take 1–2 ms).
+ * first fsync of the database file, some 1,000 WAL pages after it starts) waits for all of them:
+ * 24 ms under strace, in the middle of whatever request the benchmark is timing then (nearly always
+ * the webhook scenario's third measured delivery, 40–60 ms, until 2026-11-26; later checkpoints'
+ * fsyncs take 1–2 ms).
  */
 function flushToDisk(path: string): void {
   const fd = openSync(path, 'r');
