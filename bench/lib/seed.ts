@@ -82,22 +82,23 @@ export function seedDatabase(
   });
   const chunk = 5000;
   for (let from = 0; from < options.deployments; from += chunk) batch(from, Math.min(options.deployments, from + chunk));
-  db.pragma('wal_checkpoint(TRUNCATE)');
-  db.close();
-  flushToDisk(path);
+  closeSeed(db);
   return { deploymentIds, revisions };
 }
 
 /**
- * The seeds write with synchronous=OFF, so their pages are still the kernel's to write when they
- * return. Flushed here, before the server starts: otherwise the server's first checkpoint (its
- * first fsync of the database file, some 1,000 WAL pages after it starts) waits for all of them:
- * 24 ms under strace, in the middle of whatever request the benchmark is timing then (nearly always
- * the webhook scenario's third measured delivery, 40–60 ms, until 2026-11-26; later checkpoints'
- * fsyncs take 1–2 ms).
+ * Ends a seed: its WAL checkpointed into the file, the connection closed, the file flushed. The
+ * seeds write with synchronous=OFF, so their pages are still the kernel's to write when they
+ * close; flushed here, before the server starts, because otherwise the server's first checkpoint
+ * (its first fsync of the database file, some 1,000 WAL pages after it starts) waits for all of
+ * them: 24 ms under strace, in the middle of whatever request the benchmark is timing then (nearly
+ * always the webhook scenario's third measured delivery, 40–60 ms, until 2026-11-26; later
+ * checkpoints' fsyncs take 1–2 ms).
  */
-function flushToDisk(path: string): void {
-  const fd = openSync(path, 'r');
+function closeSeed(db: Database.Database): void {
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  const fd = openSync(db.name, 'r');
   try {
     fsyncSync(fd);
   } finally {
@@ -148,7 +149,5 @@ export function seedRevisionHistory(path: string, deploymentId: string, count: n
       insert.run(row);
     }
   })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
-  db.close();
-  flushToDisk(path);
+  closeSeed(db);
 }
