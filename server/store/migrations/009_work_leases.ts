@@ -1,3 +1,5 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * Who does each piece of work, and until when (issue 12 part two): several server processes share
  * one database, so a started revision, a deployment's teardown, a webhook delivery being processed
@@ -5,7 +7,7 @@
  * process renews what it holds; another takes over what a dead one left once its lease has passed.
  * Kept equivalent to PostgreSQL's migration 002.
  */
-export default `
+export default (_d: SchemaDialect) => `
 ALTER TABLE revisions ADD COLUMN runner_id TEXT;
 ALTER TABLE revisions ADD COLUMN lease_expires_at TEXT;
 ALTER TABLE deployments ADD COLUMN teardown_owner TEXT;

@@ -1,3 +1,5 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * One lease per server process for the revisions it runs (issue 13): a started revision names its
  * process (`revisions.runner_id`), and the process keeps one row here alive instead of renewing a
@@ -8,7 +10,7 @@
  * gets its row (with the latest lease it had), so work keeps its owner through the upgrade.
  * Kept equivalent to PostgreSQL's migration 003.
  */
-export default `
+export default (_d: SchemaDialect) => `
 CREATE TABLE process_leases (
   process_id TEXT PRIMARY KEY,
   lease_expires_at TEXT NOT NULL

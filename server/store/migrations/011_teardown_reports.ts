@@ -1,3 +1,5 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * An agent's "teardown done" is stored on the deployment being deleted: the report used to reach
  * only the pipelines waiting at that moment (in memory, and across processes by a notice), so a
@@ -6,6 +8,6 @@
  * teardown that starts waiting reads it; a reported teardown is no longer offered to agents.
  * Kept equivalent to PostgreSQL's migration 004.
  */
-export default `
+export default (_d: SchemaDialect) => `
 ALTER TABLE deployments ADD COLUMN teardown_reported_at TEXT;
 `;

@@ -1,3 +1,5 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * The silent-listener sweep (every half lease in every process) and an agent's heartbeat found the
  * deployments a listener serves by joining every deployment to its serving listener through
@@ -7,7 +9,7 @@
  * and through the workspaces a listener is the default of). Kept equivalent to PostgreSQL's
  * migration 005.
  */
-export default `
+export default (_d: SchemaDialect) => `
 CREATE INDEX listeners_agents_by_last_seen ON listeners (last_seen_at) WHERE compute_type IN ('local', 'k8s');
 CREATE INDEX workspaces_by_default_listener ON workspaces (default_listener_id);
 `;
