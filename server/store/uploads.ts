@@ -1,5 +1,6 @@
-import type { Db } from './db.ts';
+import type { Db, Row } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
+import { columns } from './rows.ts';
 import type { WorkLease } from './types.ts';
 
 export type UploadRecord = {
@@ -50,7 +51,6 @@ export interface UploadStore {
   openUploadCount(deploymentId: string, now: string): Promise<number>;
 }
 
-type Row = Record<string, unknown>;
 
 /** Uploaded source tarballs in chunk rows (a BLOB on SQLite, `bytea` on PostgreSQL), on either database. */
 export class SqlUploadStore implements UploadStore {
@@ -86,7 +86,7 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async renewUploadLeases(lease: WorkLease): Promise<number> {
-    return this.#sql.run("UPDATE uploads SET receive_lease_expires_at = ? WHERE receiver_id = ? AND state = 'receiving'", [lease.until, lease.owner]);
+    return this.#sql.run(leaseQueries(this.#sql.dialect).renewUploadLeases, { until: lease.until, owner: lease.owner });
   }
 
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
@@ -157,12 +157,9 @@ export class SqlUploadStore implements UploadStore {
 
 export function toUpload(row: Row): UploadRecord {
   return {
-    id: row.id as string,
-    deployment_id: row.deployment_id as string,
-    tenant_id: row.tenant_id as string,
-    object_path: row.object_path as string,
+    ...columns(row, { id: 'text', deployment_id: 'text', tenant_id: 'text', object_path: 'text' }),
     state: row.state as UploadRecord['state'],
     size: (row.size as number | null) ?? null,
-    expires_at: row.expires_at as string,
+    ...columns(row, { expires_at: 'text' }),
   };
 }

@@ -1,7 +1,7 @@
 import type { SchemaDialect } from '../db.ts';
 
 /**
- * Drop-in compatibility with the hosted API (issue 9): uploaded source tarballs of `internal_source`
+ * Drop-in compatibility with the hosted API: uploaded source tarballs of `internal_source`
  * deployments (stored in ≤ 1 MiB chunk rows, so an upload is never held whole in memory and every
  * replica can serve it), the repositories GitHub reported for each installation, and listener `version`.
  */

@@ -1,7 +1,7 @@
 import type { SchemaDialect } from '../db.ts';
 
 /**
- * OAuth, issue 9 and 10:
+ * OAuth:
  * - providers: `client_secret_sealed` may be NULL (a public client, `token_endpoint_auth_method`
  *   `none`, which must use PKCE); `provider_type` as the hosted API names it (null when not given).
  * - tokens and flows belong to the **workspace** whose flow obtained them (before: the

@@ -1,7 +1,7 @@
 import type { SchemaDialect } from '../db.ts';
 
 /**
- * Listener agents (issue 11): agent tokens (hashed), claims with leases on work (revisions to build
+ * Listener agents: agent tokens (hashed), claims with leases on work (revisions to build
  * or deploy, deployments to tear down), when a listener's agent was last heard from, and which
  * listener serves a workspace's deployments that name none.
  */
