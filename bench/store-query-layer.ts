@@ -2,11 +2,14 @@
  * The store's query layer on its hottest reads and writes, in-process on SQLite, against Kysely
  * (the typed query builder with dialects for both drivers) on the same database:
  *
- *   node bench/store-query-layer.ts [--kysely=/path/to/kysely/dist/esm/index.js]
+ *   node bench/store-query-layer.ts [--kysely=/path/to/kysely/dist/esm/index.js] [--before=/path/to/other/checkout]
  *
+ * `--before` adds the rows of another checkout's store (its `server/store/sqlite.ts`) on the same
+ * file, so a change of the store is measured against the store it replaces in one run.
  * Kysely is not a dependency: install it in a scratch folder (`npm i kysely` there) and name its
- * entry; without it the Kysely rows are skipped. Figures are µs per call, medians of 7 rounds, in
- * one run, so their ratios hold on a busy machine better than the absolute figures.
+ * entry; without it the Kysely rows are skipped. Each round runs every case once; a figure is the
+ * median over the rounds of µs per call, and its ratio the median of the per-round ratios to the
+ * floor measured in the same round, which holds on a busy machine better than the figures do.
  */
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
@@ -19,8 +22,9 @@ import { HOT_QUERIES } from '../server/store/queries/hot-paths.ts';
 import { openSqliteStore } from '../server/store/sqlite.ts';
 
 const kyselyArg = process.argv.find((arg) => arg.startsWith('--kysely='))?.slice('--kysely='.length) ?? '/tmp/kysely/node_modules/kysely/dist/esm/index.js';
-const CALLS = 20_000;
-const ROUNDS = 7;
+const before = process.argv.find((arg) => arg.startsWith('--before='))?.slice('--before='.length);
+const CALLS = 5_000;
+const ROUNDS = 31;
 
 const path = join(mkdtempSync(join(tmpdir(), 'cp-query-layer-')), 'control-plane.db');
 const store = openSqliteStore({ path, secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL', rules: DOMAIN_STORE_RULES });
@@ -60,6 +64,19 @@ const cases: Case[] = [
   },
 ];
 
+if (before) {
+  type StoreLike = { getRevision: typeof store.getRevision; transitionRevision: typeof store.transitionRevision };
+  const { openSqliteStore: openBefore } = (await import(join(before, 'server/store/sqlite.ts'))) as { openSqliteStore: (options: { path: string; secretBox: SecretBox; synchronous: 'NORMAL' }) => StoreLike };
+  const old = openBefore({ path, secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
+  cases.push(
+    { name: `GET revision read: the store of ${before}`, call: () => old.getRevision(tenant, deploymentId, revisionId) },
+    {
+      name: `transition + log line in one transaction: the store of ${before}`,
+      call: () => old.transitionRevision({ revisionId, from: ['DEPLOYING'], to: 'DEPLOYING', logs: [{ type: 'deploy', level: 'info', message: 'x' }] }, now),
+    },
+  );
+}
+
 if (existsSync(kyselyArg)) {
   const { Kysely, SqliteDialect } = (await import(kyselyArg)) as {
     Kysely: new (config: { dialect: unknown }) => KyselyLike;
@@ -88,17 +105,20 @@ if (existsSync(kyselyArg)) {
 type KyselyLike = any;
 
 const results = new Map<string, number[]>();
+const ratios = new Map<string, number[]>();
 for (let round = 0; round < ROUNDS; round++) {
+  let floorMicros = 0;
   for (const { name, call } of cases) {
-    for (let i = 0; i < 1000; i++) await call();
+    for (let i = 0; i < 200; i++) await call();
     const start = process.hrtime.bigint();
     for (let i = 0; i < CALLS; i++) await call();
     const micros = Number(process.hrtime.bigint() - start) / 1000 / CALLS;
+    if (name === cases[0]!.name) floorMicros = micros;
     results.set(name, [...(results.get(name) ?? []), micros]);
+    ratios.set(name, [...(ratios.get(name) ?? []), micros / floorMicros]);
   }
 }
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const floor = median(results.get(cases[0]!.name)!);
-console.log(`SQLite (synchronous=NORMAL), ${CALLS} calls × ${ROUNDS} rounds, median µs per call; load average ${(await import('node:os')).loadavg()[0]!.toFixed(2)}`);
-for (const [name, values] of results) console.log(`${median(values).toFixed(2).padStart(8)} µs  ${(median(values) / floor).toFixed(2)}× floor  ${name}`);
+console.log(`SQLite (synchronous=NORMAL), ${CALLS} calls × ${ROUNDS} rounds; median µs per call, median per-round ratio to the floor; load average ${(await import('node:os')).loadavg()[0]!.toFixed(2)}`);
+for (const [name, values] of results) console.log(`${median(values).toFixed(2).padStart(8)} µs  ${median(ratios.get(name)!).toFixed(2)}× floor  ${name}`);
 store.close();

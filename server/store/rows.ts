@@ -53,8 +53,14 @@ export function toDeployment(row: Row, box: SecretBox): DeploymentRecord {
 
 export function toRevision(row: Row): RevisionRecord {
   return {
-    ...columns(row, { id: 'text', deployment_id: 'text', tenant_id: 'text', created_at: 'text', updated_at: 'text', status: 'text', status_message: 'text?' }),
+    // Field by field, not through `columns`: this runs on every GET of a revision, the hottest read.
+    id: row.id as string,
+    deployment_id: row.deployment_id as string,
+    tenant_id: row.tenant_id as string,
+    created_at: row.created_at as string,
+    updated_at: row.updated_at as string,
     status: row.status as RevisionStatus,
+    status_message: (row.status_message as string | null) ?? null,
     source: row.source as RevisionRecord['source'],
     source_revision_config: revisionConfig(JSON.parse(row.source_revision_config as string) as Partial<SourceRevisionConfig>),
     trigger: row.trigger as RevisionRecord['trigger'],
