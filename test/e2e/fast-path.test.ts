@@ -120,7 +120,7 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
     }
   });
 
-  it('hands every other case to Hono, which answers it as before', async () => {
+  it('hands every other case to Hono, which answers it in full', async () => {
     const etag = /\r\netag: ("[^"]+")\r\n/.exec((await both([`GET ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`])).answer)![1]!;
     const otherWorkspace = await t.api.post('/v1/workspaces', { name: uniqueName('ws') });
     const scopedElsewhere = await t.api.post('/v1/api-keys', { description: 'elsewhere', workspace_id: otherWorkspace.body.id });
