@@ -17,7 +17,9 @@ const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})
  * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
  * its conditional long-poll, answered in Node's request handler before Hono: Hono's router and
  * @hono/node-server's Request/Response adaptation cost more than the SQL, and a thousand woken
- * long-polls each went through them. It answers only when everything is ordinary: a GET without
+ * long-polls each went through them. Without this lane (or with a first-registered Hono route in
+ * its place) GET revision stays below 65% of a bare server running the same SQL; the measurements
+ * are in docs/decisions/revision-fast-lane.md. It answers only when everything is ordinary: a GET without
  * body or X-Tenant-Id, a key whose check is cached in memory (`Auth.cachedPrincipal`), a revision
  * that exists. Anything else — errors, HEAD, a key seen for the first time — goes to `fallback`
  * (Hono) untouched, which answers it as always.
