@@ -1,13 +1,13 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
- * What also runs against PostgreSQL (issue 12): the API, webhook, OAuth, client and compatibility
+ * What also runs against PostgreSQL: the API, webhook, OAuth, client and compatibility
  * suites, and the concurrency tests whose races PostgreSQL runs for real (SQLite has one writer).
  */
 const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'].map((dir) => `${dir}/**/*.test.ts`);
 const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts'];
 /**
- * Three server processes on one database (issue 12): PostgreSQL only, because several processes on
+ * Three server processes on one database: PostgreSQL only, because several processes on
  * one SQLite file are not supported (SQLite is the one-process embedded default).
  */
 const CLUSTER_SUITES = ['test/cluster/**/*.test.ts'];

@@ -7,7 +7,7 @@ import { ROOT, removeTempDirs, sleep, startChild, tempDir, type Child } from './
 
 /**
  * `npm run bench:hardening [-- --root=<checkout>] [--only=memory,slowloris] [--connections=20000]`:
- * the two exhaustion attacks of issue 10, against the real server (`server/main.ts` of this
+ * the two exhaustion attacks the hardening tests defend against, run against the real server (`server/main.ts` of this
  * checkout, or of another one given by `--root`, e.g. an export of main for a before/after).
  * All traffic is on loopback, bounded in count and time. Not part of `npm test`.
  *

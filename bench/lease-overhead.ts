@@ -1,5 +1,5 @@
 /**
- * What the leases of issue 12 (part two) cost per call, on SQLite and on PostgreSQL, in one run:
+ * What the work leases shared by several processes cost per call, on SQLite and on PostgreSQL, in one run:
  * the delivery worker's claim (an UPDATE … RETURNING) beside the plain read it replaced, naming
  * 50 started revisions as the process's (done once per revision), a heartbeat's renewal of the
  * process lease that covers them (one row, whatever the number held), and an idle sweep (nothing

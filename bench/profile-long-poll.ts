@@ -7,7 +7,7 @@
  */
 import { serve, type ServerType } from '@hono/node-server';
 import { Agent, createServer, request, type ServerOptions } from 'node:http';
-import { revisionFastPath, type NodeListener } from '../server/http/fast-revision.ts';
+import { revisionFastPath, type NodeListener } from '../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { inProcessApp } from '../test/helpers/in-process.ts';
 

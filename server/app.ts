@@ -2,7 +2,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { NotFound } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
-import { apiKeyFrom, clientAddress, requestHeader } from './http/fast.ts';
+import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';

@@ -54,13 +54,13 @@ export type ControlPlane = {
  */
 export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const processId = deps.processId ?? crypto.randomUUID();
-  // What one process learns, every process on the database learns (issue 12): long-poll wake-ups
+  // What one process learns, every process on the database learns: long-poll wake-ups
   // and key revocations are published; SQLite's coordination does nothing (one process).
   const { coordination } = deps.backend;
   const revisionWatch = new SharedWatch(coordination, TOPICS.revision);
   const flowWatch = new SharedWatch(coordination, TOPICS.oauthFlow);
   const listenerAgents = createListenerAgents({ agents: deps.backend.agents, coordination, clock: deps.clock, log: deps.log, config: deps.config });
-  // Source tarballs of internal_source deployments (issue 9): the signed PUT takes no API key.
+  // Source tarballs of internal_source deployments: the signed PUT takes no API key.
   const uploads = new Uploads({
     store: deps.backend.uploads,
     clock: deps.clock,
@@ -91,7 +91,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
-  // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
+  // GitHub push webhooks: signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({
     services,
     webhooks: deps.backend.webhooks,
@@ -107,7 +107,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   publicPaths.push(github.isPublic);
   workers.push(github.worker, github.reconciler);
 
-  // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
+  // OAuth helper: providers, authenticate, wait; the callback is checked by its state, not a key.
   const oauth = createOAuth({
     store: deps.backend.oauth,
     secretBox: deps.secretBox,
@@ -122,7 +122,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push(isOAuthCallbackPath);
 
-  // Listener agents (issue 11): agent tokens, the agent protocol, the workspace's default listener.
+  // Listener agents: agent tokens, the agent protocol, the workspace's default listener.
   const agents = listenerAgents.attach(services);
   extraRoutes.push(agents.routes);
   publicPaths.push(agents.isPublic);

@@ -15,7 +15,7 @@ import type { AgentStore } from './store/agents.ts';
 import { TOPICS, type Coordination } from './store/coordination.ts';
 
 /**
- * Listener agents (issue 11), in two steps because the pipeline needs the data plane and the
+ * Listener agents, in two steps because the pipeline needs the data plane and the
  * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
  */
 export function createListenerAgents(deps: { agents: AgentStore; coordination: Coordination; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {

@@ -9,7 +9,7 @@ import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
-import { revisionFastPath, type NodeListener } from './http/fast-revision.ts';
+import { revisionFastPath, type NodeListener } from './http/revision-fast-lane.ts';
 import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './http/connection-limits.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { healthApp } from './routes/health.ts';

@@ -4,7 +4,7 @@
  * plus the memory outside it that JavaScript objects own (Buffers, ArrayBuffers). Unlike RSS, this
  * does not depend on when V8 last grew its heap or whether the allocator kept pages from earlier
  * work: RSS deltas of one process holding the same 1,000 requests ranged from 1.5 to 26 MB over
- * three rounds (issue 13's long-poll figures of 2026-11-25), so a ratio of two RSS deltas was
+ * three rounds of the long-poll scenario, so a ratio of two RSS deltas was
  * decided by the order of events more than by what each server keeps per request.
  */
 

@@ -92,8 +92,8 @@ export function seedDatabase(
  * close; flushed here, before the server starts, because otherwise the server's first checkpoint
  * (its first fsync of the database file, some 1,000 WAL pages after it starts) waits for all of
  * them: 24 ms under strace, in the middle of whatever request the benchmark is timing then (nearly
- * always the webhook scenario's third measured delivery, 40–60 ms, until 2026-11-26; later
- * checkpoints' fsyncs take 1–2 ms).
+ * always the webhook scenario's third measured delivery, 40–60 ms, when it was not flushed here;
+ * later checkpoints' fsyncs take 1–2 ms).
  */
 function closeSeed(db: Database.Database): void {
   db.pragma('wal_checkpoint(TRUNCATE)');

@@ -1,5 +1,5 @@
 // A load generator in C for the benchmark's two latency figures whose targets sit near the
-// machine's floor (issue 13): the paced GET p99 and the long-poll's last answer. The Node
+// machine's floor: the paced GET p99 and the long-poll's last answer. The Node
 // generators (bench/lib/paced.ts, bench/lib/hold-child.ts) spend tens of microseconds of their
 // own per request and pace to the event loop's timer (~1 ms); on a two-core machine their own
 // lateness was most of a bare server's measured p99. This one paces with an absolute timerfd

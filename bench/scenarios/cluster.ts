@@ -15,7 +15,7 @@ type Target = { key: 'sqlite' | 'pg1' | 'pg3'; label: string; urls: string[]; re
 type Measure = { target: Target; op: 'get' | 'post' };
 
 /**
- * Issue 12's throughput figure: GET revision and POST deployment on (a) SQLite with one process,
+ * Throughput across processes: GET revision and POST deployment on (a) SQLite with one process,
  * (b) PostgreSQL with one process, (c) PostgreSQL with three processes on one database, the load
  * spread evenly over the three (one autocannon per process, the connections split between them).
  * Every server runs at once (idle processes cost little) and each round measures all six, so the

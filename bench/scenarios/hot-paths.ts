@@ -18,7 +18,7 @@ type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCrea
 /** `on`: the process answering (its URL; its CPU time, which the paced GET revision rows report). */
 type Scenario = { key: Key; on: Child; requests: LoadRequest[] };
 
-/** Targets of issue 13, judged on ratios taken in one run (see bench/README.md). */
+/** The hot paths' targets, judged on ratios taken in one run (see bench/README.md). */
 export const HOT_TARGETS = { getRevisionRatio: 0.65, getRevisionOpenP99Ms: 2, postRatio: 0.75 } as const;
 
 /**
@@ -160,10 +160,10 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     const ratio = (ours: Key, base: Key) => median(rounds.get(ours)!.map((r, i) => r.rps / rounds.get(base)![i]!.rps));
     const pct = (value: number) => `${Math.round(value * 100)}%`;
 
-    // The C generator decides the paced rows (bench/lib/native.ts): the Node one, the method until
-    // 2026-11-25, added ~1.4 ms of its own to every request's latency (its p50 against a bare server
-    // 1.5 ms, the C generator's 0.1 ms). The Node one runs beside it in the first round, at the same
-    // pace, and is logged, so that the two methods are read in one run.
+    // The C generator decides the paced rows (bench/lib/native.ts): the Node one adds ~1.4 ms of
+    // its own to every request's latency (its p50 against a bare server 1.5 ms, the C generator's
+    // 0.1 ms). The Node one runs beside it in the first round, at the same pace, and is logged, so
+    // that the two methods are read in one run.
     const native = nativeLoadgen() !== null;
     log(
       `hot paths: paced open loop at 50% of each median max, ${settings.pacedRounds} round(s) of ${settings.openSeconds} s, by ` +

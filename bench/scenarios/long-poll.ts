@@ -7,7 +7,7 @@ import { rssBytes, sleep, startChild } from '../lib/processes.ts';
 import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
 import { verdict, type Row } from '../lib/table.ts';
 
-/** Targets of issue 13: memory per waiter against a bare node:http server holding the same requests, and delay after the stored change. */
+/** The long-poll's targets: memory per waiter against a bare node:http server holding the same requests, and delay after the stored change. */
 export const LONG_POLL_TARGETS = { memoryRatio: 2, lastAnsweredMs: 50 } as const;
 
 /**

@@ -10,7 +10,7 @@ import { API_KEY, type Settings } from '../lib/settings.ts';
 import { verdict, type Row } from '../lib/table.ts';
 import { BRANCH, delivery, INSTALLATION_ID, logged, REPO_URL, SECRET, send, startServer, type Delivery } from './webhook-push.ts';
 
-/** Targets of issue 13: a push costs the same whatever the deployment's history. */
+/** The history scenarios' target: a push costs the same whatever the deployment's history. */
 export const HISTORY_TARGETS = { processingRatio: 1.2, drainRatio: 1.2 } as const;
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -77,7 +77,7 @@ function processedCount(databasePath: string): number {
 }
 
 /**
- * Issue 13's history scenarios. (a) Pushes alternate between two servers set up alike, one with no
+ * The history scenarios. (a) Pushes alternate between two servers set up alike, one with no
  * history and one whose deployment was given 5,000 past revisions: the server's received →
  * processed time should not grow. (b) A burst of 4,000 deliveries to one deployment, accepted with
  * processing deferred, then drained by a restarted server: the drain rate over processed 75–95%
@@ -120,7 +120,7 @@ export async function webhookHistory(settings: Settings, log: (line: string) => 
   }
   // The delivery log's times are whole milliseconds, and processing now takes 3–4 ms: a median of
   // whole milliseconds moves from 3 to 4 on a couple of deliveries, a 1.33× that no server change
-  // made (the run of 2026-11-25 15:15: means 3.48 and 3.63 ms, medians 3 and 4). Each time's
+  // made (seen: means 3.48 and 3.63 ms, medians 3 and 4). Each time's
   // rounding is as likely up as down, so the mean of 40 resolves a tenth of a millisecond: the
   // ratio is of trimmed means; the medians stay in the row.
   const processingRatio = trimmedMean(aged) / trimmedMean(fresh);

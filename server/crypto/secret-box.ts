@@ -13,8 +13,8 @@ export class SecretBox {
   // A KeyObject made once: passing raw bytes would rebuild one on every call (measurable on reads).
   readonly #key: KeyObject;
   /**
-   * Random IVs not used yet. `randomBytes(12)` on every encryption was a call into the CSPRNG per
-   * create (~1.7 µs of ~6, issue 13's POST profile); drawing many at once and using each slice
+   * Random IVs not used yet. `randomBytes(12)` on every encryption would be a call into the CSPRNG
+   * per create (~1.7 µs of ~6 in a profile of POST deployment); drawing many at once and using each slice
    * once keeps every IV as random and as unrepeated, as Node's own `randomUUID` does with its pool.
    */
   #ivPool = Buffer.alloc(0);

@@ -13,10 +13,11 @@ export const FAIL_STAGE_SECRET = 'SANDBOX_FAIL_STAGE';
  * the stage it was asked to fail, the tarball a simulated build reads, and its two first steps'
  * log lines. A revision waits a whole stage (`SANDBOX_STAGE_MS`) in memory, every one in progress
  * at once, so a waiting revision is this plan in the stage queue and nothing else: an async
- * function suspended across the wait held the revision (its secrets decrypted) and the deployment
- * records, its promises, closures and a timer of its own: 2,505 bytes of live heap per revision
- * held, against 589 now (`node bench/held-revision-memory.ts`; issue 13's benchmark holds some
- * 60,000 creates at BUILDING, whose full collections then paused the server 12–16 ms).
+ * function suspended across the wait would hold the revision (its secrets decrypted) and the
+ * deployment records, its promises, closures and a timer of its own: 2,505 bytes of live heap per
+ * revision held, against 589 for the plan (`node bench/held-revision-memory.ts`). The hot-path
+ * benchmark holds some 60,000 creates at BUILDING, and full collections over the larger form
+ * paused the server 12–16 ms.
  */
 type StagePlan = {
   id: string;

@@ -20,7 +20,7 @@ const SWEEP_BATCH = 100;
  * its one process lease, so they are written only when started here (to name this process: a
  * create names it in its own write, other starts at the next renewal) and after that lease lapsed
  * (to find which are still its own); SQLite's writes hold the event loop,
- * and one UPDATE over 20,000 revisions stopped every request for ~180 ms (issue 13's paced
+ * and one UPDATE over 20,000 revisions stops every request for ~180 ms (measured with the paced
  * benchmark, which holds its revisions at BUILDING). In batches, with other work let in between,
  * no such statement holds the loop for more than a few milliseconds.
  */
@@ -251,7 +251,7 @@ export class Pipeline {
    * work no live process holds, then the leases of this process are renewed every third of a lease
    * and the sweep runs again every half lease, so the work of a process that died is resumed by
    * another one lease later. On SQLite (one process) every lease left in the file is already
-   * expired: a restart resumes everything at once, as before leases.
+   * expired: a restart resumes everything at once, with no lease to wait out.
    */
   async resume(): Promise<{ resumed: number; deleting: number }> {
     const { log, leaseMs } = this.#deps;

@@ -2,8 +2,8 @@ import type { Coordination } from '../store/coordination.ts';
 import { RevisionWatch } from './revision-watch.ts';
 
 /**
- * A `RevisionWatch` whose wake-ups reach every process on the database (issue 12). `notify` wakes
- * this process's waiters with the changed record, as before, and publishes the id on `topic`; a
+ * A `RevisionWatch` whose wake-ups reach every process on the database. `notify` wakes this
+ * process's waiters with the changed record, as a local watch does, and publishes the id on `topic`; a
  * notice from another process wakes the waiters here with no record, so each of them reads the
  * database again (the revision long-poll, the agents' claim and the OAuth wait all do when
  * `value()` is undefined). On a resync (notices may have been missed) every waiter here is woken to

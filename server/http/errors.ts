@@ -1,19 +1,7 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Readiness } from '../domain/readiness.ts';
-import {
-  BadRequest,
-  Conflict,
-  DomainError,
-  Forbidden,
-  NotFound,
-  PayloadTooLarge,
-  TooManyRequests,
-  Unauthorized,
-  Unavailable,
-  UnsupportedMediaType,
-  ValidationFailed,
-} from '../domain/errors.ts';
+import { DomainError, type DomainErrorKind, TooManyRequests, Unavailable, ValidationFailed } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import { asStorageUnavailable } from '../store/storage-errors.ts';
 
@@ -41,7 +29,7 @@ export function errorResponse(error: unknown, c: Context, deps: ErrorDeps): Resp
     const retryAfter = error instanceof Unavailable || error instanceof TooManyRequests ? error.retryAfterSeconds : undefined;
     if (retryAfter !== undefined) c.header('retry-after', String(retryAfter));
     if (error instanceof Unavailable && error.closeConnection) c.header('connection', 'close');
-    return c.json({ detail: error.message }, statusOf(error));
+    return c.json({ detail: error.message }, statusOf(error.kind));
   }
   const requestId = crypto.randomUUID();
   log.error('unhandled error', {
@@ -53,17 +41,39 @@ export function errorResponse(error: unknown, c: Context, deps: ErrorDeps): Resp
   return c.json({ detail: 'Internal server error', request_id: requestId }, 500);
 }
 
-function statusOf(error: DomainError): ContentfulStatusCode {
-  if (error instanceof NotFound) return 404;
-  if (error instanceof Conflict) return 409;
-  if (error instanceof BadRequest) return 400;
-  if (error instanceof Unauthorized) return 401;
-  if (error instanceof Forbidden) return 403;
-  if (error instanceof PayloadTooLarge) return 413;
-  if (error instanceof UnsupportedMediaType) return 415;
-  if (error instanceof TooManyRequests) return 429;
-  if (error instanceof Unavailable) return 503;
-  return 400;
+/**
+ * The contract's status code of each kind of domain error. Exhaustive: a kind added to
+ * `DomainErrorKind` without a case here is a compile error (`unmapped` cannot be `never`), so no
+ * new error silently becomes some default status.
+ */
+export function statusOf(kind: DomainErrorKind): ContentfulStatusCode {
+  switch (kind) {
+    case 'BadRequest':
+      return 400;
+    case 'Unauthorized':
+      return 401;
+    case 'Forbidden':
+      return 403;
+    case 'NotFound':
+      return 404;
+    case 'Conflict':
+      return 409;
+    case 'PayloadTooLarge':
+      return 413;
+    case 'UnsupportedMediaType':
+      return 415;
+    case 'ValidationFailed':
+      return 422;
+    case 'TooManyRequests':
+      return 429;
+    case 'Unavailable':
+    case 'StorageUnavailable':
+      return 503;
+    default: {
+      const unmapped: never = kind;
+      throw new Error(`No status code for the domain error kind ${String(unmapped)}.`);
+    }
+  }
 }
 
 /**

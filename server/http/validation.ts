@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
 import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
 import { readLimited } from '../lib/read-limited.ts';
-import { nodeBody, readNodeBody, requestHeader } from './fast.ts';
+import { nodeBody, readNodeBody, requestHeader } from './node-request.ts';
 
 export { readLimited };
 

@@ -12,7 +12,7 @@ import {
   UploadUrl,
 } from '../../shared/schemas/deployment.ts';
 import { publicDeployment } from '../domain/deployments.ts';
-import { pushToken } from '../domain/registry.ts';
+import { pushToken } from '../domain/push-token.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson, readQuery, validate } from '../http/validation.ts';

@@ -2,56 +2,12 @@ import { page } from '../../shared/schemas/common.ts';
 import { Deployment, RevisionCreate } from '../../shared/schemas/deployment.ts';
 import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import { publicDeployment } from '../domain/deployments.ts';
-import { publicRevision, revisionEtag } from '../domain/revisions.ts';
+import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
-import { clientGone, jsonResponse, requestHeader } from '../http/fast.ts';
-import type { RevisionRecord } from '../store/types.ts';
+import { clientGone, jsonResponse, requestHeader } from '../http/node-request.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from '../http/revision-answer.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson, readQuery } from '../http/validation.ts';
-
-const MAX_WAIT_SECONDS = 60;
-
-/**
- * `Prefer: wait=<seconds>` (RFC 7240), capped at 60; null when absent. A preference that cannot be
- * understood is ignored, as RFC 7240 asks, which makes the request an ordinary conditional GET.
- */
-export function preferredWaitMs(header: string | undefined): number | null {
-  if (!header) return null;
-  const match = /(?:^|[,;\s])wait\s*=\s*"?([^",;\s]*)"?/i.exec(header);
-  if (!match) return null;
-  const seconds = Number(match[1]);
-  if (!Number.isFinite(seconds) || seconds < 0) return null;
-  return Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
-}
-
-/**
- * Whether `If-None-Match` names the current ETag: `*`, or a comma-separated list of tags compared
- * weakly (a `W/` prefix is ignored), as RFC 9110 says for If-None-Match.
- */
-export function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
-  if (ifNoneMatch.trim() === '*') return true;
-  return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
-}
-
-/** The answer's body for a record read for this request alone (a plain GET). */
-export function revisionJson(revision: RevisionRecord): string {
-  return JSON.stringify(publicRevision(revision));
-}
-
-/**
- * The answer's body of a conditional GET, serialized once per record: the waiters woken by one
- * change all hold the same announced record, so a thousand of them share one `JSON.stringify`.
- * Not for plain GETs: every entry of a WeakMap whose key is still in the young generation is work
- * for each young-generation collection, and at thousands of GETs a second those entries made the
- * collections' pauses grow with the time between them (`bench/RESULTS.md`, runs of 2026-11-25
- * 12:30–13:45).
- */
-const bodies = new WeakMap<RevisionRecord, string>();
-export function revisionBody(revision: RevisionRecord): string {
-  let body = bodies.get(revision);
-  if (body === undefined) bodies.set(revision, (body = revisionJson(revision)));
-  return body;
-}
 
 export function revisionRoutes(ctx: RouteContext): void {
   const { revisions, deployments, pipeline } = ctx.services;
@@ -97,12 +53,11 @@ export function revisionRoutes(ctx: RouteContext): void {
         const waitMs = preferredWaitMs(requestHeader(c, 'prefer'));
         const isKnown = (etag: string) => matchesCurrent(known, etag);
         const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, waitMs ? clientGone(c) : undefined);
-        const headers = { etag: revisionEtag(revision), 'cache-control': 'no-cache' };
-        if (!changed) return new Response(null, { status: 304, headers });
-        return jsonResponse(revisionBody(revision), 200, headers);
+        if (!changed) return new Response(null, { status: 304, headers: revisionHeaders(revision) });
+        return jsonResponse(revisionBody(revision), 200, revisionHeaders(revision));
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
-      return jsonResponse(revisionJson(revision), 200, { etag: revisionEtag(revision), 'cache-control': 'no-cache' });
+      return jsonResponse(revisionJson(revision), 200, revisionHeaders(revision));
     },
   );
 

@@ -21,7 +21,7 @@ function chunked(port: number, path: string, key: string, chunks: Buffer[]): Pro
 }
 
 /**
- * JSON bodies of requests over a socket are read from Node's request stream (server/http/fast.ts
+ * JSON bodies of requests over a socket are read from Node's request stream (server/http/node-request.ts
  * `readNodeBody`), not from the WHATWG Request's body as in process: the same requests must get
  * the same answers both ways.
  */

@@ -2,7 +2,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { createServer, type ServerOptions } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revisionFastPath, type NodeListener } from '../../server/http/fast-revision.ts';
+import { revisionFastPath, type NodeListener } from '../../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
@@ -21,7 +21,7 @@ function exchange(port: number, lines: string[], body = ''): Promise<string> {
 const undated = (answer: string) => answer.replace(/\r\nDate: [^\r]*\r\n/, '\r\nDate: -\r\n');
 
 /**
- * The GET revision fast path (server/http/fast-revision.ts) answers before Hono; it must answer
+ * The GET revision fast path (server/http/revision-fast-lane.ts) answers before Hono; it must answer
  * exactly what Hono answers. Two real servers on loopback ports over the same app: one with the
  * fast path in front of Hono (as `startServer` wires it), one with Hono alone. Every request goes
  * to both; the answers must be the same bytes, and the fast path must have answered the cases it
@@ -120,7 +120,7 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
     }
   });
 
-  it('hands every other case to Hono, which answers it as before', async () => {
+  it('hands every other case to Hono, which answers it in full', async () => {
     const etag = /\r\netag: ("[^"]+")\r\n/.exec((await both([`GET ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`])).answer)![1]!;
     const otherWorkspace = await t.api.post('/v1/workspaces', { name: uniqueName('ws') });
     const scopedElsewhere = await t.api.post('/v1/api-keys', { description: 'elsewhere', workspace_id: otherWorkspace.body.id });

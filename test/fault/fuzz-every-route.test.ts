@@ -20,7 +20,7 @@ const RUNS = 2000;
 
 /** Every table's rows in one string: equal before and after a request means nothing changed. */
 /**
- * Lease columns (issue 12): the process renews the leases of the work it holds every third of a
+ * Lease columns: the process renews the leases of the work it holds every third of a
  * lease, in the background, whatever the requests; what a request changes is everything else.
  */
 const LEASE_COLUMNS = new Set(['runner_id', 'lease_expires_at', 'teardown_owner', 'teardown_lease_expires_at', 'claimed_by', 'claim_expires_at', 'receiver_id', 'receive_lease_expires_at']);

@@ -12,7 +12,7 @@ import { pushPayload, sha, signature } from '../webhooks/github.ts';
 
 /**
  * Two control planes on one PostgreSQL database, each with its own process id, as two server
- * processes would be (issue 12 part two): each started revision, teardown and webhook delivery is
+ * processes would be: each started revision, teardown and webhook delivery is
  * one process's work under a lease, and a process that stops renewing (dies) has its work taken
  * over by the other once the lease has passed. A process "dies" here by `close()`: its timers stop,
  * its sandbox stops mid-stage and its database pool closes, so it writes nothing more and leaves

@@ -26,7 +26,7 @@ function getFrom(server: ServerProcess, from: string, key: string, path = '/v2/d
   });
 }
 
-describe('API-key guessing is throttled per client address (issue 10, item 7)', () => {
+describe('API-key guessing is throttled per client address', () => {
   let server: ServerProcess;
   beforeAll(async () => {
     server = await startServerProcess({ AUTH_FAILURE_BURST: '5', AUTH_FAILURES_PER_MINUTE: '6' });

@@ -33,7 +33,7 @@ function get(port: number, path: string): Promise<number | string> {
   });
 }
 
-describe('slowloris: held connections (issue 10, item 6)', () => {
+describe('slowloris: held connections', () => {
   let server: ServerProcess;
   let healthPort: number;
   beforeAll(async () => {

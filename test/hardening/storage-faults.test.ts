@@ -36,7 +36,7 @@ function freeTheDisk(db: Database.Database): void {
   db.pragma('max_page_count = 1073741823');
 }
 
-describe('storage failures (issue 10, items 8 and 9)', () => {
+describe('storage failures', () => {
   let t: App | undefined;
   afterEach(() => t?.close());
 

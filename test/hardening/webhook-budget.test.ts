@@ -28,7 +28,7 @@ async function post(server: ServerProcess, size: number) {
   return { status: response.status, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as { detail: unknown } };
 }
 
-describe('unsigned webhook bodies share a memory budget (issue 10, items 5 and 11)', () => {
+describe('unsigned webhook bodies share a memory budget', () => {
   let server: ServerProcess;
   beforeAll(async () => {
     server = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'budget-test-secret', WEBHOOK_INFLIGHT_BYTES: String(BUDGET), RECONCILE_INTERVAL_MS: '0' });

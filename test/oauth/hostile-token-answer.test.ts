@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inProcessApp } from '../helpers/in-process.ts';
 
 /**
- * Issue 10.10: a token endpoint that answers 200 with nonsense (`"expires_in": "1e308"`, negative
+ * A token endpoint that answers 200 with nonsense (`"expires_in": "1e308"`, negative
  * or non-numeric lifetimes, a huge access_token, missing fields, not an object) must neither 500
  * the callback nor strand the flow: the flow fails with a reason that `wait` and the page show.
  * The hostile token endpoint is simulated by a small HTTP server on loopback that answers what

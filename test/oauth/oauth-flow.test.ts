@@ -288,7 +288,7 @@ describe('rejections', () => {
   });
 });
 
-describe('tokens belong to the workspace whose flow obtained them (issue 10.2)', () => {
+describe('tokens belong to the workspace whose flow obtained them', () => {
   it("a workspace-scoped key of another workspace can neither obtain, see, change nor replace a token for the same user_id", async () => {
     const provider = await createProvider(CLIENTS.noPkce);
     // Workspace A (the organization's default, through the organization key) obtains a token for "victim".

@@ -10,7 +10,7 @@ import { requestToken } from '../../server/domain/oauth/token-request.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
 /**
- * Issue 10.3: a tenant's `token_url` / `auth_url` may not make the server reach its own machine,
+ * A tenant's `token_url` / `auth_url` may not make the server reach its own machine,
  * its networks or a metadata service. Name resolution is injected (a simulated resolver) where a
  * test needs a name to resolve to a chosen address; everything else is real: real listening
  * sockets on loopback, real HTTP requests, the real app.

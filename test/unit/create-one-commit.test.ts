@@ -23,7 +23,7 @@ describe('a create is one write transaction', () => {
   let t: App | undefined;
   afterEach(() => t?.close());
 
-  it('the sandbox\'s first step (BUILDING and its log line) is stored with the deployment; the stages then run as before', async () => {
+  it('the sandbox\'s first step (BUILDING and its log line) is stored with the deployment; the later stages run on the sandbox\'s schedule', async () => {
     t = await inProcessApp({ stageMs: 200 });
     const fx = await workspaceFixtures(t.api);
     const writes = countWrites(t);

@@ -2,7 +2,7 @@ import { createServer, request, type IncomingMessage, type Server } from 'node:h
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gone } from '../../server/domain/revision-watch.ts';
-import { revisionFastPath } from '../../server/http/fast-revision.ts';
+import { revisionFastPath } from '../../server/http/revision-fast-lane.ts';
 import type { Services } from '../../server/services.ts';
 
 // The fast path's failure hand-over to Hono, on a real loopback server. The services are stand-ins

@@ -4,7 +4,7 @@ import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.t
 import { inProcessApp } from '../helpers/in-process.ts';
 
 /**
- * A process's revisions are covered by its one process lease (issue 13): renewing it is one row
+ * A process's revisions are covered by its one process lease: renewing it is one row
  * write however many revisions it runs. A create names this process in its own write; a revision
  * started otherwise (a PATCH's, a push's) is written once more, at the next renewal, to name it,
  * in statements of at most 500 with requests let in between: SQLite's writes hold the event loop,

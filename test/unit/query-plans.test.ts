@@ -70,7 +70,7 @@ describe('query plans of the hot statements', () => {
     });
   }
 
-  // The lease renewals and sweeps of every process (issue 12): they may walk the partial indexes
+  // The lease renewals and sweeps of every process: they may walk the partial indexes
   // that hold the work itself (unfinished revisions, deployments being deleted, uploads being
   // received) and the process leases (a row per process alive or dead for less than a lease),
   // never a whole table that grows with history.

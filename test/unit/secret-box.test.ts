@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 
-/** AES-256-GCM at rest, its IVs drawn from a pool of CSPRNG bytes (issue 13): each used once. */
+/** AES-256-GCM at rest, its IVs drawn from a pool of CSPRNG bytes: each used once. */
 describe('SecretBox', () => {
   it('gives every encryption an IV of its own across several pools, and each value decrypts to what was sealed', () => {
     const box = new SecretBox(randomBytes(32));

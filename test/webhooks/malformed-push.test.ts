@@ -7,7 +7,7 @@ import { pushDeployment } from './shared-setup.ts';
 
 const APP_SECRET = 'malformed-test-app-secret';
 
-/** Issue 9 item 5: what the hosted API's trial found about event names and push payloads. */
+/** Event names and push payloads as the hosted API's trial found GitHub sends them, malformed ones included. */
 describe('event names and pushes that cannot be built from', () => {
   let server: ServerProcess;
   let api: Api;

@@ -40,9 +40,9 @@ async function addOrganization(databaseUrl: string): Promise<{ key: string; work
 }
 
 /**
- * Issue 10 item 1: another organization creates a `github` deployment naming the victim's
- * repository. Before the fix it saw every delivery for that repository in its log and a plain
- * repository webhook built its deployment.
+ * Another organization creates a `github` deployment naming the victim's repository: it must not
+ * see the deliveries for that repository in its log, and the victim's repository webhook must not
+ * build its deployment.
  */
 describe('a delivery reaches only the workspaces it is addressed to', () => {
   let server: ServerProcess;

@@ -1,10 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Gone } from '../domain/revision-watch.ts';
-import { revisionEtag } from '../domain/revisions.ts';
-import { matchesCurrent, preferredWaitMs, revisionBody, revisionJson } from '../routes/revisions.ts';
-import type { RevisionRecord } from '../store/types.ts';
 import type { Services } from '../services.ts';
-import { apiKeyFrom, nodeHeader } from './fast.ts';
+import type { RevisionRecord } from '../store/types.ts';
+import { apiKeyFrom, nodeHeader } from './node-request.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from './revision-answer.ts';
 
 /** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -18,7 +17,9 @@ const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})
  * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
  * its conditional long-poll, answered in Node's request handler before Hono: Hono's router and
  * @hono/node-server's Request/Response adaptation cost more than the SQL, and a thousand woken
- * long-polls each went through them. It answers only when everything is ordinary: a GET without
+ * long-polls each went through them. Without this lane (or with a first-registered Hono route in
+ * its place) GET revision stays below 65% of a bare server running the same SQL; the measurements
+ * are in docs/decisions/revision-fast-lane.md. It answers only when everything is ordinary: a GET without
  * body or X-Tenant-Id, a key whose check is cached in memory (`Auth.cachedPrincipal`), a revision
  * that exists. Anything else — errors, HEAD, a key seen for the first time — goes to `fallback`
  * (Hono) untouched, which answers it as always.
@@ -44,7 +45,8 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
     if (!principal) return fallback(req, res);
     const deploymentId = match[1]!.toLowerCase();
     const revisionId = match[2]!.toLowerCase();
-    // The route's own logic (routes/revisions.ts), down to the domain calls; only the HTTP layer differs.
+    // The route's own logic (routes/revisions.ts) and answer (revision-answer.ts), down to the
+    // domain calls; only the writing to Node's response differs.
     const known = nodeHeader(req, 'if-none-match');
     if (known) {
       const waitMs = preferredWaitMs(nodeHeader(req, 'prefer'));
@@ -104,13 +106,14 @@ function guarded(res: ServerResponse, write: () => void): void {
  * serialized for it alone (`revisionJson`), as the route does.
  */
 function answer(res: ServerResponse, revision: RevisionRecord, body: string): void {
-  res.writeHead(200, { 'content-type': 'application/json', etag: revisionEtag(revision), 'cache-control': 'no-cache', 'Content-Length': Buffer.byteLength(body) });
+  res.writeHead(200, { 'content-type': 'application/json', ...revisionHeaders(revision), 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
 function notModified(res: ServerResponse, revision: RevisionRecord): void {
-  res.writeHead(304, { 'cache-control': 'no-cache', etag: revisionEtag(revision), 'content-type': 'text/plain; charset=UTF-8' });
+  const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
+  res.writeHead(304, { 'cache-control': cacheControl, etag, 'content-type': 'text/plain; charset=UTF-8' });
   res.end();
 }
 
