@@ -36,7 +36,7 @@ export function hasSchema(apiVersion: string, kind: string): boolean {
  * Checks an object against the Kubernetes schema of its kind (the OpenAPI schemas of
  * `kubernetes-models`); answers null when it conforms, else a sentence naming each field broken.
  */
-export function schemaErrors(object: { apiVersion?: unknown; kind?: unknown }): string | null {
+export function schemaErrors(object: { apiVersion?: unknown; kind?: unknown; [field: string]: unknown }): string | null {
   const key = `${String(object.apiVersion)}/${String(object.kind)}`;
   const model = MODELS[key];
   if (!model) return `no schema is known for ${key}`;
