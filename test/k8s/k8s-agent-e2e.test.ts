@@ -151,6 +151,32 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     }
   });
 
+  it('the agent refuses a namespace outside its own --namespace list before sending anything, and a 403 from the cluster fails the revision naming it', { timeout: 60_000 }, async () => {
+    // A second listener allows three namespaces; its agent is started for two; its RBAC covers one.
+    const wide = await k8sListener(api, ['team-a', 'team-b', 'team-c']);
+    const narrowAgent = await startK8sAgent({ url: server.url, token: wide.token, listenerId: wide.listenerId, kubeconfig, args: ['--namespace', 'team-a,team-b'] });
+    try {
+      const post = (namespace: string) =>
+        api.post('/v2/deployments', { name: uniqueName('k8s-wide'), source: 'external_docker', source_config: { listener_id: wide.listenerId, listener_config: { k8s_namespace: namespace } }, source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' } });
+      const before = standIn.requests.length;
+      const outside = await post('team-c');
+      expect(outside.status).toBe(201);
+      const refused = await revisionReaches(api, outside.body.id, outside.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000);
+      expect(refused.status).toBe('DEPLOY_FAILED');
+      expect(refused.status_message).toContain("namespace 'team-c' is not one of this agent's namespaces (team-a, team-b); nothing was sent to the cluster");
+      expect(standIn.requests.slice(before).filter((r) => r.path.includes('/namespaces/team-c'))).toEqual([]);
+
+      const forbidden = await post('team-b');
+      const failed = await revisionReaches(api, forbidden.body.id, forbidden.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000);
+      expect(failed.status).toBe('DEPLOY_FAILED');
+      expect(failed.status_message).toContain('Kubernetes API 403');
+      expect(failed.status_message).toContain('in the namespace "team-b"');
+      expect(standIn.all().filter((o) => o.metadata.namespace === 'team-b')).toEqual([]);
+    } finally {
+      await narrowAgent.stop();
+    }
+  });
+
   async function deployLogOf(deploymentId: string, revisionId: string): Promise<string[]> {
     const logs = (await api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000`)).body.logs as Array<{ message: string }>;
     return logs.map((l) => l.message);
