@@ -61,8 +61,18 @@ export class Cluster {
     }
   }
 
+  /**
+   * The objects of a kind in a namespace matching the selector. A 404 means the API does not serve
+   * the kind at all (a list in a namespace without objects is an empty list): nothing of it exists.
+   */
   async list(apiVersion: string, kind: string, namespace: string, labelSelector: string): Promise<K8sObject[]> {
-    const list = await this.#call(() => this.#api.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector));
+    let list;
+    try {
+      list = await this.#call(() => this.#api.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector));
+    } catch (error) {
+      if (error instanceof ClusterError && error.code === 404) return [];
+      throw error;
+    }
     // A list's items carry no type meta; put it back so callers can tell kinds apart.
     return (list.items as K8sObject[]).map((item) => ({ ...item, apiVersion, kind }));
   }

@@ -1,5 +1,5 @@
 import { sleep } from '../claim-loop.ts';
-import type { Cluster } from './cluster.ts';
+import { ClusterError, type Cluster } from './cluster.ts';
 import { deploymentSelector, LABELS, type K8sObject } from './labels.ts';
 import { judgeRollout, type RolloutState } from './rollout.ts';
 
@@ -45,9 +45,23 @@ async function readRollout(cluster: Cluster, rendered: readonly K8sObject[], rev
   const deploymentId = rendered[0]?.metadata.labels?.[LABELS.deploymentId] ?? '';
   // Pods of this revision, and pods of the parts that do not roll with each revision (Redis and
   // PostgreSQL carry no revision label on their pods); earlier revisions' pods are not judged.
-  const pods = (await cluster.list('v1', 'Pod', namespace, deploymentSelector(deploymentId))).filter((pod) => {
+  const pods = (await listPods(cluster, namespace, deploymentId)).filter((pod) => {
     const revision = pod.metadata.labels?.[LABELS.revisionId];
     return revision === undefined || revision === revisionId;
   });
   return judgeRollout(stored, pods);
+}
+
+/**
+ * The deployment's pods; none when the agent may not read pods (a Role without them): the rollout
+ * is then judged by the workloads' status alone, and a pod that cannot pull its image shows only as
+ * the rollout deadline.
+ */
+async function listPods(cluster: Cluster, namespace: string, deploymentId: string): Promise<K8sObject[]> {
+  try {
+    return await cluster.list('v1', 'Pod', namespace, deploymentSelector(deploymentId));
+  } catch (error) {
+    if (error instanceof ClusterError && error.code === 403) return [];
+    throw error;
+  }
 }

@@ -46,6 +46,30 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     expect(updated.metadata.labels?.[LABELS.revisionId]).toBe('rev-2');
   });
 
+  it('what the agent applies arrives whole through the client: every field of a full ResourceSpec\'s objects is stored as rendered', async () => {
+    const full = renderRevision({
+      deployment: { id: '77777777-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'full' },
+      revision: { id: 'rev-full', image: 'registry.example.com/full:1', secrets: [{ name: 'K', value: 'v' }] },
+      namespace: 'team-a',
+      spec: {
+        min_scale: 1, max_scale: 4, cpu: 0.5, memory_mb: 256, redis_memory_mb: 64, db_cpu: 1, db_memory_mb: 128, db_storage_gi: 3, db_max_connections: 50,
+        labels: { team: 'x' }, annotations: { note: 'y' }, service_account_name: 'runner', image_pull_secrets: [{ name: 'regcred' }],
+        volumes: [{ name: 'cache', emptyDir: { sizeLimit: '1Gi' } }, { name: 'cfg', projected: { sources: [{ configMap: { name: 'c' } }] } }],
+        volume_mounts: [{ name: 'cache', mountPath: '/cache', subPath: 'a', readOnly: true }],
+        init_containers: [{ name: 'init', image: 'i:1', command: ['a'], args: ['b'], workingDir: '/w', envFrom: [{ configMapRef: { name: 'c' } }], resources: { requests: { cpu: '10m' } }, securityContext: { runAsNonRoot: true } }],
+        sidecars: [{ name: 'native', image: 's:1', restartPolicy: 'Always' }, { name: 'plain', image: 'p:1', imagePullPolicy: 'Always', env: [{ name: 'N', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] }],
+      },
+      postgresPassword: 'pw',
+    });
+    for (const object of full) {
+      await cluster.apply(object);
+      const stored = standIn.get(object.kind, 'team-a', object.metadata.name)!;
+      const { metadata, ...rest } = object;
+      expect(stored, `${object.kind} ${object.metadata.name}`).toMatchObject(rest);
+      expect(stored.metadata).toMatchObject(metadata);
+    }
+  });
+
   it('lists by label selector, reads one, deletes one, and answers 404 as a Status for one that is gone', async () => {
     for (const object of render('rev-2', 'registry.example.com/bot:2')) await cluster.apply(object);
     const secrets = await cluster.list('v1', 'Secret', 'team-a', `${LABELS.deploymentId}=${deployment.id}`);
