@@ -26,7 +26,7 @@ export async function watchRollout(cluster: Cluster, workloads: readonly K8sObje
     const state = await readRollout(cluster, workloads, revisionId);
     if (state.state !== 'progressing') return state;
     if (state.waitingFor !== last) options.onProgress((last = state.waitingFor));
-    if (Date.now() >= deadline) return { state: 'failed', reason: `the rollout did not finish within ${Math.round(options.deadlineMs / 1000)} s; still waiting for ${state.waitingFor}` };
+    if (Date.now() >= deadline) return { state: 'failed', reason: `the rollout did not finish within ${options.deadlineMs >= 1000 ? `${Math.round(options.deadlineMs / 1000)} s` : `${options.deadlineMs} ms`}; still waiting for ${state.waitingFor}` };
     await sleep(options.pollMs, options.signal);
   }
 }

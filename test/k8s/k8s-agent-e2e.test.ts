@@ -114,6 +114,10 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     await eventually(async () => ((await api.get(`/v2/deployments/${deploymentId}`)).status === 404 ? true : undefined), 30_000);
     expect(labelled(deploymentId)).toEqual([]);
     expect(standIn.all().filter((o) => o.metadata.labels?.[LABELS.deploymentId] === deploymentId)).toEqual([]);
+
+    // The secret reached the cluster (above) and nowhere else: not the agent's output, not the server's log.
+    expect(agent!.output()).not.toContain('sk-e2e-secret');
+    expect(server.output()).not.toContain('sk-e2e-secret');
   });
 
   it('a namespace outside the listener\'s list is refused at the API before anything reaches the cluster', async () => {
@@ -174,6 +178,25 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
       expect(standIn.all().filter((o) => o.metadata.namespace === 'team-b')).toEqual([]);
     } finally {
       await narrowAgent.stop();
+    }
+  });
+
+  it('--keep-volumes: a teardown deletes every labelled object but PostgreSQL\'s volume claim', { timeout: 60_000 }, async () => {
+    standIn.startControllers(50);
+    const keeping = await k8sListener(api, [NAMESPACE]);
+    const keepingAgent = await startK8sAgent({ url: server.url, token: keeping.token, listenerId: keeping.listenerId, kubeconfig, args: ['--namespace', NAMESPACE, '--keep-volumes'] });
+    try {
+      const created = await api.post('/v2/deployments', { name: uniqueName('k8s-keep'), source: 'external_docker', source_config: { listener_id: keeping.listenerId, listener_config: { k8s_namespace: NAMESPACE } }, source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' } });
+      const deploymentId = created.body.id as string;
+      expect((await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
+      const claims = standIn.objects('PersistentVolumeClaim', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`);
+      expect(claims).toHaveLength(1);
+      await api.delete(`/v2/deployments/${deploymentId}`);
+      await eventually(async () => ((await api.get(`/v2/deployments/${deploymentId}`)).status === 404 ? true : undefined), 30_000);
+      expect(labelled(deploymentId).map((o) => `${o.kind} ${o.metadata.name}`)).toEqual([`PersistentVolumeClaim ${claims[0]!.metadata.name}`]);
+      expect(keepingAgent.output()).toContain('(volume claims kept)');
+    } finally {
+      await keepingAgent.stop();
     }
   });
 

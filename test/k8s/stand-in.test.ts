@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterError } from '../../agent/k8s/cluster.ts';
 import { FIELD_MANAGER, LABELS } from '../../agent/k8s/labels.ts';
 import { renderRevision } from '../../agent/k8s/render.ts';
+import { watchRollout } from '../../agent/k8s/watch-rollout.ts';
 import { KubernetesApiStandIn } from './api-stand-in.ts';
 
 /**
@@ -127,5 +128,15 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     expect(byRevision('rev-4')).toHaveLength(2);
     expect(byRevision('rev-5')[0]?.status).toMatchObject({ containerStatuses: [{ state: { waiting: { reason: 'ImagePullBackOff' } } }] });
     standIn.imageFate = () => ({ pull: 'ok' });
+  });
+
+  it('the rollout watch gives up at its deadline, saying what it still waited for (no controller runs here)', async () => {
+    const objects = renderRevision({ deployment: { id: '88888888-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'slow' }, revision: { id: 'rev-slow', image: 'i:1', secrets: [] }, namespace: 'team-a', spec: null, postgresPassword: 'pw' });
+    for (const object of objects) await cluster.apply(object);
+    const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
+    const seen: string[] = [];
+    const outcome = await watchRollout(cluster, workloads, 'rev-slow', { pollMs: 20, deadlineMs: 200, signal: new AbortController().signal, onProgress: (w) => seen.push(w) });
+    expect(outcome).toEqual({ state: 'failed', reason: 'the rollout did not finish within 200 ms; still waiting for Deployment slow-88888888-api-server: generation 1 not observed yet' });
+    expect(seen).toEqual(['Deployment slow-88888888-api-server: generation 1 not observed yet']);
   });
 });
