@@ -56,11 +56,14 @@ function notRolledOut(workload: K8sObject): string | null {
   const generation = (workload.metadata.generation as number | undefined) ?? 0;
   const desired = ((workload.spec as { replicas?: number } | undefined)?.replicas ?? 1) as number;
   const name = `${workload.kind} ${workload.metadata.name}`;
-  if ((status.observedGeneration ?? 0) < generation) return `${name}: generation ${generation} not observed yet`;
   if (workload.kind === 'StatefulSet') {
+    // §14 judges a StatefulSet by its ready replicas; a generation it has reported but not yet
+    // reached still means its ready pods may be the previous template's.
+    if (status.observedGeneration !== undefined && status.observedGeneration < generation) return `${name}: generation ${generation} not observed yet`;
     const ready = status.readyReplicas ?? 0;
     return ready === desired ? null : `${name}: ${ready}/${desired} ready`;
   }
+  if ((status.observedGeneration ?? 0) < generation) return `${name}: generation ${generation} not observed yet`;
   const updated = status.updatedReplicas ?? 0;
   const available = status.availableReplicas ?? 0;
   if (updated !== desired || available !== desired) return `${name}: ${updated}/${desired} updated, ${available}/${desired} available`;

@@ -26,6 +26,9 @@ describe('judgeRollout', () => {
     // Old pods still up beside the new ones: more available than desired is not done either.
     expect(judgeRollout([deployment('api', 2, { replicas: 2 }, { observedGeneration: 2, updatedReplicas: 2, availableReplicas: 3 })], []).state).toBe('progressing');
     expect(judgeRollout([ready, statefulSet({ observedGeneration: 1, readyReplicas: 0 })], [])).toEqual({ state: 'progressing', waitingFor: 'StatefulSet db: 0/1 ready' });
+    expect(judgeRollout([ready, { ...statefulSet({ observedGeneration: 1, readyReplicas: 1 }), metadata: { name: 'db', generation: 2 } }], [])).toEqual({ state: 'progressing', waitingFor: 'StatefulSet db: generation 2 not observed yet' });
+    // A StatefulSet is judged by its ready replicas (§14): one whose controller reports no generation yet counts when ready.
+    expect(judgeRollout([ready, statefulSet({ readyReplicas: 1 })], [])).toEqual({ state: 'ready' });
   });
 
   it('failed on ProgressDeadlineExceeded, with the condition\'s message', () => {
