@@ -109,6 +109,7 @@ export class K8sAgent {
         namespace,
         spec: revision.resource_spec ?? null,
         postgresPassword: await this.#postgresPassword(deployment, namespace),
+        liveReplicas: await this.#liveReplicas(deployment, namespace),
       });
       for (const object of objects) {
         const errors = schemaErrors(object);
@@ -155,6 +156,13 @@ export class K8sAgent {
     const stored = await this.#o.cluster.read('v1', 'Secret', namespace, objectNames(deployment).postgresSecret);
     const value = (stored?.data as Record<string, string> | undefined)?.POSTGRES_PASSWORD;
     return value ? Buffer.from(value, 'base64').toString('utf8') : randomBytes(24).toString('base64url');
+  }
+
+  /** The API server's and queue's replica counts as the cluster runs them (an autoscaler may have changed them). */
+  async #liveReplicas(deployment: WorkDeployment, namespace: string): Promise<{ apiServer?: number; queue?: number }> {
+    const names = objectNames(deployment);
+    const replicas = async (name: string) => ((await this.#o.cluster.read('apps/v1', 'Deployment', namespace, name))?.spec as { replicas?: number } | undefined)?.replicas;
+    return { apiServer: await replicas(names.apiServer), queue: await replicas(names.queue) };
   }
 
   async #teardown(deployment: WorkDeployment, claimId: string, signal: AbortSignal): Promise<void> {

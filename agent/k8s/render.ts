@@ -12,6 +12,11 @@ export type RenderInput = {
    * first one), so the agent reads it back from the cluster, or makes one for a new deployment.
    */
   postgresPassword: string;
+  /**
+   * The replica counts the cluster runs now, where an autoscaler owns them: applied again as they
+   * are (within min..max), so a new revision does not scale a busy deployment back down to its minimum.
+   */
+  liveReplicas?: { apiServer?: number; queue?: number };
 };
 
 /** The images of the parts this control plane runs beside the user's image. */
@@ -102,8 +107,7 @@ export function renderRevision(input: RenderInput): K8sObject[] {
       kind: 'Deployment',
       metadata: meta(names.apiServer, 'api-server'),
       spec: {
-        // With an autoscaler, the replica count is its to set: leaving it out keeps an apply from fighting it.
-        ...(maxScale > minScale ? {} : { replicas: minScale }),
+        replicas: replicasOf(minScale, maxScale, input.liveReplicas?.apiServer),
         selector: { matchLabels: selectorOf(input, 'api-server') },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
@@ -129,7 +133,7 @@ export function renderRevision(input: RenderInput): K8sObject[] {
       kind: 'Deployment',
       metadata: meta(names.queue, 'queue'),
       spec: {
-        ...(queueMax > queueMin ? {} : { replicas: queueMin }),
+        replicas: replicasOf(queueMin, queueMax, input.liveReplicas?.queue),
         selector: { matchLabels: selectorOf(input, 'queue') },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
@@ -241,6 +245,17 @@ export function renderRevision(input: RenderInput): K8sObject[] {
   if (maxScale > minScale) objects.push(autoscaler(meta(names.apiServer, 'api-server'), names.apiServer, minScale, maxScale));
   if (queueMax > queueMin) objects.push(autoscaler(meta(names.queue, 'queue'), names.queue, queueMin, queueMax));
   return objects;
+}
+
+/**
+ * `min` without an autoscaler. With one, the count it chose (clamped to its range; its minimum is
+ * at least 1) so that an apply does not undo its scaling; `min` for a new deployment. Always set:
+ * the rollout is judged against it.
+ */
+function replicasOf(min: number, max: number, live: number | undefined): number {
+  if (max <= min) return min;
+  const floor = Math.max(1, min);
+  return Math.min(max, Math.max(floor, live ?? floor));
 }
 
 function autoscaler(metadata: K8sObject['metadata'], target: string, min: number, max: number): K8sObject {

@@ -101,8 +101,8 @@ describe('renderRevision: a full ResourceSpec', () => {
 
   it('the API server Deployment: image, env from the Secret, requests and 2 × limits, pod settings, volumes, init containers, sidecars, /ok readiness, maxUnavailable 0', () => {
     const deployment = find(objects, 'Deployment', `${BASE}-api-server`);
-    // An HPA owns the replica count (max_scale 5 > min_scale 2).
-    expect(deployment.spec.replicas).toBeUndefined();
+    // min_scale for a new deployment; an HPA scales it from there (max_scale 5 > min_scale 2).
+    expect(deployment.spec.replicas).toBe(2);
     expect(deployment.spec.selector).toEqual({ matchLabels: { [LABELS.deploymentId]: DEPLOYMENT.id, [LABELS.component]: 'api-server' } });
     expect(deployment.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
     const pod = deployment.spec.template;
@@ -147,7 +147,7 @@ describe('renderRevision: a full ResourceSpec', () => {
 
   it('the queue: its own cpu request with 2 × limit, memory and scale defaulted from the API server\'s', () => {
     const queue = find(objects, 'Deployment', `${BASE}-queue`);
-    expect(queue.spec.replicas).toBeUndefined();
+    expect(queue.spec.replicas).toBe(2);
     expect(queue.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: 1 });
     const [container, ...others] = queue.spec.template.spec.containers;
     expect(others).toEqual([]);
@@ -191,6 +191,15 @@ describe('renderRevision: a full ResourceSpec', () => {
     ]);
     expect(Buffer.from(find(objects, 'Secret', `${BASE}-postgres`).data.POSTGRES_PASSWORD, 'base64').toString()).toBe('p@ss/word');
     expect(find(objects, 'Service', `${BASE}-postgres`).spec.clusterIP).toBe('None');
+  });
+
+  it('with an autoscaler, a new revision keeps the replica count it chose (within min..max), so an apply does not scale down', () => {
+    const again = renderRevision({ ...input(FULL), liveReplicas: { apiServer: 4, queue: 9 } });
+    expect(find(again, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(4);
+    expect(find(again, 'Deployment', `${BASE}-queue`).spec.replicas).toBe(5);
+    // Without an autoscaler the count is min_scale, whatever runs now.
+    const fixed = renderRevision({ ...input({ min_scale: 3, max_scale: 3 }), liveReplicas: { apiServer: 7 } });
+    expect(find(fixed, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(3);
   });
 
   it('ignores the orchestrator_* and executor_* fields (accepted and unused)', () => {
