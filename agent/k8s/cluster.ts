@@ -21,6 +21,9 @@ export const RENDERED_KINDS: ReadonlyArray<{ apiVersion: string; kind: string }>
   { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' },
 ];
 
+/** Read to judge a rollout; deleted at teardown only if the garbage collector has not removed them yet. */
+export const PODS = { apiVersion: 'v1', kind: 'Pod' } as const;
+
 /** Made by the StatefulSet's controller from its claim templates, not by the agent: removed at teardown only. */
 export const VOLUME_CLAIMS = { apiVersion: 'v1', kind: 'PersistentVolumeClaim' } as const;
 

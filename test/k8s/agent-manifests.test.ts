@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { RENDERED_KINDS, VOLUME_CLAIMS } from '../../agent/k8s/cluster.ts';
+import { PODS, RENDERED_KINDS, VOLUME_CLAIMS } from '../../agent/k8s/cluster.ts';
 import { schemaErrors } from '../../agent/k8s/schemas.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
@@ -24,18 +24,18 @@ describe('docs/examples/k8s-agent.yaml: the agent\'s least-privilege RBAC and in
     expect(docs.some((d) => d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding')).toBe(false);
   });
 
-  it('the Role grants exactly the kinds the agent renders, reads (pods) and deletes (volume claims), in its namespace, without escalate, bind or wildcards', () => {
+  it('the Role grants exactly the kinds the agent renders, reads and deletes (pods, volume claims), in its namespace, without escalate, bind or wildcards', () => {
     const role = docs.find((d) => d.kind === 'Role')!;
     expect(role.metadata.namespace).toBeTruthy();
     const granted = new Set(role.rules!.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}`))));
-    const plural: Record<string, string> = { Secret: 'secrets', Service: 'services', StatefulSet: 'statefulsets', Deployment: 'deployments', HorizontalPodAutoscaler: 'horizontalpodautoscalers', PersistentVolumeClaim: 'persistentvolumeclaims' };
-    const needed = [...RENDERED_KINDS, VOLUME_CLAIMS].map(({ apiVersion, kind }) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${plural[kind]}`);
-    expect([...granted].sort()).toEqual([...needed, '/pods'].sort());
+    const plural: Record<string, string> = { Secret: 'secrets', Service: 'services', StatefulSet: 'statefulsets', Deployment: 'deployments', HorizontalPodAutoscaler: 'horizontalpodautoscalers', PersistentVolumeClaim: 'persistentvolumeclaims', Pod: 'pods' };
+    const needed = [...RENDERED_KINDS, PODS, VOLUME_CLAIMS].map(({ apiVersion, kind }) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${plural[kind]}`);
+    expect([...granted].sort()).toEqual([...needed].sort());
     const verbs = role.rules!.flatMap((r) => r.verbs);
     expect(verbs.filter((v) => ['*', 'escalate', 'bind', 'impersonate', 'deletecollection'].includes(v))).toEqual([]);
     expect(role.rules!.flatMap((r) => [...r.apiGroups, ...r.resources]).includes('*')).toBe(false);
-    // Pods are only read.
-    expect(role.rules!.find((r) => r.resources.includes('pods'))!.verbs.sort()).toEqual(['get', 'list']);
+    // Pods are read and deleted, never made or changed.
+    expect(role.rules!.find((r) => r.resources.includes('pods'))!.verbs.sort()).toEqual(['delete', 'get', 'list']);
   });
 
   it('the RoleBinding binds that Role to that ServiceAccount; the Deployment runs the k8s agent as it', () => {

@@ -74,6 +74,8 @@ export class KubernetesApiStandIn {
   #port = 0;
   #controllers: NodeJS.Timeout | null = null;
   #certificate = '';
+  /** SIMULATION: whether deleting an object deletes what it owns at once (the garbage collector); off: never. */
+  collectGarbage = true;
   /** SIMULATION: decides for each image whether the pretend kubelet can pull and run it. */
   imageFate: (image: string) => ImageFate = () => ({ pull: 'ok' });
 
@@ -333,7 +335,7 @@ export class KubernetesApiStandIn {
       if (!existing) return notFound();
       this.#objects.delete(key(resource.kind, ns, name));
       // Garbage collection: what the deleted object owned goes with it.
-      for (const [k, o] of [...this.#objects]) {
+      for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
         if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === existing.metadata.uid)) this.#objects.delete(k);
       }
       return this.#send(req, res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: resource.group, kind: resource.name, uid: existing.metadata.uid } });

@@ -181,7 +181,7 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     }
   });
 
-  it('--keep-volumes: a teardown deletes every labelled object but PostgreSQL\'s volume claim', { timeout: 60_000 }, async () => {
+  it('--keep-volumes: a teardown deletes every labelled object (pods the garbage collector left too) but PostgreSQL\'s volume claim', { timeout: 60_000 }, async () => {
     standIn.startControllers(50);
     const keeping = await k8sListener(api, [NAMESPACE]);
     const keepingAgent = await startK8sAgent({ url: server.url, token: keeping.token, listenerId: keeping.listenerId, kubeconfig, args: ['--namespace', NAMESPACE, '--keep-volumes'] });
@@ -191,11 +191,16 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
       expect((await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
       const claims = standIn.objects('PersistentVolumeClaim', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`);
       expect(claims).toHaveLength(1);
+      expect(standIn.objects('Pod', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`).length).toBeGreaterThan(0);
+      // A garbage collector that has not caught up: the agent deletes the deployment's pods itself.
+      standIn.collectGarbage = false;
       await api.delete(`/v2/deployments/${deploymentId}`);
       await eventually(async () => ((await api.get(`/v2/deployments/${deploymentId}`)).status === 404 ? true : undefined), 30_000);
       expect(labelled(deploymentId).map((o) => `${o.kind} ${o.metadata.name}`)).toEqual([`PersistentVolumeClaim ${claims[0]!.metadata.name}`]);
+      expect(standIn.objects('Pod', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`)).toEqual([]);
       expect(keepingAgent.output()).toContain('(volume claims kept)');
     } finally {
+      standIn.collectGarbage = true;
       await keepingAgent.stop();
     }
   });
