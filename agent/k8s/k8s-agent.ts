@@ -103,13 +103,14 @@ export class K8sAgent {
       if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
       if (status !== 'DEPLOYING') return;
 
+      const liveReplicas = await this.#liveReplicas(deployment, namespace);
       const objects = renderRevision({
         deployment,
         revision: { id: revision.id, image: revision.source.image_uri, secrets: revision.secrets },
         namespace,
         spec: revision.resource_spec ?? null,
         postgresPassword: await this.#postgresPassword(deployment, namespace),
-        liveReplicas: await this.#liveReplicas(deployment, namespace),
+        liveReplicas,
       });
       for (const object of objects) {
         const errors = schemaErrors(object);
@@ -128,7 +129,10 @@ export class K8sAgent {
         signal: gone.signal,
         onProgress: (waitingFor) => say(`rollout: waiting for ${waitingFor}`),
       });
-      if (outcome.state === 'failed') throw new DeployFailure(`The rollout failed: ${outcome.reason}. The previous revision keeps serving.`);
+      if (outcome.state === 'failed') {
+        const previous = liveReplicas.apiServer !== undefined ? ' The previous revision keeps serving.' : '';
+        throw new DeployFailure(`The rollout failed: ${outcome.reason}.${previous}`);
+      }
       say('rollout finished: every Deployment updated and available, PostgreSQL ready');
       try {
         const pruned = await pruneEarlier(this.#o.cluster, namespace, deployment.id, revision.id);
