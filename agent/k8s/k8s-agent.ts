@@ -6,6 +6,7 @@ import { AgentClient, WorkGone } from '../client.ts';
 import { LogStream } from '../log-stream.ts';
 import { applyRevision, pruneEarlier } from './apply-revision.ts';
 import type { Cluster } from './cluster.ts';
+import { LABELS, type K8sObject } from './labels.ts';
 import { objectNames, renderRevision } from './render.ts';
 import { schemaErrors } from './schemas.ts';
 import { teardownDeployment } from './teardown.ts';
@@ -103,14 +104,14 @@ export class K8sAgent {
       if (status === 'AWAITING_DEPLOY') await move('DEPLOYING');
       if (status !== 'DEPLOYING') return;
 
-      const liveReplicas = await this.#liveReplicas(deployment, namespace);
+      const live = await this.#live(deployment, namespace);
       const objects = renderRevision({
         deployment,
         revision: { id: revision.id, image: revision.source.image_uri, secrets: revision.secrets },
         namespace,
         spec: revision.resource_spec ?? null,
         postgresPassword: await this.#postgresPassword(deployment, namespace),
-        liveReplicas,
+        liveReplicas: live.replicas,
       });
       for (const object of objects) {
         const errors = schemaErrors(object);
@@ -130,7 +131,7 @@ export class K8sAgent {
         onProgress: (waitingFor) => say(`rollout: waiting for ${waitingFor}`),
       });
       if (outcome.state === 'failed') {
-        const previous = liveReplicas.apiServer !== undefined ? ' The previous revision keeps serving.' : '';
+        const previous = live.revisionId && live.revisionId !== revision.id ? ` The previous revision (${live.revisionId}) keeps serving.` : '';
         throw new DeployFailure(`The rollout failed: ${outcome.reason}.${previous}`);
       }
       say('rollout finished: every Deployment updated and available, PostgreSQL ready');
@@ -162,11 +163,16 @@ export class K8sAgent {
     return value ? Buffer.from(value, 'base64').toString('utf8') : randomBytes(24).toString('base64url');
   }
 
-  /** The API server's and queue's replica counts as the cluster runs them (an autoscaler may have changed them). */
-  async #liveReplicas(deployment: WorkDeployment, namespace: string): Promise<{ apiServer?: number; queue?: number }> {
+  /**
+   * What runs now: the API server's and queue's replica counts (an autoscaler may have changed
+   * them), and the revision the API server belongs to.
+   */
+  async #live(deployment: WorkDeployment, namespace: string): Promise<{ replicas: { apiServer?: number; queue?: number }; revisionId?: string }> {
     const names = objectNames(deployment);
-    const replicas = async (name: string) => ((await this.#o.cluster.read('apps/v1', 'Deployment', namespace, name))?.spec as { replicas?: number } | undefined)?.replicas;
-    return { apiServer: await replicas(names.apiServer), queue: await replicas(names.queue) };
+    const apiServer = await this.#o.cluster.read('apps/v1', 'Deployment', namespace, names.apiServer);
+    const queue = await this.#o.cluster.read('apps/v1', 'Deployment', namespace, names.queue);
+    const replicasOf = (object: K8sObject | null) => (object?.spec as { replicas?: number } | undefined)?.replicas;
+    return { replicas: { apiServer: replicasOf(apiServer), queue: replicasOf(queue) }, revisionId: apiServer?.metadata.labels?.[LABELS.revisionId] };
   }
 
   async #teardown(deployment: WorkDeployment, claimId: string, signal: AbortSignal): Promise<void> {

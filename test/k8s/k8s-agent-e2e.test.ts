@@ -93,6 +93,7 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(failed.status).toBe('DEPLOY_FAILED');
     expect(failed.status_message).toContain('ImagePullBackOff');
     expect(failed.status_message).toContain('Back-off pulling image "registry.example.com/acme/bot:missing"');
+    expect(failed.status_message).toContain(`The previous revision (${second.id}) keeps serving.`);
     const pods = servingPods();
     const oldPods = pods.filter((p) => p.metadata.labels?.[LABELS.revisionId] === second.id);
     expect(oldPods).toHaveLength(1);
