@@ -156,6 +156,25 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     }
   });
 
+  it('an interrupt wins over a rollout in progress: the agent stops watching it, and the next revision rolls out', { timeout: 60_000 }, async () => {
+    standIn.stopControllers();
+    const created = await create(uniqueName('k8s-interrupt'), 'registry.example.com/acme/bot:8', { min_scale: 1, max_scale: 1 });
+    const deploymentId = created.body.id as string;
+    const revisionId = created.body.latest_revision_id as string;
+    await eventually(async () => ((await deployLogOf(deploymentId, revisionId)).some((m) => m.startsWith('rollout: waiting for')) ? true : undefined), 30_000);
+    const interrupted = await api.post(`/v2/deployments/${deploymentId}/revisions/${revisionId}/interrupt`);
+    expect(interrupted.status).toBe(200);
+    await eventually(async () => (agent!.output().includes(`stopped work on revision ${revisionId}`) ? true : undefined), 30_000);
+    expect((await api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}`)).body.status).toBe('INTERRUPTED');
+
+    standIn.startControllers(50);
+    await api.patch(`/v2/deployments/${deploymentId}`, { source_revision_config: { image_uri: 'registry.example.com/acme/bot:9' } });
+    const next = await latestRevision(deploymentId);
+    expect(next.id).not.toBe(revisionId);
+    expect((await revisionReaches(api, deploymentId, next.id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
+    expect(standIn.objects('Deployment', NAMESPACE, `${LABELS.deploymentId}=${deploymentId},${LABELS.component}=api-server`)[0]!.spec.template.spec.containers[0].image).toBe('registry.example.com/acme/bot:9');
+  });
+
   it('the agent refuses a namespace outside its own --namespace list before sending anything, and a 403 from the cluster fails the revision naming it', { timeout: 60_000 }, async () => {
     // A second listener allows three namespaces; its agent is started for two; its RBAC covers one.
     const wide = await k8sListener(api, ['team-a', 'team-b', 'team-c']);

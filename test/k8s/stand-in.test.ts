@@ -1,4 +1,4 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterError } from '../../agent/k8s/cluster.ts';
 import { FIELD_MANAGER, LABELS } from '../../agent/k8s/labels.ts';
@@ -14,6 +14,7 @@ import { KubernetesApiStandIn } from './api-stand-in.ts';
 describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (simulated API server)', () => {
   const standIn = new KubernetesApiStandIn(['team-a', 'team-b']);
   let cluster: Cluster;
+  let config: KubeConfig;
   const deployment = { id: '5d0c6a52-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'support-bot' };
   const render = (revisionId: string, image: string) =>
     renderRevision({ deployment, revision: { id: revisionId, image, secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-1' }] }, namespace: 'team-a', spec: { min_scale: 2, cpu: 1, memory_mb: 256 }, postgresPassword: 'pw' });
@@ -21,7 +22,7 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
   beforeAll(async () => {
     await standIn.start();
     standIn.grant('agent-token', { namespaces: ['team-a'] });
-    const config = new KubeConfig();
+    config = new KubeConfig();
     config.loadFromFile(standIn.kubeconfig('agent-token'));
     cluster = new Cluster(config);
   });
@@ -138,5 +139,17 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     const outcome = await watchRollout(cluster, workloads, 'rev-slow', { pollMs: 20, deadlineMs: 200, signal: new AbortController().signal, onProgress: (w) => seen.push(w) });
     expect(outcome).toEqual({ state: 'failed', reason: 'the rollout did not finish within 200 ms; still waiting for Deployment slow-88888888-api-server: generation 1 not observed yet' });
     expect(seen).toEqual(['Deployment slow-88888888-api-server: generation 1 not observed yet']);
+  });
+
+  it('/status is a subresource: writing it changes neither spec nor generation, and an apply to the object leaves status alone', async () => {
+    const api = render('rev-status', 'registry.example.com/bot:s').find((o) => o.kind === 'Deployment' && o.metadata.name.endsWith('-queue'))!;
+    const applied = await cluster.apply(api);
+    const apps = config.makeApiClient(AppsV1Api);
+    const written = await apps.replaceNamespacedDeploymentStatus({ name: api.metadata.name, namespace: 'team-a', body: { ...(applied as any), spec: { ...(applied as any).spec, replicas: 9 }, status: { observedGeneration: applied.metadata.generation as number, replicas: 2, updatedReplicas: 2, availableReplicas: 2 } } });
+    expect(written.status).toMatchObject({ replicas: 2, availableReplicas: 2 });
+    expect(written.spec?.replicas).toBe(2);
+    expect(written.metadata?.generation).toBe(applied.metadata.generation);
+    const reapplied = await cluster.apply({ ...api, status: { replicas: 0 } } as any);
+    expect(reapplied.status).toMatchObject({ replicas: 2, availableReplicas: 2 });
   });
 });
