@@ -69,7 +69,7 @@ export class Cluster {
    * the kind at all (a list in a namespace without objects is an empty list): nothing of it exists.
    */
   async list(apiVersion: string, kind: string, namespace: string, labelSelector: string): Promise<K8sObject[]> {
-    let list;
+    let list: { items: unknown[] };
     try {
       list = await this.#call(() => this.#api.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector));
     } catch (error) {

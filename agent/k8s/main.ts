@@ -1,3 +1,4 @@
+import type { KubeConfig } from '@kubernetes/client-node';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Cluster, loadKubeConfig } from './cluster.ts';
@@ -46,7 +47,7 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
     return n;
   };
   const namespaces = [...(values.namespace ?? []), ...(values.namespaces ?? [])].flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
-  let config;
+  let config: KubeConfig;
   try {
     config = loadKubeConfig(values.kubeconfig, env);
   } catch (error) {

@@ -25,7 +25,10 @@ export async function watchRollout(cluster: Cluster, workloads: readonly K8sObje
     options.signal.throwIfAborted();
     const state = await readRollout(cluster, workloads, revisionId);
     if (state.state !== 'progressing') return state;
-    if (state.waitingFor !== last) options.onProgress((last = state.waitingFor));
+    if (state.waitingFor !== last) {
+      last = state.waitingFor;
+      options.onProgress(last);
+    }
     if (Date.now() >= deadline) return { state: 'failed', reason: `the rollout did not finish within ${options.deadlineMs >= 1000 ? `${Math.round(options.deadlineMs / 1000)} s` : `${options.deadlineMs} ms`}; still waiting for ${state.waitingFor}` };
     await sleep(options.pollMs, options.signal);
   }

@@ -490,10 +490,12 @@ function key(kind: string, namespace: string, name: string): string {
 /** Label selectors as the API takes them: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated (all must hold). */
 export function parseSelector(selector: string): (labels: Record<string, string>) => boolean {
   const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((term) => {
-    let m: RegExpExecArray | null;
-    if ((m = /^([^!=]+)!=(.*)$/.exec(term))) return (l: Record<string, string>) => l[m![1]!] !== m![2];
-    if ((m = /^([^!=]+)==?(.*)$/.exec(term))) return (l: Record<string, string>) => l[m![1]!] === m![2];
-    if ((m = /^!(.+)$/.exec(term))) return (l: Record<string, string>) => !(m![1]! in l);
+    const notEqual = /^([^!=]+)!=(.*)$/.exec(term);
+    if (notEqual) return (l: Record<string, string>) => l[notEqual[1] ?? ''] !== notEqual[2];
+    const equal = /^([^!=]+)==?(.*)$/.exec(term);
+    if (equal) return (l: Record<string, string>) => l[equal[1] ?? ''] === equal[2];
+    const absent = /^!(.+)$/.exec(term);
+    if (absent) return (l: Record<string, string>) => !((absent[1] ?? '') in l);
     return (l: Record<string, string>) => term in l;
   });
   return (labels) => terms.every((t) => t(labels));
