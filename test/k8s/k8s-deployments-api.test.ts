@@ -84,6 +84,12 @@ describe('deployments on a k8s listener: refused at the API', () => {
     expect(offered.map((w) => w.deployment.k8s_namespace).filter((ns) => ns !== 'team-a')).toEqual([]);
   });
 
+  it('no k8s_namespace given: the deployment runs in the listener\'s first namespace, and says so', async () => {
+    const created = await t.api.post('/v2/deployments', { ...body({}), source_config: { listener_id: listenerId } });
+    expect(created.status).toBe(201);
+    expect(created.body.source_config.listener_config).toEqual({ k8s_namespace: 'team-a' });
+  });
+
   it('the work item carries what a k8s agent renders from: the namespace and the revision\'s resource spec', async () => {
     const created = await t.api.post('/v2/deployments', body({ min_scale: 2, labels: { team: 'acme' } }));
     const claimed = await claimAll('probe-2');
