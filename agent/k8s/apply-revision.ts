@@ -17,7 +17,9 @@ export async function applyRevision(cluster: Cluster, objects: readonly K8sObjec
     else break;
   }
   if (applied === objects.length) return { resumed: true };
-  for (const object of objects) {
+  // What others refer to first (Secrets, Services), so a pod never starts before its Secret exists.
+  const rank = (o: K8sObject) => RENDERED_KINDS.findIndex((k) => k.kind === o.kind && k.apiVersion === o.apiVersion);
+  for (const object of [...objects].sort((a, b) => rank(a) - rank(b))) {
     signal.throwIfAborted();
     await cluster.apply(object);
   }
