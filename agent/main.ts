@@ -2,15 +2,25 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { LocalAgent } from './local-agent.ts';
 
-const USAGE = `Usage: npm run agent -- --url <control plane URL> --listener <listener id> [--token <token>]
+const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
   [--agent-id <id>] [--start-timeout 120]
-The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).`;
+The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
+For a k8s listener: npm run agent -- --compute k8s --help`;
 
 /** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const compute = computeOf(argv);
+  if (compute === 'k8s') {
+    const { runK8sAgent } = await import('./k8s/main.ts');
+    return runK8sAgent(argv, env);
+  }
+  if (compute !== 'local') {
+    process.stderr.write(`--compute must be local or k8s, not ${compute}\n`);
+    process.exit(2);
+  }
   const { values } = parseArgs({
-    args: argv,
+    args: withoutCompute(argv),
     options: {
       url: { type: 'string' },
       token: { type: 'string' },
@@ -79,6 +89,19 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<void
     await agent.stop().catch(() => undefined);
     process.exit(1);
   }
+}
+
+/** `--compute k8s` / `--compute=k8s` picks the agent; `local` when absent. */
+function computeOf(argv: string[]): string {
+  for (let i = 0; i < argv.length; i += 1) {
+    if (argv[i] === '--compute') return argv[i + 1] ?? '';
+    if (argv[i]?.startsWith('--compute=')) return argv[i]!.slice('--compute='.length);
+  }
+  return 'local';
+}
+
+function withoutCompute(argv: string[]): string[] {
+  return argv.filter((arg, i) => arg !== '--compute' && argv[i - 1] !== '--compute' && !arg.startsWith('--compute='));
 }
 
 await main(process.argv.slice(2), process.env);

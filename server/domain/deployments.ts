@@ -113,7 +113,9 @@ export class Deployments {
     } else {
       const listener = await store.getListener(tenantId, body.source_config.listener_id);
       if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
-      const namespace = body.source_config.listener_config?.k8s_namespace;
+      const given = body.source_config.listener_config?.k8s_namespace;
+      // On a k8s listener a deployment always runs in one of its namespaces: none given means its first.
+      const namespace = given || (listener.compute_type === 'k8s' ? listener.compute_config.k8s_namespaces[0] : undefined);
       if (namespace) {
         if (listener.compute_type !== 'k8s') {
           throw new BadRequest(`listener_config.k8s_namespace applies only to k8s listeners; listener ${listener.id} is ${listener.compute_type}.`);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Timestamp, Uuid } from './common.ts';
+import { ResourceSpec } from './resource-spec.ts';
 import { LogLevel, LogType, RevisionStatus } from './revision.ts';
 
 /** `POST /v2/listeners/{id}/tokens` → 201: the token is shown this once and stored only as a hash. */
@@ -50,6 +51,8 @@ export const WorkDeployment = z.object({
   custom_url: z.string().nullable(),
   install_command: z.string().nullable(),
   build_command: z.string().nullable(),
+  /** `listener_config.k8s_namespace`: where a `k8s` agent runs the deployment (null: the agent's default). */
+  k8s_namespace: z.string().nullable(),
 });
 export type WorkDeployment = z.infer<typeof WorkDeployment>;
 
@@ -60,6 +63,8 @@ export const WorkRevision = z.object({
   source: WorkSource,
   /** The deployment's secrets: they reach the agent only here, inside claimed work. */
   secrets: z.array(z.object({ name: z.string(), value: z.string() })),
+  /** The revision's ResourceSpec as stored (no defaults filled in): what a `k8s` agent renders. */
+  resource_spec: ResourceSpec.nullable(),
 });
 export type WorkRevision = z.infer<typeof WorkRevision>;
 

@@ -215,6 +215,7 @@ function workDeployment(deployment: DeploymentRecord): WorkDeployment {
     custom_url: deployment.source_config.custom_url,
     install_command: deployment.source_config.install_command,
     build_command: deployment.source_config.build_command,
+    k8s_namespace: deployment.source_config.listener_config?.k8s_namespace ?? null,
   };
 }
 
@@ -236,6 +237,7 @@ function workRevision(revision: RevisionWork, deployment: DeploymentRecord, sour
     graph_config_path: revision.source_revision_config.graph_config_path,
     source: sourceOf(revision, deployment, sourceUrl),
     secrets: revision.secrets.map((s) => ({ name: s.name, value: s.value })),
+    resource_spec: revision.resource_spec,
   };
 }
 

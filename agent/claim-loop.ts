@@ -1,0 +1,118 @@
+import type { WorkItem } from '../shared/schemas/agent.ts';
+import { WorkGone, type AgentClient } from './client.ts';
+
+export type ClaimLoopOptions = {
+  client: AgentClient;
+  agentId: string;
+  version: string;
+  /** Pieces of work carried at once; the heartbeat reports it. */
+  capacity: number;
+  print: (line: string) => void;
+  /** How long one claim long-polls (seconds). */
+  waitSeconds?: number;
+};
+
+/**
+ * Carries one claimed piece of work. `signal` aborts when the claim is lost (a 409 on a renewal:
+ * the revision was interrupted or the lease lapsed to another agent) or the agent stops; the
+ * handler then stops touching the work and returns.
+ */
+export type ClaimHandler = (work: WorkItem, signal: AbortSignal) => Promise<void>;
+
+/**
+ * The listener protocol's side every agent shares (docs/listener-protocol.md): a heartbeat every
+ * third of the lease, a long-polled claim whenever there is room, each claim's lease renewed every
+ * third of it while its handler runs, and, on `stop()`, the claims in progress given back so another
+ * agent of the listener takes them at once instead of after the lease.
+ */
+export class ClaimLoop {
+  readonly #o: ClaimLoopOptions;
+  readonly #handle: ClaimHandler;
+  readonly #running = new Set<Promise<void>>();
+  readonly #stopping = new AbortController();
+  #heartbeat: NodeJS.Timeout | null = null;
+  #loop: Promise<void> | null = null;
+
+  constructor(options: ClaimLoopOptions, handle: ClaimHandler) {
+    this.#o = options;
+    this.#handle = handle;
+  }
+
+  /** The signal that aborts when `stop()` is called. */
+  get stopping(): AbortSignal {
+    return this.#stopping.signal;
+  }
+
+  /** Says hello (a failure here is the caller's: wrong URL, token or listener), then pulls in the background. */
+  async start(): Promise<void> {
+    const { client, agentId, version, capacity } = this.#o;
+    const ack = await client.heartbeat(agentId, version, capacity, this.#stopping.signal);
+    this.#heartbeat = setInterval(() => {
+      client.heartbeat(agentId, version, capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
+    }, Math.max(100, Math.floor(ack.lease_ms / 3)));
+    this.#loop = this.#pull();
+  }
+
+  /** Stops pulling, aborts the work in progress, waits for it and gives its claims back. */
+  async stop(): Promise<void> {
+    this.#stopping.abort(new Error('the agent is stopping'));
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await Promise.allSettled([...this.#running]);
+    await this.#loop?.catch(() => undefined);
+  }
+
+  async #pull(): Promise<void> {
+    const signal = this.#stopping.signal;
+    while (!signal.aborted) {
+      if (this.#running.size >= this.#o.capacity) {
+        await Promise.race(this.#running);
+        continue;
+      }
+      let work: WorkItem | null = null;
+      try {
+        work = await this.#o.client.claim(this.#o.agentId, this.#o.waitSeconds ?? 20, signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#o.print(`agent: claim failed: ${String(error)}`);
+        await sleep(1000, signal);
+        continue;
+      }
+      if (!work) continue;
+      const task = this.#carry(work).catch((error: unknown) => this.#o.print(`agent: work failed unexpectedly: ${String(error)}`));
+      const tracked: Promise<void> = task.finally(() => this.#running.delete(tracked));
+      this.#running.add(tracked);
+    }
+  }
+
+  async #carry(work: WorkItem): Promise<void> {
+    const gone = new AbortController();
+    const onStop = () => gone.abort(this.#stopping.signal.reason);
+    this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+    const renew = setInterval(() => {
+      this.#o.client.renew(work.claim_id).catch((error: unknown) => {
+        if (error instanceof WorkGone) gone.abort(error);
+      });
+    }, Math.max(100, Math.floor(work.lease_ms / 3)));
+    try {
+      await this.#handle(work, gone.signal);
+    } finally {
+      clearInterval(renew);
+      this.#stopping.signal.removeEventListener('abort', onStop);
+      if (this.#stopping.signal.aborted) await this.#o.client.release(work.claim_id).catch(() => undefined);
+    }
+  }
+}
+
+/** Waits `ms`, or less when `signal` aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

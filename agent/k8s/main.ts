@@ -1,0 +1,93 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { Cluster, loadKubeConfig } from './cluster.ts';
+import { K8sAgent } from './k8s-agent.ts';
+
+const USAGE = `Usage: npm run agent -- --compute k8s --url <control plane URL> --listener <listener id> [--token <token>]
+  [--kubeconfig FILE] [--namespace NS]... [--keep-volumes] [--capacity 4] [--agent-id <id>]
+  [--rollout-timeout 600] [--poll-interval 2]
+Cluster credentials: --kubeconfig FILE, else the file KUBECONFIG names, else the in-cluster service account.
+--namespace (repeatable, or comma-separated): the namespaces the agent may use; a deployment in any
+other is refused before anything is sent. A deployment without k8s_namespace goes to the first one
+(else the kubeconfig context's namespace, else "default").
+The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).`;
+
+/** Reads the options once, starts the k8s agent, stops it cleanly on SIGINT / SIGTERM. */
+export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      compute: { type: 'string' },
+      url: { type: 'string' },
+      token: { type: 'string' },
+      listener: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      namespace: { type: 'string', multiple: true },
+      namespaces: { type: 'string', multiple: true },
+      'keep-volumes': { type: 'boolean', default: false },
+      capacity: { type: 'string', default: '4' },
+      'agent-id': { type: 'string' },
+      'rollout-timeout': { type: 'string', default: '600' },
+      'poll-interval': { type: 'string', default: '2' },
+      help: { type: 'boolean' },
+    },
+  });
+  const token = values.token ?? env.CONTROL_PLANE_AGENT_TOKEN;
+  if (values.help || !values.url || !values.listener || !token) {
+    process.stderr.write(`${USAGE}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  const number = (name: string, value: string, min: number) => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min) {
+      process.stderr.write(`--${name} must be a number ≥ ${min}\n`);
+      process.exit(2);
+    }
+    return n;
+  };
+  const namespaces = [...(values.namespace ?? []), ...(values.namespaces ?? [])].flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  let config: KubeConfig;
+  try {
+    config = loadKubeConfig(values.kubeconfig, env);
+  } catch (error) {
+    process.stderr.write(`agent: no Kubernetes credentials: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  }
+  const contextNamespace = config.getContextObject(config.getCurrentContext())?.namespace;
+  const agent = new K8sAgent({
+    url: values.url,
+    token,
+    listenerId: values.listener,
+    agentId: values['agent-id'] ?? `${hostname()}-${process.pid}`,
+    version: 'k8s-agent/0.1.0',
+    capacity: Math.floor(number('capacity', values.capacity, 1)),
+    cluster: new Cluster(config),
+    namespaces,
+    defaultNamespace: namespaces[0] ?? contextNamespace ?? 'default',
+    keepVolumes: values['keep-volumes'],
+    rolloutTimeoutMs: number('rollout-timeout', values['rollout-timeout'], 1) * 1000,
+    pollMs: number('poll-interval', values['poll-interval'], 0.05) * 1000,
+    print: (line) => process.stdout.write(`${line}\n`),
+  });
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) process.exit(1);
+      stopping = true;
+      process.stderr.write(`agent: ${signal}: stopping\n`);
+      agent.stop().then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+  try {
+    await agent.start();
+  } catch (error) {
+    if (stopping) return;
+    process.stderr.write(`agent: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+    await agent.stop().catch(() => undefined);
+    process.exit(1);
+  }
+}

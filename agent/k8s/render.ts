@@ -1,0 +1,357 @@
+import { withResourceSpecDefaults, type Container, type ResourceSpec } from '../../shared/schemas/resource-spec.ts';
+import { baseName, LABELS, MANAGED_BY, type Component, type K8sObject } from './labels.ts';
+
+/** Everything one revision renders from: nothing else is read, so the same input gives the same objects. */
+export type RenderInput = {
+  deployment: { id: string; name: string };
+  revision: { id: string; image: string; secrets: ReadonlyArray<{ name: string; value: string }> };
+  namespace: string;
+  spec: ResourceSpec | null;
+  /**
+   * PostgreSQL's password. It must stay the same across revisions (the data directory keeps the
+   * first one), so the agent reads it back from the cluster, or makes one for a new deployment.
+   */
+  postgresPassword: string;
+  /**
+   * The replica counts the cluster runs now, where an autoscaler owns them: applied again as they
+   * are (within min..max), so a new revision does not scale a busy deployment back down to its minimum.
+   */
+  liveReplicas?: { apiServer?: number; queue?: number };
+};
+
+/** The images of the parts this control plane runs beside the user's image. */
+export const REDIS_IMAGE = 'redis:7-alpine';
+export const POSTGRES_IMAGE = 'postgres:16-alpine';
+/** The port the LangGraph API server image listens on, and its health path (contract §14). */
+export const API_PORT = 8000;
+export const READINESS_PATH = '/ok';
+/** Where the seed is silent: one replica, 10 GiB of PostgreSQL storage. */
+export const DEFAULT_SCALE = 1;
+export const DEFAULT_DB_STORAGE_GI = 10;
+/** How long a Deployment may make no progress before Kubernetes reports ProgressDeadlineExceeded. */
+export const PROGRESS_DEADLINE_SECONDS = 600;
+/** The HorizontalPodAutoscaler's target: average CPU use as a share of the request. */
+export const HPA_CPU_UTILIZATION = 80;
+
+/** The names of a deployment's objects, derived from its name and id only (stable across revisions). */
+export function objectNames(deployment: { id: string; name: string }) {
+  const base = baseName(deployment);
+  return {
+    envSecret: `${base}-env`,
+    apiServer: `${base}-api-server`,
+    queue: `${base}-queue`,
+    redis: `${base}-redis`,
+    postgres: `${base}-postgres`,
+    postgresSecret: `${base}-postgres`,
+  };
+}
+
+/**
+ * The Kubernetes objects of one revision (contract §14), with the seed's defaults applied: the
+ * Secret of the deployment's secrets, the API server's Deployment and Service (and its
+ * HorizontalPodAutoscaler when `max_scale` > `min_scale`), the queue's Deployment (likewise),
+ * Redis (Deployment and Service) and PostgreSQL (StatefulSet with a volume claim, headless
+ * Service, and the Secret of its password). A pure function: no clock, no randomness, no I/O.
+ */
+export function renderRevision(input: RenderInput): K8sObject[] {
+  const spec = withResourceSpecDefaults(input.spec ?? {});
+  const names = objectNames(input.deployment);
+  const ns = input.namespace;
+  const meta = (name: string, component: Component) => ({ name, namespace: ns, labels: labelsOf(input, spec, component), ...annotationsOf(spec) });
+
+  const minScale = spec.min_scale ?? DEFAULT_SCALE;
+  const maxScale = Math.max(spec.max_scale ?? minScale, minScale);
+  const queueMin = spec.queue_min_scale ?? minScale;
+  const queueMax = Math.max(spec.queue_max_scale ?? queueMin, queueMin);
+
+  const postgresUser = 'postgres';
+  const databaseUri = `postgres://${postgresUser}:${encodeURIComponent(input.postgresPassword)}@${names.postgres}.${ns}.svc:5432/postgres?sslmode=disable`;
+  const redisUri = `redis://${names.redis}.${ns}.svc:6379`;
+  // The connection strings come first so a deployment secret of the same name (an external database) wins.
+  const env: Record<string, string> = { REDIS_URI: redisUri, DATABASE_URI: databaseUri, POSTGRES_URI: databaseUri };
+  for (const secret of input.revision.secrets) env[secret.name] = secret.value;
+
+  const podSettings = {
+    ...(spec.service_account_name ? { serviceAccountName: spec.service_account_name } : {}),
+    ...(spec.image_pull_secrets?.length ? { imagePullSecrets: spec.image_pull_secrets.map((s) => ({ name: s.name })) } : {}),
+  };
+  const fromEnvSecret = [{ secretRef: { name: names.envSecret } }];
+
+  // A sidecar with `restartPolicy: Always` is a native sidecar (an init container that keeps
+  // running); any other sidecar is one more container of the pod.
+  const nativeSidecars = (spec.sidecars ?? []).filter((c) => c.restartPolicy === 'Always');
+  const plainSidecars = (spec.sidecars ?? []).filter((c) => c.restartPolicy !== 'Always');
+  const initContainers = [...(spec.init_containers ?? []).map((c) => containerOf(c, false)), ...nativeSidecars.map((c) => containerOf(c, true))];
+
+  const apiContainer = {
+    name: 'api-server',
+    image: input.revision.image,
+    ports: [{ name: 'http', containerPort: API_PORT, protocol: 'TCP' }],
+    envFrom: fromEnvSecret,
+    env: [{ name: 'PORT', value: String(API_PORT) }],
+    ...resourcesOf(spec.cpu, spec.cpu_limit, spec.memory_mb, spec.memory_limit_mb),
+    ...(spec.volume_mounts?.length ? { volumeMounts: spec.volume_mounts.map(mountOf) } : {}),
+    readinessProbe: { httpGet: { path: READINESS_PATH, port: 'http' }, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 3 },
+  };
+
+  const objects: K8sObject[] = [
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: meta(names.envSecret, 'api-server'),
+      type: 'Opaque',
+      data: base64Values(env),
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: meta(names.apiServer, 'api-server'),
+      spec: {
+        replicas: replicasOf(minScale, maxScale, input.liveReplicas?.apiServer),
+        selector: { matchLabels: selectorOf(input, 'api-server') },
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
+        template: {
+          metadata: { labels: labelsOf(input, spec, 'api-server'), ...annotationsOf(spec) },
+          spec: {
+            ...podSettings,
+            ...(spec.volumes?.length ? { volumes: spec.volumes.map((v) => withoutNulls(v)) } : {}),
+            ...(initContainers.length ? { initContainers } : {}),
+            containers: [apiContainer, ...plainSidecars.map((c) => containerOf(c, false))],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(names.apiServer, 'api-server'),
+      spec: { type: 'ClusterIP', selector: selectorOf(input, 'api-server'), ports: [{ name: 'http', port: API_PORT, targetPort: 'http', protocol: 'TCP' }] },
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: meta(names.queue, 'queue'),
+      spec: {
+        replicas: replicasOf(queueMin, queueMax, input.liveReplicas?.queue),
+        selector: { matchLabels: selectorOf(input, 'queue') },
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
+        template: {
+          metadata: { labels: labelsOf(input, spec, 'queue'), ...annotationsOf(spec) },
+          spec: {
+            ...podSettings,
+            containers: [
+              {
+                name: 'queue',
+                image: input.revision.image,
+                envFrom: fromEnvSecret,
+                ...resourcesOf(spec.queue_cpu, spec.queue_cpu_limit, spec.queue_memory_mb, spec.queue_memory_limit_mb),
+              },
+            ],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: meta(names.redis, 'redis'),
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: selectorOf(input, 'redis') },
+        // One Redis of ephemeral run data: the old one goes before the new one starts.
+        strategy: { type: 'Recreate' },
+        template: {
+          metadata: { labels: podLabelsOf(input, spec, 'redis'), ...annotationsOf(spec) },
+          spec: {
+            containers: [
+              {
+                name: 'redis',
+                image: REDIS_IMAGE,
+                args: ['--save', '', '--appendonly', 'no', ...(spec.redis_memory_mb ? ['--maxmemory', `${Math.floor(spec.redis_memory_mb * 0.8)}mb`] : [])],
+                ports: [{ name: 'redis', containerPort: 6379, protocol: 'TCP' }],
+                // Redis's memory is its size: the limit is the request unless one is given.
+                ...resourcesOf(spec.redis_cpu, spec.redis_cpu_limit, spec.redis_memory_mb, spec.redis_memory_limit_mb ?? spec.redis_memory_mb),
+                readinessProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 5 },
+              },
+            ],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(names.redis, 'redis'),
+      spec: { type: 'ClusterIP', selector: selectorOf(input, 'redis'), ports: [{ name: 'redis', port: 6379, targetPort: 'redis', protocol: 'TCP' }] },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: meta(names.postgresSecret, 'postgres'),
+      type: 'Opaque',
+      data: base64Values({ POSTGRES_PASSWORD: input.postgresPassword }),
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: meta(names.postgres, 'postgres'),
+      spec: {
+        replicas: 1,
+        serviceName: names.postgres,
+        selector: { matchLabels: selectorOf(input, 'postgres') },
+        template: {
+          metadata: { labels: podLabelsOf(input, spec, 'postgres'), ...annotationsOf(spec) },
+          spec: {
+            containers: [
+              {
+                name: 'postgres',
+                image: POSTGRES_IMAGE,
+                args: spec.db_max_connections ? ['-c', `max_connections=${spec.db_max_connections}`] : [],
+                ports: [{ name: 'postgres', containerPort: 5432, protocol: 'TCP' }],
+                env: [
+                  { name: 'POSTGRES_USER', value: postgresUser },
+                  { name: 'POSTGRES_DB', value: 'postgres' },
+                  { name: 'POSTGRES_PASSWORD', valueFrom: { secretKeyRef: { name: names.postgresSecret, key: 'POSTGRES_PASSWORD' } } },
+                  // A subdirectory: the volume's root may hold lost+found, which initdb refuses.
+                  { name: 'PGDATA', value: '/var/lib/postgresql/data/pgdata' },
+                ],
+                ...resourcesOf(spec.db_cpu, spec.db_cpu_limit, spec.db_memory_mb, spec.db_memory_limit_mb),
+                volumeMounts: [{ name: 'data', mountPath: '/var/lib/postgresql/data' }],
+                readinessProbe: { exec: { command: ['pg_isready', '-U', postgresUser] }, periodSeconds: 5 },
+              },
+            ],
+          },
+        },
+        // Kubernetes refuses changes to claim templates, so they carry only labels that never change
+        // (not the revision's): the claims they make are found by the deployment's id at teardown.
+        volumeClaimTemplates: [
+          {
+            metadata: { name: 'data', labels: stableLabelsOf(input, 'postgres') },
+            spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: `${spec.db_storage_gi ?? DEFAULT_DB_STORAGE_GI}Gi` } } },
+          },
+        ],
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(names.postgres, 'postgres'),
+      // Headless: the StatefulSet's governing Service, its DNS name reaching the one pod.
+      spec: { clusterIP: 'None', selector: selectorOf(input, 'postgres'), ports: [{ name: 'postgres', port: 5432, targetPort: 'postgres', protocol: 'TCP' }] },
+    },
+  ];
+  if (maxScale > minScale) objects.push(autoscaler(meta(names.apiServer, 'api-server'), names.apiServer, minScale, maxScale));
+  if (queueMax > queueMin) objects.push(autoscaler(meta(names.queue, 'queue'), names.queue, queueMin, queueMax));
+  return objects;
+}
+
+/**
+ * `min` without an autoscaler. With one, the count it chose (clamped to its range; its minimum is
+ * at least 1) so that an apply does not undo its scaling; `min` for a new deployment. Always set:
+ * the rollout is judged against it.
+ */
+function replicasOf(min: number, max: number, live: number | undefined): number {
+  if (max <= min) return min;
+  const floor = Math.max(1, min);
+  return Math.min(max, Math.max(floor, live ?? floor));
+}
+
+function autoscaler(metadata: K8sObject['metadata'], target: string, min: number, max: number): K8sObject {
+  return {
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata,
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: target },
+      // An autoscaler needs at least one replica to measure.
+      minReplicas: Math.max(1, min),
+      maxReplicas: max,
+      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: HPA_CPU_UTILIZATION } } }],
+    },
+  };
+}
+
+/** The spec's labels, then ours (which win: teardown and pruning depend on them). */
+function labelsOf(input: RenderInput, spec: ResourceSpec, component: Component): Record<string, string> {
+  return { ...(spec.labels ?? {}), ...stableLabelsOf(input, component), [LABELS.revisionId]: input.revision.id };
+}
+
+/**
+ * Redis's and PostgreSQL's pods carry no revision label: with it, every revision would restart them
+ * (a changed pod template rolls its pods), and their data and connections with them.
+ */
+function podLabelsOf(input: RenderInput, spec: ResourceSpec, component: Component): Record<string, string> {
+  return { ...(spec.labels ?? {}), ...stableLabelsOf(input, component) };
+}
+
+function stableLabelsOf(input: RenderInput, component: Component): Record<string, string> {
+  return { [LABELS.managedBy]: MANAGED_BY, [LABELS.component]: component, [LABELS.deploymentId]: input.deployment.id };
+}
+
+/** What a workload's pods are selected by: never the revision (a selector cannot change once made). */
+function selectorOf(input: RenderInput, component: Component): Record<string, string> {
+  return { [LABELS.deploymentId]: input.deployment.id, [LABELS.component]: component };
+}
+
+function annotationsOf(spec: ResourceSpec): { annotations?: Record<string, string> } {
+  return spec.annotations && Object.keys(spec.annotations).length > 0 ? { annotations: { ...spec.annotations } } : {};
+}
+
+/**
+ * CPU in cores as a Kubernetes quantity: whole cores as they are (`2`), fractions in millicores
+ * (`0.5` → `500m`). Memory in MB as mebibytes (`512` → `512Mi`), as the hosted product sizes it.
+ */
+export function cpuQuantity(cores: number): string {
+  return Number.isInteger(cores) ? String(cores) : `${Math.round(cores * 1000)}m`;
+}
+
+export function memoryQuantity(mb: number): string {
+  return `${mb}Mi`;
+}
+
+function resourcesOf(cpu: number | null | undefined, cpuLimit: number | null | undefined, memoryMb: number | null | undefined, memoryLimitMb: number | null | undefined) {
+  const requests: Record<string, string> = {};
+  const limits: Record<string, string> = {};
+  if (cpu != null) requests.cpu = cpuQuantity(cpu);
+  if (memoryMb != null) requests.memory = memoryQuantity(memoryMb);
+  if (cpuLimit != null) limits.cpu = cpuQuantity(cpuLimit);
+  if (memoryLimitMb != null) limits.memory = memoryQuantity(memoryLimitMb);
+  const resources = { ...(Object.keys(requests).length ? { requests } : {}), ...(Object.keys(limits).length ? { limits } : {}) };
+  return Object.keys(resources).length ? { resources } : {};
+}
+
+/**
+ * A user's container as Kubernetes takes it: nulls dropped, and `restartPolicy` kept only where
+ * Kubernetes allows it (`Always`, on an init container: a native sidecar).
+ */
+function containerOf(container: Container, nativeSidecar: boolean): Record<string, unknown> {
+  const { restartPolicy: _restartPolicy, env, volumeMounts, ...rest } = container;
+  return {
+    ...withoutNulls(rest),
+    ...(env?.length ? { env: env.map(envVarOf) } : {}),
+    ...(volumeMounts?.length ? { volumeMounts: volumeMounts.map(mountOf) } : {}),
+    ...(nativeSidecar ? { restartPolicy: 'Always' } : {}),
+  };
+}
+
+/** An empty `value` beside `valueFrom` means "not given" (the seed's default); Kubernetes wants it absent. */
+function envVarOf(env: NonNullable<Container['env']>[number]): Record<string, unknown> {
+  const out = withoutNulls(env);
+  if (env.valueFrom != null && env.value === '') delete out.value;
+  return out;
+}
+
+function mountOf(mount: NonNullable<ResourceSpec['volume_mounts']>[number]): Record<string, unknown> {
+  return withoutNulls(mount);
+}
+
+/** The object without its null and undefined fields (the API's "not given"; Kubernetes wants them absent). */
+function withoutNulls<T extends object>(value: T): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== null && v !== undefined));
+}
+
+function base64Values(values: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]));
+}
