@@ -34,6 +34,16 @@ export const Config = z.object({
       }
     }),
   GITHUB_WEBHOOK_SECRET: optional,
+  /**
+   * Issuer of the GitHub Actions OIDC ID tokens exchanged for keys (contract section 13): its
+   * `/.well-known/openid-configuration` names the signing keys. Operator configuration, so trusted.
+   */
+  GITHUB_OIDC_ISSUER: z
+    .url({ protocol: /^https?$/, message: 'GITHUB_OIDC_ISSUER must be an http(s) URL, e.g. https://token.actions.githubusercontent.com' })
+    .default('https://token.actions.githubusercontent.com')
+    .transform((value) => value.replace(/\/+$/, '')),
+  /** The `aud` an exchanged ID token must carry; unset: the server's public URL (`PUBLIC_URL`). */
+  GITHUB_OIDC_AUDIENCE: optional,
   GITHUB_WEBHOOK_SECRET_PREVIOUS: optional,
   SANDBOX_STAGE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1000),
   ENCRYPTION_KEY: optional,

@@ -1,4 +1,5 @@
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import type { GithubMintClaims } from '../../shared/schemas/github-trust.ts';
 import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
@@ -82,6 +83,9 @@ export function toApiKey(row: Row): ApiKey {
     organization_id: row.organization_id as string,
     description: (row.description as string | null) ?? null,
     created_at: row.created_at as string,
+    // Keys minted from a GitHub Actions OIDC token carry their expiry and the claims they were minted for.
+    ...(row.expires_at ? { expires_at: row.expires_at as string } : {}),
+    ...(row.minted_for ? { github_actions: JSON.parse(row.minted_for as string) as GithubMintClaims } : {}),
   };
 }
 

@@ -6,6 +6,7 @@ import { silentLogger } from '../../logger.ts';
 import { PgCoordination } from './coordination.ts';
 import { PgCoreStore } from './core.ts';
 import { migrate, PgDb } from './db.ts';
+import { PgGithubTrustStore } from './github-trust.ts';
 import { PgInstallationRepoStore } from './installation-repos.ts';
 import { PgOAuthStore } from './oauth.ts';
 import { PgUploadStore } from './uploads.ts';
@@ -31,6 +32,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     uploads: new PgUploadStore(db),
     installationRepos: new PgInstallationRepoStore(db),
     agents: new PgAgentStore(db),
+    githubTrust: new PgGithubTrustStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),
