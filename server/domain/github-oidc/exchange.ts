@@ -41,8 +41,9 @@ export class GithubTokenExchanger {
     try {
       return await this.#exchange(body);
     } catch (error) {
-      // What was refused and why, never the token; the repository only once the token verified.
-      if (error instanceof Unauthorized || error instanceof Forbidden) this.#deps.log.info('github oidc: exchange refused', { reason: error.message });
+      // What was refused and why, never the token. At debug: the caller reads the same sentence in
+      // its answer, and a flood of forged tokens must not become a flood of log lines.
+      if (error instanceof Unauthorized || error instanceof Forbidden) this.#deps.log.debug('github oidc: exchange refused', { reason: error.message });
       throw error;
     }
   }
