@@ -113,8 +113,11 @@ describe('keyless CI: a GitHub Actions ID token exchanged for a workspace key', 
     });
   }
 
-  it('accepts a token within the 60 s of skew (expired 30 s ago)', async () => {
+  it('accepts a token within the 60 s of skew (expired 30 s ago), and an audience or issuer that differs only by a trailing slash', async () => {
     expect((await exchange(await issuer.token({ expiresIn: -30 }))).status).toBe(201);
+    expect((await exchange(await issuer.token({ audience: `${issuer.audience}/` }))).status).toBe(201);
+    expect((await exchange(await issuer.token({ issuer: `${issuer.url}/` }))).status).toBe(201);
+    expect((await exchange(await issuer.token({ audience: `${issuer.audience}/x` }))).status).toBe(401);
   });
 
   it('uses each jti once, also when the same token arrives many times at once', async () => {

@@ -59,8 +59,9 @@ export async function verifyGithubToken(token: string, options: VerifyOptions): 
   let payload: unknown;
   try {
     ({ payload } = await jwtVerify(token, (h) => options.keyFor(h), {
-      issuer: options.issuer,
-      audience: options.audience,
+      // A trailing slash is no other issuer or audience: configuration and tokens differ on it in practice.
+      issuer: withAndWithoutSlash(options.issuer),
+      audience: withAndWithoutSlash(options.audience),
       algorithms: ['RS256'],
       clockTolerance: CLOCK_SKEW_SECONDS,
       currentDate: options.now,
@@ -77,6 +78,11 @@ export async function verifyGithubToken(token: string, options: VerifyOptions): 
   // jose checks `iat` against the clock only with maxTokenAge; a token "issued" in the future is refused here.
   if (claims.data.iat > options.now.getTime() / 1000 + CLOCK_SKEW_SECONDS) throw new Unauthorized("The token's iat claim is in the future (beyond 60 s of clock skew).");
   return claims.data;
+}
+
+function withAndWithoutSlash(value: string): string[] {
+  const bare = value.replace(/\/+$/, '');
+  return [bare, `${bare}/`];
 }
 
 /** The sentence for what jose refused: the claim or step that failed, never the token. */
