@@ -73,7 +73,7 @@ describe("the issuer's keys: discovery, cache, refetch for an unknown kid at mos
     let requests = 0;
 
     beforeAll(async () => {
-      server = createServer((req, res) => {
+      server = createServer((_req, res) => {
         requests += 1;
         if (mode === 'down') return void res.writeHead(500).end('{}');
         if (mode === 'redirect') return void res.writeHead(302, { location: `${issuer.url}/.well-known/openid-configuration` }).end();
@@ -83,9 +83,7 @@ describe("the issuer's keys: discovery, cache, refetch for an unknown kid at mos
         res.writeHead(200, { 'content-type': 'application/json' });
         res.write(`{"issuer": "${url}", "padding": "`);
         const chunk = 'x'.repeat(64 * 1024);
-        const timer = setInterval(() => {
-          if (!res.write(chunk)) return;
-        }, 1);
+        const timer = setInterval(() => res.write(chunk), 1);
         res.on('close', () => clearInterval(timer));
       });
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
