@@ -25,6 +25,9 @@ export function bundleOptions(outfile: string): BuildOptions {
     legalComments: 'eof',
     charset: 'utf8',
     logLevel: 'warning',
+    // A worktree whose node_modules is a symlink to a shared install must bundle the same bytes
+    // (module paths appear in the bundle) as a checkout with its own node_modules.
+    preserveSymlinks: true,
     // Some dependencies are CommonJS and call require() for Node's built-ins.
     banner: { js: "import { createRequire as __createRequire } from 'node:module';\nconst require = __createRequire(import.meta.url);" },
   };

@@ -1,7 +1,7 @@
 import { DEPLOY_INPUTS, InputError, parseBoolean, parseDeployOptions, type DeployOptions } from '../shared/deploy/options.ts';
 
 /** Inputs only the Action has (the CLI has its own ways to cancel and no GitHub Deployments). */
-export const ACTION_ONLY_INPUTS = ['cancel-on-abort', 'github-deployment', 'github-token', 'github-environment'] as const;
+export const ACTION_ONLY_INPUTS = ['cancel-on-abort', 'github-deployment', 'github-token', 'github-environment', 'oidc-audience'] as const;
 
 export type GithubDeploymentSettings = {
   token: string;
@@ -18,6 +18,11 @@ export type GithubDeploymentSettings = {
 
 export type ActionInputs = {
   deploy: DeployOptions;
+  /**
+   * Keyless CI: no `api-key` was given and the runner can hand out an OIDC ID token (the job has
+   * `permissions: id-token: write`): the key is exchanged for one with this audience.
+   */
+  githubOidc: { audience: string } | null;
   cancelOnAbort: boolean;
   githubDeployment: GithubDeploymentSettings | null;
 };
@@ -39,7 +44,9 @@ export function workflowRef(env: Env): string | undefined {
  * InputError (naming the input) before any request is made.
  */
 export function readInputs(getInput: (name: string) => string, env: Env): ActionInputs {
-  const deploy = parseDeployOptions((name) => getInput(name), { repoRef: workflowRef(env) });
+  const keyless = getInput('api-key').trim() === '' && Boolean(env.ACTIONS_ID_TOKEN_REQUEST_URL);
+  const deploy = parseDeployOptions((name) => getInput(name), { repoRef: workflowRef(env), keyFromGithubOidc: keyless });
+  const githubOidc = keyless ? { audience: getInput('oidc-audience').trim() || deploy.apiUrl.replace(/\/+$/, '') } : null;
   const flag = (name: string) => (getInput(name).trim() === '' ? false : parseBoolean(getInput(name), name));
   let githubDeployment: GithubDeploymentSettings | null = null;
   if (flag('github-deployment')) {
@@ -58,7 +65,7 @@ export function readInputs(getInput: (name: string) => string, env: Env): Action
       runUrl: env.GITHUB_RUN_ID ? `${server}/${owner}/${repo}/actions/runs/${env.GITHUB_RUN_ID}` : undefined,
     };
   }
-  return { deploy, cancelOnAbort: flag('cancel-on-abort'), githubDeployment };
+  return { deploy, githubOidc, cancelOnAbort: flag('cancel-on-abort'), githubDeployment };
 }
 
 /** Every input name the Action reads; action.yml must declare exactly these (a test checks it). */

@@ -13,6 +13,8 @@ export type ActionCore = {
   setOutput(name: string, value: string): void;
   setFailed(message: string): void;
   setSecret(secret: string): void;
+  /** The runner's OIDC ID token for `audience` (masked by the runner client itself). */
+  getIDToken(audience?: string): Promise<string>;
   info(message: string): void;
   warning(message: string): void;
   error(message: string, properties?: { title?: string }): void;
@@ -69,6 +71,12 @@ async function runAction(deps: ActionDeps): Promise<void> {
   }
   for (const secret of inputs.deploy.secrets ?? []) {
     if (secret.value.trim() !== '') core.setSecret(secret.value);
+  }
+
+  if (inputs.githubOidc) {
+    const minted = await keyFromGithubOidc(core, inputs, deps.fetch);
+    if (!minted) return;
+    inputs = { ...inputs, deploy: { ...inputs.deploy, apiKey: minted } };
   }
 
   const controller = new AbortController();
@@ -136,6 +144,33 @@ async function runAction(deps: ActionDeps): Promise<void> {
       break;
     default:
       core.setFailed(result.reason ?? `The deploy ended with ${result.outcome}.`);
+  }
+}
+
+/**
+ * Keyless CI: the runner's ID token (audience `oidc-audience`, default `api-url`) exchanged for a
+ * workspace key of at most an hour, masked before anything can print it. Null (and the step
+ * failed) when either step is refused.
+ */
+async function keyFromGithubOidc(core: ActionCore, inputs: ActionInputs, fetchImpl: typeof fetch | undefined): Promise<string | null> {
+  const { audience } = inputs.githubOidc!;
+  let idToken: string;
+  try {
+    idToken = await core.getIDToken(audience);
+  } catch (error) {
+    core.setFailed(`No api-key was given, and the runner refused a GitHub OIDC token (does the job have permissions: id-token: write?): ${error instanceof Error ? error.message : String(error)}`);
+    return null;
+  }
+  core.setSecret(idToken);
+  try {
+    const exchanger = new ApiClient({ baseUrl: inputs.deploy.apiUrl, apiKey: '', fetch: fetchImpl, userAgent: 'agent-deploy-action' });
+    const minted = await exchanger.exchangeGithubToken(idToken, inputs.deploy.workspaceId);
+    core.setSecret(minted.api_key);
+    core.info(`Exchanged the workflow's GitHub OIDC token (audience ${audience}) for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}.`);
+    return minted.api_key;
+  } catch (error) {
+    core.setFailed(`The control plane refused the workflow's GitHub OIDC token: ${error instanceof Error ? error.message : String(error)}`);
+    return null;
   }
 }
 

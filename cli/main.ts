@@ -25,6 +25,8 @@ Flags are the Action's inputs: --api-url, --api-key, --workspace-id, --deploymen
 --repo-url, --integration-id, --deployment-type, --repo-ref, --graph-config-path, --build-on-push,
 --image-uri, --listener-id, --k8s-namespace, --custom-url, --secrets, --resource-spec, --wait,
 --wait-timeout, --poll-interval; each also read from CP_<NAME> (CP_API_URL, CP_API_KEY, CP_NAME, ...).
+  --github-oidc-token <token>   instead of --api-key: a GitHub Actions OIDC ID token (CP_GITHUB_OIDC_TOKEN),
+                        exchanged for a workspace key of at most an hour (docs/keyless-ci.md)
   --secret NAME=value   one secret (repeatable; added to --secrets)
   --secrets @file       a value starting with @ is read from that file (--secrets, --resource-spec)
   --revision-id <id>    status / wait: the revision (default: the deployment's latest)
@@ -42,7 +44,7 @@ function printWarning(io: Io) {
   return (event: { what: string; text: string }) => io.stderr(`warning: ${event.what}: ${event.text}`);
 }
 
-const EXTRA_FLAGS = ['revision-id', 'retries', 'secret', 'json', 'no-wait', 'help'] as const;
+const EXTRA_FLAGS = ['revision-id', 'retries', 'secret', 'json', 'no-wait', 'help', 'github-oidc-token'] as const;
 
 /** `--flag value`, `--flag=value`, bare `--json`; repeated `--secret`. */
 export function parseArgs(argv: string[]): { command: string | undefined; flags: Map<string, string[]> } {
@@ -70,7 +72,7 @@ function envName(input: string): string {
 
 /** Flags win over CP_* variables; `@file` values are read from the file. */
 function rawReader(flags: Map<string, string[]>, env: Record<string, string | undefined>) {
-  return (name: DeployInput | 'revision-id' | 'retries'): string | undefined => {
+  return (name: DeployInput | 'revision-id' | 'retries' | 'github-oidc-token'): string | undefined => {
     let value = flags.get(name)?.at(-1) ?? env[envName(name)];
     if (name === 'wait' && flags.has('no-wait')) value = 'false';
     if (name === 'secrets') {
@@ -149,6 +151,14 @@ function report(io: Io, result: DeployResult, json: boolean): number {
   return exitCode(result);
 }
 
+/** Keyless CI: the GitHub Actions OIDC ID token exchanged for a short-lived workspace key (never printed). */
+async function keyFromGithubOidc(token: string, apiUrl: string, workspaceId: string | undefined, retries: number, io: Io, signal?: AbortSignal): Promise<string> {
+  const exchanger = new ApiClient({ baseUrl: apiUrl, apiKey: '', retries, userAgent: 'agent-deploy-cli', onWarning: printWarning(io) });
+  const minted = await exchanger.exchangeGithubToken(token, workspaceId, signal);
+  io.stderr(`exchanged the GitHub OIDC token for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}`);
+  return minted.api_key;
+}
+
 /** Runs one CLI command; answers the exit code. */
 export async function main(argv: string[], env: Record<string, string | undefined>, io: Io, signal?: AbortSignal): Promise<number> {
   let parsed: ReturnType<typeof parseArgs>;
@@ -168,16 +178,19 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     const retries = raw('retries') === undefined ? 4 : Number(raw('retries'));
     if (!Number.isInteger(retries) || retries < 0) throw new InputError('Flag --retries must be a whole number, 0 or more.');
+    const oidcToken = raw('github-oidc-token')?.trim() || undefined;
+    if (oidcToken && raw('api-key')?.trim()) throw new InputError('Give one of --api-key or --github-oidc-token, not both.');
     if (command === 'deploy') {
-      const options = parseDeployOptions(raw);
+      const options = parseDeployOptions(raw, { keyFromGithubOidc: oidcToken !== undefined });
+      if (oidcToken) options.apiKey = await keyFromGithubOidc(oidcToken, options.apiUrl, options.workspaceId, retries, io, signal);
       const client = new ApiClient({ baseUrl: options.apiUrl, apiKey: options.apiKey, workspaceId: options.workspaceId, retries, userAgent: 'agent-deploy-cli', onRetry: (e) => io.stderr(`${e.what}: ${e.reason}; retry ${e.attempt} in ${formatDuration(e.delayMs)}`), onWarning: printWarning(io) });
       return report(io, await deployAndWait(client, options, progress(io), signal), json);
     }
     if (command === 'status' || command === 'wait') {
       const apiUrl = raw('api-url');
-      const apiKey = raw('api-key');
       if (!apiUrl) throw new InputError('Input api-url is required (--api-url or CP_API_URL).');
-      if (!apiKey) throw new InputError('Input api-key is required (--api-key or CP_API_KEY).');
+      if (!raw('api-key') && !oidcToken) throw new InputError('Input api-key is required (--api-key or CP_API_KEY), or --github-oidc-token.');
+      const apiKey = oidcToken ? await keyFromGithubOidc(oidcToken, apiUrl, raw('workspace-id'), retries, io, signal) : raw('api-key')!;
       const deploymentId = raw('deployment-id');
       const name = raw('name');
       if (!deploymentId === !name) throw new InputError('Give one of --deployment-id or --name.');

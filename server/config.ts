@@ -39,6 +39,14 @@ export const Config = z.object({
       'Comma-separated `host` or `host:port` that OAuth providers may name even when they resolve to loopback, private, link-local or metadata addresses (an internal identity provider); all others are refused ([oauth.md](oauth.md)).',
     ),
   GITHUB_WEBHOOK_SECRET: optional.describe('HMAC secret of the GitHub App\'s deliveries; unset: the App webhook answers 503.'),
+  GITHUB_OIDC_ISSUER: z
+    .url({ protocol: /^https?$/, message: 'GITHUB_OIDC_ISSUER must be an http(s) URL, e.g. https://token.actions.githubusercontent.com' })
+    .default('https://token.actions.githubusercontent.com')
+    .transform((value) => value.replace(/\/+$/, ''))
+    .describe(
+      'Issuer of the GitHub Actions OIDC ID tokens that `POST /v1/auth/github-actions/token` exchanges for workspace keys of at most an hour; its `/.well-known/openid-configuration` names the signing keys ([keyless-ci.md](keyless-ci.md)).',
+    ),
+  GITHUB_OIDC_AUDIENCE: optional.describe('The `aud` those ID tokens must carry (the Action\'s `oidc-audience`, by default its `api-url`); unset: `PUBLIC_URL`.'),
   GITHUB_WEBHOOK_SECRET_PREVIOUS: optional.describe('Comma-separated older secrets still accepted (rotation).'),
   SANDBOX_STAGE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1000).describe('How long each simulated build or deploy stage of the sandbox takes.'),
   ENCRYPTION_KEY: optional.describe('32 bytes, base64 (`openssl rand -base64 32`): key for secrets, OAuth client secrets and tokens at rest. Unset: generated once into `<database>.key` (mode 0600), with a warning; PostgreSQL needs it set.'),

@@ -1,11 +1,13 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import { createGithubActionsOidc } from './github-actions-oidc.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
+import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
 import type { Resolve } from './domain/oauth/outbound.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
@@ -29,6 +31,8 @@ export type ControlPlaneDeps = {
   publicUrl: () => string;
   /** Name resolution for OAuth provider hosts (tests inject a hostile resolver); the system's by default. */
   oauthResolve?: Resolve;
+  /** How the GitHub OIDC issuer is read (tests count the reads); the system's `fetch` by default. */
+  issuerFetch?: IssuerFetch;
   /**
    * This server process among those sharing the database: the owner its leases on work name
    * (revisions, teardowns, webhook deliveries, uploads). A new one per control plane by default.
@@ -127,6 +131,19 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push(agents.routes);
   publicPaths.push(agents.isPublic);
   workers.push(agents.worker);
+
+  // Keyless CI: trust entries per workspace, and the exchange of an Actions ID token (which takes no key).
+  const githubOidc = createGithubActionsOidc({
+    store: deps.backend.core,
+    trust: deps.backend.githubTrust,
+    clock: deps.clock,
+    log: deps.log,
+    config: deps.config,
+    publicUrl: deps.publicUrl,
+    issuerFetch: deps.issuerFetch,
+  });
+  extraRoutes.push(githubOidc.routes);
+  publicPaths.push(githubOidc.isPublic);
 
   const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl, inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES });
   return {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HTTPValidationError, page } from './schemas/common.ts';
 import { BulkDeleteResult, Deployment, PushToken, UploadUrl, type DeploymentCreate, type DeploymentPatch, type RevisionCreate } from './schemas/deployment.ts';
+import { GithubTokenExchanged } from './schemas/github-trust.ts';
 import { GithubIntegration } from './schemas/integration.ts';
 import { Listener } from './schemas/listener.ts';
 import { Revision, RevisionLogs, type LogEntry, type LogType } from './schemas/revision.ts';
@@ -31,6 +32,7 @@ export type RetryEvent = { what: string; attempt: number; delayMs: number; reaso
 
 export type ClientOptions = {
   baseUrl: string;
+  /** Empty for a client that only exchanges a GitHub Actions OIDC token for a key (no key header is sent). */
   apiKey: string;
   /** Sent as `X-Tenant-Id`: picks the workspace for an organization-scoped key. */
   workspaceId?: string | undefined;
@@ -202,7 +204,7 @@ export class ApiClient {
     const timeout = AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     const headers: Record<string, string> = {
-      'x-api-key': apiKey,
+      ...(apiKey ? { 'x-api-key': apiKey } : {}),
       accept: 'application/json',
       'user-agent': userAgent ?? 'agent-deploy',
       ...(workspaceId ? { 'x-tenant-id': workspaceId } : {}),
@@ -236,6 +238,14 @@ export class ApiClient {
     const { body } = await this.request(method, path, { what, schema, ...extra });
     if (body === null) throw new ResponseShapeError(`${what}: empty answer`);
     return body;
+  }
+
+  /**
+   * `POST /v1/auth/github-actions/token`: a GitHub Actions OIDC ID token for a workspace key of at
+   * most an hour (keyless CI). `workspaceId` only when several workspaces trust the repository.
+   */
+  exchangeGithubToken(token: string, workspaceId?: string, signal?: AbortSignal): Promise<GithubTokenExchanged> {
+    return this.#json('POST', '/v1/auth/github-actions/token', GithubTokenExchanged, 'POST GitHub OIDC token exchange', { body: { token, ...(workspaceId ? { workspace_id: workspaceId } : {}) }, signal });
   }
 
   getDeployment(id: string, signal?: AbortSignal): Promise<Deployment> {

@@ -49717,6 +49717,60 @@ var DeploymentDeleteQuery = external_exports.object({
   force: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
 });
 
+// shared/schemas/github-trust.ts
+var GithubId = external_exports.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+var FullRef = external_exports.string().max(255).regex(/^refs\/[^\s]+$/, { message: "ref must be a full git ref as the token carries it, e.g. refs/heads/main or refs/tags/v1.0.0" });
+var JobWorkflowRef = external_exports.string().max(1024).regex(/^[^\s/]+\/[^\s/]+\/\S+@\S+$/, { message: "job_workflow_ref must be OWNER/REPO/PATH@REF, e.g. acme/agent/.github/workflows/deploy.yml@refs/heads/main" });
+var GithubTrustCreate = external_exports.strictObject({
+  repository_id: GithubId,
+  repository_owner_id: GithubId,
+  ref: FullRef.optional(),
+  environment: external_exports.string().min(1).max(255).optional(),
+  job_workflow_ref: JobWorkflowRef.optional(),
+  description: external_exports.string().max(500).optional()
+});
+var GithubTrust = external_exports.object({
+  id: Uuid,
+  workspace_id: Uuid,
+  repository_id: GithubId,
+  repository_owner_id: GithubId,
+  ref: external_exports.string().nullable(),
+  environment: external_exports.string().nullable(),
+  job_workflow_ref: external_exports.string().nullable(),
+  description: external_exports.string().nullable(),
+  created_at: Timestamp
+});
+var GithubTokenExchange = external_exports.strictObject({
+  token: external_exports.string().min(1).max(16 * 1024),
+  /** Needed only when more than one workspace trusts the token's repository. */
+  workspace_id: Uuid.optional()
+});
+var GithubTokenExchanged = external_exports.object({
+  api_key: external_exports.string(),
+  expires_at: Timestamp,
+  workspace_id: Uuid,
+  /** The minted key's id, to revoke it with `DELETE /v1/api-keys/{id}`. */
+  key_id: Uuid
+});
+var GithubMintClaims = external_exports.object({
+  trust_id: Uuid,
+  repository: external_exports.string(),
+  repository_id: external_exports.string(),
+  repository_owner: external_exports.string(),
+  repository_owner_id: external_exports.string(),
+  ref: external_exports.string().nullable(),
+  environment: external_exports.string().nullable(),
+  job_workflow_ref: external_exports.string().nullable(),
+  event_name: external_exports.string().nullable(),
+  workflow: external_exports.string().nullable(),
+  actor: external_exports.string().nullable(),
+  run_id: external_exports.string().nullable(),
+  run_attempt: external_exports.string().nullable(),
+  sha: external_exports.string().nullable(),
+  sub: external_exports.string(),
+  jti: external_exports.string()
+});
+
 // shared/schemas/integration.ts
 var GithubIntegration = external_exports.object({
   id: Uuid,
@@ -49958,7 +50012,7 @@ var ApiClient = class {
     const timeout = AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     const headers = {
-      "x-api-key": apiKey,
+      ...apiKey ? { "x-api-key": apiKey } : {},
       accept: "application/json",
       "user-agent": userAgent2 ?? "agent-deploy",
       ...workspaceId ? { "x-tenant-id": workspaceId } : {},
@@ -49990,6 +50044,13 @@ var ApiClient = class {
     const { body } = await this.request(method, path6, { what, schema, ...extra });
     if (body === null) throw new ResponseShapeError(`${what}: empty answer`);
     return body;
+  }
+  /**
+   * `POST /v1/auth/github-actions/token`: a GitHub Actions OIDC ID token for a workspace key of at
+   * most an hour (keyless CI). `workspaceId` only when several workspaces trust the repository.
+   */
+  exchangeGithubToken(token, workspaceId, signal) {
+    return this.#json("POST", "/v1/auth/github-actions/token", GithubTokenExchanged, "POST GitHub OIDC token exchange", { body: { token, ...workspaceId ? { workspace_id: workspaceId } : {} }, signal });
   }
   getDeployment(id, signal) {
     return this.#json("GET", `/v2/deployments/${encodeURIComponent(id)}`, Deployment, `GET deployment ${id}`, { signal });
@@ -50172,8 +50233,10 @@ function parseDeployOptions(raw, defaults2 = {}) {
   const apiUrl = get("api-url");
   if (!apiUrl) throw new InputError("Input api-url is required: the address of the control-plane API, e.g. https://deploy.example.com.");
   check2(external_exports.url({ protocol: /^https?$/ }), apiUrl, "api-url", "an http(s) URL");
-  const apiKey = get("api-key");
-  if (!apiKey) throw new InputError("Input api-key is required: an API key of the control plane (keep it in a repository secret).");
+  const apiKey = get("api-key") ?? (defaults2.keyFromGithubOidc ? "" : void 0);
+  if (apiKey === void 0) {
+    throw new InputError("Input api-key is required: an API key of the control plane (keep it in a repository secret), unless the job may request a GitHub OIDC token (permissions: id-token: write) from a workspace that trusts the repository.");
+  }
   const deploymentId = check2(Uuid, get("deployment-id"), "deployment-id", "a deployment id (a UUID)");
   const name = check2(ResourceName, get("name"), "name", "1-63 characters of letters, digits, - and _, starting with a letter or digit");
   if (deploymentId && name) throw new InputError("Inputs deployment-id and name are both set: give one of them (name finds, or creates, the deployment with that name).");
@@ -54738,14 +54801,16 @@ var GithubDeploymentReporter = class {
 };
 
 // action/inputs.ts
-var ACTION_ONLY_INPUTS = ["cancel-on-abort", "github-deployment", "github-token", "github-environment"];
+var ACTION_ONLY_INPUTS = ["cancel-on-abort", "github-deployment", "github-token", "github-environment", "oidc-audience"];
 function workflowRef(env) {
   if (env.GITHUB_HEAD_REF) return env.GITHUB_HEAD_REF;
   if (!env.GITHUB_REF_NAME) return void 0;
   return env.GITHUB_REF_TYPE === "tag" ? `refs/tags/${env.GITHUB_REF_NAME}` : env.GITHUB_REF_NAME;
 }
 function readInputs(getInput2, env) {
-  const deploy = parseDeployOptions((name) => getInput2(name), { repoRef: workflowRef(env) });
+  const keyless = getInput2("api-key").trim() === "" && Boolean(env.ACTIONS_ID_TOKEN_REQUEST_URL);
+  const deploy = parseDeployOptions((name) => getInput2(name), { repoRef: workflowRef(env), keyFromGithubOidc: keyless });
+  const githubOidc = keyless ? { audience: getInput2("oidc-audience").trim() || deploy.apiUrl.replace(/\/+$/, "") } : null;
   const flag = (name) => getInput2(name).trim() === "" ? false : parseBoolean(getInput2(name), name);
   let githubDeployment = null;
   if (flag("github-deployment")) {
@@ -54764,7 +54829,7 @@ function readInputs(getInput2, env) {
       runUrl: env.GITHUB_RUN_ID ? `${server}/${owner}/${repo}/actions/runs/${env.GITHUB_RUN_ID}` : void 0
     };
   }
-  return { deploy, cancelOnAbort: flag("cancel-on-abort"), githubDeployment };
+  return { deploy, githubOidc, cancelOnAbort: flag("cancel-on-abort"), githubDeployment };
 }
 var ACTION_INPUTS = [...DEPLOY_INPUTS, ...ACTION_ONLY_INPUTS];
 
@@ -54834,6 +54899,11 @@ async function runAction(deps) {
   for (const secret of inputs.deploy.secrets ?? []) {
     if (secret.value.trim() !== "") core.setSecret(secret.value);
   }
+  if (inputs.githubOidc) {
+    const minted = await keyFromGithubOidc(core, inputs, deps.fetch);
+    if (!minted) return;
+    inputs = { ...inputs, deploy: { ...inputs.deploy, apiKey: minted } };
+  }
   const controller = new AbortController();
   let cancelledBy = null;
   const onSignal = (signal) => () => {
@@ -54892,6 +54962,27 @@ async function runAction(deps) {
       break;
     default:
       core.setFailed(result.reason ?? `The deploy ended with ${result.outcome}.`);
+  }
+}
+async function keyFromGithubOidc(core, inputs, fetchImpl) {
+  const { audience } = inputs.githubOidc;
+  let idToken;
+  try {
+    idToken = await core.getIDToken(audience);
+  } catch (error63) {
+    core.setFailed(`No api-key was given, and the runner refused a GitHub OIDC token (does the job have permissions: id-token: write?): ${error63 instanceof Error ? error63.message : String(error63)}`);
+    return null;
+  }
+  core.setSecret(idToken);
+  try {
+    const exchanger = new ApiClient({ baseUrl: inputs.deploy.apiUrl, apiKey: "", fetch: fetchImpl, userAgent: "agent-deploy-action" });
+    const minted = await exchanger.exchangeGithubToken(idToken, inputs.deploy.workspaceId);
+    core.setSecret(minted.api_key);
+    core.info(`Exchanged the workflow's GitHub OIDC token (audience ${audience}) for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}.`);
+    return minted.api_key;
+  } catch (error63) {
+    core.setFailed(`The control plane refused the workflow's GitHub OIDC token: ${error63 instanceof Error ? error63.message : String(error63)}`);
+    return null;
   }
 }
 async function interrupt(client, result, core) {

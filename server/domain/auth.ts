@@ -67,6 +67,7 @@ export class Auth {
       this.#throttle?.failed(clientAddress);
       throw new Unauthorized('Invalid or revoked API key.');
     }
+    if (this.#expired(record)) throw new Unauthorized('This API key has expired (keys minted from a GitHub Actions token last at most an hour).');
     this.#throttle?.succeeded(clientAddress, hash);
     if (!this.#hashes.has(key)) {
       if (this.#hashes.size >= HASHED_KEYS_KEPT) this.#hashes.delete(this.#hashes.keys().next().value!);
@@ -86,7 +87,7 @@ export class Auth {
     if (!key || tenantHeaderRaw !== undefined) return undefined;
     const hash = this.#hashes.get(key);
     const record = hash === undefined ? undefined : this.#keys.get(hash);
-    if (!hash || !record || !sameDigest(record.key_hash, hash)) return undefined;
+    if (!hash || !record || !sameDigest(record.key_hash, hash) || this.#expired(record)) return undefined;
     try {
       this.#throttle?.admit(clientAddress, hash);
     } catch {
@@ -95,6 +96,11 @@ export class Auth {
     const principal = this.#principalFromMemory(record);
     if (principal) this.#throttle?.succeeded(clientAddress, hash);
     return principal;
+  }
+
+  /** Minted keys end on their own: checked on every request, cached or not (an ordinary key has no `expires_at`). */
+  #expired(record: ApiKeyRecord): boolean {
+    return record.expires_at !== undefined && record.expires_at <= this.#clock.now();
   }
 
   async #lookUp(hash: string): Promise<ApiKeyRecord | undefined> {
@@ -187,7 +193,9 @@ export class Auth {
   }
 
   async listApiKeys(principal: Principal): Promise<ApiKey[]> {
-    const keys = await this.#store.listApiKeys(principal.organizationId);
+    const now = this.#clock.now();
+    // Expired minted keys work nowhere any more, so they are not listed (their rows stay, for the record).
+    const keys = (await this.#store.listApiKeys(principal.organizationId)).filter((key) => key.expires_at === undefined || key.expires_at > now);
     return principal.organizationScoped ? keys : keys.filter((key) => key.workspace_id === principal.workspaceId);
   }
 

@@ -92,6 +92,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   'tracing-projects': 'Tracing projects (one per deployment)',
   webhooks: 'GitHub push webhooks and the delivery log',
   'Auth Service (v2)': 'OAuth helper: providers, tokens, authorization flows',
+  'github-trust': 'Keyless CI: GitHub repositories a workspace trusts, and the exchange of their Actions OIDC ID tokens for short-lived keys (docs/keyless-ci.md)',
   'listener-agent': 'The listener-agent protocol: what an agent running where deployments run calls, with its listener token (docs/listener-protocol.md)',
 };
 

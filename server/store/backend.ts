@@ -2,6 +2,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from './agents.ts';
 import type { Coordination } from './coordination.ts';
+import type { GithubTrustStore } from './github-trust.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
 import type { OAuthStore } from './oauth.ts';
 import type { StoreRules } from './rules.ts';
@@ -24,6 +25,8 @@ export interface StoreBackend {
   readonly uploads: UploadStore;
   readonly installationRepos: InstallationRepoStore;
   readonly agents: AgentStore;
+  /** Keyless CI: trust entries, used ID-token `jti`s, keys minted from tokens. */
+  readonly githubTrust: GithubTrustStore;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -1,4 +1,5 @@
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import type { GithubMintClaims } from '../../shared/schemas/github-trust.ts';
 import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
@@ -92,7 +93,13 @@ export function createdRevisionWork(deployment: Deployment, revision: NewRevisio
 }
 
 export function toApiKey(row: Row): ApiKey {
-  return columns(row, { id: 'text', workspace_id: 'text?', organization_id: 'text', description: 'text?', created_at: 'text' });
+  const key = columns(row, { id: 'text', workspace_id: 'text?', organization_id: 'text', description: 'text?', created_at: 'text' });
+  return {
+    ...key,
+    // Keys minted from a GitHub Actions OIDC token carry their expiry and the claims they were minted for.
+    ...(row.expires_at ? { expires_at: row.expires_at as string } : {}),
+    ...(row.minted_for ? { github_actions: JSON.parse(row.minted_for as string) as GithubMintClaims } : {}),
+  };
 }
 
 export function toWorkspace(row: Row): Workspace {

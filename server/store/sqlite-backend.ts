@@ -1,6 +1,7 @@
 import { SqlAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
+import { SqlGithubTrustStore } from './github-trust.ts';
 import { SqlInstallationRepoStore } from './installation-repos.ts';
 import { SqlOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';
@@ -23,6 +24,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     uploads: new SqlUploadStore(sql),
     installationRepos: new SqlInstallationRepoStore(sql),
     agents: new SqlAgentStore(sql),
+    githubTrust: new SqlGithubTrustStore(sql),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

@@ -148,7 +148,7 @@ function check<T>(schema: z.ZodType<T>, value: string | undefined, input: string
  * Reads and checks every deploy input once. Conflicting or missing inputs throw InputError, with a
  * sentence that names the input, before any request is made.
  */
-export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string | undefined } = {}): DeployOptions {
+export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string | undefined; keyFromGithubOidc?: boolean } = {}): DeployOptions {
   const get = (name: DeployInput): string | undefined => {
     const value = raw(name);
     return value === undefined || value.trim() === '' ? undefined : name === 'secrets' || name === 'resource-spec' ? value : value.trim();
@@ -158,8 +158,11 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
   const apiUrl = get('api-url');
   if (!apiUrl) throw new InputError('Input api-url is required: the address of the control-plane API, e.g. https://deploy.example.com.');
   check(z.url({ protocol: /^https?$/ }), apiUrl, 'api-url', 'an http(s) URL');
-  const apiKey = get('api-key');
-  if (!apiKey) throw new InputError('Input api-key is required: an API key of the control plane (keep it in a repository secret).');
+  // Keyless CI: the key is minted from a GitHub Actions OIDC token after the inputs are checked ('' until then).
+  const apiKey = get('api-key') ?? (defaults.keyFromGithubOidc ? '' : undefined);
+  if (apiKey === undefined) {
+    throw new InputError('Input api-key is required: an API key of the control plane (keep it in a repository secret), unless the job may request a GitHub OIDC token (permissions: id-token: write) from a workspace that trusts the repository.');
+  }
 
   const deploymentId = check(Uuid, get('deployment-id'), 'deployment-id', 'a deployment id (a UUID)');
   const name = check(ResourceName, get('name'), 'name', '1-63 characters of letters, digits, - and _, starting with a letter or digit');

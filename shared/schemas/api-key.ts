@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Timestamp, Uuid } from './common.ts';
+import { GithubMintClaims } from './github-trust.ts';
 
 export const ApiKey = z.object({
   id: Uuid,
@@ -7,6 +8,10 @@ export const ApiKey = z.object({
   organization_id: Uuid,
   description: z.string().nullable(),
   created_at: Timestamp,
+  /** Only on keys minted from a GitHub Actions OIDC token: when the key stops working. */
+  expires_at: Timestamp.optional(),
+  /** Only on keys minted from a GitHub Actions OIDC token: the claims it was minted for. */
+  github_actions: GithubMintClaims.optional(),
 });
 export type ApiKey = z.infer<typeof ApiKey>;
 

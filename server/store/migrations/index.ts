@@ -13,6 +13,7 @@ import teardownReports from './011_teardown_reports.ts';
 import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
 import queuedRevisionsIndex from './013_queued_revisions_index.ts';
 import indexesOneHistoryHad from './014_indexes_one_history_had.ts';
+import githubOidc from './015_github_oidc.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -38,6 +39,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 12, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
   { version: 13, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
   { version: 14, name: 'indexes_one_history_had', sql: indexesOneHistoryHad },
+  { version: 15, name: 'github_oidc', sql: githubOidc },
 ];
 
 /**

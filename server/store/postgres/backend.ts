@@ -3,6 +3,7 @@ import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
 import { CoreStore } from '../core.ts';
+import { SqlGithubTrustStore } from '../github-trust.ts';
 import { SqlInstallationRepoStore } from '../installation-repos.ts';
 import { SqlOAuthStore } from '../oauth.ts';
 import { SqlUploadStore } from '../uploads.ts';
@@ -31,6 +32,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     uploads: new SqlUploadStore(db),
     installationRepos: new SqlInstallationRepoStore(db),
     agents: new SqlAgentStore(db),
+    githubTrust: new SqlGithubTrustStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),

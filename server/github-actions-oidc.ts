@@ -1,0 +1,49 @@
+import type { Config } from './config.ts';
+import type { Clock } from './domain/clock.ts';
+import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
+import { IssuerKeys, type IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
+import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';
+import type { RouteContext } from './http/env.ts';
+import type { Logger } from './logger.ts';
+import { githubActionsTokenRoutes, isGithubTokenExchangePath } from './routes/github-actions-token.ts';
+import { githubTrustRoutes } from './routes/github-trust.ts';
+import type { GithubTrustStore } from './store/github-trust.ts';
+import type { Store } from './store/types.ts';
+
+/**
+ * Keyless CI (contract section 13): workspaces trust GitHub repositories, and a workflow of one
+ * exchanges its Actions OIDC ID token for a short-lived key instead of keeping an API key secret.
+ */
+export function createGithubActionsOidc(deps: {
+  store: Store;
+  trust: GithubTrustStore;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'GITHUB_OIDC_ISSUER' | 'GITHUB_OIDC_AUDIENCE'>;
+  publicUrl: () => string;
+  /** How the issuer is read (tests may count or refuse reads); the system's `fetch` by default. */
+  issuerFetch?: IssuerFetch;
+}) {
+  const issuer = deps.config.GITHUB_OIDC_ISSUER;
+  const keys = new IssuerKeys({ issuer, clock: deps.clock, log: deps.log, fetch: deps.issuerFetch });
+  const exchanger = new GithubTokenExchanger({
+    store: deps.store,
+    trust: deps.trust,
+    keys,
+    clock: deps.clock,
+    log: deps.log,
+    issuer,
+    audience: () => deps.config.GITHUB_OIDC_AUDIENCE ?? deps.publicUrl(),
+  });
+  const entries = new GithubTrustEntries({ store: deps.store, trust: deps.trust, clock: deps.clock });
+  return {
+    keys,
+    exchanger,
+    entries,
+    routes: (ctx: RouteContext) => {
+      githubTrustRoutes(ctx, entries);
+      githubActionsTokenRoutes(ctx, exchanger);
+    },
+    isPublic: isGithubTokenExchangePath,
+  };
+}

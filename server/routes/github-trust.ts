@@ -1,0 +1,39 @@
+import { z } from 'zod';
+import { GithubTrust, GithubTrustCreate } from '../../shared/schemas/github-trust.ts';
+import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
+import type { RouteContext } from '../http/env.ts';
+import { route } from '../http/route.ts';
+import { pathId, readJson } from '../http/validation.ts';
+
+/** `…/workspaces/{id}/github-trust`: which repositories may deploy here with their GitHub Actions token. */
+export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries): void {
+  const path = '/v1/workspaces/:workspace_id/github-trust';
+  route(
+    ctx,
+    {
+      method: 'post',
+      path,
+      summary: 'Trust a GitHub repository (by numeric id) to exchange its Actions ID tokens for keys of this workspace',
+      description: 'Every field the entry sets must equal the token\'s claim exactly. Unknown fields are refused (a misspelt field would widen the trust silently).',
+      tag: 'github-trust',
+      body: GithubTrustCreate,
+      response: { status: 201, schema: GithubTrust },
+    },
+    async (c) => {
+      const workspaceId = pathId(c, 'workspace_id');
+      const body = await readJson(c, GithubTrustCreate, { unknownFields: 'refuse' });
+      return c.json(await entries.create(c.get('principal'), workspaceId, body), 201);
+    },
+  );
+  route(ctx, { method: 'get', path, summary: "List the workspace's GitHub trust entries", tag: 'github-trust', response: { status: 200, schema: z.array(GithubTrust) } }, async (c) =>
+    c.json(await entries.list(c.get('principal'), pathId(c, 'workspace_id'))),
+  );
+  route(
+    ctx,
+    { method: 'delete', path: `${path}/:trust_id`, summary: 'Remove a GitHub trust entry (keys already minted stay until they expire or are revoked)', tag: 'github-trust', response: { status: 204, schema: null } },
+    async (c) => {
+      await entries.remove(c.get('principal'), pathId(c, 'workspace_id'), pathId(c, 'trust_id'));
+      return c.body(null, 204);
+    },
+  );
+}
