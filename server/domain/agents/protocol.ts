@@ -9,6 +9,7 @@ import { BadRequest, Conflict, NotFound } from '../errors.ts';
 import type { Pipeline } from '../pipeline.ts';
 import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
+import { sanitiseReportedText } from '../log-text.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
@@ -98,7 +99,7 @@ export class AgentProtocol {
       revisionId: claim.revision_id,
       from: [body.from],
       to: body.to,
-      statusMessage: body.status_message ?? null,
+      statusMessage: body.status_message == null ? null : sanitiseReportedText(body.status_message),
     });
     if (!moved) {
       const current = await store.getRevisionById(claim.revision_id);
@@ -123,7 +124,8 @@ export class AgentProtocol {
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
     await this.#liveStatus(claim);
-    await store.appendLogs(claim.revision_id, body.lines, clock.now());
+    const lines = body.lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) }));
+    await store.appendLogs(claim.revision_id, lines, clock.now());
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
