@@ -28,8 +28,21 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
     plane,
     attach(services: Services) {
       const { store, clock, pipeline } = services;
-      const tokens = new ListenerTokens({ store, agents, clock });
       const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads });
+      // A revoke ends the token's polls and claims here, then in every other process before it
+      // answers (acknowledged, as an API key's revoke): a poll held elsewhere gets no more work.
+      const endToken = (tokenId: string) =>
+        protocol.endToken(tokenId).catch((error: unknown) => deps.log.warn('agents: could not give back a revoked token\'s claims; their leases end them', { error: String(error) }));
+      const tokens = new ListenerTokens({
+        store,
+        agents,
+        clock,
+        revoked: async (tokenId) => {
+          await endToken(tokenId);
+          await deps.coordination.publishAcknowledged(TOPICS.listenerTokenRevoked, tokenId);
+        },
+      });
+      const unsubscribe = deps.coordination.subscribe(TOPICS.listenerTokenRevoked, (tokenId) => void endToken(tokenId));
       const defaults = new DefaultListener({ store, agents });
       return {
         protocol,
@@ -45,6 +58,7 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
           stop: () => {
             plane.stop();
             wake.detach();
+            unsubscribe();
           },
         },
       };
