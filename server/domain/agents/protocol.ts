@@ -10,6 +10,7 @@ import type { Pipeline } from '../pipeline.ts';
 import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
 import { sanitiseReportedText } from '../log-text.ts';
+import { dnsSafeName } from '../names.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 import { TokenSessions } from './token-sessions.ts';
 
@@ -258,6 +259,7 @@ function workDeployment(deployment: DeploymentRecord): WorkDeployment {
   return {
     id: deployment.id,
     name: deployment.name,
+    url_name: dnsSafeName(deployment.name),
     source: deployment.source,
     custom_url: deployment.source_config.custom_url,
     install_command: deployment.source_config.install_command,
