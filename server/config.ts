@@ -102,6 +102,17 @@ export const Config = z.object({
   HEALTH_PORT: optional.transform((value) => (value === undefined ? undefined : Number(value))).pipe(z.number().int().min(0).max(65535).optional()),
   /** Connections the health port holds at once. */
   HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32),
+  /**
+   * Log lines one revision keeps (build and deploy together); past it, one line says how many were
+   * dropped and the rest are (docs/decisions/log-caps.md explains the figures).
+   */
+  LOG_REVISION_MAX_LINES: z.coerce.number().int().min(1).max(10_000_000).default(20_000),
+  /** Bytes of log messages one revision keeps (UTF-8); past it, as for the lines. */
+  LOG_REVISION_MAX_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(8 * 1024 * 1024),
+  /** Log lines per second one agent token may append, sustained (its burst is twice this); past it, 429 with Retry-After. */
+  LOG_TOKEN_LINES_PER_SECOND: z.coerce.number().min(1).max(10_000_000).default(1_000),
+  /** Bytes of log messages per second one agent token may append, sustained (burst: twice this). */
+  LOG_TOKEN_BYTES_PER_SECOND: z.coerce.number().int().min(1024).max(2 ** 40).default(1024 * 1024),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 }).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {

@@ -9,6 +9,7 @@ import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { Pipeline } from '../pipeline.ts';
 import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
+import type { LogCaps } from '../log-caps.ts';
 import { sanitiseReportedText } from '../log-text.ts';
 import { dnsSafeName } from '../names.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
@@ -35,6 +36,8 @@ export type AgentProtocolDeps = {
   leaseMs: number;
   /** Uploaded tarballs of `internal_source` revisions: signs their fetch URLs and streams them. */
   uploads: Uploads;
+  /** What an agent may write to the log: per revision, per token and second. */
+  logCaps: LogCaps;
 };
 
 /**
@@ -160,14 +163,19 @@ export class AgentProtocol {
     return result;
   }
 
-  /** Appends log lines of the claimed revision in one write; 409 once the revision has ended. */
+  /**
+   * Appends log lines of the claimed revision in one write; 409 once the revision has ended, 429
+   * (with Retry-After) past the token's rate. Past the revision's cap the lines are dropped and
+   * counted in its marker line; the request still succeeds, so the agent goes on to report the end.
+   */
   async appendLogs(agent: AgentPrincipal, claimId: string, body: AgentLogAppend): Promise<void> {
-    const { store, clock } = this.#deps;
+    const { store, clock, logCaps } = this.#deps;
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
     await this.#liveStatus(claim);
     const lines = body.lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) }));
-    await store.appendLogs(claim.revision_id, lines, clock.now());
+    logCaps.admit(agent.tokenId, lines.length, lines.reduce((sum, line) => sum + Buffer.byteLength(line.message), 0));
+    await store.appendLogs(claim.revision_id, lines, clock.now(), logCaps.revision);
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
