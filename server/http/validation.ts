@@ -241,7 +241,12 @@ export function urlNulProblem(url: string): ValidationIssue | null {
   if (!url.includes('%00')) return null;
   const parsed = new URL(url, 'http://localhost');
   if (parsed.pathname.includes('%00')) return nulIssue(['path']);
-  for (const [key, value] of parsed.searchParams) if (key.includes('\0') || value.includes('\0')) return nulIssue(['query', key]);
+  return formNulProblem(parsed.searchParams, 'query');
+}
+
+/** The same rule for form-encoded fields (`where`: the query string, or a form-encoded body). */
+export function formNulProblem(fields: URLSearchParams, where: 'query' | 'body'): ValidationIssue | null {
+  for (const [key, value] of fields) if (key.includes('\0') || value.includes('\0')) return nulIssue([where, key]);
   return null;
 }
 

@@ -35,7 +35,7 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
   });
   afterAll(() => t.close());
 
-  it('refuses a NUL in a name, a secret value, an OAuth field, a query value or a path with 422 naming it, and stores nothing', async () => {
+  it('refuses a NUL in a name, a secret value, an OAuth field, a form field, a query value or a path with 422 naming it, and stores nothing', async () => {
     const before = await fingerprint(t);
     const name = await t.api.post('/v2/deployments', githubBody('nul\u0000name', fx.integrationId));
     expect(name.status).toBe(422);
@@ -52,6 +52,9 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
     const query = await t.api.get('/v2/deployments?name_contains=%00');
     expect(query.status).toBe(422);
     expect(query.body.detail[0].loc).toEqual(['query', 'name_contains']);
+    const form = await t.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'state=abc&error_description=x%00y' });
+    expect(form.status).toBe(422);
+    expect(((await form.json()) as { detail: Array<{ loc: unknown[] }> }).detail[0]!.loc).toEqual(['body', 'error_description']);
     const path = await t.api.get('/v2/auth/providers/a%00b');
     expect(path.status).toBe(422);
     expect(path.body.detail[0].loc).toEqual(['path']);
