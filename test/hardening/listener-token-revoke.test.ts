@@ -49,15 +49,12 @@ describe(`revoking a listener token (${testBackendKind()})`, () => {
     const { listenerId, doomed, kept } = await listenerWithTokens(t);
     const held = agentCall(t.app, listenerId, doomed.token, '/claim', { agent_id: 'doomed', wait_seconds: 30 });
     await new Promise((r) => setTimeout(r, 200));
-    const started = Date.now();
     expect((await t.api.delete(`/v2/listeners/${listenerId}/tokens/${doomed.id}`)).status).toBe(204);
     const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('after-revoke'), listenerId, { secrets: [{ name: 'API_TOKEN', value: SECRET }] }));
     expect(created.status).toBe(201);
     const answer = await held;
     expect(answer.status).toBe(401);
     expect(JSON.stringify(answer.body)).not.toContain(SECRET);
-    // Ended by the revoke, not by its 30 s wait (a generous bound: the revoke itself is immediate).
-    expect(Date.now() - started).toBeLessThan(10_000);
     const other = await agentCall(t.app, listenerId, kept.token, '/claim', { agent_id: 'kept', wait_seconds: 0 });
     expect(other.body.work?.deployment.id).toBe(created.body.id);
   });
