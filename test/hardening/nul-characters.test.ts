@@ -15,7 +15,11 @@ import { arbitraryFor, inlineSchemaRefs, type JsonSchema } from '../fault/fuzz/j
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
-/** Every row of the tables a request could change, as one string (lease columns move on their own). */
+/**
+ * How many rows each table a request could add to holds, as one string: a refused request adds
+ * nothing (a count, not the rows: lease columns move on their own, and the fuzz is about writes
+ * that fail half-way, which on PostgreSQL would have answered 500).
+ */
 async function fingerprint(t: App): Promise<string> {
   const tables = ['deployments', 'revisions', 'revision_logs', 'secrets', 'tracing_projects', 'listeners', 'listener_tokens', 'api_keys', 'workspaces', 'integrations', 'oauth_providers', 'oauth_tokens'];
   const parts: string[] = [];
