@@ -2,7 +2,10 @@ import { chmodSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { markBuilt, recordServer, stateDirOf } from '../../agent/state.ts';
+import { downloadTarball } from '../../agent/tarball.ts';
 import { loadConfig } from '../../server/config.ts';
 import { createLogger } from '../../server/logger.ts';
 import { startServer } from '../../server/server.ts';
@@ -72,11 +75,23 @@ describe('file modes', () => {
     }
   });
 
-  it('keeps the agent’s records about its builds owner-only', () => {
+  it('keeps the agent’s records about its builds, and the tarballs it downloads, owner-only', async () => {
     const buildDir = join(root, 'agent-work', 'deployment', 'revision');
     markBuilt(buildDir, { sha: null, graph_config_path: 'langgraph.json' });
     recordServer(buildDir, process.pid);
     expect(mode(stateDirOf(buildDir))).toBe('0700');
     for (const file of readdirSync(stateDirOf(buildDir))) expect(`${file} ${mode(join(stateDirOf(buildDir), file))}`).toBe(`${file} 0600`);
+
+    // A tenant's uploaded source, as the agent fetches it from the control plane (a loopback stand-in serving bytes).
+    const server = createServer((_request, response) => response.end(Buffer.from([0x1f, 0x8b, 1, 2, 3])));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const file = join(root, 'agent-work', 'downloads', 'source.tar.gz');
+      expect(await downloadTarball(`http://127.0.0.1:${(server.address() as AddressInfo).port}/source`, 'lat_test', file)).toBe(5);
+      expect(mode(file)).toBe('0600');
+      expect(mode(join(root, 'agent-work', 'downloads'))).toBe('0700');
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
