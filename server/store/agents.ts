@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
+import { columns } from './rows.ts';
 import type { ListenerRecord } from './types.ts';
 
 import type { Row } from './db.ts';
@@ -224,13 +225,7 @@ export class SqlAgentStore implements AgentStore {
 }
 
 export function toListenerToken(row: Row): ListenerTokenRecord {
-  return {
-    id: row.id as string,
-    listener_id: row.listener_id as string,
-    tenant_id: row.tenant_id as string,
-    created_at: row.created_at as string,
-    revoked: row.revoked_at !== null,
-  };
+  return { ...columns(row, { id: 'text', listener_id: 'text', tenant_id: 'text', created_at: 'text' }), revoked: row.revoked_at !== null };
 }
 
 function withCommit(configText: string, sha: string): string {

@@ -1,5 +1,5 @@
 /**
- * What one server process tells the others that share its database (issue 12): "the thing named
+ * What one server process tells the others that share its database: "the thing named
  * `key` of kind `topic` changed" (a revision, a listener's work, an OAuth flow, an API key…), and
  * who runs the singletons (the reconciler). The local calls (waking this process's waiters, dropping
  * this process's cache entries) still happen where the change is made; this only carries the news to

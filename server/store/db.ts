@@ -63,4 +63,30 @@ export interface Dialect {
    */
   serialize(tx: Db, key: string): Promise<void>;
   isUniqueViolation(error: unknown): boolean;
+  /** How the one schema history (`migrations/`) spells what the two databases declare differently. */
+  readonly schema: SchemaDialect;
+}
+
+/** Column types and declarations of the schema that differ between the two databases. */
+export interface SchemaDialect {
+  /** An ever-growing integer key, the table's order of insertion (`seq`). */
+  readonly serialKey: string;
+  /**
+   * The order rows were inserted in, for ties in lists (`ORDER BY created_at, rowid`): SQLite has
+   * it on every table already; PostgreSQL gets an identity column of that name.
+   */
+  readonly rowidColumn: string;
+  /** A 64-bit integer column (GitHub ids, sizes): SQLite's INTEGER is 64-bit already. */
+  readonly bigint: string;
+  readonly bytes: string;
+  /** The same as `Dialect.jsonText`, for migrations that fill a column from the JSON. */
+  jsonText(column: string, key: string): string;
+  /**
+   * A foreign key to a table created later: inline on SQLite (checked only when rows change),
+   * added by `laterReference` once the table exists on PostgreSQL.
+   */
+  inlineReference(target: string): string;
+  laterReference(table: string, name: string, column: string, target: string): string;
+  /** A trigger that runs `statement` after each insert into `table` whose new row satisfies `when`. */
+  afterInsertTrigger(name: string, table: string, when: string, statement: string): string;
 }

@@ -1,12 +1,15 @@
 import type { Db, Dialect } from './db.ts';
 
+const sqliteJsonText = (column: string, key: string) => `json_extract(${column}, '$.${key}')`;
+const postgresJsonText = (column: string, key: string) => `(${column}::jsonb ->> '${key}')`;
+
 /** SQLite (3.35+, for RETURNING and UPDATE … FROM): one writer at a time, lists as JSON text. */
 export const sqliteDialect: Dialect = {
   name: 'sqlite',
   inList: (column, param) => `${column} IN (SELECT value FROM json_each(${param}))`,
   list: (values) => JSON.stringify(values),
   likeIgnoringCase: 'LIKE',
-  jsonText: (column, key) => `json_extract(${column}, '$.${key}')`,
+  jsonText: sqliteJsonText,
   byteOrder: '',
   forUpdate: '',
   forUpdateSkipLocked: '',
@@ -18,6 +21,16 @@ export const sqliteDialect: Dialect = {
     `UPDATE ${table} SET ${set} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE ${where}${order ? ` ORDER BY ${order}` : ''} LIMIT ${limit}) RETURNING ${returning}`,
   serialize: async () => {},
   isUniqueViolation: (error) => typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE',
+  schema: {
+    serialKey: 'INTEGER PRIMARY KEY AUTOINCREMENT',
+    rowidColumn: '',
+    bigint: 'INTEGER',
+    bytes: 'BLOB',
+    jsonText: sqliteJsonText,
+    inlineReference: (target) => ` REFERENCES ${target}`,
+    laterReference: () => '',
+    afterInsertTrigger: (name, table, when, statement) => `CREATE TRIGGER ${name} AFTER INSERT ON ${table} WHEN ${when}\nBEGIN\n  ${statement};\nEND;`,
+  },
 };
 
 /** PostgreSQL (READ COMMITTED): read-modify-write methods lock what they read. */
@@ -26,7 +39,7 @@ export const postgresDialect: Dialect = {
   inList: (column, param) => `${column} = ANY(CAST(${param} AS text[]))`,
   list: (values) => values.map(String),
   likeIgnoringCase: 'ILIKE',
-  jsonText: (column, key) => `(${column}::jsonb ->> '${key}')`,
+  jsonText: postgresJsonText,
   byteOrder: ' COLLATE "C"',
   forUpdate: ' FOR UPDATE',
   forUpdateSkipLocked: ' FOR UPDATE SKIP LOCKED',
@@ -42,6 +55,18 @@ export const postgresDialect: Dialect = {
     await tx.row("SELECT pg_advisory_xact_lock(hashtextextended('control-plane:' || CAST(? AS text), 0))", [key]);
   },
   isUniqueViolation: (error) => typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505',
+  schema: {
+    serialKey: 'BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY',
+    rowidColumn: 'rowid BIGINT GENERATED ALWAYS AS IDENTITY,',
+    bigint: 'BIGINT',
+    bytes: 'BYTEA',
+    jsonText: postgresJsonText,
+    inlineReference: () => '',
+    laterReference: (table, name, column, target) => `ALTER TABLE ${table} ADD CONSTRAINT ${name} FOREIGN KEY (${column}) REFERENCES ${target};`,
+    afterInsertTrigger: (name, table, when, statement) =>
+      `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  ${statement};\n  RETURN NULL;\nEND;\n$$;\n` +
+      `CREATE TRIGGER ${name} AFTER INSERT ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${name}();`,
+  },
 };
 
 export function escapeLike(text: string): string {

@@ -1,8 +1,8 @@
-import type { Db } from './db.ts';
+import type { Db, Row } from './db.ts';
+import { columns } from './rows.ts';
 import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
 import { NO_RULES, type StoreRules } from './rules.ts';
 
-type Row = Record<string, unknown>;
 
 /** A provider as stored; the client secret stays sealed until a token request needs it. */
 export type ProviderRecord = {
@@ -252,68 +252,35 @@ export class SqlOAuthStore implements OAuthStore {
   }
 }
 
-function isUniqueViolation(error: unknown): boolean {
-  return error instanceof Error && 'code' in error && (error as { code: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
-}
-
 export function toProvider(row: Row): ProviderRecord {
   return {
-    id: row.id as string,
-    organization_id: row.organization_id as string,
-    provider_id: row.provider_id as string,
-    name: row.name as string,
-    client_id: row.client_id as string,
-    client_secret_sealed: (row.client_secret_sealed as string | null) ?? null,
-    auth_url: row.auth_url as string,
-    token_url: row.token_url as string,
+    ...columns(row, { id: 'text', organization_id: 'text', provider_id: 'text', name: 'text', client_id: 'text', client_secret_sealed: 'text?', auth_url: 'text', token_url: 'text' }),
     uses_pkce: row.uses_pkce === 1,
     code_challenge_method: row.code_challenge_method as CodeChallengeMethod,
     token_endpoint_auth_method: row.token_endpoint_auth_method as TokenEndpointAuthMethod,
-    provider_type: (row.provider_type as string | null) ?? null,
-    created_at: row.created_at as string,
-    updated_at: row.updated_at as string,
+    ...columns(row, { provider_type: 'text?', created_at: 'text', updated_at: 'text' }),
   };
 }
 
 export function toToken(row: Row): TokenRecord {
   return {
-    id: row.id as string,
-    organization_id: row.organization_id as string,
-    workspace_id: row.workspace_id as string,
-    provider_ref: row.provider_ref as string,
-    user_id: row.user_id as string,
-    agent_id: row.agent_id as string,
+    ...columns(row, { id: 'text', organization_id: 'text', workspace_id: 'text', provider_ref: 'text', user_id: 'text', agent_id: 'text' }),
     scopes: JSON.parse(row.scopes as string) as string[],
-    access_token_sealed: row.access_token_sealed as string,
-    refresh_token_sealed: (row.refresh_token_sealed as string | null) ?? null,
-    token_type: (row.token_type as string | null) ?? null,
-    expires_at: (row.expires_at as string | null) ?? null,
+    ...columns(row, { access_token_sealed: 'text', refresh_token_sealed: 'text?', token_type: 'text?', expires_at: 'text?' }),
     is_default: row.is_default === 1,
-    provider_account_label: (row.provider_account_label as string | null) ?? null,
-    created_at: row.created_at as string,
-    updated_at: row.updated_at as string,
+    ...columns(row, { provider_account_label: 'text?', created_at: 'text', updated_at: 'text' }),
   };
 }
 
 export function toFlow(row: Row): FlowRecord {
   return {
-    id: row.id as string,
-    organization_id: row.organization_id as string,
-    workspace_id: row.workspace_id as string,
-    provider_ref: row.provider_ref as string,
-    state_hash: row.state_hash as string,
-    user_id: row.user_id as string,
-    agent_id: row.agent_id as string,
+    ...columns(row, { id: 'text', organization_id: 'text', workspace_id: 'text', provider_ref: 'text', state_hash: 'text', user_id: 'text', agent_id: 'text' }),
     scopes: JSON.parse(row.scopes as string) as string[],
-    redirect_uri: row.redirect_uri as string,
-    code_verifier_sealed: (row.code_verifier_sealed as string | null) ?? null,
+    ...columns(row, { redirect_uri: 'text', code_verifier_sealed: 'text?' }),
     is_default: row.is_default === 1,
     status: row.status as FlowStatus,
-    error: (row.error as string | null) ?? null,
+    ...columns(row, { error: 'text?' }),
     error_description_sealed: (row.error_description as string | null) ?? null,
-    token_ref: (row.token_ref as string | null) ?? null,
-    created_at: row.created_at as string,
-    expires_at: row.expires_at as string,
-    updated_at: row.updated_at as string,
+    ...columns(row, { token_ref: 'text?', created_at: 'text', expires_at: 'text', updated_at: 'text' }),
   };
 }

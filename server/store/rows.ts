@@ -9,8 +9,23 @@ import type { DeploymentRecord, IntegrationRecord, ListenerRecord, NewRevision, 
 import type { WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
 import type { DeliveryResultLine, DeliveryStatus, StoredDelivery, StoredOutcome } from './webhooks.ts';
 
-/** A row as either driver returns it: column name → value. */
-export type Row = Record<string, unknown>;
+import type { Row } from './db.ts';
+
+export type { Row };
+
+/** How a column is read: its text, or its text or null. */
+type ColumnKind = 'text' | 'text?';
+type Columns<S extends Record<string, ColumnKind>> = { [K in keyof S]: S[K] extends 'text' ? string : string | null };
+
+/**
+ * The columns `spec` names, in its order (a record's keys keep the order of its answer's JSON), as
+ * the text they hold; `text?` columns may be null. A record's typed fields are set after it, in place.
+ */
+export function columns<const S extends Record<string, ColumnKind>>(row: Row, spec: S): Columns<S> {
+  const out: Record<string, string | null> = {};
+  for (const [name, kind] of Object.entries(spec)) out[name] = kind === 'text' ? (row[name] as string) : ((row[name] as string | null | undefined) ?? null);
+  return out as Columns<S>;
+}
 
 /*
  * Rows to records, for both backends: the columns have the same names and hold the same text, so
@@ -38,6 +53,7 @@ export function toDeployment(row: Row, box: SecretBox): DeploymentRecord {
 
 export function toRevision(row: Row): RevisionRecord {
   return {
+    // Field by field, not through `columns`: this runs on every GET of a revision, the hottest read.
     id: row.id as string,
     deployment_id: row.deployment_id as string,
     tenant_id: row.tenant_id as string,
@@ -76,91 +92,61 @@ export function createdRevisionWork(deployment: Deployment, revision: NewRevisio
 }
 
 export function toApiKey(row: Row): ApiKey {
-  return {
-    id: row.id as string,
-    workspace_id: (row.workspace_id as string | null) ?? null,
-    organization_id: row.organization_id as string,
-    description: (row.description as string | null) ?? null,
-    created_at: row.created_at as string,
-  };
+  return columns(row, { id: 'text', workspace_id: 'text?', organization_id: 'text', description: 'text?', created_at: 'text' });
 }
 
 export function toWorkspace(row: Row): Workspace {
-  return {
-    id: row.id as string,
-    name: row.name as string,
-    organization_id: row.organization_id as string,
-    created_at: row.created_at as string,
-    default_listener_id: (row.default_listener_id as string | null | undefined) ?? null,
-  };
+  return columns(row, { id: 'text', name: 'text', organization_id: 'text', created_at: 'text', default_listener_id: 'text?' });
 }
 
 export function toListener(row: Row): ListenerRecord {
   return {
-    id: row.id as string,
-    tenant_id: row.tenant_id as string,
-    version: (row.version as string | null | undefined) ?? null,
+    ...columns(row, {
+      id: 'text',
+      tenant_id: 'text',
+      version: 'text?',
+      compute_type: 'text',
+      compute_id: 'text',
+      compute_config: 'text',
+      created_at: 'text',
+      updated_at: 'text',
+      last_seen_at: 'text?',
+      agent_version: 'text?',
+    }),
     compute_type: row.compute_type as ListenerRecord['compute_type'],
-    compute_id: row.compute_id as string,
     compute_config: JSON.parse(row.compute_config as string) as ListenerRecord['compute_config'],
-    created_at: row.created_at as string,
-    updated_at: row.updated_at as string,
-    last_seen_at: (row.last_seen_at as string | null | undefined) ?? null,
-    agent_version: (row.agent_version as string | null | undefined) ?? null,
     agent_capacity: (row.agent_capacity as number | null | undefined) ?? null,
   };
 }
 
 export function toIntegration(row: Row): IntegrationRecord {
-  return {
-    id: row.id as string,
-    tenant_id: row.tenant_id as string,
-    installation_id: row.installation_id as number,
-    name: row.name as string,
-    suspended: row.suspended_at !== null,
-    created_at: row.created_at as string,
-  };
+  const { id, tenant_id, name, created_at } = columns(row, { id: 'text', tenant_id: 'text', name: 'text', created_at: 'text' });
+  return { id, tenant_id, installation_id: row.installation_id as number, name, suspended: row.suspended_at !== null, created_at };
 }
 
 export function toTracingProject(row: Row): TracingProject {
-  return {
-    id: row.id as string,
-    name: row.name as string,
-    tenant_id: row.tenant_id as string,
-    deployment_id: (row.deployment_id as string | null) ?? null,
-    created_at: row.created_at as string,
-  };
+  return columns(row, { id: 'text', name: 'text', tenant_id: 'text', deployment_id: 'text?', created_at: 'text' });
 }
 
 /** A delivery row with its result lines (the caller reads those for its workspace). */
 export function toStoredDelivery(row: Row, lines: Row[]): StoredDelivery {
   const summary = row.summary ? (JSON.parse(row.summary as string) as { outcome: StoredOutcome; reason: string | null }) : null;
   return {
-    delivery_id: row.delivery_id as string,
-    event: row.event as string,
-    action: (row.action as string | null) ?? null,
+    ...columns(row, { delivery_id: 'text', event: 'text', action: 'text?' }),
     installation_id: (row.installation_id as number | null) ?? null,
-    repository: (row.repository as string | null) ?? null,
-    ref: (row.ref as string | null) ?? null,
-    after_sha: (row.after_sha as string | null) ?? null,
+    ...columns(row, { repository: 'text?', ref: 'text?', after_sha: 'text?' }),
     status: row.status as DeliveryStatus,
     outcome: summary?.outcome ?? 'pending',
     reason: summary?.reason ?? null,
-    received_at: row.received_at as string,
-    processed_at: (row.processed_at as string | null) ?? null,
+    ...columns(row, { received_at: 'text', processed_at: 'text?' }),
     results: lines.map(toResultLine),
   };
 }
 
 function toResultLine(line: Row): DeliveryResultLine {
   return {
-    tenant_id: line.tenant_id as string,
-    deployment_id: (line.deployment_id as string | null) ?? null,
-    deployment_name: (line.deployment_name as string | null) ?? null,
-    integration_id: (line.integration_id as string | null) ?? null,
+    ...columns(line, { tenant_id: 'text', deployment_id: 'text?', deployment_name: 'text?', integration_id: 'text?', result: 'text', revision_id: 'text?', reason: 'text?' }),
     result: line.result as WebhookDeliveryResultKind,
-    revision_id: (line.revision_id as string | null) ?? null,
-    reason: (line.reason as string | null) ?? null,
   };
 }
 

@@ -2,7 +2,8 @@ import Database from 'better-sqlite3';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { CoreStore } from './core.ts';
 import { GroupCommit } from './group-commit.ts';
-import { MIGRATIONS } from './migrations/index.ts';
+import { sqliteDialect } from './dialect.ts';
+import { appliedRow, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrate.ts';
 import { TERMINAL } from './queries/statuses.ts';
 import type { StoreRules } from './rules.ts';
 import { SqliteDb } from './sqlite/db.ts';
@@ -32,15 +33,15 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   return new SqliteStore(new SqliteDb(db), options.secretBox, options.rules);
 }
 
-/** Applies pending migrations, each in one transaction. */
+/** Applies pending migrations of the one history (`migrations/`), each in one transaction. */
 function migrate(db: Database.Database): void {
-  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  db.exec(SCHEMA_MIGRATIONS_TABLE);
   const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as Array<{ version: number }>).map((r) => r.version));
-  for (const migration of MIGRATIONS) {
-    if (applied.has(migration.version)) continue;
+  const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)');
+  for (const migration of pendingMigrations(applied)) {
     db.transaction(() => {
-      db.exec(migration.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(migration.version, migration.name, new Date().toISOString());
+      db.exec(migration.sql(sqliteDialect.schema));
+      record.run(...appliedRow(migration));
     })();
   }
 }

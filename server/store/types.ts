@@ -92,7 +92,7 @@ export type PushRevisionResult =
   | { outcome: 'not_buildable'; reason: string };
 
 /**
- * A lease on work taken or renewed by one server process (issue 12): `owner` is the process id,
+ * A lease on work taken or renewed by one server process: `owner` is the process id,
  * `now` the time of the call, `until` when the lease ends unless renewed.
  */
 export type WorkLease = { owner: string; now: string; until: string };
@@ -109,8 +109,8 @@ export type NewDeployment = {
   /**
    * Given when the revision is started (not QUEUED): it names `owner` as its runner in the same
    * write when `owner`'s process lease is live at `now` (and the row locked against a sweep deleting
-   * it), so no later write has to name it (issue 13: that second write of every created revision
-   * was a cost of every POST). A lapsed or missing lease leaves it unnamed, for the process's next
+   * it), so no second write of every created revision has to name it (a cost of every POST). A
+   * lapsed or missing lease leaves it unnamed, for the process's next
    * renewal to hold (`holdRevisions`), as a revision started elsewhere is.
    */
   runner?: RevisionRunner;
@@ -124,8 +124,7 @@ export type StartNextResult = { started: RevisionRecord | null; skipped: string[
 
 /**
  * Everything the domain needs from storage. Every method is one atomic unit: a method that writes
- * several rows does so in one transaction. Methods are async so that a PostgreSQL implementation
- * can be added without touching routes or domain code.
+ * several rows does so in one transaction. One implementation serves both databases (`core.ts`).
  */
 export interface Store {
   close(): void;
@@ -248,7 +247,7 @@ export interface Store {
   /**
    * The compute type of the listener that serves a deployment of the workspace: `listenerId`, or the
    * workspace's default when null; null when there is none (the built-in sandbox serves). One read,
-   * on every create (issue 13: it was a read of the workspace, then one of the listener).
+   * on every create, not a read of the workspace and then one of the listener.
    */
   servingComputeType(tenantId: string, listenerId: string | null): Promise<ComputeType | null>;
   listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>>;

@@ -1,5 +1,6 @@
-import type { Db } from './db.ts';
+import type { Db, Row } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
+import { columns } from './rows.ts';
 import type { WorkLease } from './types.ts';
 
 export type UploadRecord = {
@@ -58,7 +59,6 @@ export interface UploadStore {
   openUploadCount(deploymentId: string, now: string): Promise<number>;
 }
 
-type Row = Record<string, unknown>;
 
 /** What a workspace's quota counts: its complete tarballs, and what its PUTs in progress reserved. */
 const USED_BYTES = "SELECT coalesce(sum(CASE WHEN state = 'complete' THEN size ELSE reserved_bytes END), 0) AS n FROM uploads WHERE tenant_id = ? AND state IN ('complete', 'receiving')";
@@ -97,7 +97,7 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async renewUploadLeases(lease: WorkLease): Promise<number> {
-    return this.#sql.run("UPDATE uploads SET receive_lease_expires_at = ? WHERE receiver_id = ? AND state = 'receiving'", [lease.until, lease.owner]);
+    return this.#sql.run(leaseQueries(this.#sql.dialect).renewUploadLeases, { until: lease.until, owner: lease.owner });
   }
 
   async reserveUploadBytes(input: { id: string; tenantId: string; owner: string; bytes: number; quotaBytes: number }): Promise<boolean> {
@@ -184,12 +184,9 @@ export class SqlUploadStore implements UploadStore {
 
 export function toUpload(row: Row): UploadRecord {
   return {
-    id: row.id as string,
-    deployment_id: row.deployment_id as string,
-    tenant_id: row.tenant_id as string,
-    object_path: row.object_path as string,
+    ...columns(row, { id: 'text', deployment_id: 'text', tenant_id: 'text', object_path: 'text' }),
     state: row.state as UploadRecord['state'],
     size: (row.size as number | null) ?? null,
-    expires_at: row.expires_at as string,
+    ...columns(row, { expires_at: 'text' }),
   };
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { sqliteDialect } from '../../server/store/dialect.ts';
 import { MIGRATIONS } from '../../server/store/migrations/index.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
 
@@ -21,7 +22,7 @@ describe('migration 5 (OAuth tokens and flows per workspace)', () => {
     db.pragma('foreign_keys = ON');
     db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
     for (const migration of MIGRATIONS.filter((m) => m.version <= 3)) {
-      db.exec(migration.sql);
+      db.exec(migration.sql(sqliteDialect.schema));
       db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(migration.version, migration.name, new Date().toISOString());
     }
     const now = new Date().toISOString();

@@ -6,7 +6,7 @@ import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { startServer } from '../../server/server.ts';
 import { openStore } from '../../server/store/open.ts';
-import { PG_MIGRATIONS } from '../../server/store/postgres/migrations/index.ts';
+import { MIGRATIONS as PG_MIGRATIONS } from '../../server/store/migrations/index.ts';
 import { asStorageUnavailable } from '../../server/store/storage-errors.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';

@@ -1,5 +1,7 @@
+import type { SchemaDialect } from '../db.ts';
+
 /** The control-plane tables: tenancy, keys, deployments, revisions and their logs. */
-export default `
+export default (d: SchemaDialect) => `
 CREATE TABLE organizations (
   id TEXT PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
@@ -7,6 +9,7 @@ CREATE TABLE organizations (
 );
 
 CREATE TABLE workspaces (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   name TEXT NOT NULL,
@@ -16,6 +19,7 @@ CREATE TABLE workspaces (
 );
 
 CREATE TABLE api_keys (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   workspace_id TEXT REFERENCES workspaces(id),
@@ -26,6 +30,7 @@ CREATE TABLE api_keys (
 );
 
 CREATE TABLE listeners (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   tenant_id TEXT NOT NULL REFERENCES workspaces(id),
   compute_type TEXT NOT NULL,
@@ -37,9 +42,10 @@ CREATE TABLE listeners (
 );
 
 CREATE TABLE github_integrations (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   tenant_id TEXT NOT NULL REFERENCES workspaces(id),
-  installation_id INTEGER NOT NULL,
+  installation_id ${d.bigint} NOT NULL,
   name TEXT NOT NULL,
   suspended_at TEXT,
   created_at TEXT NOT NULL,
@@ -48,6 +54,7 @@ CREATE TABLE github_integrations (
 CREATE INDEX github_integrations_by_installation ON github_integrations (installation_id);
 
 CREATE TABLE deployments (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   tenant_id TEXT NOT NULL REFERENCES workspaces(id),
   name TEXT NOT NULL,
@@ -78,7 +85,7 @@ CREATE INDEX deployments_push_targets ON deployments (repo_url_key, repo_ref) WH
 CREATE INDEX deployments_deleting ON deployments (status) WHERE status = 'AWAITING_DELETE';
 
 CREATE TABLE revisions (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq ${d.serialKey},
   id TEXT NOT NULL UNIQUE,
   deployment_id TEXT NOT NULL REFERENCES deployments(id) ON DELETE CASCADE,
   tenant_id TEXT NOT NULL,
@@ -98,7 +105,7 @@ CREATE INDEX revisions_unfinished ON revisions (deployment_id, status)
   WHERE status NOT IN ('DEPLOYED', 'CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'SKIPPED', 'INTERRUPTED');
 
 CREATE TABLE revision_logs (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq ${d.serialKey},
   revision_id TEXT NOT NULL REFERENCES revisions(id) ON DELETE CASCADE,
   type TEXT NOT NULL,
   level TEXT NOT NULL,
@@ -108,6 +115,7 @@ CREATE TABLE revision_logs (
 CREATE INDEX revision_logs_by_revision ON revision_logs (revision_id, type, seq);
 
 CREATE TABLE tracing_projects (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   tenant_id TEXT NOT NULL REFERENCES workspaces(id),
   name TEXT NOT NULL,

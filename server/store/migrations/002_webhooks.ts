@@ -1,15 +1,17 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * GitHub webhook deliveries (persisted before they are answered, processed from here), what each
  * one did per workspace, and the branch heads the reconciler has seen.
  */
-export default `
+export default (d: SchemaDialect) => `
 CREATE TABLE webhook_deliveries (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq ${d.serialKey},
   -- X-GitHub-Delivery: a redelivery carries the same id, so this is what makes a delivery count once
   delivery_id TEXT NOT NULL UNIQUE,
   event TEXT NOT NULL,
   action TEXT,
-  installation_id INTEGER,
+  installation_id ${d.bigint},
   repository TEXT,
   ref TEXT,
   after_sha TEXT,
@@ -35,7 +37,7 @@ CREATE INDEX webhook_delivery_tenants_by_delivery ON webhook_delivery_tenants (d
 
 -- One line per deployment (or per linked integration, for installation events) a delivery touched.
 CREATE TABLE webhook_delivery_results (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq ${d.serialKey},
   delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(delivery_id) ON DELETE CASCADE,
   tenant_id TEXT NOT NULL,
   deployment_id TEXT,

@@ -1,10 +1,13 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * OAuth helper: providers per organization, authorization flows (by the hash of their `state`)
  * and the tokens they obtained. Client secrets, PKCE verifiers and tokens are stored sealed by
  * the SecretBox (`v1:…`), never in clear text.
  */
-export default `
+export default (d: SchemaDialect) => `
 CREATE TABLE oauth_providers (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   provider_id TEXT NOT NULL,
@@ -22,6 +25,7 @@ CREATE TABLE oauth_providers (
 );
 
 CREATE TABLE oauth_tokens (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   provider_ref TEXT NOT NULL REFERENCES oauth_providers(id) ON DELETE CASCADE,

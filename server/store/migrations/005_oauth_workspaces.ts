@@ -1,5 +1,7 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
- * OAuth, issue 9 and 10:
+ * OAuth:
  * - providers: `client_secret_sealed` may be NULL (a public client, `token_endpoint_auth_method`
  *   `none`, which must use PKCE); `provider_type` as the hosted API names it (null when not given).
  * - tokens and flows belong to the **workspace** whose flow obtained them (before: the
@@ -12,8 +14,9 @@
  * rebuilt: new tables are created and filled, the old ones dropped (children first, so no ON DELETE
  * action fires), and the new ones renamed, which rewrites the REFERENCES clauses that name them.
  */
-export default `
+export default (d: SchemaDialect) => `
 CREATE TABLE oauth_providers_v5 (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   provider_id TEXT NOT NULL,
@@ -37,6 +40,7 @@ INSERT INTO oauth_providers_v5 (id, organization_id, provider_id, name, client_i
   FROM oauth_providers;
 
 CREATE TABLE oauth_tokens_v5 (
+  ${d.rowidColumn}
   id TEXT PRIMARY KEY,
   organization_id TEXT NOT NULL REFERENCES organizations(id),
   workspace_id TEXT NOT NULL REFERENCES workspaces(id),

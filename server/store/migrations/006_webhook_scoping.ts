@@ -1,8 +1,10 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
  * Deliveries addressed to one workspace (repository webhooks signed with that workspace's own
  * secret), and those secrets, encrypted at rest.
  */
-export default `
+export default (_d: SchemaDialect) => `
 -- The workspace a repository-webhook delivery was verified for; NULL for the GitHub App's
 -- deliveries, which are addressed by the installation they name.
 ALTER TABLE webhook_deliveries ADD COLUMN workspace_id TEXT;

@@ -1,9 +1,11 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
- * Listener agents (issue 11): agent tokens (hashed), claims with leases on work (revisions to build
+ * Listener agents: agent tokens (hashed), claims with leases on work (revisions to build
  * or deploy, deployments to tear down), when a listener's agent was last heard from, and which
  * listener serves a workspace's deployments that name none.
  */
-export default `
+export default (d: SchemaDialect) => `
 CREATE TABLE listener_tokens (
   id TEXT PRIMARY KEY,
   listener_id TEXT NOT NULL REFERENCES listeners(id) ON DELETE CASCADE,
@@ -40,8 +42,10 @@ UPDATE workspaces SET default_listener_id = (
   SELECT l.id FROM listeners l WHERE l.tenant_id = workspaces.id AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1
 );
 -- A workspace's first sandbox listener (created with the workspace) becomes its default.
-CREATE TRIGGER listeners_sandbox_default AFTER INSERT ON listeners WHEN NEW.compute_type = 'sandbox'
-BEGIN
-  UPDATE workspaces SET default_listener_id = NEW.id WHERE id = NEW.tenant_id AND default_listener_id IS NULL;
-END;
+${d.afterInsertTrigger(
+  'listeners_sandbox_default',
+  'listeners',
+  "NEW.compute_type = 'sandbox'",
+  'UPDATE workspaces SET default_listener_id = NEW.id WHERE id = NEW.tenant_id AND default_listener_id IS NULL',
+)}
 `;

@@ -1,11 +1,12 @@
+import type { SchemaDialect } from '../db.ts';
+
 /**
- * Who does each piece of work, and until when (issue 12 part two): several server processes share
+ * Who does each piece of work, and until when: several server processes share
  * one database, so a started revision, a deployment's teardown, a webhook delivery being processed
  * and an upload being received each name the process that holds it and when its lease ends. A
  * process renews what it holds; another takes over what a dead one left once its lease has passed.
- * Kept equivalent to PostgreSQL's migration 002.
  */
-export default `
+export default (_d: SchemaDialect) => `
 ALTER TABLE revisions ADD COLUMN runner_id TEXT;
 ALTER TABLE revisions ADD COLUMN lease_expires_at TEXT;
 ALTER TABLE deployments ADD COLUMN teardown_owner TEXT;

@@ -1,3 +1,4 @@
+import type { SchemaDialect } from '../db.ts';
 import initial from './001_initial.ts';
 import webhooks from './002_webhooks.ts';
 import oauth from './003_oauth.ts';
@@ -11,13 +12,19 @@ import processLeases from './010_process_leases.ts';
 import teardownReports from './011_teardown_reports.ts';
 import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
 import queuedRevisionsIndex from './013_queued_revisions_index.ts';
-import uploadReservationsLogCaps from './014_upload_reservations_log_caps.ts';
+import indexesOneHistoryHad from './014_indexes_one_history_had.ts';
+import uploadReservationsLogCaps from './015_upload_reservations_log_caps.ts';
+
+export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
 /**
- * Versioned migrations, applied in order at start inside one transaction each. Append only: a
- * released migration is never edited, a change is a new entry with the next version.
+ * The one schema history both databases run, in order, each migration in one transaction, written
+ * once with the dialect's substitutions where the two spell a declaration differently
+ * (`Dialect.schema`). Append only: a released migration is never edited; a change is a new entry
+ * with the next version. PostgreSQL databases made by the separate history PostgreSQL had until
+ * this one are adopted into it at start (`../migrate.ts`).
  */
-export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: string }> = [
+export const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'initial', sql: initial },
   { version: 2, name: 'webhooks', sql: webhooks },
   { version: 3, name: 'oauth', sql: oauth },
@@ -31,5 +38,19 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 11, name: 'teardown_reports', sql: teardownReports },
   { version: 12, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
   { version: 13, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
-  { version: 14, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
+  { version: 14, name: 'indexes_one_history_had', sql: indexesOneHistoryHad },
+  { version: 15, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
 ];
+
+/**
+ * PostgreSQL's former history, version by version, as the version of this history whose schema it
+ * had made: its first version made what versions 1–8 make here, and each later one one version here.
+ */
+export const FORMER_POSTGRES_VERSIONS: ReadonlyMap<number, number> = new Map([
+  [1, 8],
+  [2, 9],
+  [3, 10],
+  [4, 11],
+  [5, 12],
+  [6, 13],
+]);

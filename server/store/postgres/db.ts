@@ -2,7 +2,7 @@ import pg from 'pg';
 import { postgresConnectionFailure } from '../storage-errors.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
-import { PG_MIGRATIONS } from './migrations/index.ts';
+import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
 
 /** Something that runs SQL: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = { query: (text: string, values?: unknown[]) => Promise<pg.QueryResult> };
@@ -169,7 +169,7 @@ export class PgDb implements Db {
 const MIGRATION_LOCK = 7_245_193_001;
 
 /**
- * Applies pending migrations, each in one transaction, holding a session advisory lock: two
+ * Applies pending migrations of the one history (`../migrations/`), each in one transaction, holding a session advisory lock: two
  * processes starting together migrate once (the second waits, then finds nothing to do).
  */
 export async function migrate(db: PgDb): Promise<void> {
@@ -177,14 +177,26 @@ export async function migrate(db: PgDb): Promise<void> {
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
-      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
-      const applied = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r: { version: number }) => r.version));
-      for (const migration of PG_MIGRATIONS) {
-        if (applied.has(migration.version)) continue;
+      await client.query(SCHEMA_MIGRATIONS_TABLE);
+      const record = 'INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)';
+      let applied = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r: { version: number }) => r.version));
+      if (applied.size > 0 && Math.max(...applied) <= 6 && (await client.query(FORMER_POSTGRES_HISTORY_CHECK)).rowCount === 1) {
         await client.query('BEGIN');
         try {
-          await client.query(migration.sql);
-          await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [migration.version, migration.name, new Date().toISOString()]);
+          await client.query('DELETE FROM schema_migrations WHERE version > 0');
+          for (const row of adoptedVersions(applied)) await client.query(record, row);
+          await client.query('COMMIT');
+        } catch (error) {
+          await client.query('ROLLBACK');
+          throw error;
+        }
+        applied = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((r: { version: number }) => r.version));
+      }
+      for (const migration of pendingMigrations(applied)) {
+        await client.query('BEGIN');
+        try {
+          await client.query(migration.sql(postgresDialect.schema));
+          await client.query(record, appliedRow(migration));
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK');

@@ -42,7 +42,13 @@ export class SqliteDb implements Db {
   }
 
   row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
-    return this.#open ? this.#open.then(() => this.row<T>(sql, params)) : this.#inTx.row<T>(sql, params);
+    if (this.#open) return this.#open.then(() => this.row<T>(sql, params));
+    // Inline rather than through the transaction's handle: this is every request's read.
+    try {
+      return Promise.resolve(this.statement(sql).get(...bind(params)) as T | undefined);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
@@ -79,9 +85,10 @@ export class SqliteDb implements Db {
   }
 }
 
-function bind(params: Params | undefined): unknown[] {
-  if (params === undefined) return [];
-  return Array.isArray(params) ? (params as unknown[]) : [params];
+const NONE: unknown[] = [];
+function bind(params: Params | undefined): readonly unknown[] {
+  if (params === undefined) return NONE;
+  return Array.isArray(params) ? params : [params];
 }
 
 /** A synchronous call's value or error as a promise, so a failed statement rejects instead of throwing. */
