@@ -5,6 +5,16 @@ export class WorkGone extends Error {
   override readonly name = 'WorkGone';
 }
 
+/** A 429: the control plane takes this agent's log lines more slowly; `retryAfterSeconds` says when to send again. */
+export class SlowDown extends Error {
+  override readonly name = 'SlowDown';
+  readonly retryAfterSeconds: number;
+  constructor(message: string, retryAfterSeconds: number) {
+    super(message);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
 /** The agent's side of the listener protocol (docs/listener-protocol.md), over fetch. */
 export class AgentClient {
   readonly #base: string;
@@ -24,6 +34,7 @@ export class AgentClient {
     });
     const text = await response.text();
     if (response.status === 409) throw new WorkGone(detailOf(text));
+    if (response.status === 429) throw new SlowDown(`${method} ${path}: 429 ${detailOf(text)}`, Math.max(1, Number(response.headers.get('retry-after')) || 1));
     if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${detailOf(text)}`);
     return (text ? JSON.parse(text) : null) as T;
   }

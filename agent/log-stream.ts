@@ -1,5 +1,5 @@
 import type { AgentClient } from './client.ts';
-import { WorkGone } from './client.ts';
+import { SlowDown, WorkGone } from './client.ts';
 
 type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string };
 
@@ -14,6 +14,8 @@ const BATCH = 500;
 export const MAX_BATCH_BYTES = 768 * 1024;
 /** `{"lines":[` … `]}` around the lines. */
 const ENVELOPE_BYTES = 16;
+/** Times a batch the control plane asked to slow down (429) is sent again, after the wait it names. */
+const SLOW_DOWN_RETRIES = 30;
 
 /** Cuts an over-long line, saying how much was cut; never splits a surrogate pair. */
 export function truncateLine(message: string, max = MAX_LINE): string {
@@ -46,7 +48,7 @@ export function batchesOf(lines: Line[], maxBytes = MAX_BATCH_BYTES): Line[][] {
 /**
  * Log lines of one claimed revision, sent in batches (every `flushMs`, or at once when many wait):
  * one request per batch instead of one per line. A 409 on a flush means the work is gone
- * (`onGone`); any other failed send loses its lines, and says so on the agent's stderr (`report`)
+ * (`onGone`); a 429 is waited out and sent again; any other failed send loses its lines, and says so on the agent's stderr (`report`)
  * rather than letting a build log go silently short.
  */
 export class LogStream {
@@ -92,7 +94,7 @@ export class LogStream {
     if (lines.length > 0) {
       this.#chain = this.#chain.then(async () => {
         for (const batch of batchesOf(lines)) {
-          await this.#client.logs(this.#claimId, batch).catch((error: unknown) => {
+          await this.#send(batch).catch((error: unknown) => {
             if (!(error instanceof WorkGone)) {
               this.#report(`agent: could not send ${batch.length} ${batch[0]!.type} log line(s) of claim ${this.#claimId}; they are lost: ${error instanceof Error ? error.message : String(error)}`);
             }
@@ -102,5 +104,18 @@ export class LogStream {
       });
     }
     return this.#chain;
+  }
+
+  /** One batch; a 429 (the token's log rate) waits the Retry-After it names and sends again, so a burst is paced, not lost. */
+  async #send(batch: Line[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#client.logs(this.#claimId, batch);
+        return;
+      } catch (error) {
+        if (!(error instanceof SlowDown) || attempt >= SLOW_DOWN_RETRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, error.retryAfterSeconds * 1000));
+      }
+    }
   }
 }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -13,12 +13,25 @@ export function stateDirOf(buildDir: string): string {
 }
 
 const BUILT = 'built.json';
+
+/**
+ * The records are the agent's own (which processes it may stop): owner-only whatever the umask,
+ * the folder 0700 and the file 0600, set explicitly because `mode` is only narrowed by the umask
+ * and an existing file keeps its own.
+ */
+function writeRecord(buildDir: string, name: string, text: string): void {
+  const dir = stateDirOf(buildDir);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  const file = join(dir, name);
+  writeFileSync(file, text, { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
 const SERVER = 'server.json';
 
 /** Records that the build in `buildDir` finished: a restarted agent serves it without building again. */
 export function markBuilt(buildDir: string, info: { sha: string | null; graph_config_path: string }): void {
-  mkdirSync(stateDirOf(buildDir), { recursive: true });
-  writeFileSync(join(stateDirOf(buildDir), BUILT), JSON.stringify(info));
+  writeRecord(buildDir, BUILT, JSON.stringify(info));
 }
 
 export function isBuilt(buildDir: string): boolean {
@@ -61,8 +74,7 @@ type ServerRecord = { pid: number; identity: string | null };
 
 /** Records the process group the agent started to serve `buildDir`, with what identifies it. */
 export function recordServer(buildDir: string, pid: number): void {
-  mkdirSync(stateDirOf(buildDir), { recursive: true });
-  writeFileSync(join(stateDirOf(buildDir), SERVER), JSON.stringify({ pid, identity: processIdentity(pid) } satisfies ServerRecord));
+  writeRecord(buildDir, SERVER, JSON.stringify({ pid, identity: processIdentity(pid) } satisfies ServerRecord));
 }
 
 /** Forgets the record of `pid` (stopped); a record of another, newer server of the directory stays. */

@@ -38,8 +38,11 @@ export async function downloadTarball(url: string, token: string, file: string, 
       else done(null, chunk);
     },
   });
-  mkdirSync(dirname(file), { recursive: true });
-  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), cap, createWriteStream(file), { signal: options.signal });
+  // The tarball is a tenant's source: owner-only, as everything of the agent's own (the mode is
+  // narrowed by the umask, never widened; a file left by an earlier attempt is replaced).
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  rmSync(file, { force: true });
+  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), cap, createWriteStream(file, { mode: 0o600 }), { signal: options.signal });
   return received;
 }
 

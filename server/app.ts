@@ -1,9 +1,10 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
-import { NotFound } from './domain/errors.ts';
+import { NotFound, ValidationFailed } from './domain/errors.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
+import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -43,6 +44,9 @@ export function createApp(
   // One middleware for both (one layer fewer per request than two): the key check, then the lease.
   const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (needsKey(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c), requestHeader(c, 'x-tenant-id'), clientAddress(c)));
+    // Path parameters and query values reach lookups on every route: one NUL rule for all of them.
+    const nul = urlNulProblem(c.req.url);
+    if (nul) throw new ValidationFailed([nul]);
     // A GET or HEAD has no body to read (the server reads none of theirs): no lease to hand out.
     const method = c.req.method;
     if (method === 'GET' || method === 'HEAD') return next();

@@ -87,6 +87,12 @@ export const Config = z.object({
   KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000).describe('An idle keep-alive connection is closed after this long without a request.'),
   HEALTH_PORT: optional.transform((value) => (value === undefined ? undefined : Number(value))).pipe(z.number().int().min(0).max(65535).optional()).describe('A second port serving only `/healthz` and `/readyz` (`0`: any free port, logged as `health_port`), with its own small connection cap, so probes keep an answer while the main port is flooded. Unset: none.'),
   HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32).describe('Connections the health port holds at once.'),
+  LOG_REVISION_MAX_LINES: z.coerce.number().int().min(1).max(10_000_000).default(20_000).describe(
+    'Log lines one revision keeps (build and deploy together); past it, one line "log truncated: N lines dropped" and the rest are dropped, never the status ([decisions/log-caps.md](decisions/log-caps.md)).',
+  ),
+  LOG_REVISION_MAX_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(8 * 1024 * 1024).describe('Bytes of log messages (UTF-8) one revision keeps (8 MiB); past it, as for the lines.'),
+  LOG_TOKEN_LINES_PER_SECOND: z.coerce.number().min(1).max(10_000_000).default(1_000).describe('Log lines per second one agent token may append, sustained (bursts of twice this); past it, 429 with `Retry-After`.'),
+  LOG_TOKEN_BYTES_PER_SECOND: z.coerce.number().int().min(1024).max(2 ** 40).default(1024 * 1024).describe('Bytes of log messages per second one agent token may append, sustained (bursts of twice this).'),
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0).describe('Test and debug only: how long an accepted webhook delivery waits before it is processed.'),
 }).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
   message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',

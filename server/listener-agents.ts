@@ -3,6 +3,7 @@ import { AgentDataPlane } from './dataplane/listener-agent.ts';
 import type { Clock } from './domain/clock.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
+import { LogCaps } from './domain/log-caps.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import type { RouteContext } from './http/env.ts';
@@ -18,7 +19,7 @@ import { TOPICS, type Coordination } from './store/coordination.ts';
  * Listener agents, in two steps because the pipeline needs the data plane and the
  * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
  */
-export function createListenerAgents(deps: { agents: AgentStore; coordination: Coordination; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS'> }) {
+export function createListenerAgents(deps: { agents: AgentStore; coordination: Coordination; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS' | 'LOG_REVISION_MAX_LINES' | 'LOG_REVISION_MAX_BYTES' | 'LOG_TOKEN_LINES_PER_SECOND' | 'LOG_TOKEN_BYTES_PER_SECOND'> }) {
   const { agents } = deps;
   // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it, in any process
   // (the agent's long-poll may be held by another process than the one that queued the work).
@@ -28,8 +29,27 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
     plane,
     attach(services: Services) {
       const { store, clock, pipeline } = services;
-      const tokens = new ListenerTokens({ store, agents, clock });
-      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads });
+      const logCaps = new LogCaps({
+        revisionMaxLines: deps.config.LOG_REVISION_MAX_LINES,
+        revisionMaxBytes: deps.config.LOG_REVISION_MAX_BYTES,
+        tokenLinesPerSecond: deps.config.LOG_TOKEN_LINES_PER_SECOND,
+        tokenBytesPerSecond: deps.config.LOG_TOKEN_BYTES_PER_SECOND,
+      });
+      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads, logCaps });
+      // A revoke ends the token's polls and claims here, then in every other process before it
+      // answers (acknowledged, as an API key's revoke): a poll held elsewhere gets no more work.
+      const endToken = (tokenId: string) =>
+        protocol.endToken(tokenId).catch((error: unknown) => deps.log.warn('agents: could not give back a revoked token\'s claims; their leases end them', { error: String(error) }));
+      const tokens = new ListenerTokens({
+        store,
+        agents,
+        clock,
+        revoked: async (tokenId) => {
+          await endToken(tokenId);
+          await deps.coordination.publishAcknowledged(TOPICS.listenerTokenRevoked, tokenId);
+        },
+      });
+      const unsubscribe = deps.coordination.subscribe(TOPICS.listenerTokenRevoked, (tokenId) => void endToken(tokenId));
       const defaults = new DefaultListener({ store, agents });
       return {
         protocol,
@@ -45,6 +65,7 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
           stop: () => {
             plane.stop();
             wake.detach();
+            unsubscribe();
           },
         },
       };

@@ -1,5 +1,5 @@
 import { serve, type ServerType } from '@hono/node-server';
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createServer as createHttpServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +11,7 @@ import { systemClock } from './domain/clock.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
 import { revisionFastPath, type NodeListener } from './http/revision-fast-lane.ts';
 import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './http/connection-limits.ts';
+import { createPrivateFile, makePrivateDir, tightenFileModes } from './lib/private-files.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { healthApp } from './routes/health.ts';
 import type { Services } from './services.ts';
@@ -38,15 +39,30 @@ function listen(
   });
 }
 
+/**
+ * The database, its WAL and shared-memory files and the key file beside it are the owner's only
+ * (they hold every record, uploaded tarballs included): looser modes left by an earlier run, a copy
+ * or a restore are warned about and fixed, and a new database file is made 0600 before SQLite opens
+ * it, so the files SQLite adds take its mode.
+ */
+function keepDatabaseFilesPrivate(databasePath: string, log: Logger): void {
+  for (const { path, mode, fixed } of tightenFileModes(['', '-wal', '-shm', '-journal', '.key'].map((suffix) => databasePath + suffix))) {
+    if (fixed) log.warn('a file of the server was readable by other users; made it owner-only (0600)', { path, mode });
+    else log.warn('a file of the server is readable by other users and could not be changed; make it owner-only (chmod 600)', { path, mode });
+  }
+  createPrivateFile(databasePath);
+}
+
 /** The key and the store; a path that cannot be used becomes a `StartupError` naming it. */
 async function openDatabase(config: Config, log: Logger) {
   const databasePath = databaseFilePath(config.DATABASE_URL);
   let backend: StoreBackend | undefined;
   try {
     if (databasePath !== null && databasePath !== ':memory:') {
-      mkdirSync(dirname(databasePath), { recursive: true });
+      makePrivateDir(dirname(databasePath));
       // Said before a key file is generated beside a path that can never be the database.
       if (statSync(databasePath, { throwIfNoEntry: false })?.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+      keepDatabaseFilesPrivate(databasePath, log);
     }
     // A database server has no folder to keep a generated key in: the key must be configured.
     if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');

@@ -333,7 +333,7 @@ export class ApiClient {
     for (let pages = 0; pages < 100; pages++) {
       const result = await this.#json('GET', `${this.#revisionPath(deploymentId, revisionId)}/logs?type=${type}&limit=1000&offset=${offset}`, RevisionLogs, `GET ${type} logs of revision ${revisionId}`, { signal });
       lines = [...lines, ...result.logs].slice(-count);
-      if (result.next_offset === null || result.logs.length === 0) break;
+      if (result.next_offset === null || result.logs.length < 1000) break;
       offset = result.next_offset;
     }
     return lines;

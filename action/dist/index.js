@@ -50125,7 +50125,7 @@ var ApiClient = class {
     for (let pages = 0; pages < 100; pages++) {
       const result = await this.#json("GET", `${this.#revisionPath(deploymentId, revisionId)}/logs?type=${type}&limit=1000&offset=${offset}`, RevisionLogs, `GET ${type} logs of revision ${revisionId}`, { signal });
       lines = [...lines, ...result.logs].slice(-count2);
-      if (result.next_offset === null || result.logs.length === 0) break;
+      if (result.next_offset === null || result.logs.length < 1e3) break;
       offset = result.next_offset;
     }
     return lines;

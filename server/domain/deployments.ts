@@ -15,7 +15,7 @@ import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
-import { dnsSafeName } from './names.ts';
+import { urlLabel } from './names.ts';
 import { firstStage, type CreatePlan, type Pipeline } from './pipeline.ts';
 
 export type DeploymentsDeps = {
@@ -72,7 +72,7 @@ export class Deployments {
     let config: SourceRevisionConfig;
     // 8 random hex digits: the start of a v4 UUID is random, and randomUUID draws from a pooled
     // buffer where randomBytes(4) makes a system call per create.
-    const serverUrl = () => `https://${dnsSafeName(body.name)}-${crypto.randomUUID().slice(0, 8)}.${this.#deps.deploymentDomain}`;
+    const serverUrl = () => `https://${urlLabel(body.name, crypto.randomUUID().slice(0, 8))}.${this.#deps.deploymentDomain}`;
     if (body.source === 'internal_source' || body.source === 'internal_docker') {
       // Created empty: `langgraph deploy` uploads or pushes next, and its PATCH makes the first revision.
       const given = body.source_config ?? {};

@@ -91,7 +91,9 @@ export class Pipeline {
     // refused write would leave the revision in its stage, and its deployment's queue, stuck.
     this.#control = {
       transition: async (change) => this.#ended(await this.#retrying('change a revision\'s stage', () => deps.store.transitionRevision(change, deps.clock.now()))),
-      log: (revisionId, type, level, message) => this.#retrying('write a log line', () => deps.store.appendLogs(revisionId, [{ type, level, message }], deps.clock.now())),
+      log: async (revisionId, type, level, message) => {
+        await this.#retrying('write a log line', () => deps.store.appendLogs(revisionId, [{ type, level, message }], deps.clock.now()));
+      },
     };
   }
 

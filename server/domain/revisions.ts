@@ -112,10 +112,12 @@ export class Revisions {
     if (!target) return { logs: [], next_offset: null };
     await this.get(tenantId, deployment.id, target);
     const level = request.level === 'warning' ? 'warn' : (request.level ?? undefined);
+    const order = request.order ?? 'desc';
+    const cursor = request.offset == null ? 0 : Number(request.offset);
     const { logs, more } = await this.#store.searchLogs(target, {
       type,
-      order: request.order ?? 'desc',
-      cursor: request.offset == null ? 0 : Number(request.offset),
+      order,
+      cursor,
       limit: request.limit ?? 50,
       level,
       query: request.query ?? undefined,
@@ -124,13 +126,26 @@ export class Revisions {
     });
     return {
       logs: logs.map(({ seq, timestamp, level: lineLevel, message }) => ({ id: String(seq), timestamp, level: lineLevel, message })),
-      next_offset: more ? (logs.at(-1)?.seq ?? null) : null,
+      next_offset: nextOffset(order, cursor, logs.at(-1)?.seq, more),
     };
   }
 
   async logs(tenantId: string, deploymentId: string, revisionId: string, query: RevisionLogsQuery): Promise<RevisionLogs> {
     await this.get(tenantId, deploymentId, revisionId);
     const { logs, lastSeq, more } = await this.#store.readLogs(revisionId, query.type, query.offset, query.limit);
-    return { logs, next_offset: more ? lastSeq : null };
+    return { logs, next_offset: nextOffset('asc', query.offset, lastSeq ?? undefined, more) };
   }
+}
+
+/**
+ * The cursor an answer hands back (contract §4). Clients keep only what the server gives them
+ * (`langgraph deploy --verbose` and `logs --follow` do `offset = next_offset or offset`), so in
+ * ascending order it is always the cursor just past the last line answered, or the one asked when
+ * none was: never null, or a follower would start over and print the log again. The cursor is the
+ * line's sequence number, so lines that share a timestamp are never read twice. Newest first, a
+ * page is followed back in time only while older lines remain (null at the oldest).
+ */
+function nextOffset(order: 'asc' | 'desc', asked: number, lastSeq: number | undefined, more: boolean): number | null {
+  if (order === 'asc') return lastSeq ?? asked;
+  return more ? (lastSeq ?? null) : null;
 }

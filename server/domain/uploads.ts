@@ -102,9 +102,7 @@ export class Uploads {
     if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
     if (claim === 'in_use') throw new Conflict('Another upload to this URL is in progress.');
     try {
-      // What this tarball may take: the per-upload cap, or what is left of the workspace's quota.
-      const left = this.#deps.workspaceQuotaBytes - (await store.workspaceUploadBytes(upload.tenant_id));
-      const size = await this.#streamIn(upload, input.body(), Math.min(maxBytes, Math.max(0, left)));
+      const size = await this.#streamIn(upload, input.body(), input.declaredLength);
       if (!(await store.completeUpload(upload.id, size, clock.now(), this.#deps.processId))) {
         // This process stalled past its lease and another released the upload: what it wrote is gone.
         throw new Conflict('The upload was interrupted on the server; PUT the tarball again.');
@@ -117,7 +115,14 @@ export class Uploads {
     }
   }
 
-  async #streamIn(upload: UploadRecord, body: ReadableStream<Uint8Array> | null, limit: number): Promise<number> {
+  /**
+   * Streams the body into chunk rows. The workspace's quota is reserved before any byte is stored
+   * (the declared length at once, when there is one, so a tarball that cannot fit is refused before
+   * its body is read; otherwise chunk by chunk), so that PUTs running at the same time, in any
+   * process, never store more than the quota together. The reservation settles into the upload's
+   * size when it completes and is given back when it fails (`releaseUpload`).
+   */
+  async #streamIn(upload: UploadRecord, body: ReadableStream<Uint8Array> | null, declaredLength: number | null): Promise<number> {
     const { store, maxBytes } = this.#deps;
     if (!body) throw new BadRequest('The body is empty; PUT a gzip tarball.');
     const reader = body.getReader();
@@ -125,14 +130,23 @@ export class Uploads {
     let pendingBytes = 0;
     let total = 0;
     let seq = 0;
+    let reserved = 0;
+    const reserve = async (upTo: number) => {
+      if (upTo <= reserved) return;
+      const fits = await store.reserveUploadBytes({ id: upload.id, tenantId: upload.tenant_id, owner: this.#deps.processId, bytes: upTo - reserved, quotaBytes: this.#deps.workspaceQuotaBytes });
+      if (!fits) throw new PayloadTooLarge(`The tarball does not fit in what is left of the workspace's upload quota (UPLOAD_WORKSPACE_QUOTA_BYTES, ${this.#deps.workspaceQuotaBytes} bytes).`);
+      reserved = upTo;
+    };
     const flush = async () => {
       if (pendingBytes === 0) return;
       const data = Buffer.concat(pending, pendingBytes);
       pending = [];
       pendingBytes = 0;
+      await reserve(seq * UPLOAD_CHUNK_BYTES + data.length);
       await store.writeChunk(upload.id, seq++, data);
     };
     try {
+      if (declaredLength !== null && declaredLength > 0) await reserve(declaredLength);
       for (;;) {
         let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
@@ -149,7 +163,6 @@ export class Uploads {
         }
         total += value.length;
         if (total > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
-        if (total > limit) throw new PayloadTooLarge(`The tarball does not fit in what is left of the workspace's upload quota (${limit} bytes).`);
         let offset = 0;
         while (offset < value.length) {
           const take = Math.min(UPLOAD_CHUNK_BYTES - pendingBytes, value.length - offset);

@@ -113,6 +113,13 @@ export type ReadJsonOptions = {
    * `extra_forbidden`, for a body whose every key must be understood.
    */
   unknownFields?: 'ignore' | 'refuse';
+  /**
+   * `refuse` (default): a string or key holding a NUL character is 422 at its place. PostgreSQL
+   * cannot store NUL in text or jsonb, so one rule here keeps both backends answering alike.
+   * `keep` (string values only; keys are always checked): for reports whose text the domain sanitises instead (an agent's log lines and status
+   * messages quote build output, and must land whatever it holds).
+   */
+  nulCharacters?: 'refuse' | 'keep';
 };
 
 /**
@@ -120,8 +127,8 @@ export type ReadJsonOptions = {
  * JSON, nesting at most 64 deep; then validates it. Raw text is read once and never re-serialised.
  */
 export async function readJson<S extends z.ZodType>(c: Context, schema: S, options: number | ReadJsonOptions = {}): Promise<z.output<S>> {
-  const { limit = API_BODY_LIMIT, unknownFields = 'ignore' } = typeof options === 'number' ? { limit: options } : options;
-  const value = await readJsonValue(c, limit);
+  const { limit = API_BODY_LIMIT, unknownFields = 'ignore', nulCharacters = 'refuse' } = typeof options === 'number' ? { limit: options } : options;
+  const value = await readJsonValue(c, limit, nulCharacters === 'refuse');
   if (unknownFields === 'refuse') return validate(schema, value, 'body');
   const { data, ignored } = validateIgnoringUnknown(schema, value);
   warnIgnored(c, ignored);
@@ -167,7 +174,7 @@ function warningValue(text: string): string {
   return `299 - ${quoted}`;
 }
 
-async function readJsonValue(c: Context, limit: number): Promise<unknown> {
+async function readJsonValue(c: Context, limit: number, refuseNul: boolean): Promise<unknown> {
   const contentType = requestHeader(c, 'content-type') ?? '';
   if (!/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
     throw new UnsupportedMediaType('The body must be JSON, sent with Content-Type: application/json.');
@@ -191,18 +198,20 @@ async function readJsonValue(c: Context, limit: number): Promise<unknown> {
     const position = /position (\d+)/.exec(String(error))?.[1];
     throw new ValidationFailed([{ loc: ['body', position ? Number(position) : 0], msg: 'JSON decode error', type: 'json_invalid' }]);
   }
-  const problem = shapeProblem(value);
+  const problem = shapeProblem(value, refuseNul);
   if (problem) throw new ValidationFailed([problem]);
   return value;
 }
 
 /**
  * One walk over a parsed body for what no schema can check: nesting deeper than 64 (deep values
- * cost stack later) and own `__proto__` keys (copying one into a new object sets its prototype
- * instead of storing the entry, and zod drops it for that reason: refuse it rather than lose it).
+ * cost stack later), own `__proto__` keys (copying one into a new object sets its prototype
+ * instead of storing the entry, and zod drops it for that reason: refuse it rather than lose it),
+ * and, with `refuseNul`, NUL in any string or key (see `ReadJsonOptions.nulCharacters`).
  * Iterative, so a hostile body cannot exhaust the stack here.
  */
-function shapeProblem(root: unknown): ValidationIssue | null {
+function shapeProblem(root: unknown, refuseNul: boolean): ValidationIssue | null {
+  if (refuseNul && typeof root === 'string' && root.includes('\0')) return nulIssue(['body']);
   const stack: Array<[unknown, Array<string | number>]> = [[root, []]];
   while (stack.length > 0) {
     const [value, path] = stack.pop()!;
@@ -210,8 +219,34 @@ function shapeProblem(root: unknown): ValidationIssue | null {
     if (path.length >= MAX_JSON_DEPTH) return { loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' };
     if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return { loc: ['body', ...path, '__proto__'], msg: 'The key __proto__ is not allowed', type: 'value_error' };
     const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((child, index) => [index, child]) : Object.entries(value);
-    for (const [key, child] of entries) if (child !== null && typeof child === 'object') stack.push([child, [...path, key]]);
+    for (const [key, child] of entries) {
+      // Keys are never reported text: a NUL in one is refused in either mode.
+      if ((typeof key === 'string' && key.includes('\0')) || (refuseNul && typeof child === 'string' && child.includes('\0'))) return nulIssue(['body', ...path, key]);
+      if (child !== null && typeof child === 'object') stack.push([child, [...path, key]]);
+    }
   }
+  return null;
+}
+
+function nulIssue(loc: Array<string | number>): ValidationIssue {
+  return { loc, msg: 'Input should not contain NUL characters (\\u0000)', type: 'string_pattern_mismatch' };
+}
+
+/**
+ * The request URL's own NUL rule (see `ReadJsonOptions.nulCharacters`): a `%00` in a query value
+ * or key is 422 naming the parameter, one in the path is 422 at `["path"]`. Browsers and clients
+ * never send one; a database lookup with it would fail on PostgreSQL alone.
+ */
+export function urlNulProblem(url: string): ValidationIssue | null {
+  if (!url.includes('%00')) return null;
+  const parsed = new URL(url, 'http://localhost');
+  if (parsed.pathname.includes('%00')) return nulIssue(['path']);
+  return formNulProblem(parsed.searchParams, 'query');
+}
+
+/** The same rule for form-encoded fields (`where`: the query string, or a form-encoded body). */
+export function formNulProblem(fields: URLSearchParams, where: 'query' | 'body'): ValidationIssue | null {
+  for (const [key, value] of fields) if (key.includes('\0') || value.includes('\0')) return nulIssue([where, key]);
   return null;
 }
 

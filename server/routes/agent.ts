@@ -53,13 +53,13 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
   route(ctx, { ...doc, method: 'post', path: `${claimPath}/transition`, summary: 'Move the claimed revision on (compare-and-set); 409 names the current status (listener token)', body: AgentTransition, response: { status: 200, schema: Revision } }, async (c) => {
     const agent = await agentOf(c);
     const claimId = pathId(c, 'claim_id');
-    return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition))));
+    return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition, REPORTED_TEXT))));
   });
 
   route(ctx, { ...doc, method: 'post', path: `${claimPath}/logs`, summary: 'Append build or deploy log lines of the claimed revision (listener token)', body: AgentLogAppend, response: { status: 204, schema: null } }, async (c) => {
     const agent = await agentOf(c);
     const claimId = pathId(c, 'claim_id');
-    await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend));
+    await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend, REPORTED_TEXT));
     return c.body(null, 204);
   });
 
@@ -100,6 +100,9 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
     return c.json(await protocol.live(agent));
   });
 }
+
+/** Log lines and status messages quote build output: the protocol sanitises their text rather than refuse it. */
+const REPORTED_TEXT = { nulCharacters: 'keep' } as const;
 
 /** The signed fetch URL's query (a work item carries the whole URL). */
 const SourceQuery = z.object({ expires: z.string(), signature: z.string() });

@@ -2,9 +2,10 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import { CallbackFinalize, ProviderSlug } from '../../shared/schemas/oauth.ts';
 import type { CallbackOutcome, CallbackQuery, OAuthFlows } from '../domain/oauth/flows.ts';
+import { ValidationFailed } from '../domain/errors.ts';
 import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { readJson, readLimited, validate } from '../http/validation.ts';
+import { formNulProblem, readJson, readLimited, validate } from '../http/validation.ts';
 import { CALLBACK_PAGE_HEADERS, callbackPage } from './oauth-page.ts';
 
 /** The path the providers redirect back to; it takes no API key (the `state` authenticates it). */
@@ -64,7 +65,10 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
   const posted = async (c: Context<AppEnv>, providerSlug: string | null) => {
     if (isJson(c)) return json(c, await flows.callback(await readJson(c, CallbackFinalize, CALLBACK_BODY_LIMIT), providerSlug));
     const text = new TextDecoder().decode(await readLimited(c.req.raw, CALLBACK_BODY_LIMIT));
-    const query = validate(CallbackFinalize, Object.fromEntries(new URLSearchParams(text)), 'body');
+    const form = new URLSearchParams(text);
+    const nul = formNulProblem(form, 'body');
+    if (nul) throw new ValidationFailed([nul]);
+    const query = validate(CallbackFinalize, Object.fromEntries(form), 'body');
     return page(c, await flows.callback(query, providerSlug));
   };
   /** The callback's answers are pages for a browser, never {"detail"} JSON (hence no listed errors). */

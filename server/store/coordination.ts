@@ -89,6 +89,8 @@ export const TOPICS = {
   oauthFlow: 'oauth-flow',
   /** An API key was revoked (key: the key's id): cached entries of it are dropped. */
   apiKeyRevoked: 'api-key-revoked',
+  /** A listener token was revoked (key: the token's id): its waiting claim polls and its claims end. */
+  listenerTokenRevoked: 'listener-token-revoked',
   /** An agent reported a deployment torn down (key: deployment id). */
   teardownDone: 'teardown-done',
   /** `DELETE …?force=true` (key: deployment id): the teardown stops waiting for an agent. */

@@ -27,6 +27,7 @@ import type {
   Page,
   PushRevisionInput,
   PushRevisionResult,
+  RevisionLogCap,
   RevisionRecord,
   RevisionRunner,
   RevisionTransition,
@@ -569,10 +570,49 @@ export class CoreStore implements Store {
     return rows.map((row) => row.deployment_id);
   }
 
-  async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void> {
-    if (entries.length === 0) return;
-    await this.sql.tx(async (tx) => {
-      for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+  async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string, cap?: RevisionLogCap): Promise<{ stored: number; dropped: number }> {
+    if (entries.length === 0) return { stored: 0, dropped: 0 };
+    if (!cap) {
+      await this.sql.tx(async (tx) => {
+        for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+      });
+      return { stored: entries.length, dropped: 0 };
+    }
+    return this.sql.tx(async (tx) => {
+      // Locked: appends to one revision from several processes count against one cap.
+      const counts = await tx.row<{ log_lines: number; log_bytes: number | string; log_dropped: number; log_marker_seq: number | string | null }>(
+        `SELECT log_lines, log_bytes, log_dropped, log_marker_seq FROM revisions WHERE id = ?${tx.dialect.forUpdate}`,
+        [revisionId],
+      );
+      if (!counts) return { stored: 0, dropped: 0 };
+      let lines = Number(counts.log_lines);
+      let bytes = Number(counts.log_bytes);
+      let dropped = Number(counts.log_dropped);
+      let firstDropped: (typeof entries)[number] | undefined;
+      let stored = 0;
+      for (const entry of entries) {
+        const size = Buffer.byteLength(entry.message);
+        // Once a line was dropped, every later one is too: the log never resumes after its marker.
+        if (dropped === 0 && lines + 1 <= cap.maxLines && bytes + size <= cap.maxBytes) {
+          await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+          lines += 1;
+          bytes += size;
+          stored += 1;
+        } else {
+          firstDropped ??= entry;
+          dropped += 1;
+        }
+      }
+      const newlyDropped = entries.length - stored;
+      let markerSeq = counts.log_marker_seq === null ? null : Number(counts.log_marker_seq);
+      if (newlyDropped > 0 && markerSeq === null) {
+        const marker = await tx.row<{ seq: number | string }>(`${INSERT_LOG} RETURNING seq`, [revisionId, firstDropped!.type, 'warn', cap.marker(dropped), now]);
+        markerSeq = Number(marker!.seq);
+      } else if (newlyDropped > 0) {
+        await tx.run('UPDATE revision_logs SET message = ? WHERE seq = ?', [cap.marker(dropped), markerSeq]);
+      }
+      await tx.run('UPDATE revisions SET log_lines = ?, log_bytes = ?, log_dropped = ?, log_marker_seq = ? WHERE id = ?', [lines, bytes, dropped, markerSeq, revisionId]);
+      return { stored, dropped: newlyDropped };
     });
   }
 

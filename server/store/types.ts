@@ -230,7 +230,12 @@ export interface Store {
   releaseRevisions(ids: readonly string[], owner: string): Promise<void>;
   /** Deployments with a queued revision and none in progress: their start was lost with a process. */
   listStalledQueuedDeployments(): Promise<string[]>;
-  appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string): Promise<void>;
+  /**
+   * Appends lines in one transaction. With `cap`, the revision's stored lines and bytes stay within
+   * it: lines past it are dropped (and every later one), and one marker line (`cap.marker`) says
+   * how many, rewritten as more are dropped. Without, every line is stored (the server's own lines).
+   */
+  appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string, cap?: RevisionLogCap): Promise<{ stored: number; dropped: number }>;
   readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }>;
   /** Log lines with filters and either order, each with its sequence number (the cursor). */
   searchLogs(revisionId: string, filter: LogFilter): Promise<{ logs: Array<LogEntry & { seq: number }>; more: boolean }>;
@@ -265,3 +270,11 @@ export interface Store {
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;
   listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>>;
 }
+
+/** What one revision keeps of its log (build and deploy lines together); the rule is domain/log-caps.ts. */
+export type RevisionLogCap = {
+  maxLines: number;
+  maxBytes: number;
+  /** The one line that replaces everything past the cap, rewritten as more is dropped. */
+  marker: (dropped: number) => string;
+};

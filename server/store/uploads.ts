@@ -30,10 +30,18 @@ export interface UploadStore {
   claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome>;
   /** Renews the leases of every upload `lease.owner` is receiving; answers how many. One statement. */
   renewUploadLeases(lease: WorkLease): Promise<number>;
+  /**
+   * Reserves `bytes` more of the workspace's quota for the upload `owner` is receiving: checked
+   * and taken under one lock of the workspace (an advisory lock on PostgreSQL, the one writer on
+   * SQLite), against its complete tarballs and every reservation of a PUT in progress, so PUTs
+   * running at once in any process never store more than `quotaBytes` together. False when it does
+   * not fit (nothing reserved) or the upload is no longer `owner`'s.
+   */
+  reserveUploadBytes(input: { id: string; tenantId: string; owner: string; bytes: number; quotaBytes: number }): Promise<boolean>;
   writeChunk(id: string, seq: number, data: Buffer): Promise<void>;
-  /** `receiving` → `complete`, with the size; false when `owner` no longer holds it (its lease passed and it was released). */
+  /** `receiving` → `complete`, with the size (its reservation settles into it); false when `owner` no longer holds it (its lease passed and it was released). */
   completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean>;
-  /** A failed PUT of `owner`: its chunks are removed and the URL may be used again until it expires. */
+  /** A failed PUT of `owner`: its chunks and its reservation are removed and the URL may be used again until it expires. */
   releaseUpload(id: string, owner: string): Promise<void>;
   /**
    * PUTs cut off by a crash leave chunks of an upload still `receiving`: drops those whose
@@ -45,12 +53,15 @@ export interface UploadStore {
   readChunk(id: string, seq: number): Promise<Buffer | null>;
   /** Expired URLs never used, and complete tarballs no revision names older than `unusedBefore`: of one deployment, or of all (null). */
   removeStaleUploads(deploymentId: string | null, now: string, unusedBefore: string): Promise<number>;
-  /** Bytes of the workspace's complete tarballs (what its quota counts). */
+  /** Bytes of the workspace's complete tarballs and of the reservations of its PUTs in progress (what its quota counts). */
   workspaceUploadBytes(tenantId: string): Promise<number>;
   /** URLs of the deployment issued and not yet used up (nor expired). */
   openUploadCount(deploymentId: string, now: string): Promise<number>;
 }
 
+
+/** What a workspace's quota counts: its complete tarballs, and what its PUTs in progress reserved. */
+const USED_BYTES = "SELECT coalesce(sum(CASE WHEN state = 'complete' THEN size ELSE reserved_bytes END), 0) AS n FROM uploads WHERE tenant_id = ? AND state IN ('complete', 'receiving')";
 
 /** Uploaded source tarballs in chunk rows (a BLOB on SQLite, `bytea` on PostgreSQL), on either database. */
 export class SqlUploadStore implements UploadStore {
@@ -89,17 +100,33 @@ export class SqlUploadStore implements UploadStore {
     return this.#sql.run(leaseQueries(this.#sql.dialect).renewUploadLeases, { until: lease.until, owner: lease.owner });
   }
 
+  async reserveUploadBytes(input: { id: string; tenantId: string; owner: string; bytes: number; quotaBytes: number }): Promise<boolean> {
+    return this.#sql.tx(async (tx) => {
+      await tx.dialect.serialize(tx, `upload-quota:${input.tenantId}`);
+      const used = Number((await tx.row<{ n: string | number }>(USED_BYTES, [input.tenantId]))?.n ?? 0);
+      if (used + input.bytes > input.quotaBytes) return false;
+      return (
+        (await tx.run("UPDATE uploads SET reserved_bytes = reserved_bytes + ? WHERE id = ? AND tenant_id = ? AND state = 'receiving' AND receiver_id = ?", [
+          input.bytes,
+          input.id,
+          input.tenantId,
+          input.owner,
+        ])) === 1
+      );
+    });
+  }
+
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
     await this.#sql.run('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)', [id, seq, data]);
   }
 
   async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
-    return (await this.#sql.run("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [size, now, id, owner])) === 1;
+    return (await this.#sql.run("UPDATE uploads SET state = 'complete', size = ?, reserved_bytes = 0, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [size, now, id, owner])) === 1;
   }
 
   async releaseUpload(id: string, owner: string): Promise<void> {
     await this.#sql.tx(async (tx) => {
-      const released = await tx.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [id, owner]);
+      const released = await tx.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [id, owner]);
       if (released === 1) await tx.run('DELETE FROM upload_chunks WHERE upload_id = ?', [id]);
     });
   }
@@ -114,7 +141,7 @@ export class SqlUploadStore implements UploadStore {
       if (gone.length === 0) return 0;
       const ids = gone.map((row) => row.id);
       await tx.run(`DELETE FROM upload_chunks WHERE ${tx.dialect.inList('upload_id', '?')}`, [tx.dialect.list(ids)]);
-      return tx.run(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE ${tx.dialect.inList('id', '?')}`, [tx.dialect.list(ids)]);
+      return tx.run(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE ${tx.dialect.inList('id', '?')}`, [tx.dialect.list(ids)]);
     });
   }
 
@@ -145,7 +172,7 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async workspaceUploadBytes(tenantId: string): Promise<number> {
-    const row = await this.#sql.row<{ n: string | number }>("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE tenant_id = ? AND state = 'complete'", [tenantId]);
+    const row = await this.#sql.row<{ n: string | number }>(USED_BYTES, [tenantId]);
     return Number(row?.n ?? 0);
   }
 

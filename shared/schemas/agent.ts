@@ -47,6 +47,11 @@ export type WorkSource = z.infer<typeof WorkSource>;
 export const WorkDeployment = z.object({
   id: Uuid,
   name: z.string(),
+  /**
+   * The name's URL form (lower case, `_` → `-`, a hash when that changed it): distinct for distinct
+   * names, so a proxy routes by it and `Victim2` never answers for `victim2`.
+   */
+  url_name: z.string(),
   source: z.string(),
   custom_url: z.string().nullable(),
   install_command: z.string().nullable(),

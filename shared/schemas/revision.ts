@@ -85,7 +85,7 @@ export const RevisionLogsQuery = z.object({
 });
 export type RevisionLogsQuery = z.infer<typeof RevisionLogsQuery>;
 
-/** `next_offset` is an opaque cursor: pass it back as `offset`; null when nothing more is stored yet. */
+/** `next_offset` is an opaque cursor: pass it back as `offset` to read the lines stored after this page (never null: this route reads oldest first). */
 export const RevisionLogs = z.object({ logs: z.array(LogEntry), next_offset: z.int().nullable() });
 export type RevisionLogs = z.infer<typeof RevisionLogs>;
 

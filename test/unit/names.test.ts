@@ -17,7 +17,7 @@ describe('dnsSafeName', () => {
       expect(form.length).toBeLessThanOrEqual(63);
     }
     expect(new Set(forms).size).toBe(names.length);
-    expect(dnsSafeName('my_agent')).toMatch(/^my-agent-[0-9a-f]{6}$/);
+    expect(dnsSafeName('my_agent')).toMatch(/^my-agent-[0-9a-f]{16}$/);
     expect(dnsSafeName('my_agent')).toBe(dnsSafeName('my_agent'));
   });
 });

@@ -13,7 +13,7 @@ const PREFIX = 'lat_';
 export const AGENT_COMPUTE_TYPES: ReadonlySet<string> = new Set(['local', 'k8s']);
 
 /** Who an agent request comes from: a listener, through one of its tokens. */
-export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: string };
+export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: string; tokenHash: string };
 
 /**
  * Agent credentials of a listener: shown once, stored as SHA-256 hashes, revocable. A token
@@ -23,11 +23,17 @@ export class ListenerTokens {
   readonly #store: Store;
   readonly #agents: AgentStore;
   readonly #clock: Clock;
+  readonly #revoked: (tokenId: string) => Promise<void>;
 
-  constructor(deps: { store: Store; agents: AgentStore; clock: Clock }) {
+  /**
+   * `revoked` runs once a revoke is stored and before it answers: it ends what the token is doing
+   * in every process (its waiting polls, its claims), so the revoke holds from its answer on.
+   */
+  constructor(deps: { store: Store; agents: AgentStore; clock: Clock; revoked?: (tokenId: string) => Promise<void> }) {
     this.#store = deps.store;
     this.#agents = deps.agents;
     this.#clock = deps.clock;
+    this.#revoked = deps.revoked ?? (async () => {});
   }
 
   async create(tenantId: string, listenerId: string): Promise<ListenerTokenCreated> {
@@ -50,6 +56,7 @@ export class ListenerTokens {
   async revoke(tenantId: string, listenerId: string, tokenId: string): Promise<void> {
     await this.#listener(tenantId, listenerId);
     if (!(await this.#agents.revokeToken(listenerId, tokenId, this.#clock.now()))) throw new NotFound(`Listener token ID ${tokenId} not found.`);
+    await this.#revoked(tokenId);
   }
 
   /** The listener the token belongs to, when it is the one the path names. */
@@ -61,7 +68,7 @@ export class ListenerTokens {
     if (!record || record.revoked || !sameDigest(record.token_hash, hash)) throw new Unauthorized('Invalid or revoked listener token.');
     // Another listener's token: answer as if the listener did not exist for this caller.
     if (record.listener_id !== listenerId) throw new NotFound(`Listener ID ${listenerId} not found.`);
-    return { listenerId: record.listener_id, tenantId: record.tenant_id, tokenId: record.id };
+    return { listenerId: record.listener_id, tenantId: record.tenant_id, tokenId: record.id, tokenHash: record.token_hash };
   }
 
   async #listener(tenantId: string, listenerId: string) {

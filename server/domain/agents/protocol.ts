@@ -5,11 +5,15 @@ import type { Readable } from 'node:stream';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
-import { BadRequest, Conflict, NotFound } from '../errors.ts';
+import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { Pipeline } from '../pipeline.ts';
 import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
+import type { LogCaps } from '../log-caps.ts';
+import { sanitiseReportedText } from '../log-text.ts';
+import { dnsSafeName } from '../names.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
+import { TokenSessions } from './token-sessions.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -32,6 +36,8 @@ export type AgentProtocolDeps = {
   leaseMs: number;
   /** Uploaded tarballs of `internal_source` revisions: signs their fetch URLs and streams them. */
   uploads: Uploads;
+  /** What an agent may write to the log: per revision, per token and second. */
+  logCaps: LogCaps;
 };
 
 /**
@@ -41,6 +47,7 @@ export type AgentProtocolDeps = {
  */
 export class AgentProtocol {
   readonly #deps: AgentProtocolDeps;
+  readonly #sessions = new TokenSessions();
 
   constructor(deps: AgentProtocolDeps) {
     this.#deps = deps;
@@ -52,24 +59,63 @@ export class AgentProtocol {
     return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
   }
 
-  /** Claims the next piece of work, holding the request up to `waitMs` until some appears. */
+  /**
+   * Claims the next piece of work, holding the request up to `waitMs` until some appears. A revoke
+   * of the caller's token ends the wait at once (401), and work claimed as the revoke lands goes
+   * back to the queue: the token is read again after each claim, so no claim made after the revoke
+   * was stored reaches this agent, whichever process holds the poll.
+   */
   async claim(agent: AgentPrincipal, agentId: string, waitMs: number, signal?: AbortSignal): Promise<WorkItem | null> {
     const { agents, clock, wake } = this.#deps;
     const deadline = Date.now() + waitMs;
-    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
-    for (;;) {
-      const now = clock.now();
-      const claim = await agents.claimNext({ listenerId: agent.listenerId, agentId, claimId: crypto.randomUUID(), now, leaseUntil: this.#leaseFrom(now) });
-      if (claim) {
-        const item = await this.#workItem(claim);
-        if (item) return item;
-        await agents.releaseClaim(claim.claim_id);
-        continue;
+    const session = this.#sessions.poll(agent.tokenId);
+    const ended = signal ? AbortSignal.any([signal, session.signal]) : session.signal;
+    try {
+      await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+      for (;;) {
+        if (session.signal.aborted) throw revokedToken();
+        const now = clock.now();
+        const claim = await agents.claimNext({ listenerId: agent.listenerId, agentId, claimId: crypto.randomUUID(), now, leaseUntil: this.#leaseFrom(now) });
+        if (claim) {
+          // Registered before the check: a revoke landing after it finds the claim and gives it back.
+          this.#sessions.claimed(claim.claim_id, agent.tokenId, agent.listenerId);
+          if (this.#sessions.isRevoked(agent.tokenId) || (await agents.findToken(agent.tokenHash))?.revoked !== false) {
+            await this.#giveBack(claim.claim_id, agent.listenerId);
+            throw revokedToken();
+          }
+          const item = await this.#workItem(claim);
+          if (item && !this.#sessions.isRevoked(agent.tokenId)) return item;
+          await this.#giveBack(claim.claim_id, agent.listenerId);
+          if (item) throw revokedToken();
+          continue;
+        }
+        const left = deadline - Date.now();
+        if (left <= 0 || signal?.aborted) return null;
+        await wake.wait(agent.listenerId, Math.min(left, RECHECK_MS), ended).changed;
       }
-      const left = deadline - Date.now();
-      if (left <= 0 || signal?.aborted) return null;
-      await wake.wait(agent.listenerId, Math.min(left, RECHECK_MS), signal).changed;
+    } finally {
+      session.done();
     }
+  }
+
+  /**
+   * The token was revoked (here or in another process): its waiting polls here answer 401 and the
+   * claims it took here go back to the queue now, for the listener's other agents.
+   */
+  async endToken(tokenId: string): Promise<void> {
+    for (const { claimId, listenerId } of this.#sessions.revoke(tokenId)) await this.#giveBack(claimId, listenerId);
+  }
+
+  async #giveBack(claimId: string, listenerId: string): Promise<void> {
+    this.#sessions.ended(claimId);
+    await this.#deps.agents.releaseClaim(claimId);
+    this.#deps.plane.wake(listenerId);
+  }
+
+  /** The claim ended with its work (its revision ended, released, torn down). */
+  async #endClaim(claimId: string): Promise<void> {
+    this.#sessions.ended(claimId);
+    await this.#deps.agents.releaseClaim(claimId);
   }
 
   /** Extends the lease; 409 when the claim was lost (lapsed and taken) or its revision has ended. */
@@ -91,18 +137,18 @@ export class AgentProtocol {
     if (!AGENT_MOVES[body.from]?.includes(body.to)) throw new BadRequest(`An agent may not move a revision from ${body.from} to ${body.to}.`);
     const before = await store.getRevisionById(claim.revision_id);
     if (before?.status !== body.from) {
-      if (before && isTerminal(before.status)) await agents.releaseClaim(claimId);
+      if (before && isTerminal(before.status)) await this.#endClaim(claimId);
       throw new Conflict(`Revision ${claim.revision_id} is ${before?.status ?? 'gone'}, not ${body.from}; stop this work.`);
     }
     const moved = await pipeline.transition({
       revisionId: claim.revision_id,
       from: [body.from],
       to: body.to,
-      statusMessage: body.status_message ?? null,
+      statusMessage: body.status_message == null ? null : sanitiseReportedText(body.status_message),
     });
     if (!moved) {
       const current = await store.getRevisionById(claim.revision_id);
-      if (current && isTerminal(current.status)) await agents.releaseClaim(claimId);
+      if (current && isTerminal(current.status)) await this.#endClaim(claimId);
       throw new Conflict(`Revision ${claim.revision_id} is ${current?.status ?? 'gone'}, not ${body.from}; stop this work.`);
     }
     // Written only once the compare-and-set has won: an interrupt that lands between the check
@@ -112,18 +158,24 @@ export class AgentProtocol {
       await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
       result = (await store.getRevisionById(claim.revision_id)) ?? moved;
     }
-    if (isTerminal(result.status)) await agents.releaseClaim(claimId);
+    if (isTerminal(result.status)) await this.#endClaim(claimId);
     else await agents.renewClaim(claimId, this.#leaseFrom(clock.now()));
     return result;
   }
 
-  /** Appends log lines of the claimed revision in one write; 409 once the revision has ended. */
+  /**
+   * Appends log lines of the claimed revision in one write; 409 once the revision has ended, 429
+   * (with Retry-After) past the token's rate. Past the revision's cap the lines are dropped and
+   * counted in its marker line; the request still succeeds, so the agent goes on to report the end.
+   */
   async appendLogs(agent: AgentPrincipal, claimId: string, body: AgentLogAppend): Promise<void> {
-    const { store, clock } = this.#deps;
+    const { store, clock, logCaps } = this.#deps;
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
     await this.#liveStatus(claim);
-    await store.appendLogs(claim.revision_id, body.lines, clock.now());
+    const lines = body.lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) }));
+    logCaps.admit(agent.tokenId, lines.length, lines.reduce((sum, line) => sum + Buffer.byteLength(line.message), 0));
+    await store.appendLogs(claim.revision_id, lines, clock.now(), logCaps.revision);
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
@@ -131,13 +183,13 @@ export class AgentProtocol {
     const claim = await this.#claim(agent, claimId);
     if (claim.kind !== 'teardown') throw new BadRequest('This claim is not a teardown.');
     await this.#deps.plane.teardownDone(claim.deployment_id, claimId);
+    this.#sessions.ended(claimId);
   }
 
   /** Gives a claim back before its lease ends (the agent is shutting down): another agent may take it. */
   async release(agent: AgentPrincipal, claimId: string): Promise<void> {
     await this.#claim(agent, claimId);
-    await this.#deps.agents.releaseClaim(claimId);
-    this.#deps.plane.wake(agent.listenerId);
+    await this.#giveBack(claimId, agent.listenerId);
   }
 
   /** What the listener should be running now: each live revision with its secrets, to restart without rebuilding. */
@@ -183,7 +235,7 @@ export class AgentProtocol {
     if (claim.kind !== 'revision' || !claim.revision_id) return null;
     const revision = await this.#deps.store.getRevisionById(claim.revision_id);
     if (!revision || isTerminal(revision.status)) {
-      await this.#deps.agents.releaseClaim(claim.claim_id);
+      await this.#endClaim(claim.claim_id);
       throw new Conflict(`Revision ${claim.revision_id} is ${revision?.status ?? 'gone'}; stop this work.`);
     }
     return revision.status;
@@ -207,10 +259,15 @@ export class AgentProtocol {
   }
 }
 
+function revokedToken(): Unauthorized {
+  return new Unauthorized('Invalid or revoked listener token.');
+}
+
 function workDeployment(deployment: DeploymentRecord): WorkDeployment {
   return {
     id: deployment.id,
     name: deployment.name,
+    url_name: dnsSafeName(deployment.name),
     source: deployment.source,
     custom_url: deployment.source_config.custom_url,
     install_command: deployment.source_config.install_command,

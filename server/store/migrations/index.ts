@@ -14,6 +14,7 @@ import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
 import queuedRevisionsIndex from './013_queued_revisions_index.ts';
 import indexesOneHistoryHad from './014_indexes_one_history_had.ts';
 import githubOidc from './015_github_oidc.ts';
+import uploadReservationsLogCaps from './016_upload_reservations_log_caps.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -40,6 +41,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 13, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
   { version: 14, name: 'indexes_one_history_had', sql: indexesOneHistoryHad },
   { version: 15, name: 'github_oidc', sql: githubOidc },
+  { version: 16, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
 ];
 
 /**
