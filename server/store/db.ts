@@ -30,8 +30,8 @@ export interface Db {
  */
 export interface Dialect {
   readonly name: 'sqlite' | 'postgres';
-  /** `column` is one of the list bound at `param` (bind `list(values)` there). */
-  inList(column: string, param: string): string;
+  /** `column` is one of the list bound at `param` (bind `list(values)` there); `of` is the list's element type. */
+  inList(column: string, param: string, of?: 'text' | 'bigint'): string;
   /** A list of values as `inList` wants it bound. */
   list(values: readonly unknown[]): unknown;
   /** LIKE that ignores ASCII case (SQLite's LIKE does already). */

@@ -36,8 +36,8 @@ export const sqliteDialect: Dialect = {
 /** PostgreSQL (READ COMMITTED): read-modify-write methods lock what they read. */
 export const postgresDialect: Dialect = {
   name: 'postgres',
-  inList: (column, param) => `${column} = ANY(CAST(${param} AS text[]))`,
-  list: (values) => values.map(String),
+  inList: (column, param, of = 'text') => `${column} = ANY(CAST(${param} AS ${of}[]))`,
+  list: (values) => [...values],
   likeIgnoringCase: 'ILIKE',
   jsonText: postgresJsonText,
   byteOrder: ' COLLATE "C"',
