@@ -102,11 +102,33 @@ export const Config = z.object({
   HEALTH_PORT: optional.transform((value) => (value === undefined ? undefined : Number(value))).pipe(z.number().int().min(0).max(65535).optional()),
   /** Connections the health port holds at once. */
   HEALTH_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(10_000).default(32),
+  /** The GitHub App (contract §12): its id; with a private key it mints App JWTs and installation tokens. */
+  GITHUB_APP_ID: optional.pipe(z.string().regex(/^\d+$/, 'GITHUB_APP_ID is the App\'s numeric id').optional()),
+  /** The App's private key, PEM text (or GITHUB_APP_PRIVATE_KEY_FILE: a file holding it). */
+  GITHUB_APP_PRIVATE_KEY: optional,
+  GITHUB_APP_PRIVATE_KEY_FILE: optional,
+  /** The App's URL name: its install page is GITHUB_URL/apps/<slug>/installations/new. */
+  GITHUB_APP_SLUG: optional.pipe(z.string().regex(/^[a-z0-9-]+$/i, 'GITHUB_APP_SLUG is the App\'s URL name').optional()),
+  /** The App's OAuth client: exchanges the `code` of the setup URL for a user token (proves who installed it). */
+  GITHUB_APP_CLIENT_ID: optional,
+  GITHUB_APP_CLIENT_SECRET: optional,
+  /** GitHub's web and git host; GitHub Enterprise Server: https://<host>. */
+  GITHUB_URL: z.url({ protocol: /^https?$/ }).default('https://github.com').transform((url) => url.replace(/\/+$/, '')),
+  /** GitHub's REST API; GitHub Enterprise Server: https://<host>/api/v3. */
+  GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.github.com').transform((url) => url.replace(/\/+$/, '')),
+  /** Content-creating GitHub calls (statuses, deployments) per minute, all repositories together: under GitHub's secondary limit of about 80. */
+  GITHUB_WRITES_PER_MINUTE: z.coerce.number().int().min(1).max(10_000).default(60),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0),
 }).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
   message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',
   path: ['HEADERS_TIMEOUT_MS'],
+}).refine((config) => !(config.GITHUB_APP_PRIVATE_KEY && config.GITHUB_APP_PRIVATE_KEY_FILE), {
+  message: 'Set GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_FILE, not both.',
+  path: ['GITHUB_APP_PRIVATE_KEY_FILE'],
+}).refine((config) => config.GITHUB_APP_ID === undefined || config.GITHUB_APP_PRIVATE_KEY !== undefined || config.GITHUB_APP_PRIVATE_KEY_FILE !== undefined, {
+  message: 'GITHUB_APP_ID needs the App\'s private key (GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_FILE).',
+  path: ['GITHUB_APP_ID'],
 });
 export type Config = z.infer<typeof Config>;
 

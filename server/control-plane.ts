@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
@@ -91,8 +92,17 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
+  // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.
+  const githubApp = createGithubApp({ config: deps.config, store: deps.backend.core, github: deps.backend.github, secretBox: deps.secretBox, clock: deps.clock, log: deps.log });
+  if (githubApp) {
+    extraRoutes.push(githubApp.routes);
+    publicPaths.push(githubApp.isPublic);
+  }
+
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({
+    repoAccess: githubApp?.repoAccess,
+    githubUrl: githubApp?.app.webUrl,
     services,
     webhooks: deps.backend.webhooks,
     webhookSecrets: deps.backend.webhookSecrets,
@@ -123,7 +133,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   publicPaths.push(isOAuthCallbackPath);
 
   // Listener agents (issue 11): agent tokens, the agent protocol, the workspace's default listener.
-  const agents = listenerAgents.attach(services);
+  const agents = listenerAgents.attach(services, { repoAccess: githubApp?.repoAccess });
   extraRoutes.push(agents.routes);
   publicPaths.push(agents.isPublic);
   workers.push(agents.worker);

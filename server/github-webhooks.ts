@@ -8,6 +8,7 @@ import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
 import { PushBuilds } from './domain/webhooks/push-builds.ts';
 import { Reconciler } from './domain/webhooks/reconciler.ts';
 import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
+import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
@@ -46,6 +47,10 @@ export function createGithubWebhooks(deps: {
   leadReconciler?: () => Promise<boolean>;
   /** This server process: the owner its delivery claims name. */
   processId: string;
+  /** Installation tokens for private repositories on the GitHub App's host (with App settings). */
+  repoAccess?: RepoAccess;
+  /** The GitHub App's host (`GITHUB_URL`): the reconciler reads it whatever RECONCILE_ALLOWED_HOSTS says. */
+  githubUrl?: string;
 }) {
   const { services, config } = deps;
   const { store, clock, log, pipeline } = services;
@@ -84,7 +89,8 @@ export function createGithubWebhooks(deps: {
     webhookStore,
     builds,
     readHead: deps.readHead ?? lsRemoteBranchHead({ timeoutMs: config.RECONCILE_TIMEOUT_MS, allowFile: config.ALLOW_FILE_REPO_URLS }),
-    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS },
+    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS, githubUrl: deps.githubUrl },
+    repoAccess: deps.repoAccess,
     concurrency: config.RECONCILE_CONCURRENCY,
     clock,
     log,

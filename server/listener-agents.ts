@@ -6,6 +6,7 @@ import { AgentProtocol } from './domain/agents/protocol.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import type { RouteContext } from './http/env.ts';
+import type { RepoAccess } from './github/repo-access.ts';
 import type { Logger } from './logger.ts';
 import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
@@ -26,10 +27,11 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
   const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS, coordination: deps.coordination });
   return {
     plane,
-    attach(services: Services) {
+    /** `repoAccess`: installation tokens for private repositories, handed over inside claimed work (with App settings). */
+    attach(services: Services, options: { repoAccess?: RepoAccess } = {}) {
       const { store, clock, pipeline } = services;
       const tokens = new ListenerTokens({ store, agents, clock });
-      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads });
+      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads, repoAccess: options.repoAccess });
       const defaults = new DefaultListener({ store, agents });
       return {
         protocol,

@@ -1,3 +1,4 @@
+import { repositoryOnHost } from '../github/app-settings.ts';
 import {
   isTagRef,
   revisionConfig,
@@ -24,6 +25,8 @@ export type DeploymentsDeps = {
   pipeline: Pipeline;
   deploymentDomain: string;
   allowFileRepoUrls: boolean;
+  /** `GITHUB_URL`: the one host whose repositories may be named over http:// (when it is http:// itself). */
+  githubUrl?: string;
   /** Whether `objectPath` is a completed upload of this deployment (`POST …/upload-url`, then `PUT`). */
   tarballUploaded: (deploymentId: string, objectPath: string) => Promise<boolean>;
 };
@@ -95,6 +98,12 @@ export class Deployments {
         // Reading local paths on the server's machine is for tests and experiments only.
         throw new ValidationFailed([
           { loc: ['body', 'source_config', 'repo_url'], msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)', type: 'value_error' },
+        ]);
+      }
+      if (body.source_config.repo_url.startsWith('http://') && !(this.#deps.githubUrl?.startsWith('http://') && repositoryOnHost(body.source_config.repo_url, this.#deps.githubUrl))) {
+        // Plain http would send tokens and code in clear: only an internal GitHub configured as http is read so.
+        throw new ValidationFailed([
+          { loc: ['body', 'source_config', 'repo_url'], msg: 'http:// repository URLs are accepted only on GITHUB_URL when it is http://; use https://', type: 'value_error' },
         ]);
       }
       const integration = await store.getIntegration(tenantId, body.source_config.integration_id);

@@ -2,6 +2,7 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from './agents.ts';
 import type { Coordination } from './coordination.ts';
+import type { GithubStore } from './github.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
 import type { OAuthStore } from './oauth.ts';
 import type { Store } from './types.ts';
@@ -23,6 +24,8 @@ export interface StoreBackend {
   readonly uploads: UploadStore;
   readonly installationRepos: InstallationRepoStore;
   readonly agents: AgentStore;
+  /** The GitHub round trip: setup states, proven installations, the status outbox. */
+  readonly github: GithubStore;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -1,6 +1,7 @@
 import { SqliteAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
+import { SqliteGithubStore } from './github.ts';
 import { SqliteInstallationRepoStore } from './installation-repos.ts';
 import { SqliteOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';
@@ -23,6 +24,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     uploads: new SqliteUploadStore(db),
     installationRepos: new SqliteInstallationRepoStore(db),
     agents: new SqliteAgentStore(db),
+    github: new SqliteGithubStore(db),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

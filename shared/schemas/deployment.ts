@@ -19,13 +19,14 @@ export type DeploymentStatus = z.infer<typeof DeploymentStatus>;
 
 /**
  * https://host/owner/repo(.git), ssh://[git@]host/…, git@host:owner/repo(.git), or file:///path (a
- * local repository; the server accepts it only with ALLOW_FILE_REPO_URLS). No credentials: a URL
+ * local repository; the server accepts it only with ALLOW_FILE_REPO_URLS). http:// only on the
+ * GitHub App's own host when GITHUB_URL is http:// (the server decides). No credentials: a URL
  * with a user and password or token would be stored, shown and logged as it is.
  */
 export const RepoUrl = z
   .string()
   .max(2048)
-  .regex(/^(https:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
+  .regex(/^(https?:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
     message: 'repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path',
   });
 

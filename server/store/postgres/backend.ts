@@ -1,3 +1,4 @@
+import { PgGithubStore } from './github.ts';
 import { StartupError } from '../../startup-errors.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
@@ -31,6 +32,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     uploads: new PgUploadStore(db),
     installationRepos: new PgInstallationRepoStore(db),
     agents: new PgAgentStore(db),
+    github: new PgGithubStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),
