@@ -93,10 +93,20 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
   // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.
-  const githubApp = createGithubApp({ config: deps.config, store: deps.backend.core, github: deps.backend.github, secretBox: deps.secretBox, clock: deps.clock, log: deps.log });
+  const githubApp = createGithubApp({
+    config: deps.config,
+    store: deps.backend.core,
+    github: deps.backend.github,
+    secretBox: deps.secretBox,
+    clock: deps.clock,
+    log: deps.log,
+    publicUrl: deps.publicUrl,
+    leadSender: () => coordination.tryLead('github-status-outbox'),
+  });
   if (githubApp) {
     extraRoutes.push(githubApp.routes);
     publicPaths.push(githubApp.isPublic);
+    workers.push(githubApp.sender);
   }
 
   // GitHub push webhooks (issue 3): signature-checked intake, delivery worker, branch-head reconciler.

@@ -9,7 +9,10 @@ export class GithubApiError extends Error {
   readonly body: unknown;
 
   constructor(method: string, path: string, status: number, headers: Headers, body: unknown) {
-    const message = typeof body === 'object' && body !== null && 'message' in body ? String((body as { message: unknown }).message) : '';
+    // GitHub puts the reason of a 422 in `errors[].message` ("…reached the maximum number of statuses").
+    const record = typeof body === 'object' && body !== null ? (body as { message?: unknown; errors?: unknown }) : {};
+    const reasons = Array.isArray(record.errors) ? record.errors.map((e) => (typeof e === 'object' && e !== null && 'message' in e ? String((e as { message: unknown }).message) : typeof e === 'string' ? e : '')).filter(Boolean) : [];
+    const message = [record.message === undefined ? '' : String(record.message), ...reasons].filter(Boolean).join(': ');
     super(`GitHub answered ${status} to ${method} ${path}${message ? `: ${message}` : ''}`);
     this.status = status;
     this.headers = headers;

@@ -24,14 +24,17 @@ export class InstallationTokens {
     this.#now = now;
   }
 
-  /** A read-only token for `repository` through `installationId`. */
-  async forRepository(installationId: number, repository: GithubRepository): Promise<string> {
-    const key = `${installationId}\n${repository.owner.toLowerCase()}/${repository.name.toLowerCase()}`;
+  /**
+   * A token for `repository` alone through `installationId`, with `permissions` only: read-only
+   * contents by default (what git needs), deployments and statuses for the status sender.
+   */
+  async forRepository(installationId: number, repository: GithubRepository, permissions: Record<string, 'read' | 'write'> = { contents: 'read' }): Promise<string> {
+    const key = `${installationId}\n${repository.owner.toLowerCase()}/${repository.name.toLowerCase()}\n${JSON.stringify(permissions)}`;
     const cached = this.#cache.get(key);
     if (cached && cached.expiresAtMs - REUSE_MARGIN_MS > this.#now()) return cached.token;
     let minting = this.#minting.get(key);
     if (!minting) {
-      minting = this.#mint(installationId, repository).finally(() => this.#minting.delete(key));
+      minting = this.#mint(installationId, repository, permissions).finally(() => this.#minting.delete(key));
       this.#minting.set(key, minting);
     }
     const minted = await minting;
@@ -40,12 +43,17 @@ export class InstallationTokens {
     return minted.token;
   }
 
-  async #mint(installationId: number, repository: GithubRepository): Promise<Minted> {
+  /** Forgets a token GitHub refused (revoked, or the installation changed): the next call mints anew. */
+  forget(installationId: number, repository: GithubRepository, permissions: Record<string, 'read' | 'write'>): void {
+    this.#cache.delete(`${installationId}\n${repository.owner.toLowerCase()}/${repository.name.toLowerCase()}\n${JSON.stringify(permissions)}`);
+  }
+
+  async #mint(installationId: number, repository: GithubRepository, permissions: Record<string, 'read' | 'write'>): Promise<Minted> {
     const answer = await this.#api.request<{ token: string; expires_at: string }>({
       method: 'POST',
       path: `/app/installations/${installationId}/access_tokens`,
       auth: { kind: 'app' },
-      body: { repositories: [repository.name], permissions: { contents: 'read' } },
+      body: { repositories: [repository.name], permissions },
     });
     return { token: answer.token, expiresAtMs: Date.parse(answer.expires_at) };
   }

@@ -10,7 +10,7 @@ export type SetupState = { id: string; tenant_id: string; name: string | null; e
 export type InstallationAccount = { login: string; id: number; type: string };
 
 /** A revision's change (a status, or `DELETED` for its deployment) waiting to be told to GitHub. */
-export type OutboxEvent = { id: number; revision_id: string; deployment_id: string; event: string; attempts: number; created_at: string };
+export type OutboxEvent = { id: number; revision_id: string; deployment_id: string; event: string; attempts: number; outcome: string | null; created_at: string };
 
 /** The GitHub deployment made for a revision. */
 export type GithubDeploymentRecord = {
@@ -46,6 +46,8 @@ export interface GithubStore {
   finishEvent(id: number, outcome: string, now: string): Promise<void>;
   /** Keeps the event for later: `attempts` goes up, and it is not due before `nextAttemptAt`. */
   retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void>;
+  /** Records what the sender is about to do (a call under way), without making the event due later. */
+  noteEvent(id: number, outcome: string): Promise<void>;
   /** Unsent events, all revisions (tests and the health of the sender). */
   pendingCount(): Promise<number>;
 
@@ -61,7 +63,7 @@ export interface GithubStore {
 
 /** The SQL both dialects share (`?` placeholders; PostgreSQL's store numbers them). */
 export const GITHUB_SQL = {
-  dueEvents: `SELECT id, revision_id, deployment_id, event, attempts, created_at FROM github_outbox o
+  dueEvents: `SELECT id, revision_id, deployment_id, event, attempts, outcome, created_at FROM github_outbox o
     WHERE done_at IS NULL
       AND id = (SELECT MIN(id) FROM github_outbox f WHERE f.revision_id = o.revision_id AND f.done_at IS NULL)
       AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
@@ -134,6 +136,10 @@ export class SqliteGithubStore implements GithubStore {
 
   async retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void> {
     this.#db.prepare('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?').run(nextAttemptAt, outcome, id);
+  }
+
+  async noteEvent(id: number, outcome: string): Promise<void> {
+    this.#db.prepare('UPDATE github_outbox SET outcome = ? WHERE id = ?').run(outcome, id);
   }
 
   async pendingCount(): Promise<number> {

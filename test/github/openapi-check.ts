@@ -103,7 +103,7 @@ function jsonSchemaOf(node: unknown): unknown {
   }
   if (nullable !== true) return copy;
   if (typeof copy.type === 'string') {
-    const withNull = { ...copy, type: [copy.type, 'null'] };
+    const withNull: Record<string, unknown> = { ...copy, type: [copy.type, 'null'] };
     if (Array.isArray(copy.enum)) withNull.enum = [...copy.enum, null];
     return withNull;
   }

@@ -52,8 +52,10 @@ export class GithubStandIn {
   readonly #tokens = new Map<string, MintedToken>();
   readonly #faults: Fault[] = [];
   /** Everything GitHub would show on a repository, as posted. */
-  readonly deployments: Array<{ id: number; repo: string; body: Record<string, unknown>; statuses: Array<Record<string, unknown>> }> = [];
-  readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown> }> = [];
+  readonly deployments: Array<{ id: number; repo: string; body: Record<string, unknown>; json: unknown; statuses: Array<Record<string, unknown>>; statusJson: unknown[] }> = [];
+  readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
+  /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
+  statusCap = 1000;
   #server: Server | null = null;
   #nextId = 1000;
   url = '';
@@ -226,14 +228,28 @@ export class GithubStandIn {
       if (!token || token.expiresAtMs < Date.now()) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write') return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'GET') {
+        const sha = url.searchParams.get('sha');
+        const environment = url.searchParams.get('environment');
+        return send(200, this.deployments.filter((d) => d.repo === repo && (!sha || d.body.ref === sha) && (!environment || d.body.environment === environment)).map((d) => d.json).reverse());
+      }
+      if ((m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path)) && method === 'GET') {
+        const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
+        if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+        return send(200, [...deployment.statusJson].reverse());
+      }
+      if ((m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/statuses$/.exec(path)) && method === 'GET') {
+        return send(200, this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1]).map((c) => c.json).reverse());
+      }
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'POST') {
         const id = this.#nextId++;
-        this.deployments.push({ id, repo, body: json, statuses: [] });
-        return send(201, {
+        const entry = { id, repo, body: json, json: null as unknown, statuses: [] as Array<Record<string, unknown>>, statusJson: [] as unknown[] };
+        this.deployments.push(entry);
+        return send(201, (entry.json = {
           url: `${this.apiUrl}/repos/${repo}/deployments/${id}`, id, node_id: `DE_${id}`, sha: String(json.ref), ref: String(json.ref), task: 'deploy', payload: {},
           environment: String(json.environment ?? 'production'), description: (json.description as string | null) ?? null, creator: botUser(this.slug), created_at: now, updated_at: now,
           statuses_url: `${this.apiUrl}/repos/${repo}/deployments/${id}/statuses`, repository_url: `${this.apiUrl}/repos/${repo}`, transient_environment: Boolean(json.transient_environment),
-        });
+        }));
       }
       if ((m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path)) && method === 'POST') {
         const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
@@ -241,20 +257,27 @@ export class GithubStandIn {
         if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', errors: [{ resource: 'DeploymentStatus', field: 'description', code: 'custom', message: 'description is too long (maximum is 140 characters)' }], documentation_url: 'https://docs.github.com/rest' });
         deployment.statuses.push(json);
         const id = this.#nextId++;
-        return send(201, {
+        const answer = {
           url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`, id, node_id: `DES_${id}`, state: String(json.state), creator: botUser(this.slug),
           description: String(json.description ?? ''), environment: deployment.body.environment as string, target_url: String(json.log_url ?? ''), log_url: String(json.log_url ?? ''),
-          environment_url: String(json.environment_url ?? ''), created_at: now, updated_at: now, deployment_url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}`, repository_url: `${this.apiUrl}/repos/${repo}`,
-        });
+          ...(json.environment_url ? { environment_url: String(json.environment_url) } : {}), created_at: now, updated_at: now, deployment_url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}`, repository_url: `${this.apiUrl}/repos/${repo}`,
+        };
+        deployment.statusJson.push(answer);
+        return send(201, answer);
       }
       if ((m = /^\/repos\/[^/]+\/[^/]+\/statuses\/([0-9a-f]+)$/.exec(path)) && method === 'POST') {
         if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', documentation_url: 'https://docs.github.com/rest' }, {}, false);
-        this.commitStatuses.push({ repo, sha: m[1]!, body: json });
+        const context = String(json.context ?? 'default');
+        if (this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1] && c.body.context === context).length >= this.statusCap) {
+          return send(422, { message: 'Validation Failed', errors: [{ resource: 'Status', code: 'custom', message: 'This SHA and context has reached the maximum number of statuses.' }], documentation_url: 'https://docs.github.com/rest' }, {}, false);
+        }
         const id = this.#nextId++;
-        return send(201, {
+        const entry = { repo, sha: m[1]!, body: json, json: null as unknown };
+        this.commitStatuses.push(entry);
+        return send(201, (entry.json = {
           url: `${this.apiUrl}/repos/${repo}/statuses/${m[1]}`, avatar_url: null, id, node_id: `SC_${id}`, state: String(json.state), description: (json.description as string | null) ?? null,
-          target_url: (json.target_url as string | null) ?? null, context: String(json.context ?? 'default'), created_at: now, updated_at: now, creator: botUser(this.slug),
-        });
+          target_url: (json.target_url as string | null) ?? null, context, created_at: now, updated_at: now, creator: botUser(this.slug),
+        }));
       }
     }
     send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
@@ -346,9 +369,9 @@ async function readBody(req: IncomingMessage): Promise<string> {
 }
 
 function simpleUser(login: string, id: number, type: string) {
-  const base = `https://api.github.com/users/${login}`;
+  const base = `https://api.github.com/users/${encodeURIComponent(login)}`;
   return {
-    login, id, node_id: `U_${id}`, avatar_url: `https://avatars.githubusercontent.com/u/${id}`, gravatar_id: '', url: base, html_url: `https://github.com/${login}`,
+    login, id, node_id: `U_${id}`, avatar_url: `https://avatars.githubusercontent.com/u/${id}`, gravatar_id: '', url: base, html_url: `https://github.com/${encodeURIComponent(login)}`,
     followers_url: `${base}/followers`, following_url: `${base}/following{/other_user}`, gists_url: `${base}/gists{/gist_id}`, starred_url: `${base}/starred{/owner}{/repo}`,
     subscriptions_url: `${base}/subscriptions`, organizations_url: `${base}/orgs`, repos_url: `${base}/repos`, events_url: `${base}/events{/privacy}`,
     received_events_url: `${base}/received_events`, type, site_admin: false,

@@ -67,6 +67,10 @@ export class PgGithubStore implements GithubStore {
     await this.#db.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
   }
 
+  async noteEvent(id: number, outcome: string): Promise<void> {
+    await this.#db.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
+  }
+
   async pendingCount(): Promise<number> {
     return Number((await this.#db.row<{ n: string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
   }
