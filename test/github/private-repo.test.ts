@@ -79,15 +79,24 @@ describe('a private repository on the App\'s GitHub', () => {
     expect(swapped.status, swapped.status_message).toBe('DEPLOYED');
     expect((await runGraph(agent.proxyPort, host)).body.answer).toBe('the second answer');
 
-    // Every token was narrowed to the one repository, read-only; git only ever got in with one.
+    // Every token was narrowed to the one repository; git only ever got in, and only with a
+    // read-only contents token (the status sender's own tokens can write statuses, not code).
     const minted = github.mintedTokens();
-    expect(minted.length).toBeGreaterThan(0);
+    expect(minted.some((t) => t.permissions.contents === 'read')).toBe(true);
     for (const t of minted) {
       expect(t.repositories).toEqual(['acme/remote']);
-      expect(t.permissions).toEqual({ contents: 'read' });
+      expect([JSON.stringify({ contents: 'read' }), JSON.stringify({ deployments: 'write', statuses: 'write' })]).toContain(JSON.stringify(t.permissions));
     }
     expect(github.gitRequests.length).toBeGreaterThan(0);
     expect(github.gitRequests.filter((r) => !r.authorized)).toEqual([]);
+    expect(github.gitRequests.every((r) => JSON.stringify(r.tokenPermissions) === JSON.stringify({ contents: 'read' }))).toBe(true);
+
+    // And GitHub heard of both: the first (built from the branch: its commit known once checked out) replaced by the second.
+    const states = (commit: string) => github!.deployments.filter((d) => d.body.ref === commit).map((d) => d.statuses.map((s) => s.state));
+    await eventually(async () => (states(repo.first)[0]?.at(-1) === 'inactive' && states(second)[0]?.at(-1) === 'success' ? true : undefined), 30_000, 100);
+    expect(states(repo.first)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(states(second)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(github.commitStatuses.filter((c) => c.sha === second).map((c) => c.body.state)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
 
     // Nothing of any token anywhere: logs of both processes, the build logs, the checkouts (.git/config

@@ -45,7 +45,7 @@ export class GithubStandIn {
   readonly #publicKey: KeyObject;
   readonly reposRoot = mkdtempSync(join(tmpdir(), 'cp-github-repos-'));
   readonly exchanges: Exchange[] = [];
-  readonly gitRequests: Array<{ repo: string; authorized: boolean; hadAuthorization: boolean; tokenRepositories: string[] | null }> = [];
+  readonly gitRequests: Array<{ repo: string; authorized: boolean; hadAuthorization: boolean; tokenRepositories: string[] | null; tokenPermissions: Record<string, string> | null }> = [];
   readonly #installations = new Map<number, Installation>();
   readonly #codes = new Map<string, string>();
   readonly #userTokens = new Map<string, string>();
@@ -316,7 +316,7 @@ export class GithubStandIn {
     const password = basic ? Buffer.from(basic, 'base64').toString().split(':').slice(1).join(':') : '';
     const token = this.#tokens.get(password);
     const authorized = Boolean(token && token.expiresAtMs > Date.now() && token.repositories.includes(repo) && (token.permissions.contents === 'read' || token.permissions.contents === 'write'));
-    this.gitRequests.push({ repo, authorized, hadAuthorization: header !== '', tokenRepositories: token?.repositories ?? null });
+    this.gitRequests.push({ repo, authorized, hadAuthorization: header !== '', tokenRepositories: token?.repositories ?? null, tokenPermissions: token?.permissions ?? null });
     if (!authorized) {
       req.resume();
       res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();

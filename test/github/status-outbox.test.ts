@@ -81,9 +81,18 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(String(status.body.target_url)).toContain(first.revision.id);
     expect(String(status.body.description).length).toBeLessThanOrEqual(140);
 
+    const callsBefore = github.exchanges.length;
     const second = await push(deployment.id);
     await revisionReaches(api, deployment.id, second.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
+    // The GitHub calls one push costs (docs/github-app.md): 1 deployment, 3 of its statuses, 2 commit statuses, 1 inactive.
+    const calls = github.exchanges.slice(callsBefore).filter((e) => e.path.startsWith('/repos/'));
+    expect(calls.map((e) => `${e.method} ${e.template}`).sort()).toEqual([
+      'POST /repos/{owner}/{repo}/deployments',
+      ...Array(4).fill('POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses'),
+      ...Array(2).fill('POST /repos/{owner}/{repo}/statuses/{sha}'),
+    ].sort());
+    console.log(`GitHub calls for one push: ${calls.length} (${github.exchanges.length - callsBefore} in all, token mints included)`);
     expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
     expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
 
