@@ -5,7 +5,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * suites, and the concurrency tests whose races PostgreSQL runs for real (SQLite has one writer).
  */
 const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat'].map((dir) => `${dir}/**/*.test.ts`);
-const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts', 'test/github/setup-flow.test.ts', 'test/github/status-outbox.test.ts'];
+const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts', 'test/github/setup-flow.test.ts', 'test/github/status-outbox.test.ts', 'test/github/previews.test.ts'];
 /**
  * Three server processes on one database (issue 12): PostgreSQL only, because several processes on
  * one SQLite file are not supported (SQLite is the one-process embedded default).

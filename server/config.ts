@@ -116,6 +116,8 @@ export const Config = z.object({
   GITHUB_URL: z.url({ protocol: /^https?$/ }).default('https://github.com').transform((url) => url.replace(/\/+$/, '')),
   /** GitHub's REST API; GitHub Enterprise Server: https://<host>/api/v3. */
   GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.github.com').transform((url) => url.replace(/\/+$/, '')),
+  /** How often idle previews (and previews of deleted deployments) are looked for and torn down. */
+  PREVIEW_SWEEP_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000),
   /** Content-creating GitHub calls (statuses, deployments) per minute, all repositories together: under GitHub's secondary limit of about 80. */
   GITHUB_WRITES_PER_MINUTE: z.coerce.number().int().min(1).max(10_000).default(60),
   /** Test and debug setting: how long an accepted webhook delivery waits before it is processed. */

@@ -113,6 +113,14 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const github = createGithubWebhooks({
     repoAccess: githubApp?.repoAccess,
     githubUrl: githubApp?.app.webUrl,
+    previews: githubApp
+      ? {
+          github: deps.backend.github,
+          refuse: (parent, sha, context, description) => githubApp.sender.postRefusal(parent, sha, context, description),
+          sweepMs: deps.config.PREVIEW_SWEEP_MS,
+          lead: () => coordination.tryLead('preview-sweeper'),
+        }
+      : undefined,
     services,
     webhooks: deps.backend.webhooks,
     webhookSecrets: deps.backend.webhookSecrets,
@@ -125,7 +133,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   extraRoutes.push(github.routes);
   publicPaths.push(github.isPublic);
-  workers.push(github.worker, github.reconciler);
+  workers.push(github.worker, github.reconciler, github.previewSweeper);
 
   // OAuth helper (issue 5): providers, authenticate, wait; the callback is checked by its state, not a key.
   const oauth = createOAuth({

@@ -7,6 +7,7 @@ import { repositoryOnHost, type GithubApp, type GithubRepository } from './app-s
 import type { GithubPace } from './github-pace.ts';
 import { GithubApiError, type GithubApi } from './github-api.ts';
 import type { InstallationTokens } from './installation-tokens.ts';
+import { previewOfDeployment } from '../domain/deployments.ts';
 import { describe, planFor, type StatusPlan } from './status-plan.ts';
 
 /** What the sender's token may do: create deployments and statuses on the one repository. */
@@ -166,6 +167,18 @@ export class GithubStatusSender {
     }
   }
 
+  /**
+   * A commit status that says why a pull request got no preview (`max_concurrent`). Sent at once,
+   * paced, not through the outbox: the webhook delivery that asked is itself stored and retried.
+   */
+  async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
+    const target = await this.#target(parent);
+    if (!target) return;
+    await this.#paced();
+    const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
+    await this.#deps.api.request({ method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, auth: { kind: 'token', token }, body: { state: 'error', context, description: describe(description) } });
+  }
+
   /** `DELETED`: the revision's GitHub deployment (if it has one and is not inactive yet) becomes inactive. */
   async #deleted(event: OutboxEvent): Promise<string> {
     const record = await this.#deps.github.githubDeployment(event.revision_id);
@@ -188,7 +201,10 @@ export class GithubStatusSender {
     const existing = await github.githubDeployment(revision.id);
     if (existing) return existing;
     if (await github.wasSent(revision.id, 'deployment', 'refused')) return null;
-    const environment = deployment.name;
+    // A preview reports to the transient environment `<parent>/pr-<n>` that GitHub shows in the pull request.
+    const previewOf = previewOfDeployment(deployment);
+    const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
+    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/pr-${previewOf.pull_request}` : deployment.name;
     const body = {
       ref: sha,
       task: 'deploy',
@@ -196,8 +212,8 @@ export class GithubStatusSender {
       required_contexts: [],
       environment,
       description: describe(`Revision ${revision.id}`),
-      transient_environment: false,
-      production_environment: deployment.source_config.deployment_type === 'prod',
+      transient_environment: previewOf !== null,
+      production_environment: previewOf === null && deployment.source_config.deployment_type === 'prod',
       payload: { revision_id: revision.id, deployment_id: deployment.id },
     };
     let created: { id: number } | null = null;

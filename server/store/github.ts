@@ -28,7 +28,10 @@ export type GithubDeploymentRecord = {
   created_at: string;
 };
 
-/** Storage of the GitHub round trip (contract §12): setup states, proven installations, the status outbox. */
+/** A pull-request preview: the child deployment, its parent and pull request. */
+export type PreviewRecord = { deployment_id: string; parent_deployment_id: string; tenant_id: string; pull_request: number; last_activity_at: string; created_at: string };
+
+/** Storage of the GitHub round trip (contract §12): setup states, proven installations, the status outbox, previews. */
 export interface GithubStore {
   createSetupState(state: SetupState): Promise<void>;
   /** Deletes and answers the state: a second use finds nothing. */
@@ -59,6 +62,13 @@ export interface GithubStore {
   setGithubDeploymentState(revisionId: string, state: string): Promise<void>;
   /** The deployment's GitHub deployments, oldest first. */
   githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]>;
+
+  recordPreview(preview: PreviewRecord): Promise<void>;
+  previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null>;
+  previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]>;
+  allPreviews(): Promise<PreviewRecord[]>;
+  touchPreview(deploymentId: string, now: string): Promise<void>;
+  forgetPreview(deploymentId: string): Promise<void>;
 }
 
 /** The SQL both dialects share (`?` placeholders; PostgreSQL's store numbers them). */
@@ -170,6 +180,35 @@ export class SqliteGithubStore implements GithubStore {
 
   async setGithubDeploymentState(revisionId: string, state: string): Promise<void> {
     this.#db.prepare('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?').run(state, revisionId);
+  }
+
+  async recordPreview(p: PreviewRecord): Promise<void> {
+    this.#db
+      .prepare(
+        `INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at)
+         VALUES (@deployment_id, @parent_deployment_id, @tenant_id, @pull_request, @last_activity_at, @created_at) ON CONFLICT DO NOTHING`,
+      )
+      .run(p);
+  }
+
+  async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
+    return (this.#db.prepare('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?').get(parentDeploymentId, pullRequest) as PreviewRecord | undefined) ?? null;
+  }
+
+  async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
+    return this.#db.prepare('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at').all(parentDeploymentId) as PreviewRecord[];
+  }
+
+  async allPreviews(): Promise<PreviewRecord[]> {
+    return this.#db.prepare('SELECT * FROM github_previews ORDER BY created_at').all() as PreviewRecord[];
+  }
+
+  async touchPreview(deploymentId: string, now: string): Promise<void> {
+    this.#db.prepare('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?').run(now, deploymentId);
+  }
+
+  async forgetPreview(deploymentId: string): Promise<void> {
+    this.#db.prepare('DELETE FROM github_previews WHERE deployment_id = ?').run(deploymentId);
   }
 
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {

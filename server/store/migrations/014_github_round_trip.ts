@@ -12,6 +12,7 @@
  *   posted twice, whatever crashed in between.
  * - `github_deployments`: the GitHub deployment made for each revision, with what marking it
  *   `inactive` later needs once the revision (or the deployment) is gone.
+ * - `github_previews`: the pull-request previews, by parent and pull request (idle TTL, cap).
  */
 export default `
 CREATE TABLE github_setup_states (
@@ -90,4 +91,15 @@ BEGIN
   INSERT INTO github_outbox (revision_id, deployment_id, event, created_at)
   SELECT g.revision_id, NEW.id, 'DELETED', strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM github_deployments g WHERE g.deployment_id = NEW.id;
 END;
+
+-- Pull-request previews: which child deployment previews which pull request of which parent.
+CREATE TABLE github_previews (
+  deployment_id TEXT PRIMARY KEY,
+  parent_deployment_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  pull_request INTEGER NOT NULL,
+  last_activity_at TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (parent_deployment_id, pull_request)
+);
 `;

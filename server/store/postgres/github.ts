@@ -1,5 +1,5 @@
 import { Conflict } from '../../domain/errors.ts';
-import { GITHUB_SQL, toGithubDeployment, type GithubDeploymentRecord, type GithubStore, type InstallationAccount, type OutboxEvent, type SetupState } from '../github.ts';
+import { GITHUB_SQL, toGithubDeployment, type GithubDeploymentRecord, type GithubStore, type InstallationAccount, type OutboxEvent, type PreviewRecord, type SetupState } from '../github.ts';
 import { toIntegration, type Row } from '../rows.ts';
 import type { IntegrationRecord } from '../types.ts';
 import type { PgDb } from './db.ts';
@@ -98,6 +98,33 @@ export class PgGithubStore implements GithubStore {
 
   async setGithubDeploymentState(revisionId: string, state: string): Promise<void> {
     await this.#db.run('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?', [state, revisionId]);
+  }
+
+  async recordPreview(p: PreviewRecord): Promise<void> {
+    await this.#db.run(
+      `INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      [p.deployment_id, p.parent_deployment_id, p.tenant_id, p.pull_request, p.last_activity_at, p.created_at],
+    );
+  }
+
+  async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
+    return (await this.#db.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [parentDeploymentId, pullRequest])) ?? null;
+  }
+
+  async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
+    return this.#db.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId]);
+  }
+
+  async allPreviews(): Promise<PreviewRecord[]> {
+    return this.#db.rows<PreviewRecord>('SELECT * FROM github_previews ORDER BY created_at');
+  }
+
+  async touchPreview(deploymentId: string, now: string): Promise<void> {
+    await this.#db.run('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?', [now, deploymentId]);
+  }
+
+  async forgetPreview(deploymentId: string): Promise<void> {
+    await this.#db.run('DELETE FROM github_previews WHERE deployment_id = ?', [deploymentId]);
   }
 
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {

@@ -79,4 +79,15 @@ BEGIN
 END
 $$;
 CREATE TRIGGER github_outbox_deployment_deleting AFTER UPDATE OF status ON deployments FOR EACH ROW EXECUTE FUNCTION github_outbox_deployment_deleting();
+
+-- Pull-request previews: which child deployment previews which pull request of which parent.
+CREATE TABLE github_previews (
+  deployment_id TEXT PRIMARY KEY,
+  parent_deployment_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  pull_request INTEGER NOT NULL,
+  last_activity_at TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (parent_deployment_id, pull_request)
+);
 `;
