@@ -16,6 +16,9 @@ const WRITE = { deployments: 'write', statuses: 'write' } as const;
 const COMMIT_WAIT_MS = 15 * 60_000;
 /** Events looked at per pass (each of a different revision). */
 const BATCH = 50;
+/** Sent events are kept this long (to look into), then pruned, with expired setup states. */
+const KEEP_SENT_MS = 7 * 24 * 3_600_000;
+const PRUNE_EVERY_MS = 3_600_000;
 
 export type StatusSenderDeps = {
   app: GithubApp;
@@ -57,6 +60,7 @@ export class GithubStatusSender {
   #timer: NodeJS.Timeout | null = null;
   #stopped = true;
   #draining: Promise<number> | null = null;
+  #prunedAt = 0;
 
   constructor(deps: StatusSenderDeps) {
     this.#deps = deps;
@@ -84,6 +88,11 @@ export class GithubStatusSender {
 
   async #tick(): Promise<void> {
     if (this.#deps.lead && !(await this.#deps.lead())) return;
+    const now = Date.parse(this.#deps.clock.now());
+    if (now - this.#prunedAt > PRUNE_EVERY_MS) {
+      this.#prunedAt = now;
+      await this.#deps.github.prune(new Date(now - KEEP_SENT_MS).toISOString(), new Date(now).toISOString());
+    }
     // Drained until nothing is due, so a burst is sent at the pace rather than a batch per poll.
     while (!this.#stopped && (await this.drain()) > 0);
   }

@@ -51,6 +51,8 @@ export interface GithubStore {
   retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void>;
   /** Records what the sender is about to do (a call under way), without making the event due later. */
   noteEvent(id: number, outcome: string): Promise<void>;
+  /** Forgets events sent before `sentBefore` and setup states expired before `now`; answers the rows removed. */
+  prune(sentBefore: string, now: string): Promise<number>;
   /** Unsent events, all revisions (tests and the health of the sender). */
   pendingCount(): Promise<number>;
 
@@ -150,6 +152,11 @@ export class SqliteGithubStore implements GithubStore {
 
   async noteEvent(id: number, outcome: string): Promise<void> {
     this.#db.prepare('UPDATE github_outbox SET outcome = ? WHERE id = ?').run(outcome, id);
+  }
+
+  async prune(sentBefore: string, now: string): Promise<number> {
+    const events = this.#db.prepare('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?').run(sentBefore).changes;
+    return events + this.#db.prepare('DELETE FROM github_setup_states WHERE expires_at < ?').run(now).changes;
   }
 
   async pendingCount(): Promise<number> {

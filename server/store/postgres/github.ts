@@ -71,6 +71,11 @@ export class PgGithubStore implements GithubStore {
     await this.#db.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
   }
 
+  async prune(sentBefore: string, now: string): Promise<number> {
+    const events = await this.#db.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
+    return events + (await this.#db.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
+  }
+
   async pendingCount(): Promise<number> {
     return Number((await this.#db.row<{ n: string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
   }
