@@ -25,7 +25,7 @@ export function reconcileTarget(repoUrl: string, policy: RemotePolicy): RemoteTa
   const trimmed = repoUrl.trim();
   // The App's own GitHub (an Enterprise Server over http included) is the operator's choice, not a tenant's.
   const onGithub = policy.githubUrl ? repositoryOnHost(trimmed, policy.githubUrl) : null;
-  if (onGithub) return { ok: true, url: cloneUrlOf(onGithub, policy.githubUrl!), file: false };
+  if (onGithub) return { ok: true, url: cloneUrlOf(onGithub, policy.githubUrl!, trimmed), file: false };
   if (trimmed.startsWith('file://')) {
     return policy.allowFileUrls ? { ok: true, url: trimmed, file: true } : { ok: false, reason: 'file:// repository URLs are not allowed on this server (ALLOW_FILE_REPO_URLS)' };
   }

@@ -87,7 +87,13 @@ export function repositoryOnHost(repoUrl: string, webUrl: string): GithubReposit
   return { owner: rest[0]!, name: rest[1]! };
 }
 
-/** The https (or http) URL git fetches a repository on the App's host from: the one a token opens. */
-export function cloneUrlOf(repository: GithubRepository, webUrl: string): string {
+/**
+ * The https (or http) URL git fetches a repository on the App's host from: the one a token opens.
+ * A `repo_url` already in that form is kept as given (the server answers it as the user named
+ * it); an ssh or scp form becomes `GITHUB_URL/<owner>/<name>.git`.
+ */
+export function cloneUrlOf(repository: GithubRepository, webUrl: string, repoUrl?: string): string {
+  const given = repoUrl?.trim().replace(/\/+$/, '');
+  if (given && given.startsWith(`${new URL(webUrl).protocol}//`)) return given;
   return `${webUrl}/${repository.owner}/${repository.name}.git`;
 }

@@ -56,8 +56,9 @@ export class GithubApi {
     if (!client) return { error: 'the App\'s client id and secret are not configured' };
     const response = await fetch(`${this.#app.webUrl}/login/oauth/access_token`, {
       method: 'POST',
-      headers: { accept: 'application/json', 'content-type': 'application/json', 'user-agent': `agent-control-plane/${this.#app.appId}` },
-      body: JSON.stringify({ client_id: client.id, client_secret: client.secret, code }),
+      // Form-encoded, as OAuth 2.0 (RFC 6749 §4.1.3) has token requests; JSON asked back.
+      headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded', 'user-agent': `agent-control-plane/${this.#app.appId}` },
+      body: new URLSearchParams({ client_id: client.id, client_secret: client.secret, code }).toString(),
       signal: AbortSignal.timeout(TIMEOUT_MS),
       redirect: 'error',
     });

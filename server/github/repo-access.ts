@@ -41,7 +41,7 @@ export class RepoAccess {
     const integration = await store.getIntegrationById(integrationId);
     if (!integration || integration.suspended || !(await proven(integration))) return null;
     try {
-      return { url: cloneUrlOf(repository, app.webUrl), token: await tokens.forRepository(integration.installation_id, repository) };
+      return { url: cloneUrlOf(repository, app.webUrl, repoUrl), token: await tokens.forRepository(integration.installation_id, repository) };
     } catch (error) {
       log.warn('github: could not mint an installation token; the repository is read without one', {
         ...context,

@@ -145,16 +145,18 @@ export class GithubStandIn {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://stand-in');
-    if (/^\/[^/]+\/[^/]+\.git\//.test(url.pathname)) return this.#git(req, res, url);
+    // Like GitHub, git is served at /<owner>/<repo>.git/… and /<owner>/<repo>/….
+    if (GIT_PATH.test(url.pathname)) return this.#git(req, res, url);
     const raw = await readBody(req);
-    if (url.pathname === '/login/oauth/access_token' && req.method === 'POST') return this.#exchangeCode(raw, res);
+    if (url.pathname === '/login/oauth/access_token' && req.method === 'POST') return this.#exchangeCode(raw, res, req.headers['content-type'] ?? '');
     if (url.pathname.startsWith('/api/v3/')) return this.#rest(req, res, url, raw);
     res.writeHead(404).end();
   }
 
   /** The OAuth code exchange (web host, not part of the REST description): GitHub's documented form. */
-  #exchangeCode(raw: string, res: ServerResponse): void {
-    const body = JSON.parse(raw || '{}') as { client_id?: string; client_secret?: string; code?: string };
+  #exchangeCode(raw: string, res: ServerResponse, contentType: string): void {
+    // GitHub takes the OAuth form encoding (and JSON).
+    const body = (contentType.startsWith('application/json') ? JSON.parse(raw || '{}') : Object.fromEntries(new URLSearchParams(raw))) as { client_id?: string; client_secret?: string; code?: string };
     const login = body.code ? this.#codes.get(body.code) : undefined;
     const answer = (value: unknown): void => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
     if (body.client_id !== this.clientId || body.client_secret !== this.clientSecret) return answer({ error: 'incorrect_client_credentials' });
@@ -309,7 +311,7 @@ export class GithubStandIn {
 
   /** git over HTTP: Basic auth with a token minted for this repository, then the real `git http-backend`. */
   #git(req: IncomingMessage, res: ServerResponse, url: URL): void {
-    const match = /^\/([^/]+)\/([^/]+)\.git(\/.*)$/.exec(url.pathname)!;
+    const match = GIT_PATH.exec(url.pathname)!;
     const repo = `${match[1]}/${match[2]}`;
     const header = req.headers.authorization ?? '';
     const basic = /^Basic (\S+)$/.exec(header)?.[1];
@@ -361,6 +363,8 @@ export class GithubStandIn {
     cgi.on('close', () => res.end());
   }
 }
+
+const GIT_PATH = /^\/([^/]+)\/([^/]+?)(?:\.git)?(\/(?:info\/refs|git-upload-pack|git-receive-pack|HEAD|objects\/.*))$/;
 
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
