@@ -51,6 +51,7 @@ export class GithubStandIn {
   readonly #userTokens = new Map<string, string>();
   readonly #tokens = new Map<string, MintedToken>();
   readonly #faults: Fault[] = [];
+  readonly #slow: Array<{ method: string; path: RegExp; delayMs: number; times: number }> = [];
   /** Everything GitHub would show on a repository, as posted. */
   readonly deployments: Array<{ id: number; repo: string; body: Record<string, unknown>; json: unknown; statuses: Array<Record<string, unknown>>; statusJson: unknown[] }> = [];
   readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
@@ -131,6 +132,12 @@ export class GithubStandIn {
 
   clearFaults(): void {
     this.#faults.length = 0;
+    this.#slow.length = 0;
+  }
+
+  /** Carries out the next `times` matching requests, then holds their answers back `delayMs` (a caller killed meanwhile never learns). */
+  slow(rule: { method: string; path: RegExp; delayMs: number; times?: number }): void {
+    this.#slow.push({ ...rule, times: rule.times ?? 1 });
   }
 
   /** Requests or answers that GitHub's description does not allow. */
@@ -184,10 +191,16 @@ export class GithubStandIn {
     if (req.headers.accept !== 'application/vnd.github+json') problems.push(`Accept is ${req.headers.accept}, not application/vnd.github+json`);
     if (!req.headers['user-agent']) problems.push('no User-Agent (GitHub refuses requests without one)');
     const auth = req.headers.authorization ?? '';
+    const slow = this.#slow.find((r) => r.method === method && r.path.test(path) && r.times > 0);
+    if (slow) slow.times -= 1;
     const send = (status: number, answer: unknown, headers: Record<string, string> = {}, checked = true) => {
       if (checked && template) problems.push(...api.checkResponse(method, template, status, answer));
       this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems });
-      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(answer === undefined ? '' : JSON.stringify(answer));
+      const write = () => {
+        if (!res.destroyed) res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(answer === undefined ? '' : JSON.stringify(answer));
+      };
+      if (slow) setTimeout(write, slow.delayMs);
+      else write();
     };
     if (problems.length > 0) return send(422, { message: 'Validation Failed', errors: problems, documentation_url: 'https://docs.github.com/rest' }, {}, false);
     const fault = this.#faults.find((f) => f.method === method && f.path.test(path) && f.times > 0);

@@ -142,6 +142,24 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(github.problems()).toEqual([]);
   });
 
+  it('never sends a call twice when the server dies after GitHub took it but before it heard the answer', async () => {
+    const deployment = await create(uniqueName('midcall'));
+    // GitHub creates the deployment and its first status, but the answers come too late for this server.
+    github.slow({ method: 'POST', path: /\/deployments$/, delayMs: 60_000 });
+    const cut = await push(deployment.id);
+    await eventually(async () => (github.deployments.some((d) => d.body.ref === cut.after) ? true : undefined), 20_000, 50);
+    await server.kill('SIGKILL');
+    github.clearFaults();
+    server = await server.restart(env());
+    api = apiClient(server.url, server.apiKey);
+    await revisionReaches(api, deployment.id, cut.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    // One GitHub deployment, found again by the revision id in its payload, with each state once.
+    expect(deploymentStates(cut.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(cut.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
+    expect(github.problems()).toEqual([]);
+  });
+
   it('logs and drops a status past GitHub\'s cap of statuses per commit and context', async () => {
     const deployment = await create(uniqueName('capped'));
     github.statusCap = 1;
