@@ -14,6 +14,7 @@ import { openStore } from '../server/store/open.ts';
 import type { WorkLease } from '../server/store/types.ts';
 import { createTestDatabase, startTestPostgres } from '../test/helpers/postgres.ts';
 import { removeTempDirs, tempDir } from './lib/processes.ts';
+import { DOMAIN_STORE_RULES } from '../server/domain/store-rules.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 300 : 2000;
@@ -75,12 +76,12 @@ async function measure(name: string, backend: StoreBackend): Promise<string[]> {
 const box = new SecretBox(randomBytes(32));
 const lines: string[] = [];
 const dir = tempDir('cp-bench-leases-');
-const sqlite = await openStore(join(dir, 'control-plane.db'), { secretBox: box, synchronous: 'FULL' });
+const sqlite = await openStore(join(dir, 'control-plane.db'), { secretBox: box, synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
 lines.push(...(await measure('SQLite (synchronous=FULL)', sqlite)));
 await sqlite.close();
 const postgres = await startTestPostgres();
 try {
-  const pg = await openStore(await createTestDatabase(postgres.adminUrl), { secretBox: box });
+  const pg = await openStore(await createTestDatabase(postgres.adminUrl), { secretBox: box, rules: DOMAIN_STORE_RULES });
   lines.push(...(await measure('PostgreSQL (embedded, one pool)', pg)));
   await pg.close();
 } finally {

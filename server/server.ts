@@ -17,6 +17,7 @@ import type { Services } from './services.ts';
 import { databaseFilePath, type StoreBackend } from './store/backend.ts';
 import { openStore } from './store/open.ts';
 import { databaseStartupError, StartupError } from './startup-errors.ts';
+import { DOMAIN_STORE_RULES } from './domain/store-rules.ts';
 
 /**
  * An HTTP server for `fetch` with the connection limits applied, once it listens. `fastPath` may
@@ -50,7 +51,7 @@ async function openDatabase(config: Config, log: Logger) {
     // A database server has no folder to keep a generated key in: the key must be configured.
     if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
     const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath ?? ':memory:', log));
-    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE, log });
+    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE, log, rules: DOMAIN_STORE_RULES });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
     await backend.probeWrite();
     return { secretBox, backend };

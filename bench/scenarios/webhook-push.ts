@@ -3,7 +3,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Webhooks } from '@octokit/webhooks';
-import { normalizeRepoUrl } from '../../server/domain/repo-url.ts';
+import { normalizeRepoUrl } from '../../shared/repo-url.ts';
 import { apiClient, type Api } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { sleep, startChild, tempDir, type Child } from '../lib/processes.ts';

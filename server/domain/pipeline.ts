@@ -8,6 +8,7 @@ import { BadRequest, NotFound } from './errors.ts';
 import type { Readiness } from './readiness.ts';
 import type { RevisionWatch } from './revision-watch.ts';
 import { leaseFromNow } from './work-lease.ts';
+import { planStart } from './store-rules.ts';
 
 /** Waits between attempts of a write the storage refused: doubling from the first, up to the last. */
 const RETRY_FIRST_MS = 100;
@@ -102,7 +103,7 @@ export class Pipeline {
   async advance(deploymentId: string): Promise<void> {
     await this.#nowOrLater('start the next revision', async () => {
       const { store, clock, watch } = this.#deps;
-      const { started, skipped } = await store.startNextRevision(deploymentId, firstStage, clock.now());
+      const { started, skipped } = await store.startNextRevision(deploymentId, { firstStage, planStart }, clock.now());
       for (const id of skipped) watch.notify(id);
       if (!started) return;
       watch.notify(started.id, started);

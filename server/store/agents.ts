@@ -1,8 +1,8 @@
-import type Database from 'better-sqlite3';
-import { LEASE_QUERIES } from './hot-queries.ts';
+import type { Db } from './db.ts';
+import { leaseQueries } from './queries/leases.ts';
 import type { ListenerRecord } from './types.ts';
 
-type Row = Record<string, unknown>;
+import type { Row } from './db.ts';
 
 /** Revision statuses an agent works on (the stages between queued and an end). */
 export const AGENT_STAGES = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'] as const;
@@ -47,179 +47,178 @@ export interface AgentStore {
   /** Whether the deployment's teardown was reported done (or forced). */
   teardownReported(deploymentId: string): Promise<boolean>;
   setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
+  /**
+   * A heartbeat (or any call) of the listener's agent: records when it was heard, and its version and
+   * capacity when given; its deployments marked UNKNOWN while it was silent are READY again (answered).
+   */
   heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
   markSilent(cutoff: string, now: string): Promise<string[]>;
   liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>>;
 }
 
 /**
- * All SQL of the listener-agent protocol: tokens, claims and leases, heartbeats, the silent-listener
- * sweep. Claims are compare-and-set in one transaction, so two agents never hold the same work.
+ * The listener-agent protocol's SQL: tokens, claims and leases, heartbeats, the silent-listener
+ * sweep, on either database. A claim is taken with
+ * `INSERT … ON CONFLICT … WHERE the lease has expired`: of two agents racing for one piece of work,
+ * the second's write changes nothing and it looks again.
  */
-export class SqliteAgentStore implements AgentStore {
-  readonly #db: Database.Database;
-  readonly #statements = new Map<string, Database.Statement>();
+export class SqlAgentStore implements AgentStore {
+  readonly #sql: Db;
+  readonly #lease: ReturnType<typeof leaseQueries>;
 
-  constructor(db: Database.Database) {
-    this.#db = db;
-  }
-
-  #sql(sql: string): Database.Statement {
-    let statement = this.#statements.get(sql);
-    if (!statement) this.#statements.set(sql, (statement = this.#db.prepare(sql)));
-    return statement;
+  constructor(db: Db) {
+    this.#sql = db;
+    this.#lease = leaseQueries(db.dialect);
   }
 
   // ------------------------------------------------------------ tokens
 
   async createToken(input: { id: string; listenerId: string; tenantId: string; tokenHash: string; now: string }): Promise<void> {
-    this.#sql('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)').run(
-      input.id,
-      input.listenerId,
-      input.tenantId,
-      input.tokenHash,
-      input.now,
-    );
+    await this.#sql.run('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)', [input.id, input.listenerId, input.tenantId, input.tokenHash, input.now]);
   }
 
   async findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null> {
-    const row = this.#sql('SELECT * FROM listener_tokens WHERE token_hash = ?').get(tokenHash) as Row | undefined;
+    const row = await this.#sql.row('SELECT * FROM listener_tokens WHERE token_hash = ?', [tokenHash]);
     return row ? { ...toListenerToken(row), token_hash: row.token_hash as string } : null;
   }
 
   async listTokens(listenerId: string): Promise<ListenerTokenRecord[]> {
-    return (this.#sql('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at').all(listenerId) as Row[]).map(toListenerToken);
+    return (await this.#sql.rows('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at', [listenerId])).map(toListenerToken);
   }
 
   async revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean> {
-    return this.#sql('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL').run(now, tokenId, listenerId).changes > 0;
+    return (await this.#sql.run('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL', [now, tokenId, listenerId])) > 0;
   }
 
   // ------------------------------------------------------------ which listener serves what
 
   async servingListener(deploymentId: string): Promise<ListenerRecord | null> {
-    const row = this.#sql(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`).get(deploymentId) as Row | undefined;
+    const row = await this.#sql.row(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`, [deploymentId]);
     return row ? ({ id: row.id, compute_type: row.compute_type } as ListenerRecord) : null;
   }
 
-  /** Sets the workspace's default listener; null means its first sandbox listener (the built-in default). */
   async setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean> {
-    const sandbox = `(SELECT l.id FROM listeners l WHERE l.tenant_id = @ws AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1)`;
-    return this.#sql(`UPDATE workspaces SET default_listener_id = COALESCE(@listener, ${sandbox}) WHERE id = @ws`).run({ listener: listenerId, ws: workspaceId }).changes > 0;
+    const sandbox = `(SELECT l.id FROM listeners l WHERE l.tenant_id = ? AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1)`;
+    return (await this.#sql.run(`UPDATE workspaces SET default_listener_id = COALESCE(CAST(? AS TEXT), ${sandbox}) WHERE id = ?`, [listenerId, workspaceId, workspaceId])) > 0;
   }
 
   // ------------------------------------------------------------ claims
 
-  /**
-   * Claims the oldest free piece of work of the listener (a revision in an agent stage, or a
-   * deployment being deleted), in one transaction: free means no claim or an expired lease.
-   */
   async claimNext(input: { listenerId: string; agentId: string; claimId: string; now: string; leaseUntil: string }): Promise<ClaimRecord | null> {
-    return this.#db.transaction((): ClaimRecord | null => {
-      // Only agent-served listeners hand out work: a sandbox listener's revisions are the control plane's own.
-      const listener = this.#sql('SELECT compute_type FROM listeners WHERE id = ?').get(input.listenerId) as { compute_type: string } | undefined;
-      if (listener?.compute_type !== 'local' && listener?.compute_type !== 'k8s') return null;
-      const free = `NOT EXISTS (SELECT 1 FROM agent_claims c WHERE c.work_key = %KEY% AND c.lease_expires_at > @now)`;
-      const revision = this.#sql(
-        `SELECT r.id, r.deployment_id FROM revisions r JOIN deployments d ON d.id = r.deployment_id
-         WHERE r.status IN (${STAGES_SQL}) AND d.status != 'AWAITING_DELETE' AND ${SERVING_LISTENER} = @listener
-           AND ${free.replace('%KEY%', "'revision:' || r.id")}
-         ORDER BY r.seq LIMIT 1`,
-      ).get({ listener: input.listenerId, now: input.now }) as Row | undefined;
-      let claim: ClaimRecord | null = null;
-      if (revision) {
-        claim = { work_key: `revision:${revision.id as string}`, kind: 'revision', revision_id: revision.id as string, deployment_id: revision.deployment_id as string } as ClaimRecord;
-      } else {
-        const teardown = this.#sql(
-          `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = @listener
-             AND ${free.replace('%KEY%', "'teardown:' || d.id")}
-           ORDER BY d.updated_at LIMIT 1`,
-        ).get({ listener: input.listenerId, now: input.now }) as Row | undefined;
-        if (teardown) claim = { work_key: `teardown:${teardown.id as string}`, kind: 'teardown', revision_id: null, deployment_id: teardown.id as string } as ClaimRecord;
-      }
+    // Only agent-served listeners hand out work: a sandbox listener's revisions are the control plane's own.
+    const listener = await this.#sql.row<{ compute_type: string }>('SELECT compute_type FROM listeners WHERE id = ?', [input.listenerId]);
+    if (listener?.compute_type !== 'local' && listener?.compute_type !== 'k8s') return null;
+    // A few rounds: a round only fails when another agent took the same work between our look and our write.
+    for (let round = 0; round < 5; round++) {
+      const claim = await this.#findFree(input.listenerId, input.now);
       if (!claim) return null;
       const full: ClaimRecord = { ...claim, claim_id: input.claimId, listener_id: input.listenerId, agent_id: input.agentId, lease_expires_at: input.leaseUntil, claimed_at: input.now };
-      this.#sql(
-        `INSERT OR REPLACE INTO agent_claims (work_key, claim_id, listener_id, kind, revision_id, deployment_id, agent_id, lease_expires_at, claimed_at)
-         VALUES (@work_key, @claim_id, @listener_id, @kind, @revision_id, @deployment_id, @agent_id, @lease_expires_at, @claimed_at)`,
-      ).run(full);
-      return full;
-    })();
+      const taken = await this.#sql.run(
+        `INSERT INTO agent_claims (work_key, claim_id, listener_id, kind, revision_id, deployment_id, agent_id, lease_expires_at, claimed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (work_key) DO UPDATE SET claim_id = excluded.claim_id, listener_id = excluded.listener_id, kind = excluded.kind,
+           revision_id = excluded.revision_id, deployment_id = excluded.deployment_id, agent_id = excluded.agent_id,
+           lease_expires_at = excluded.lease_expires_at, claimed_at = excluded.claimed_at
+         WHERE agent_claims.lease_expires_at <= ?`,
+        [full.work_key, full.claim_id, full.listener_id, full.kind, full.revision_id, full.deployment_id, full.agent_id, full.lease_expires_at, full.claimed_at, input.now],
+      );
+      if (taken === 1) return full;
+    }
+    return null;
   }
 
-  /** The claim, when it is still this listener's (a lapsed lease taken by another agent has a new id). */
+  async #findFree(listenerId: string, now: string): Promise<Pick<ClaimRecord, 'work_key' | 'kind' | 'revision_id' | 'deployment_id'> | null> {
+    const free = (key: string) => `NOT EXISTS (SELECT 1 FROM agent_claims c WHERE c.work_key = ${key} AND c.lease_expires_at > ?)`;
+    const revision = await this.#sql.row(
+      `SELECT r.id, r.deployment_id FROM revisions r JOIN deployments d ON d.id = r.deployment_id
+       WHERE r.status IN (${STAGES_SQL}) AND d.status != 'AWAITING_DELETE' AND ${SERVING_LISTENER} = ?
+         AND ${free("'revision:' || r.id")}
+       ORDER BY r.seq LIMIT 1`,
+      [listenerId, now],
+    );
+    if (revision) return { work_key: `revision:${revision.id as string}`, kind: 'revision', revision_id: revision.id as string, deployment_id: revision.deployment_id as string };
+    const teardown = await this.#sql.row(
+      `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = ?
+         AND ${free("'teardown:' || d.id")}
+       ORDER BY d.updated_at LIMIT 1`,
+      [listenerId, now],
+    );
+    return teardown ? { work_key: `teardown:${teardown.id as string}`, kind: 'teardown', revision_id: null, deployment_id: teardown.id as string } : null;
+  }
+
   async getClaim(listenerId: string, claimId: string): Promise<ClaimRecord | null> {
-    const row = this.#sql('SELECT * FROM agent_claims WHERE claim_id = ? AND listener_id = ?').get(claimId, listenerId) as Row | undefined;
+    const row = await this.#sql.row('SELECT * FROM agent_claims WHERE claim_id = ? AND listener_id = ?', [claimId, listenerId]);
     return row ? (row as unknown as ClaimRecord) : null;
   }
 
   async renewClaim(claimId: string, leaseUntil: string): Promise<boolean> {
-    return this.#sql('UPDATE agent_claims SET lease_expires_at = ? WHERE claim_id = ?').run(leaseUntil, claimId).changes > 0;
+    return (await this.#sql.run('UPDATE agent_claims SET lease_expires_at = ? WHERE claim_id = ?', [leaseUntil, claimId])) > 0;
   }
 
   async releaseClaim(claimId: string): Promise<void> {
-    this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
+    await this.#sql.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
   }
 
   async recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void> {
-    this.#db.transaction(() => {
-      this.#sql("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL").run(now, deploymentId);
-      if (claimId !== undefined) this.#sql('DELETE FROM agent_claims WHERE claim_id = ?').run(claimId);
-    })();
+    await this.#sql.tx(async (tx) => {
+      await tx.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [now, deploymentId]);
+      if (claimId !== undefined) await tx.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
+    });
   }
 
   async teardownReported(deploymentId: string): Promise<boolean> {
-    return this.#sql('SELECT 1 FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL').get(deploymentId) !== undefined;
+    return (await this.#sql.row('SELECT 1 AS reported FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL', [deploymentId])) !== undefined;
   }
 
-  /** Records the commit an agent built on the revision (and on the deployment when it is the latest). */
   async setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void> {
-    this.#db.transaction(() => {
-      this.#sql(
-        `UPDATE revisions SET source_revision_config = json_set(source_revision_config, '$.repo_commit_sha', ?), version = version + 1, updated_at = ? WHERE id = ?`,
-      ).run(sha, now, revisionId);
-      this.#sql(`UPDATE deployments SET source_revision_config = json_set(source_revision_config, '$.repo_commit_sha', ?) WHERE latest_revision_id = ?`).run(sha, revisionId);
-    })();
+    await this.#sql.tx(async (tx) => {
+      // Set in the stored text (parse, set, print), so the key order stays as SQLite's json_set keeps it.
+      const revision = await tx.row<{ source_revision_config: string }>(`SELECT source_revision_config FROM revisions WHERE id = ?${tx.dialect.forUpdate}`, [revisionId]);
+      if (revision) {
+        await tx.run('UPDATE revisions SET source_revision_config = ?, version = version + 1, updated_at = ? WHERE id = ?', [withCommit(revision.source_revision_config, sha), now, revisionId]);
+      }
+      const deployments = await tx.rows<{ id: string; source_revision_config: string }>(`SELECT id, source_revision_config FROM deployments WHERE latest_revision_id = ?${tx.dialect.forUpdate}`, [revisionId]);
+      for (const d of deployments) await tx.run('UPDATE deployments SET source_revision_config = ? WHERE id = ?', [withCommit(d.source_revision_config, sha), d.id]);
+    });
   }
 
   // ------------------------------------------------------------ heartbeats and silence
 
-  /** Marks the listener heard from; its `UNKNOWN` deployments that have a live revision are `READY` again. */
   async heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]> {
-    return this.#db.transaction((): string[] => {
+    return this.#sql.tx(async (tx) => {
       if (input.version !== undefined) {
-        this.#sql('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ? WHERE id = ?').run(input.now, input.version, input.capacity ?? null, input.listenerId);
+        await tx.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ? WHERE id = ?', [input.now, input.version, input.capacity ?? null, input.listenerId]);
       } else {
-        this.#sql('UPDATE listeners SET last_seen_at = ? WHERE id = ?').run(input.now, input.listenerId);
+        await tx.run('UPDATE listeners SET last_seen_at = ? WHERE id = ?', [input.now, input.listenerId]);
       }
-      const back = (this.#sql(LEASE_QUERIES.servedInStatus).all({ listener: input.listenerId, status: 'UNKNOWN' }) as Row[]).filter((row) => row.active_revision_id !== null);
-      for (const row of back) this.#sql("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'").run(input.now, row.id);
-      return back.map((row) => row.id as string);
-    })();
+      const back = (await tx.rows(this.#lease.servedInStatus, { listener: input.listenerId, status: 'UNKNOWN' })).filter((row) => row.active_revision_id !== null);
+      const moved: string[] = [];
+      for (const row of back) {
+        if ((await tx.run("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'", [input.now, row.id])) === 1) moved.push(row.id as string);
+      }
+      return moved;
+    });
   }
 
-  /**
-   * `READY` deployments of agent listeners not heard from since `cutoff` become `UNKNOWN`. Starts
-   * from the silent listeners (few, and none most of the time) and seeks their deployments.
-   */
+  /** From the silent agent listeners to their deployments, each an index seek. */
   async markSilent(cutoff: string, now: string): Promise<string[]> {
-    return this.#db.transaction((): string[] => {
+    return this.#sql.tx(async (tx) => {
       const moved: string[] = [];
-      for (const listener of this.#sql(LEASE_QUERIES.silentAgentListeners).all({ cutoff }) as Row[]) {
-        for (const row of this.#sql(LEASE_QUERIES.servedInStatus).all({ listener: listener.id, status: 'READY' }) as Row[]) {
-          if (this.#sql("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'").run(now, row.id).changes === 1) moved.push(row.id as string);
+      for (const listener of await tx.rows(this.#lease.silentAgentListeners, { cutoff })) {
+        for (const row of await tx.rows(this.#lease.servedInStatus, { listener: listener.id, status: 'READY' })) {
+          if ((await tx.run("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'", [now, row.id])) === 1) moved.push(row.id as string);
         }
       }
       return moved;
-    })();
+    });
   }
 
-  /** Deployments of the listener with a live revision, for an agent that restarts. */
   async liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>> {
-    const rows = this.#sql(
+    const rows = await this.#sql.rows<Row>(
       `SELECT d.id, d.active_revision_id FROM deployments d
        WHERE d.active_revision_id IS NOT NULL AND d.status != 'AWAITING_DELETE' AND ${SERVING_LISTENER} = ? ORDER BY d.created_at`,
-    ).all(listenerId) as Row[];
+      [listenerId],
+    );
     return rows.map((row) => ({ deploymentId: row.id as string, revisionId: row.active_revision_id as string }));
   }
 }
@@ -232,4 +231,10 @@ export function toListenerToken(row: Row): ListenerTokenRecord {
     created_at: row.created_at as string,
     revoked: row.revoked_at !== null,
   };
+}
+
+function withCommit(configText: string, sha: string): string {
+  const config = JSON.parse(configText) as Record<string, unknown>;
+  config.repo_commit_sha = sha;
+  return JSON.stringify(config);
 }

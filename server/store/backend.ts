@@ -5,6 +5,7 @@ import type { Coordination } from './coordination.ts';
 import type { GithubStore } from './github.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
 import type { OAuthStore } from './oauth.ts';
+import type { StoreRules } from './rules.ts';
 import type { Store } from './types.ts';
 import type { UploadStore } from './uploads.ts';
 import type { WebhookSecretStore } from './webhook-secrets.ts';
@@ -44,6 +45,11 @@ export type OpenStoreOptions = {
   synchronous?: 'FULL' | 'NORMAL';
   /** Where the coordination reports a lost listening connection or an unsent notice (silent when absent). */
   log?: Logger;
+  /**
+   * The domain's decisions and words the stores need (`server/domain/store-rules.ts`); without them
+   * a refused write throws a plain `StoreRefusal` and no revision can be started.
+   */
+  rules?: StoreRules;
 };
 
 /** True for a `DATABASE_URL` that names a PostgreSQL server rather than an SQLite file. */

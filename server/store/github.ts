@@ -1,6 +1,6 @@
-import type Database from 'better-sqlite3';
 import { Conflict } from '../domain/errors.ts';
-import { toIntegration, type Row } from './rows.ts';
+import type { Db, Row } from './db.ts';
+import { toIntegration } from './rows.ts';
 import type { IntegrationRecord } from './types.ts';
 
 /** The single-use `state` of an install URL, bound to a workspace. */
@@ -73,8 +73,7 @@ export interface GithubStore {
   forgetPreview(deploymentId: string): Promise<void>;
 }
 
-/** The SQL both dialects share (`?` placeholders; PostgreSQL's store numbers them). */
-export const GITHUB_SQL = {
+const GITHUB_SQL = {
   dueEvents: `SELECT id, revision_id, deployment_id, event, attempts, outcome, created_at FROM github_outbox o
     WHERE done_at IS NULL
       AND id = (SELECT MIN(id) FROM github_outbox f WHERE f.revision_id = o.revision_id AND f.done_at IS NULL)
@@ -89,136 +88,142 @@ function toAccount(row: Row): InstallationAccount {
   return { login: row.account_login as string, id: Number(row.account_id), type: row.account_type as string };
 }
 
-export function toGithubDeployment(row: Row): GithubDeploymentRecord {
+function toGithubDeployment(row: Row): GithubDeploymentRecord {
   return { ...(row as GithubDeploymentRecord), github_deployment_id: Number(row.github_deployment_id), installation_id: Number(row.installation_id) };
 }
 
-export class SqliteGithubStore implements GithubStore {
-  readonly #db: Database.Database;
+/** The GitHub round trip's storage, on either database. */
+export class SqlGithubStore implements GithubStore {
+  readonly #sql: Db;
 
-  constructor(db: Database.Database) {
-    this.#db = db;
+  constructor(db: Db) {
+    this.#sql = db;
   }
 
   async createSetupState(state: SetupState): Promise<void> {
-    this.#db.prepare('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (@id, @tenant_id, @name, @expires_at, @created_at)').run(state);
+    await this.#sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [state.id, state.tenant_id, state.name, state.expires_at, state.created_at]);
   }
 
   async takeSetupState(id: string): Promise<SetupState | null> {
-    return (this.#db.prepare('DELETE FROM github_setup_states WHERE id = ? RETURNING *').get(id) as SetupState | undefined) ?? null;
+    return (await this.#sql.row<SetupState>('DELETE FROM github_setup_states WHERE id = ? RETURNING *', [id])) ?? null;
   }
 
   async linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord> {
-    const db = this.#db;
-    return db.transaction((): IntegrationRecord => {
-      const others = db.prepare(GITHUB_SQL.otherOrganizationsLinks).all(integration.installation_id, integration.tenant_id) as Array<{ id: string; proven: number | null }>;
+    return this.#sql.tx(async (tx) => {
+      // The same key as linking by a bare id: links of one installation are made one at a time.
+      await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
+      const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [integration.installation_id, integration.tenant_id]);
       if (others.some((o) => o.proven)) throw new Conflict(`Installation ${integration.installation_id} is linked to another organization.`);
-      for (const other of others) db.prepare('DELETE FROM github_integrations WHERE id = ?').run(other.id);
-      let row = db.prepare('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?').get(integration.tenant_id, integration.installation_id) as Row | undefined;
+      for (const other of others) await tx.run('DELETE FROM github_integrations WHERE id = ?', [other.id]);
+      let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [integration.tenant_id, integration.installation_id]);
       if (!row) {
-        db.prepare('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)').run(
+        await tx.run('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)', [
           integration.id,
           integration.tenant_id,
           integration.installation_id,
           integration.name,
           integration.created_at,
-        );
-        row = db.prepare('SELECT * FROM github_integrations WHERE id = ?').get(integration.id) as Row;
+        ]);
+        row = (await tx.row<Row>('SELECT * FROM github_integrations WHERE id = ?', [integration.id]))!;
       }
-      db.prepare(
+      await tx.run(
         `INSERT INTO github_installation_accounts (integration_id, installation_id, account_login, account_id, account_type, verified_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (integration_id) DO UPDATE SET account_login = excluded.account_login, account_id = excluded.account_id, account_type = excluded.account_type, verified_at = excluded.verified_at`,
-      ).run(row.id, integration.installation_id, account.login, account.id, account.type, now);
+        [row.id, integration.installation_id, account.login, account.id, account.type, now],
+      );
       return toIntegration(row);
-    })();
+    });
   }
 
   async accountOf(integrationId: string): Promise<InstallationAccount | null> {
-    const row = this.#db.prepare('SELECT * FROM github_installation_accounts WHERE integration_id = ?').get(integrationId) as Row | undefined;
+    const row = await this.#sql.row<Row>('SELECT * FROM github_installation_accounts WHERE integration_id = ?', [integrationId]);
     return row ? toAccount(row) : null;
   }
 
   async dueEvents(now: string, limit: number): Promise<OutboxEvent[]> {
-    return this.#db.prepare(GITHUB_SQL.dueEvents).all(now, limit) as OutboxEvent[];
+    const rows = await this.#sql.rows<OutboxEvent>(GITHUB_SQL.dueEvents, [now, limit]);
+    return rows.map((r) => ({ ...r, id: Number(r.id), attempts: Number(r.attempts) }));
   }
 
   async finishEvent(id: number, outcome: string, now: string): Promise<void> {
-    this.#db.prepare('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?').run(now, outcome, id);
+    await this.#sql.run('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?', [now, outcome, id]);
   }
 
   async retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void> {
-    this.#db.prepare('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?').run(nextAttemptAt, outcome, id);
+    await this.#sql.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
   }
 
   async noteEvent(id: number, outcome: string): Promise<void> {
-    this.#db.prepare('UPDATE github_outbox SET outcome = ? WHERE id = ?').run(outcome, id);
+    await this.#sql.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
   }
 
   async prune(sentBefore: string, now: string): Promise<number> {
-    const events = this.#db.prepare('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?').run(sentBefore).changes;
-    return events + this.#db.prepare('DELETE FROM github_setup_states WHERE expires_at < ?').run(now).changes;
+    const events = await this.#sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
+    return events + (await this.#sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
   }
 
   async pendingCount(): Promise<number> {
-    return (this.#db.prepare('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL').get() as { n: number }).n;
+    return Number((await this.#sql.row<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
   }
 
   async wasSent(revisionId: string, call: string, state: string): Promise<boolean> {
-    return this.#db.prepare('SELECT 1 FROM github_sent WHERE revision_id = ? AND call = ? AND state = ?').get(revisionId, call, state) !== undefined;
+    return (await this.#sql.row('SELECT 1 AS sent FROM github_sent WHERE revision_id = ? AND call = ? AND state = ?', [revisionId, call, state])) !== undefined;
   }
 
   async markSent(revisionId: string, call: string, state: string, now: string): Promise<void> {
-    this.#db.prepare('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING').run(revisionId, call, state, now);
+    await this.#sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [revisionId, call, state, now]);
   }
 
   async githubDeployment(revisionId: string): Promise<GithubDeploymentRecord | null> {
-    const row = this.#db.prepare('SELECT * FROM github_deployments WHERE revision_id = ?').get(revisionId) as Row | undefined;
+    const row = await this.#sql.row<Row>('SELECT * FROM github_deployments WHERE revision_id = ?', [revisionId]);
     return row ? toGithubDeployment(row) : null;
   }
 
-  async recordGithubDeployment(record: GithubDeploymentRecord): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO github_deployments (revision_id, deployment_id, github_deployment_id, installation_id, owner, repo, sha, environment, environment_url, log_url, last_state, created_at)
-         VALUES (@revision_id, @deployment_id, @github_deployment_id, @installation_id, @owner, @repo, @sha, @environment, @environment_url, @log_url, @last_state, @created_at)`,
-      )
-      .run(record);
+  async recordGithubDeployment(r: GithubDeploymentRecord): Promise<void> {
+    await this.#sql.run(
+      `INSERT INTO github_deployments (revision_id, deployment_id, github_deployment_id, installation_id, owner, repo, sha, environment, environment_url, log_url, last_state, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [r.revision_id, r.deployment_id, r.github_deployment_id, r.installation_id, r.owner, r.repo, r.sha, r.environment, r.environment_url, r.log_url, r.last_state, r.created_at],
+    );
   }
 
   async setGithubDeploymentState(revisionId: string, state: string): Promise<void> {
-    this.#db.prepare('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?').run(state, revisionId);
-  }
-
-  async recordPreview(p: PreviewRecord): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at)
-         VALUES (@deployment_id, @parent_deployment_id, @tenant_id, @pull_request, @last_activity_at, @created_at) ON CONFLICT DO NOTHING`,
-      )
-      .run(p);
-  }
-
-  async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
-    return (this.#db.prepare('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?').get(parentDeploymentId, pullRequest) as PreviewRecord | undefined) ?? null;
-  }
-
-  async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
-    return this.#db.prepare('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at').all(parentDeploymentId) as PreviewRecord[];
-  }
-
-  async allPreviews(): Promise<PreviewRecord[]> {
-    return this.#db.prepare('SELECT * FROM github_previews ORDER BY created_at').all() as PreviewRecord[];
-  }
-
-  async touchPreview(deploymentId: string, now: string): Promise<void> {
-    this.#db.prepare('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?').run(now, deploymentId);
-  }
-
-  async forgetPreview(deploymentId: string): Promise<void> {
-    this.#db.prepare('DELETE FROM github_previews WHERE deployment_id = ?').run(deploymentId);
+    await this.#sql.run('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?', [state, revisionId]);
   }
 
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {
-    return (this.#db.prepare('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id').all(deploymentId) as Row[]).map(toGithubDeployment);
+    return (await this.#sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(toGithubDeployment);
   }
+
+  async recordPreview(p: PreviewRecord): Promise<void> {
+    await this.#sql.run(
+      'INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [p.deployment_id, p.parent_deployment_id, p.tenant_id, p.pull_request, p.last_activity_at, p.created_at],
+    );
+  }
+
+  async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
+    const row = await this.#sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [parentDeploymentId, pullRequest]);
+    return row ? toPreview(row) : null;
+  }
+
+  async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
+    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(toPreview);
+  }
+
+  async allPreviews(): Promise<PreviewRecord[]> {
+    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews ORDER BY created_at')).map(toPreview);
+  }
+
+  async touchPreview(deploymentId: string, now: string): Promise<void> {
+    await this.#sql.run('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?', [now, deploymentId]);
+  }
+
+  async forgetPreview(deploymentId: string): Promise<void> {
+    await this.#sql.run('DELETE FROM github_previews WHERE deployment_id = ?', [deploymentId]);
+  }
+}
+
+function toPreview(row: PreviewRecord): PreviewRecord {
+  return { ...row, pull_request: Number(row.pull_request) };
 }

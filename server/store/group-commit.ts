@@ -31,6 +31,12 @@ export class GroupCommit {
   }
 
   #commit(): void {
+    // An asynchronous transaction of the same connection is open (it spans awaits): committing now
+    // would nest this group inside it. It ends within the turn; the group waits for the next one.
+    if (this.#db.inTransaction) {
+      setImmediate(() => this.#commit());
+      return;
+    }
     const group = this.#pending;
     this.#pending = [];
     if (group.length === 1) {

@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import type { Db } from './db.ts';
 
 export type InstallationRepo = { repo_id: number; name: string; owner: string; url: string; default_branch: string | null };
 
@@ -10,33 +10,38 @@ export interface InstallationRepoStore {
   listRepos(installationId: number): Promise<InstallationRepo[]>;
 }
 
-export class SqliteInstallationRepoStore implements InstallationRepoStore {
-  readonly #db: Database.Database;
+/** The repositories GitHub reported per installation, on either database. */
+export class SqlInstallationRepoStore implements InstallationRepoStore {
+  readonly #sql: Db;
 
-  constructor(db: Database.Database) {
-    this.#db = db;
+  constructor(db: Db) {
+    this.#sql = db;
   }
 
   async upsertRepos(installationId: number, repos: InstallationRepo[], now: string, replaceAll: boolean): Promise<void> {
-    this.#db.transaction(() => {
-      if (replaceAll) this.#db.prepare('DELETE FROM github_installation_repos WHERE installation_id = ?').run(installationId);
-      const upsert = this.#db.prepare(
-        `INSERT INTO github_installation_repos (installation_id, repo_id, name, owner, url, default_branch, updated_at)
-         VALUES (@installation_id, @repo_id, @name, @owner, @url, @default_branch, @now)
-         ON CONFLICT (installation_id, repo_id) DO UPDATE SET name = excluded.name, owner = excluded.owner, url = excluded.url,
-           default_branch = coalesce(excluded.default_branch, github_installation_repos.default_branch), updated_at = excluded.updated_at`,
-      );
-      for (const repo of repos) upsert.run({ installation_id: installationId, now, ...repo });
-    })();
+    await this.#sql.tx(async (tx) => {
+      if (replaceAll) await tx.run('DELETE FROM github_installation_repos WHERE installation_id = ?', [installationId]);
+      for (const repo of repos) {
+        await tx.run(
+          `INSERT INTO github_installation_repos (installation_id, repo_id, name, owner, url, default_branch, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (installation_id, repo_id) DO UPDATE SET name = excluded.name, owner = excluded.owner, url = excluded.url,
+             default_branch = coalesce(excluded.default_branch, github_installation_repos.default_branch), updated_at = excluded.updated_at`,
+          [installationId, repo.repo_id, repo.name, repo.owner, repo.url, repo.default_branch, now],
+        );
+      }
+    });
   }
 
   async removeRepos(installationId: number, repoIds: number[]): Promise<void> {
-    this.#db.prepare('DELETE FROM github_installation_repos WHERE installation_id = ? AND repo_id IN (SELECT value FROM json_each(?))').run(installationId, JSON.stringify(repoIds));
+    await this.#sql.run(`DELETE FROM github_installation_repos WHERE installation_id = ? AND ${this.#sql.dialect.inList('CAST(repo_id AS TEXT)', '?')}`, [installationId, this.#sql.dialect.list(repoIds)]);
   }
 
   async listRepos(installationId: number): Promise<InstallationRepo[]> {
-    return this.#db
-      .prepare('SELECT repo_id, name, owner, url, default_branch FROM github_installation_repos WHERE installation_id = ? ORDER BY owner, name')
-      .all(installationId) as InstallationRepo[];
+    // Byte order, as SQLite sorts text, whatever the database's locale.
+    return this.#sql.rows<InstallationRepo>(
+      `SELECT repo_id, name, owner, url, default_branch FROM github_installation_repos WHERE installation_id = ? ORDER BY owner${this.#sql.dialect.byteOrder}, name${this.#sql.dialect.byteOrder}`,
+      [installationId],
+    );
   }
 }

@@ -1,30 +1,30 @@
-import { SqliteAgentStore } from './agents.ts';
+import { SqlAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
-import { SqliteGithubStore } from './github.ts';
-import { SqliteInstallationRepoStore } from './installation-repos.ts';
-import { SqliteOAuthStore } from './oauth.ts';
+import { SqlGithubStore } from './github.ts';
+import { SqlInstallationRepoStore } from './installation-repos.ts';
+import { SqlOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';
-import { SqliteUploadStore } from './uploads.ts';
-import { SqliteWebhookSecretStore } from './webhook-secrets.ts';
-import { SqliteWebhookStore } from './webhooks.ts';
+import { SqlUploadStore } from './uploads.ts';
+import { SqlWebhookSecretStore } from './webhook-secrets.ts';
+import { SqlWebhookStore } from './webhooks.ts';
 
 /** The SQLite backend: `core` keeps its handle, which only the store files (and SQLite tests) use. */
 export type SqliteBackend = StoreBackend & { readonly core: SqliteStore };
 
 /** Opens (and migrates) the SQLite file at `path` and builds every store on its one connection. */
 export function openSqliteBackend(path: string, options: OpenStoreOptions): SqliteBackend {
-  const core = openSqliteStore({ path, secretBox: options.secretBox, synchronous: options.synchronous });
-  const { db } = core;
+  const core = openSqliteStore({ path, secretBox: options.secretBox, synchronous: options.synchronous, rules: options.rules });
+  const sql = core.adapter;
   return {
     core,
-    webhooks: new SqliteWebhookStore(db),
-    webhookSecrets: new SqliteWebhookSecretStore(db),
-    oauth: new SqliteOAuthStore(db),
-    uploads: new SqliteUploadStore(db),
-    installationRepos: new SqliteInstallationRepoStore(db),
-    agents: new SqliteAgentStore(db),
-    github: new SqliteGithubStore(db),
+    webhooks: new SqlWebhookStore(sql),
+    webhookSecrets: new SqlWebhookSecretStore(sql),
+    oauth: new SqlOAuthStore(sql, options.rules),
+    uploads: new SqlUploadStore(sql),
+    installationRepos: new SqlInstallationRepoStore(sql),
+    agents: new SqlAgentStore(sql),
+    github: new SqlGithubStore(sql),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

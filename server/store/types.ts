@@ -16,6 +16,7 @@ import type {
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
+import type { StartRules } from './rules.ts';
 
 /** A deployment as the domain sees it: secrets in clear (the store encrypts them at rest). */
 export type DeploymentRecord = Deployment & { delete_tracing_project: boolean };
@@ -195,8 +196,12 @@ export interface Store {
   listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>>;
   /** Applies the transition when the revision is in `from`; null when it had moved on. */
   transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null>;
-  /** When no revision of the deployment is in progress: starts the newest queued one, skips older ones. */
-  startNextRevision(deploymentId: string, firstStage: (revision: RevisionRecord) => RevisionStatus, now: string): Promise<StartNextResult>;
+  /**
+   * Reads the deployment's queue under its lock, lets the rules decide what starts and what is
+   * skipped (`StartRules.planStart`, or the store's own rules when given only `firstStage`), and
+   * writes that: the started revision moves to its first stage, the skipped ones to SKIPPED.
+   */
+  startNextRevision(deploymentId: string, start: StartRules | ((revision: RevisionRecord) => RevisionStatus), now: string): Promise<StartNextResult>;
   listUnfinishedRevisions(): Promise<RevisionRecord[]>;
   /**
    * Takes over up to `limit` started, unfinished revisions no live process holds: their process's

@@ -1,5 +1,5 @@
-import type Database from 'better-sqlite3';
-import { LEASE_QUERIES } from './hot-queries.ts';
+import type { Db } from './db.ts';
+import { leaseQueries } from './queries/leases.ts';
 import type { WorkLease } from './types.ts';
 
 export type UploadRecord = {
@@ -52,105 +52,106 @@ export interface UploadStore {
 
 type Row = Record<string, unknown>;
 
-export class SqliteUploadStore implements UploadStore {
-  readonly #db: Database.Database;
+/** Uploaded source tarballs in chunk rows (a BLOB on SQLite, `bytea` on PostgreSQL), on either database. */
+export class SqlUploadStore implements UploadStore {
+  readonly #sql: Db;
 
-  constructor(db: Database.Database) {
-    this.#db = db;
+  constructor(db: Db) {
+    this.#sql = db;
   }
 
   async createUpload(input: Omit<UploadRecord, 'state' | 'size'> & { created_at: string }): Promise<void> {
-    this.#db
-      .prepare(
-        `INSERT INTO uploads (id, deployment_id, tenant_id, object_path, state, expires_at, created_at)
-         VALUES (@id, @deployment_id, @tenant_id, @object_path, 'issued', @expires_at, @created_at)`,
-      )
-      .run(input);
+    await this.#sql.run(
+      `INSERT INTO uploads (id, deployment_id, tenant_id, object_path, state, expires_at, created_at)
+       VALUES (?, ?, ?, ?, 'issued', ?, ?)`,
+      [input.id, input.deployment_id, input.tenant_id, input.object_path, input.expires_at, input.created_at],
+    );
   }
 
   async getUpload(id: string): Promise<UploadRecord | null> {
-    const row = this.#db.prepare('SELECT * FROM uploads WHERE id = ?').get(id) as Row | undefined;
+    const row = await this.#sql.row('SELECT * FROM uploads WHERE id = ?', [id]);
     return row ? toUpload(row) : null;
   }
 
   async claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome> {
-    return this.#db.transaction((): ClaimOutcome => {
-      const row = this.#db.prepare('SELECT state FROM uploads WHERE id = ?').get(id) as { state: string } | undefined;
+    return this.#sql.tx(async (tx): Promise<ClaimOutcome> => {
+      // Locked: of two PUTs racing for one URL, one claims it and the other sees it in use.
+      const row = await tx.row<{ state: string }>(`SELECT state FROM uploads WHERE id = ?${tx.dialect.forUpdate}`, [id]);
       if (!row) return 'not_found';
       if (row.state === 'complete') return 'used';
       if (row.state === 'receiving') return 'in_use';
-      this.#db.prepare("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'").run(lease.owner, lease.until, id);
+      await tx.run("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'", [lease.owner, lease.until, id]);
       return 'claimed';
-    })();
+    });
   }
 
   async renewUploadLeases(lease: WorkLease): Promise<number> {
-    return this.#db.prepare(LEASE_QUERIES.renewUploadLeases).run({ until: lease.until, owner: lease.owner }).changes;
+    return this.#sql.run("UPDATE uploads SET receive_lease_expires_at = ? WHERE receiver_id = ? AND state = 'receiving'", [lease.until, lease.owner]);
   }
 
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
-    this.#db.prepare('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)').run(id, seq, data);
+    await this.#sql.run('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)', [id, seq, data]);
   }
 
   async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
-    return this.#db.prepare("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?").run(size, now, id, owner).changes === 1;
+    return (await this.#sql.run("UPDATE uploads SET state = 'complete', size = ?, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [size, now, id, owner])) === 1;
   }
 
   async releaseUpload(id: string, owner: string): Promise<void> {
-    this.#db.transaction(() => {
-      if (this.#db.prepare("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ? AND state = 'receiving' AND receiver_id = ?").run(id, owner).changes === 1) {
-        this.#db.prepare('DELETE FROM upload_chunks WHERE upload_id = ?').run(id);
-      }
-    })();
+    await this.#sql.tx(async (tx) => {
+      const released = await tx.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [id, owner]);
+      if (released === 1) await tx.run('DELETE FROM upload_chunks WHERE upload_id = ?', [id]);
+    });
   }
 
   async releaseInterruptedUploads(now: string): Promise<number> {
-    return this.#db.transaction(() => {
-      const gone = "SELECT id FROM uploads WHERE state = 'receiving' AND (receive_lease_expires_at IS NULL OR receive_lease_expires_at < ?)";
-      this.#db.prepare(`DELETE FROM upload_chunks WHERE upload_id IN (${gone})`).run(now);
-      return this.#db.prepare(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE id IN (${gone})`).run(now).changes;
-    })();
+    return this.#sql.tx(async (tx) => {
+      // Locked and re-checked: an upload whose receiver renewed its lease meanwhile is left alone.
+      const gone = await tx.rows<{ id: string }>(
+        `SELECT id FROM uploads WHERE state = 'receiving' AND (receive_lease_expires_at IS NULL OR receive_lease_expires_at < ?)${tx.dialect.forUpdateSkipLocked}`,
+        [now],
+      );
+      if (gone.length === 0) return 0;
+      const ids = gone.map((row) => row.id);
+      await tx.run(`DELETE FROM upload_chunks WHERE ${tx.dialect.inList('upload_id', '?')}`, [tx.dialect.list(ids)]);
+      return tx.run(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL WHERE ${tx.dialect.inList('id', '?')}`, [tx.dialect.list(ids)]);
+    });
   }
 
   async findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null> {
-    const row = this.#db.prepare("SELECT * FROM uploads WHERE deployment_id = ? AND object_path = ? AND state = 'complete'").get(deploymentId, objectPath) as Row | undefined;
+    const row = await this.#sql.row("SELECT * FROM uploads WHERE deployment_id = ? AND object_path = ? AND state = 'complete'", [deploymentId, objectPath]);
     return row ? toUpload(row) : null;
   }
 
   async readChunk(id: string, seq: number): Promise<Buffer | null> {
-    const row = this.#db.prepare('SELECT data FROM upload_chunks WHERE upload_id = ? AND seq = ?').get(id, seq) as { data: Buffer } | undefined;
-    return row?.data ?? null;
+    return (await this.#sql.row<{ data: Buffer }>('SELECT data FROM upload_chunks WHERE upload_id = ? AND seq = ?', [id, seq]))?.data ?? null;
   }
 
-  /**
-   * Drops expired URLs never used, and complete tarballs no revision names that are older than
-   * `unusedBefore` (time enough for the PATCH that names one): of one deployment, or of all.
-   */
   async removeStaleUploads(deploymentId: string | null, now: string, unusedBefore: string): Promise<number> {
-    return this.#db.transaction(() => {
-      const scope = deploymentId === null ? '' : 'AND deployment_id = @deployment_id';
-      let removed = this.#db.prepare(`DELETE FROM uploads WHERE state = 'issued' AND expires_at < @now ${scope}`).run({ now, deployment_id: deploymentId }).changes;
+    const scope = deploymentId === null ? '' : ' AND u.deployment_id = ?';
+    const scoped = deploymentId === null ? [] : [deploymentId];
+    return this.#sql.tx(async (tx) => {
+      let removed = await tx.run(`DELETE FROM uploads AS u WHERE u.state = 'issued' AND u.expires_at < ?${scope}`, [now, ...scoped]);
       // Chunk rows go with their upload (ON DELETE CASCADE).
-      removed += this.#db
-        .prepare(
-          `DELETE FROM uploads WHERE state = 'complete' AND completed_at < @unused_before ${scope}
-             AND NOT EXISTS (
-               SELECT 1 FROM revisions r WHERE r.deployment_id = uploads.deployment_id
-                 AND json_extract(r.source_revision_config, '$.source_tarball_path') = uploads.object_path)`,
-        )
-        .run({ deployment_id: deploymentId, unused_before: unusedBefore }).changes;
+      removed += await tx.run(
+        `DELETE FROM uploads AS u WHERE u.state = 'complete' AND u.completed_at < ?${scope}
+           AND NOT EXISTS (
+             SELECT 1 FROM revisions r WHERE r.deployment_id = u.deployment_id
+               AND ${tx.dialect.jsonText('r.source_revision_config', 'source_tarball_path')} = u.object_path)`,
+        [unusedBefore, ...scoped],
+      );
       return removed;
-    })();
+    });
   }
 
-  /** Bytes of the workspace's complete tarballs (what its quota counts). */
   async workspaceUploadBytes(tenantId: string): Promise<number> {
-    return (this.#db.prepare("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE tenant_id = ? AND state = 'complete'").get(tenantId) as { n: number }).n;
+    const row = await this.#sql.row<{ n: string | number }>("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE tenant_id = ? AND state = 'complete'", [tenantId]);
+    return Number(row?.n ?? 0);
   }
 
-  /** URLs of the deployment issued and not yet used up (nor expired). */
   async openUploadCount(deploymentId: string, now: string): Promise<number> {
-    return (this.#db.prepare("SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?").get(deploymentId, now) as { n: number }).n;
+    const row = await this.#sql.row<{ n: string | number }>("SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?", [deploymentId, now]);
+    return Number(row?.n ?? 0);
   }
 }
 

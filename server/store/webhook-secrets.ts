@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import type { Db } from './db.ts';
 
 /** A workspace's repository-webhook secrets as stored: encrypted, never in clear. */
 export type StoredWebhookSecret = {
@@ -20,41 +20,44 @@ export interface WebhookSecretStore {
   remove(tenantId: string): Promise<boolean>;
 }
 
-export class SqliteWebhookSecretStore implements WebhookSecretStore {
-  readonly #db: Database.Database;
+/** Each workspace's repository-webhook secret, on either database. */
+export class SqlWebhookSecretStore implements WebhookSecretStore {
+  readonly #sql: Db;
 
-  constructor(db: Database.Database) {
-    this.#db = db;
+  constructor(db: Db) {
+    this.#sql = db;
   }
 
   async get(tenantId: string): Promise<StoredWebhookSecret | null> {
-    const row = this.#db
-      .prepare('SELECT secret_enc, previous_secret_enc, previous_valid_until, created_at FROM webhook_workspace_secrets WHERE tenant_id = ?')
-      .get(tenantId) as StoredWebhookSecret | undefined;
-    return row ?? null;
+    return (
+      (await this.#sql.row<StoredWebhookSecret>('SELECT secret_enc, previous_secret_enc, previous_valid_until, created_at FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId])) ??
+      null
+    );
   }
 
   async rotate(tenantId: string, secretEnc: string, previousValidUntil: string, now: string): Promise<StoredWebhookSecret> {
-    const db = this.#db;
-    return db.transaction((): StoredWebhookSecret => {
-      const current = db.prepare('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?').get(tenantId) as { secret_enc: string } | undefined;
+    return this.#sql.tx(async (tx) => {
+      // One rotation of a workspace at a time, so two in a row keep the first's secret as the previous one.
+      await tx.dialect.serialize(tx, `webhook-secret:${tenantId}`);
+      const current = await tx.row<{ secret_enc: string }>('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId]);
       const next: StoredWebhookSecret = {
         secret_enc: secretEnc,
         previous_secret_enc: current?.secret_enc ?? null,
         previous_valid_until: current ? previousValidUntil : null,
         created_at: now,
       };
-      db.prepare(
+      await tx.run(
         `INSERT INTO webhook_workspace_secrets (tenant_id, secret_enc, previous_secret_enc, previous_valid_until, created_at)
-         VALUES (@tenant_id, @secret_enc, @previous_secret_enc, @previous_valid_until, @created_at)
+         VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (tenant_id) DO UPDATE SET secret_enc = excluded.secret_enc, previous_secret_enc = excluded.previous_secret_enc,
            previous_valid_until = excluded.previous_valid_until, created_at = excluded.created_at`,
-      ).run({ tenant_id: tenantId, ...next });
+        [tenantId, next.secret_enc, next.previous_secret_enc, next.previous_valid_until, next.created_at],
+      );
       return next;
-    })();
+    });
   }
 
   async remove(tenantId: string): Promise<boolean> {
-    return this.#db.prepare('DELETE FROM webhook_workspace_secrets WHERE tenant_id = ?').run(tenantId).changes > 0;
+    return (await this.#sql.run('DELETE FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId])) > 0;
   }
 }

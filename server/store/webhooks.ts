@@ -1,10 +1,8 @@
-import type Database from 'better-sqlite3';
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
-import { HOT_QUERIES, SET_RECONCILE_HEAD } from './hot-queries.ts';
+import type { Db } from './db.ts';
+import { hotQueries, SET_RECONCILE_HEAD } from './queries/hot-paths.ts';
 import { toStoredDelivery } from './rows.ts';
 import type { WorkLease } from './types.ts';
-
-type Row = Record<string, unknown>;
 
 export type DeliveryStatus = 'pending' | 'processed' | 'failed';
 /** Delivery-wide outcome as stored; the log narrows it to one workspace's view. */
@@ -92,142 +90,130 @@ export interface WebhookStore {
   setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void>;
 }
 
-/**
- * The delivery processor's and worker's statements, each prepared once: preparing one costs more
- * than running it (parsing, planning), and these run several times per delivery.
- */
-function prepareStatements(db: Database.Database) {
-  return {
-    insertDelivery: db.prepare(
-      `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
-       VALUES (@delivery_id, @event, @action, @installation_id, @repository, @ref, @after_sha, @workspace_id, @payload, @status, @summary, @received_at, @processed_at)
-       ON CONFLICT (delivery_id) DO NOTHING`,
-    ),
-    insertTenant: db.prepare('INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?)'),
-    insertInstallationTenants: db.prepare(
-      `INSERT OR IGNORE INTO webhook_delivery_tenants (delivery_id, tenant_id)
-       SELECT ?, tenant_id FROM github_integrations WHERE installation_id = ?`,
-    ),
-    tenantsOfInstallation: db.prepare(HOT_QUERIES.tenantsOfInstallation),
-    listPending: db.prepare(HOT_QUERIES.pendingDeliveries),
-    claimPending: db.prepare(HOT_QUERIES.claimPendingDeliveries),
-    oldestPending: db.prepare(HOT_QUERIES.oldestPendingDelivery),
-    insertResult: db.prepare(
-      `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
-       VALUES (@delivery_id, @tenant_id, @deployment_id, @deployment_name, @integration_id, @result, @revision_id, @reason)`,
-    ),
-    deleteResults: db.prepare(HOT_QUERIES.deleteDeliveryResults),
-    completeDelivery: db.prepare(HOT_QUERIES.completeDelivery),
-    failedAttempt: db.prepare(
-      `UPDATE webhook_deliveries SET attempts = attempts + 1,
-         status = CASE WHEN @give_up = 1 THEN 'failed' ELSE status END,
-         summary = CASE WHEN @give_up = 1 THEN @summary ELSE summary END,
-         processed_at = CASE WHEN @give_up = 1 THEN @now ELSE processed_at END
-       WHERE delivery_id = @delivery_id`,
-    ),
-    listForTenant: db.prepare(
-      `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
-       WHERE t.tenant_id = @tenant_id AND (@event IS NULL OR d.event = @event) AND (@keys IS NULL OR d.delivery_id IN (SELECT value FROM json_each(@keys)))
-       ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
-    ),
-    resultsOf: db.prepare('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq'),
-    reconcileHead: db.prepare(HOT_QUERIES.reconcileHead),
-    setReconcileHead: db.prepare(SET_RECONCILE_HEAD),
-  };
-}
+/** GitHub webhook deliveries and the reconciler's branch heads, on either database. */
+export class SqlWebhookStore implements WebhookStore {
+  readonly #sql: Db;
+  readonly #hot: ReturnType<typeof hotQueries>;
 
-/** The SQLite implementation, on the control plane's database handle. */
-export class SqliteWebhookStore implements WebhookStore {
-  readonly #db: Database.Database;
-  readonly #stmt: ReturnType<typeof prepareStatements>;
-
-  constructor(db: Database.Database) {
-    this.#db = db;
-    this.#stmt = prepareStatements(db);
+  constructor(db: Db) {
+    this.#sql = db;
+    this.#hot = hotQueries(db.dialect);
   }
 
   async insertDelivery(d: NewDelivery): Promise<boolean> {
-    const stmt = this.#stmt;
-    return this.#db.transaction((): boolean => {
-      const inserted = stmt.insertDelivery.run({
-          ...d,
-          payload: d.done ? null : d.payload,
-          status: d.done ? 'processed' : 'pending',
-          summary: d.done ? JSON.stringify({ outcome: d.done.outcome, reason: d.done.reason }) : null,
-          processed_at: d.done ? d.received_at : null,
-        });
-      if (inserted.changes === 0) return false;
+    return this.#sql.tx(async (tx) => {
+      // The unique delivery id makes a redelivery (or the same delivery racing itself) count once.
+      const inserted = await tx.run(
+        `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (delivery_id) DO NOTHING`,
+        [
+          d.delivery_id,
+          d.event,
+          d.action,
+          d.installation_id,
+          d.repository,
+          d.ref,
+          d.after_sha,
+          d.workspace_id,
+          d.done ? null : d.payload,
+          d.done ? 'processed' : 'pending',
+          d.done ? JSON.stringify({ outcome: d.done.outcome, reason: d.done.reason }) : null,
+          d.received_at,
+          d.done ? d.received_at : null,
+        ],
+      );
+      if (inserted === 0) return false;
       if (d.workspace_id !== null) {
-        stmt.insertTenant.run(d.delivery_id, d.workspace_id);
+        await tx.run('INSERT INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [d.delivery_id, d.workspace_id]);
       } else if (d.installation_id !== null) {
-        stmt.insertInstallationTenants.run(d.delivery_id, d.installation_id);
+        await tx.run(
+          `INSERT INTO webhook_delivery_tenants (delivery_id, tenant_id)
+           SELECT DISTINCT CAST(? AS TEXT), tenant_id FROM github_integrations WHERE installation_id = ? ON CONFLICT DO NOTHING`,
+          [d.delivery_id, d.installation_id],
+        );
       }
       return true;
-    })();
+    });
   }
 
   async tenantsOfInstallation(installationId: number): Promise<string[]> {
-    const rows = this.#stmt.tenantsOfInstallation.all(installationId) as Array<{ tenant_id: string }>;
+    const rows = await this.#sql.rows<{ tenant_id: string }>(this.#hot.tenantsOfInstallation, [installationId]);
     return rows.map((r) => r.tenant_id);
   }
 
   async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
-    return this.#stmt.listPending.all(dueBy, limit) as PendingDelivery[];
+    return this.#sql.rows<PendingDelivery>(this.#hot.pendingDeliveries, [dueBy, limit]);
   }
 
   async claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]> {
-    const rows = this.#stmt.claimPending.all({ owner: lease.owner, until: lease.until, now: lease.now, due_by: dueBy, limit }) as Array<PendingDelivery & { seq: number }>;
+    const rows = await this.#sql.rows<PendingDelivery & { seq: number }>(this.#hot.claimPendingDeliveries, { owner: lease.owner, until: lease.until, now: lease.now, due_by: dueBy, limit });
     return inOrder(rows);
   }
 
   async oldestPendingReceivedAt(): Promise<string | null> {
-    const row = this.#stmt.oldestPending.get() as { at: string | null };
-    return row.at;
+    return (await this.#sql.row<{ at: string | null }>(this.#hot.oldestPendingDelivery))?.at ?? null;
   }
 
   async completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void> {
-    const stmt = this.#stmt;
-    this.#db.transaction(() => {
+    await this.#sql.tx(async (tx) => {
       // A delivery processed again after a crash replaces what the interrupted attempt wrote.
-      stmt.deleteResults.run(deliveryId);
+      await tx.run(this.#hot.deleteDeliveryResults, [deliveryId]);
       for (const line of done.results) {
-        stmt.insertResult.run({ delivery_id: deliveryId, ...line });
-        stmt.insertTenant.run(deliveryId, line.tenant_id);
+        await tx.run(
+          `INSERT INTO webhook_delivery_results (delivery_id, tenant_id, deployment_id, deployment_name, integration_id, result, revision_id, reason)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+          [deliveryId, line.tenant_id, line.deployment_id, line.deployment_name, line.integration_id, line.result, line.revision_id, line.reason],
+        );
+        await tx.run('INSERT INTO webhook_delivery_tenants (delivery_id, tenant_id) VALUES (?, ?) ON CONFLICT DO NOTHING', [deliveryId, line.tenant_id]);
       }
-      stmt.completeDelivery.run(JSON.stringify({ outcome: done.outcome, reason: done.reason }), done.now, deliveryId);
-    })();
+      await tx.run(this.#hot.completeDelivery, [JSON.stringify({ outcome: done.outcome, reason: done.reason }), done.now, deliveryId]);
+    });
   }
 
   async recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void> {
-    this.#stmt.failedAttempt.run({ delivery_id: deliveryId, give_up: giveUp ? 1 : 0, summary: JSON.stringify({ outcome: 'failed', reason }), now });
+    if (giveUp) {
+      await this.#sql.run("UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', summary = ?, processed_at = ? WHERE delivery_id = ?", [
+        JSON.stringify({ outcome: 'failed', reason }),
+        now,
+        deliveryId,
+      ]);
+    } else {
+      await this.#sql.run('UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE delivery_id = ?', [deliveryId]);
+    }
   }
 
   async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
-    const rows = this.#stmt.listForTenant.all({ tenant_id: tenantId, event: query.event ?? null, keys: query.deliveryKeys ? JSON.stringify(query.deliveryKeys) : null, limit: query.limit, offset: query.offset }) as Row[];
-    const resultsOf = this.#stmt.resultsOf;
-    const resources = rows.map((row) => toStoredDelivery(row, resultsOf.all(row.delivery_id, tenantId) as Row[]));
+    const { dialect } = this.#sql;
+    const rows = await this.#sql.rows(
+      `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
+       WHERE t.tenant_id = @tenant_id${query.event ? ' AND d.event = @event' : ''}${query.deliveryKeys ? ` AND ${dialect.inList('d.delivery_id', '@keys')}` : ''}
+       ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
+      { tenant_id: tenantId, event: query.event ?? null, keys: dialect.list(query.deliveryKeys ?? []), limit: query.limit, offset: query.offset },
+    );
+    const resources: StoredDelivery[] = [];
+    for (const row of rows) {
+      const lines = await this.#sql.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [row.delivery_id, tenantId]);
+      resources.push(toStoredDelivery(row, lines));
+    }
     return { resources, offset: query.offset + rows.length };
   }
 
   async pruneDeliveries(before: string): Promise<number> {
-    const db = this.#db;
-    return db.transaction((): number => {
+    return this.#sql.tx(async (tx) => {
       const old = "SELECT delivery_id FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'";
-      db.prepare(`DELETE FROM webhook_delivery_results WHERE delivery_id IN (${old})`).run(before);
-      db.prepare(`DELETE FROM webhook_delivery_tenants WHERE delivery_id IN (${old})`).run(before);
-      return db.prepare("DELETE FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'").run(before).changes;
-    })();
+      await tx.run(`DELETE FROM webhook_delivery_results WHERE delivery_id IN (${old})`, [before]);
+      await tx.run(`DELETE FROM webhook_delivery_tenants WHERE delivery_id IN (${old})`, [before]);
+      return tx.run("DELETE FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'", [before]);
+    });
   }
 
   async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string; seen_at: string } | null> {
-    const row = this.#stmt.reconcileHead.get(deploymentId) as
-      | { repo_ref: string; sha: string; seen_at: string }
-      | undefined;
-    return row ?? null;
+    return (await this.#sql.row<{ repo_ref: string; sha: string; seen_at: string }>(this.#hot.reconcileHead, [deploymentId])) ?? null;
   }
 
   async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
-    this.#stmt.setReconcileHead.run(deploymentId, repoRef, sha, now);
+    await this.#sql.run(SET_RECONCILE_HEAD, [deploymentId, repoRef, sha, now]);
   }
 }
 
@@ -235,3 +221,4 @@ export class SqliteWebhookStore implements WebhookStore {
 export function inOrder(rows: Array<PendingDelivery & { seq: number }>): PendingDelivery[] {
   return rows.sort((a, b) => a.seq - b.seq).map(({ seq: _seq, ...delivery }) => delivery);
 }
+

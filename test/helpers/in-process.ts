@@ -11,6 +11,7 @@ import type { SqliteStore } from '../../server/store/sqlite.ts';
 import { apiClient, type Api } from './api.ts';
 import { testBackendKind, testDatabaseUrl } from './backends.ts';
 import { rawSql } from './raw-sql.ts';
+import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 
 /**
  * The whole app in this process on an in-memory SQLite database (or a fresh PostgreSQL database
@@ -21,7 +22,7 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   // Apps sharing one database (several "processes") share its encryption key, as servers do.
   const secretBox = options.secretBox ?? new SecretBox(randomBytes(32));
   const url = options.path ?? (await testDatabaseUrl(testBackendKind()));
-  const backend = await openStore(url, { secretBox, synchronous: 'NORMAL' });
+  const backend = await openStore(url, { secretBox, synchronous: 'NORMAL', rules: DOMAIN_STORE_RULES });
   // Tests that look at the rows themselves use `sql` (either backend); `store.db` is SQLite's handle.
   const store = backend.core as SqliteStore;
   const sql = rawSql(url, backend.core);

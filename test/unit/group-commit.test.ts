@@ -9,6 +9,7 @@ import { Conflict } from '../../server/domain/errors.ts';
 import { GroupCommit } from '../../server/store/group-commit.ts';
 import { openSqliteStore, type SqliteStore } from '../../server/store/sqlite.ts';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
+import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 
 /**
  * SQLite's group commit (server/store/group-commit.ts) on a real database file: creates asked for
@@ -59,7 +60,7 @@ describe('group commit', () => {
 
   it('20 creates asked for together commit in one transaction; the one whose name is taken fails alone', async () => {
     const transactions = countTransactions();
-    const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL' });
+    const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
     try {
       const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
       const before = transactions.count();

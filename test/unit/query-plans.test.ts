@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOT_QUERIES, LEASE_QUERIES } from '../../server/store/hot-queries.ts';
+import { HOT_QUERIES } from '../../server/store/queries/hot-paths.ts';
+import { LEASE_QUERIES } from '../../server/store/queries/leases.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
 /**
- * Every hot statement (server/store/hot-queries.ts) must be an index seek whatever the history:
+ * Every hot statement (server/store/queries/) must be an index seek whatever the history:
  * the plans are read on a database where one deployment has 2,000 past revisions, the shape in
  * which the webhook's commit check and the pipeline's in-progress count used to read them all.
  */

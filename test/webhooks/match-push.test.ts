@@ -69,7 +69,7 @@ describe('matching a push', () => {
 
 describe('repository URL normalisation', () => {
   it('compares the https, scp, ssh (with or without a port) forms as one repository', async () => {
-    const { normalizeRepoUrl } = await import('../../server/domain/repo-url.ts');
+    const { normalizeRepoUrl } = await import('../../shared/repo-url.ts');
     const forms = [
       'https://github.com/Acme/Agent.git',
       'https://github.com/acme/agent/',

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { PREVIOUS_SECRET_GRACE_MS, WorkspaceWebhookSecrets } from '../../server/domain/webhooks/workspace-secrets.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { SqliteWebhookSecretStore } from '../../server/store/webhook-secrets.ts';
+import { SqlWebhookSecretStore } from '../../server/store/webhook-secrets.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
 import { apiClient, type Api } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
@@ -120,7 +120,7 @@ describe('the grace period of a rotated-out secret (real SQLite file, a clock th
       const boot = await store.bootstrap({ keyHash: 'h'.repeat(64), keyId: crypto.randomUUID(), now: new Date().toISOString() });
       let now = Date.parse('2026-11-23T08:00:00.000Z');
       const secrets = new WorkspaceWebhookSecrets({
-        store: new SqliteWebhookSecretStore(store.db),
+        store: new SqlWebhookSecretStore(store.adapter),
         secretBox,
         clock: { now: () => new Date(now).toISOString() },
         log: silentLogger,

@@ -1,6 +1,6 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
 import type { DeploymentRecord, IntegrationRecord } from '../../store/types.ts';
-import { normalizeRepoUrl } from '../repo-url.ts';
+import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
 
 export type PushPayload = EmitterWebhookEvent<'push'>['payload'];
 

@@ -6,7 +6,7 @@ import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { previewOfDeployment, type Deployments } from '../deployments.ts';
 import { Conflict, DomainError } from '../errors.ts';
-import { normalizeRepoUrl } from '../repo-url.ts';
+import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
 import { integrationBlock } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 

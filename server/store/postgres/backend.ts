@@ -1,17 +1,17 @@
-import { PgGithubStore } from './github.ts';
 import { StartupError } from '../../startup-errors.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
-import { PgAgentStore } from './agents.ts';
+import { SqlAgentStore } from '../agents.ts';
+import { CoreStore } from '../core.ts';
+import { SqlGithubStore } from '../github.ts';
+import { SqlInstallationRepoStore } from '../installation-repos.ts';
+import { SqlOAuthStore } from '../oauth.ts';
+import { SqlUploadStore } from '../uploads.ts';
+import { SqlWebhookSecretStore } from '../webhook-secrets.ts';
+import { SqlWebhookStore } from '../webhooks.ts';
 import { silentLogger } from '../../logger.ts';
 import { PgCoordination } from './coordination.ts';
-import { PgCoreStore } from './core.ts';
 import { migrate, PgDb } from './db.ts';
-import { PgInstallationRepoStore } from './installation-repos.ts';
-import { PgOAuthStore } from './oauth.ts';
-import { PgUploadStore } from './uploads.ts';
-import { PgWebhookSecretStore } from './webhook-secrets.ts';
-import { PgWebhookStore } from './webhooks.ts';
 
 /** The PostgreSQL backend: one pool, migrated under an advisory lock, every store on it. */
 export async function openPostgresBackend(url: string, options: OpenStoreOptions & { poolSize?: number }): Promise<StoreBackend> {
@@ -22,17 +22,17 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     await db.close();
     throw startupProblem(error, url) ?? error;
   }
-  const core = new PgCoreStore(db, options.secretBox);
+  const core = new CoreStore(db, options.secretBox, options.rules);
   const coordination = await PgCoordination.open(url, db, options.log ?? silentLogger);
   return {
     core,
-    webhooks: new PgWebhookStore(db),
-    webhookSecrets: new PgWebhookSecretStore(db),
-    oauth: new PgOAuthStore(db),
-    uploads: new PgUploadStore(db),
-    installationRepos: new PgInstallationRepoStore(db),
-    agents: new PgAgentStore(db),
-    github: new PgGithubStore(db),
+    webhooks: new SqlWebhookStore(db),
+    webhookSecrets: new SqlWebhookSecretStore(db),
+    oauth: new SqlOAuthStore(db, options.rules),
+    uploads: new SqlUploadStore(db),
+    installationRepos: new SqlInstallationRepoStore(db),
+    agents: new SqlAgentStore(db),
+    github: new SqlGithubStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),

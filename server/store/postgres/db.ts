@@ -1,20 +1,47 @@
 import pg from 'pg';
 import { postgresConnectionFailure } from '../storage-errors.ts';
+import type { Db, Params, Row } from '../db.ts';
+import { postgresDialect } from '../dialect.ts';
 import { PG_MIGRATIONS } from './migrations/index.ts';
-
-export type Row = Record<string, unknown>;
 
 /** Something that runs SQL: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = { query: (text: string, values?: unknown[]) => Promise<pg.QueryResult> };
 
 /**
- * `?` placeholders (as the SQLite store writes them) numbered as PostgreSQL wants (`$1`, `$2`, …).
- * Only for SQL written in this folder: a `?` inside a string literal would be renumbered too, and
- * none of ours has one.
+ * `?` placeholders numbered as PostgreSQL wants (`$1`, `$2`, …). Only for SQL written in the
+ * stores: a `?` inside a string literal would be renumbered too, and none of ours has one.
  */
 export function numbered(sql: string): string {
   let n = 0;
   return sql.replace(/\?/g, () => `$${++n}`);
+}
+
+/** `@name` placeholders as `$n` (one number per name, however often it is used) and their values in that order. */
+function namedToNumbered(sql: string, named: Readonly<Record<string, unknown>>): { text: string; values: unknown[] } {
+  const order = new Map<string, number>();
+  const values: unknown[] = [];
+  const text = sql.replace(/@(\w+)/g, (_, name: string) => {
+    let n = order.get(name);
+    if (n === undefined) {
+      if (!(name in named)) throw new Error(`Missing named parameter '${name}'`);
+      values.push(named[name]);
+      n = values.length;
+      order.set(name, n);
+    }
+    return `$${n}`;
+  });
+  return { text, values };
+}
+
+/** Statement text and values as pg takes them, from either placeholder style; converted once per text. */
+const converted = new Map<string, string>();
+function toPg(sql: string, params: Params | undefined): { text: string; values: unknown[] } {
+  if (params === undefined || Array.isArray(params)) {
+    let text = converted.get(sql);
+    if (text === undefined) converted.set(sql, (text = numbered(sql)));
+    return { text, values: (params as unknown[] | undefined) ?? [] };
+  }
+  return namedToNumbered(sql, params as Readonly<Record<string, unknown>>);
 }
 
 /** The pool's type parsing: 64-bit integers (identities, counts, sizes) as numbers, as SQLite answers them. */
@@ -25,8 +52,48 @@ const types = {
   },
 } as pg.CustomTypesConfig;
 
-/** The connection pool, with `?`-style queries and transactions. */
-export class PgDb {
+async function query(on: Queryable, sql: string, params: Params | undefined): Promise<pg.QueryResult> {
+  const { text, values } = toPg(sql, params);
+  try {
+    return await on.query(text, values);
+  } catch (error) {
+    throw postgresConnectionFailure(error);
+  }
+}
+
+/** One transaction's client as a `Db`; a `tx` on it joins the transaction. */
+class PgTx implements Db, Queryable {
+  readonly dialect = postgresDialect;
+  readonly #client: pg.PoolClient;
+
+  constructor(client: pg.PoolClient) {
+    this.#client = client;
+  }
+
+  query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    return this.#client.query(text, values);
+  }
+
+  async row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
+    return (await query(this.#client, sql, params)).rows[0] as T | undefined;
+  }
+
+  async rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
+    return (await query(this.#client, sql, params)).rows as T[];
+  }
+
+  async run(sql: string, params?: Params): Promise<number> {
+    return (await query(this.#client, sql, params)).rowCount ?? 0;
+  }
+
+  tx<T>(work: (tx: Db) => Promise<T>): Promise<T> {
+    return work(this);
+  }
+}
+
+/** The pg adapter: a connection pool, `?`- or `@name`-style statements, and transactions. */
+export class PgDb implements Db {
+  readonly dialect = postgresDialect;
   readonly pool: pg.Pool;
 
   constructor(connectionString: string, options: { max?: number } = {}) {
@@ -36,34 +103,26 @@ export class PgDb {
     this.pool.on('error', () => {});
   }
 
-  async #query(sql: string, values: unknown[], on: Queryable): Promise<pg.QueryResult> {
-    try {
-      return await on.query(numbered(sql), values);
-    } catch (error) {
-      throw postgresConnectionFailure(error);
-    }
+  /** `on`: a transaction's handle to run it in (the pool, one statement's own transaction, when absent). */
+  async rows<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T[]> {
+    return (await query(on, sql, params)).rows as T[];
   }
 
-  async rows<T = Row>(sql: string, values: unknown[] = [], on: Queryable = this.pool): Promise<T[]> {
-    return (await this.#query(sql, values, on)).rows as T[];
+  async row<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T | undefined> {
+    return (await query(on, sql, params)).rows[0] as T | undefined;
   }
 
-  async row<T = Row>(sql: string, values: unknown[] = [], on: Queryable = this.pool): Promise<T | undefined> {
-    return (await this.#query(sql, values, on)).rows[0] as T | undefined;
-  }
-
-  /** Rows changed by an INSERT, UPDATE or DELETE. */
-  async run(sql: string, values: unknown[] = [], on: Queryable = this.pool): Promise<number> {
-    return (await this.#query(sql, values, on)).rowCount ?? 0;
+  async run(sql: string, params?: Params, on: Queryable = this.pool): Promise<number> {
+    return (await query(on, sql, params)).rowCount ?? 0;
   }
 
   /**
-   * Runs `work` in one transaction on one client (READ COMMITTED: the methods lock the rows they
-   * read-modify-write with `FOR UPDATE`); commits when it resolves, rolls back when it throws. A
-   * transaction PostgreSQL aborted to break a deadlock (40P01) or a serialization conflict (40001)
-   * is run again, a few times: nothing of it was written.
+   * Runs `work` in one transaction on one client (READ COMMITTED: the stores lock the rows they
+   * read-modify-write with the dialect's `forUpdate`); commits when it resolves, rolls back when it
+   * throws. A transaction PostgreSQL aborted to break a deadlock (40P01) or a serialization
+   * conflict (40001) is run again, a few times: nothing of it was written.
    */
-  async tx<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#txOnce(work);
@@ -74,7 +133,7 @@ export class PgDb {
     }
   }
 
-  async #txOnce<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async #txOnce<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
@@ -84,7 +143,7 @@ export class PgDb {
     let broken = false;
     try {
       await client.query('BEGIN');
-      const result = await work(client);
+      const result = await work(new PgTx(client));
       await client.query('COMMIT');
       return result;
     } catch (error) {
@@ -138,12 +197,4 @@ export async function migrate(db: PgDb): Promise<void> {
   } finally {
     client.release();
   }
-}
-
-export function isUniqueViolation(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505';
-}
-
-export function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }

@@ -1,0 +1,66 @@
+/** A row as either driver returns it: column name → value. */
+export type Row = Record<string, unknown>;
+
+/**
+ * What a statement is bound to: positional values for `?` placeholders, or named values for
+ * `@name` placeholders (one style per statement).
+ */
+export type Params = readonly unknown[] | Readonly<Record<string, unknown>>;
+
+/**
+ * The one database interface every store is written on. SQLite (better-sqlite3) and PostgreSQL
+ * (pg) each have an adapter; what their SQL does differently lives in `dialect`, never in a store.
+ */
+export interface Db {
+  readonly dialect: Dialect;
+  row<T = Row>(sql: string, params?: Params): Promise<T | undefined>;
+  rows<T = Row>(sql: string, params?: Params): Promise<T[]>;
+  /** Rows changed by an INSERT, UPDATE or DELETE. */
+  run(sql: string, params?: Params): Promise<number>;
+  /**
+   * Runs `work` in one transaction on the handle it is given; commits when it resolves, rolls back
+   * when it throws. Called on a transaction's handle, `work` joins that transaction.
+   */
+  tx<T>(work: (tx: Db) => Promise<T>): Promise<T>;
+}
+
+/**
+ * The fragments of SQL the two databases spell differently, and the few things one of them needs
+ * that the other does by itself. Stores splice these into their one text of each statement.
+ */
+export interface Dialect {
+  readonly name: 'sqlite' | 'postgres';
+  /** `column` is one of the list bound at `param` (bind `list(values)` there). */
+  inList(column: string, param: string): string;
+  /** A list of values as `inList` wants it bound. */
+  list(values: readonly unknown[]): unknown;
+  /** LIKE that ignores ASCII case (SQLite's LIKE does already). */
+  readonly likeIgnoringCase: string;
+  /** The text of a key in a JSON text column. */
+  jsonText(column: string, key: string): string;
+  /** Text ordered byte by byte, whatever the server's locale (SQLite's default). */
+  readonly byteOrder: string;
+  /** Appended to a SELECT whose rows the transaction will change: a lock where rows can be locked. */
+  readonly forUpdate: string;
+  /** The same, skipping rows another transaction holds, so workers take disjoint rows. */
+  readonly forUpdateSkipLocked: string;
+  /** A lock that keeps a referenced row from being deleted meanwhile (not from being updated). */
+  readonly forKeyShare: string;
+  readonly forShare: string;
+  /** An inner join whose tables are read in the order written (SQLite's planner may not reorder CROSS JOIN). */
+  readonly joinInOrder: string;
+  /** A value large enough to need fresh pages when written (the write probe's row). */
+  readonly pageFiller: string;
+  /**
+   * UPDATE at most `limit` rows of `table` matching `where` (checked again on each row it changes),
+   * picked by `key` in `order`, and RETURNING `returning`. PostgreSQL locks the picked rows in a CTE
+   * (a subquery under IN may be run again per row and pick more); SQLite's single writer needs none.
+   */
+  updatePicked(input: { table: string; key: string; set: string; where: string; limit: string; order?: string; skipLocked?: boolean; returning: string }): string;
+  /**
+   * Serializes the transactions that pass the same `key` until they end: an advisory lock on
+   * PostgreSQL; nothing on SQLite, where a write transaction already excludes every other.
+   */
+  serialize(tx: Db, key: string): Promise<void>;
+  isUniqueViolation(error: unknown): boolean;
+}

@@ -1,0 +1,94 @@
+import type Database from 'better-sqlite3';
+import type { Db, Params, Row } from '../db.ts';
+import { sqliteDialect } from '../dialect.ts';
+
+/**
+ * The better-sqlite3 adapter. Every statement is prepared once per SQL text and kept (preparing
+ * costs more than running one of ours). Statements run synchronously; the answers are promises
+ * only to fit the one interface.
+ *
+ * A transaction spans awaits, and the connection is shared: while one is open, statements from
+ * outside it wait for it to end instead of running inside it (and being committed or rolled back
+ * with work that is not theirs).
+ */
+export class SqliteDb implements Db {
+  readonly dialect = sqliteDialect;
+  readonly raw: Database.Database;
+  readonly #statements = new Map<string, Database.Statement>();
+  /** Settles when the open transaction ends; null while none is open. */
+  #open: Promise<void> | null = null;
+  readonly #inTx: Db;
+
+  constructor(raw: Database.Database) {
+    this.raw = raw;
+    const direct: Db = {
+      dialect: sqliteDialect,
+      row: <T>(sql: string, params?: Params) => settle(() => this.statement(sql).get(...bind(params)) as T | undefined),
+      rows: <T>(sql: string, params?: Params) => settle(() => this.statement(sql).all(...bind(params)) as T[]),
+      run: (sql: string, params?: Params) => settle(() => this.statement(sql).run(...bind(params)).changes),
+      tx: <T>(work: (tx: Db) => Promise<T>): Promise<T> => work(direct),
+    };
+    this.#inTx = direct;
+  }
+
+  /** The prepared statement for `sql`, prepared on first use. */
+  statement(sql: string): Database.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.raw.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
+    return this.#open ? this.#open.then(() => this.row<T>(sql, params)) : this.#inTx.row<T>(sql, params);
+  }
+
+  rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
+    return this.#open ? this.#open.then(() => this.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
+  }
+
+  run(sql: string, params?: Params): Promise<number> {
+    return this.#open ? this.#open.then(() => this.run(sql, params)) : this.#inTx.run(sql, params);
+  }
+
+  /** True while a transaction of this adapter is open (synchronous writers wait for it). */
+  get busy(): boolean {
+    return this.#open !== null;
+  }
+
+  async tx<T>(work: (tx: Db) => Promise<T>): Promise<T> {
+    while (this.#open) await this.#open;
+    let end!: () => void;
+    this.#open = new Promise<void>((resolve) => (end = resolve));
+    try {
+      // IMMEDIATE: the write lock is taken (or waited for, up to the busy timeout) at the start,
+      // never half-way through, where another connection holding it would fail the transaction.
+      this.statement('BEGIN IMMEDIATE').run();
+      const result = await work(this.#inTx);
+      this.statement('COMMIT').run();
+      return result;
+    } catch (error) {
+      if (this.raw.inTransaction) this.statement('ROLLBACK').run();
+      throw error;
+    } finally {
+      this.#open = null;
+      end();
+    }
+  }
+}
+
+function bind(params: Params | undefined): unknown[] {
+  if (params === undefined) return [];
+  return Array.isArray(params) ? (params as unknown[]) : [params];
+}
+
+/** A synchronous call's value or error as a promise, so a failed statement rejects instead of throwing. */
+function settle<T>(call: () => T): Promise<T> {
+  try {
+    return Promise.resolve(call());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
