@@ -166,8 +166,14 @@ export class GithubStandIn {
     const body = (contentType.startsWith('application/json') ? JSON.parse(raw || '{}') : Object.fromEntries(new URLSearchParams(raw))) as { client_id?: string; client_secret?: string; code?: string };
     const login = body.code ? this.#codes.get(body.code) : undefined;
     const answer = (value: unknown): void => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
-    if (body.client_id !== this.clientId || body.client_secret !== this.clientSecret) return answer({ error: 'incorrect_client_credentials' });
-    if (!login) return answer({ error: 'bad_verification_code', error_description: 'The code passed is incorrect or expired.' });
+    if (body.client_id !== this.clientId || body.client_secret !== this.clientSecret) {
+      answer({ error: 'incorrect_client_credentials' });
+      return;
+    }
+    if (!login) {
+      answer({ error: 'bad_verification_code', error_description: 'The code passed is incorrect or expired.' });
+      return;
+    }
     this.#codes.delete(body.code!);
     const token = `ghu_${randomBytes(18).toString('hex')}`;
     this.#userTokens.set(token, login);
@@ -210,7 +216,9 @@ export class GithubStandIn {
     }
     const json = (body ?? {}) as Record<string, unknown>;
     let m: RegExpExecArray | null;
-    if ((m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path)) && method === 'POST') {
+    m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
+
+    if (m && method === 'POST') {
       if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       const installation = this.#installations.get(Number(m[1]));
       if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
@@ -223,7 +231,9 @@ export class GithubStandIn {
       this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
       return send(201, { token, expires_at: new Date(expiresAtMs).toISOString().replace(/\.\d+Z$/, 'Z'), permissions, repository_selection: 'selected' });
     }
-    if ((m = /^\/app\/installations\/(\d+)$/.exec(path)) && method === 'GET') {
+    m = /^\/app\/installations\/(\d+)$/.exec(path);
+
+    if (m && method === 'GET') {
       if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       const installation = this.#installations.get(Number(m[1]));
       if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
@@ -236,7 +246,9 @@ export class GithubStandIn {
       return send(200, { total_count: installations.length, installations });
     }
     // Writes on a repository: an installation token with the right permission for that repository.
-    if ((m = /^\/repos\/([^/]+)\/([^/]+)\//.exec(path))) {
+    m = /^\/repos\/([^/]+)\/([^/]+)\//.exec(path);
+
+    if (m) {
       const repo = `${m[1]}/${m[2]}`;
       const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
       const needed = path.includes('/deployments') ? 'deployments' : 'statuses';
@@ -248,25 +260,32 @@ export class GithubStandIn {
         const environment = url.searchParams.get('environment');
         return send(200, this.deployments.filter((d) => d.repo === repo && (!sha || d.body.ref === sha) && (!environment || d.body.environment === environment)).map((d) => d.json).reverse());
       }
-      if ((m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path)) && method === 'GET') {
+      m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path);
+
+      if (m && method === 'GET') {
         const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
         if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
         return send(200, [...deployment.statusJson].reverse());
       }
-      if ((m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/statuses$/.exec(path)) && method === 'GET') {
+      m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/statuses$/.exec(path);
+
+      if (m && method === 'GET') {
         return send(200, this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1]).map((c) => c.json).reverse());
       }
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'POST') {
         const id = this.#nextId++;
         const entry = { id, repo, body: json, json: null as unknown, statuses: [] as Array<Record<string, unknown>>, statusJson: [] as unknown[] };
         this.deployments.push(entry);
-        return send(201, (entry.json = {
+        entry.json = {
           url: `${this.apiUrl}/repos/${repo}/deployments/${id}`, id, node_id: `DE_${id}`, sha: String(json.ref), ref: String(json.ref), task: 'deploy', payload: {},
           environment: String(json.environment ?? 'production'), description: (json.description as string | null) ?? null, creator: botUser(this.slug), created_at: now, updated_at: now,
           statuses_url: `${this.apiUrl}/repos/${repo}/deployments/${id}/statuses`, repository_url: `${this.apiUrl}/repos/${repo}`, transient_environment: Boolean(json.transient_environment),
-        }));
+        };
+        return send(201, entry.json);
       }
-      if ((m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path)) && method === 'POST') {
+      m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path);
+
+      if (m && method === 'POST') {
         const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
         if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
         if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', errors: [{ resource: 'DeploymentStatus', field: 'description', code: 'custom', message: 'description is too long (maximum is 140 characters)' }], documentation_url: 'https://docs.github.com/rest' });
@@ -280,7 +299,9 @@ export class GithubStandIn {
         deployment.statusJson.push(answer);
         return send(201, answer);
       }
-      if ((m = /^\/repos\/[^/]+\/[^/]+\/statuses\/([0-9a-f]+)$/.exec(path)) && method === 'POST') {
+      m = /^\/repos\/[^/]+\/[^/]+\/statuses\/([0-9a-f]+)$/.exec(path);
+
+      if (m && method === 'POST') {
         if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', documentation_url: 'https://docs.github.com/rest' }, {}, false);
         const context = String(json.context ?? 'default');
         if (this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1] && c.body.context === context).length >= this.statusCap) {
@@ -289,10 +310,11 @@ export class GithubStandIn {
         const id = this.#nextId++;
         const entry = { repo, sha: m[1]!, body: json, json: null as unknown };
         this.commitStatuses.push(entry);
-        return send(201, (entry.json = {
+        entry.json = {
           url: `${this.apiUrl}/repos/${repo}/statuses/${m[1]}`, avatar_url: null, id, node_id: `SC_${id}`, state: String(json.state), description: (json.description as string | null) ?? null,
           target_url: (json.target_url as string | null) ?? null, context, created_at: now, updated_at: now, creator: botUser(this.slug),
-        }));
+        };
+        return send(201, entry.json);
       }
     }
     send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);

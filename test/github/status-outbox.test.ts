@@ -59,7 +59,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
   const outboxDrained = async () => {
     const sql = serverSql(server);
     try {
-      await eventually(async () => ((await sql.all<{ n: number }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n == 0 ? true : undefined), 60_000, 100);
+      await eventually(async () => (Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined), 60_000, 100);
     } finally {
       await sql.close();
     }
