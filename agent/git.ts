@@ -1,3 +1,4 @@
+import { gitTokenEnv } from '../shared/git-auth.ts';
 import type { WorkSource } from '../shared/schemas/agent.ts';
 import { runCommand } from './processes.ts';
 
@@ -15,7 +16,9 @@ export async function checkoutSource(
   dir: string,
   options: { env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string) => void },
 ): Promise<string> {
-  const env = { ...options.env, GIT_TERMINAL_PROMPT: '0' };
+  // The token reaches git through its environment alone: never the command line, the log or .git/config.
+  const base = { ...options.env, GIT_TERMINAL_PROMPT: '0' };
+  const env = source.token ? gitTokenEnv(base, source.repo_url, source.token) : base;
   const git = async (args: string, cwd: string) => {
     const result = await runCommand(`git ${args}`, { cwd, env, signal: options.signal, onLine: options.onLine });
     if (result.aborted) throw new Aborted();

@@ -93,10 +93,44 @@ export const Config = z.object({
   LOG_REVISION_MAX_BYTES: z.coerce.number().int().min(1024).max(2 ** 40).default(8 * 1024 * 1024).describe('Bytes of log messages (UTF-8) one revision keeps (8 MiB); past it, as for the lines.'),
   LOG_TOKEN_LINES_PER_SECOND: z.coerce.number().min(1).max(10_000_000).default(1_000).describe('Log lines per second one agent token may append, sustained (bursts of twice this); past it, 429 with `Retry-After`.'),
   LOG_TOKEN_BYTES_PER_SECOND: z.coerce.number().int().min(1024).max(2 ** 40).default(1024 * 1024).describe('Bytes of log messages per second one agent token may append, sustained (bursts of twice this).'),
+  GITHUB_APP_ID: optional
+    .pipe(z.string().regex(/^\d+$/, "GITHUB_APP_ID is the App's numeric id").optional())
+    .describe('The GitHub App\'s numeric id; with its private key the server mints App JWTs and installation tokens (private repositories, status back to GitHub, previews: [github-app.md](github-app.md)). Unset: public repositories only, no status.'),
+  GITHUB_APP_PRIVATE_KEY: optional.describe('The App\'s private key, PEM text (a secret: never logged).'),
+  GITHUB_APP_PRIVATE_KEY_FILE: optional.describe('A file holding the App\'s private key (instead of `GITHUB_APP_PRIVATE_KEY`).'),
+  GITHUB_APP_SLUG: optional
+    .pipe(z.string().regex(/^[a-z0-9-]+$/i, "GITHUB_APP_SLUG is the App's URL name").optional())
+    .describe('The App\'s URL name: its install page is `GITHUB_URL/apps/<slug>/installations/new`.'),
+  GITHUB_APP_CLIENT_ID: optional.describe('The App\'s OAuth client id: the setup URL exchanges its `code` for a user token that proves who installed the App.'),
+  GITHUB_APP_CLIENT_SECRET: optional.describe('The App\'s OAuth client secret (a secret: never logged).'),
+  GITHUB_URL: z
+    .url({ protocol: /^https?$/ })
+    .default('https://github.com')
+    .transform((url) => url.replace(/\/+$/, ''))
+    .describe('GitHub\'s web and git host; GitHub Enterprise Server: `https://<host>`.'),
+  GITHUB_API_URL: z
+    .url({ protocol: /^https?$/ })
+    .default('https://api.github.com')
+    .transform((url) => url.replace(/\/+$/, ''))
+    .describe('GitHub\'s REST API; GitHub Enterprise Server: `https://<host>/api/v3`.'),
+  PREVIEW_SWEEP_MS: z.coerce.number().int().min(100).max(86_400_000).default(60_000).describe('How often idle previews (and previews of deleted deployments) are looked for and torn down.'),
+  GITHUB_WRITES_PER_MINUTE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(60)
+    .describe('Content-creating GitHub calls (statuses, deployments) per minute, all repositories together: under GitHub\'s secondary limit of about 80.'),
   WEBHOOK_PROCESS_DELAY_MS: z.coerce.number().int().min(0).max(3_600_000).default(0).describe('Test and debug only: how long an accepted webhook delivery waits before it is processed.'),
 }).refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
   message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',
   path: ['HEADERS_TIMEOUT_MS'],
+}).refine((config) => !(config.GITHUB_APP_PRIVATE_KEY && config.GITHUB_APP_PRIVATE_KEY_FILE), {
+  message: 'Set GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_FILE, not both.',
+  path: ['GITHUB_APP_PRIVATE_KEY_FILE'],
+}).refine((config) => config.GITHUB_APP_ID === undefined || config.GITHUB_APP_PRIVATE_KEY !== undefined || config.GITHUB_APP_PRIVATE_KEY_FILE !== undefined, {
+  message: 'GITHUB_APP_ID needs the App\'s private key (GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_FILE).',
+  path: ['GITHUB_APP_ID'],
 });
 export type Config = z.infer<typeof Config>;
 

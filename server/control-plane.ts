@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
 import { createGithubActionsOidc } from './github-actions-oidc.ts';
+import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
@@ -95,8 +96,35 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
 
+  // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.
+  const githubApp = createGithubApp({
+    config: deps.config,
+    store: deps.backend.core,
+    github: deps.backend.github,
+    secretBox: deps.secretBox,
+    clock: deps.clock,
+    log: deps.log,
+    publicUrl: deps.publicUrl,
+    leadSender: () => coordination.tryLead('github-status-outbox'),
+  });
+  if (githubApp) {
+    extraRoutes.push(githubApp.routes);
+    publicPaths.push(githubApp.isPublic);
+    workers.push(githubApp.sender);
+  }
+
   // GitHub push webhooks: signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({
+    repoAccess: githubApp?.repoAccess,
+    githubUrl: githubApp?.app.webUrl,
+    previews: githubApp
+      ? {
+          github: deps.backend.github,
+          refuse: (parent, sha, context, description) => githubApp.sender.postRefusal(parent, sha, context, description),
+          sweepMs: deps.config.PREVIEW_SWEEP_MS,
+          lead: () => coordination.tryLead('preview-sweeper'),
+        }
+      : undefined,
     services,
     webhooks: deps.backend.webhooks,
     webhookSecrets: deps.backend.webhookSecrets,
@@ -109,7 +137,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   extraRoutes.push(github.routes);
   publicPaths.push(github.isPublic);
-  workers.push(github.worker, github.reconciler);
+  workers.push(github.worker, github.reconciler, github.previewSweeper);
 
   // OAuth helper: providers, authenticate, wait; the callback is checked by its state, not a key.
   const oauth = createOAuth({
@@ -127,7 +155,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   publicPaths.push(isOAuthCallbackPath);
 
   // Listener agents: agent tokens, the agent protocol, the workspace's default listener.
-  const agents = listenerAgents.attach(services);
+  const agents = listenerAgents.attach(services, { repoAccess: githubApp?.repoAccess });
   extraRoutes.push(agents.routes);
   publicPaths.push(agents.isPublic);
   workers.push(agents.worker);

@@ -5,13 +5,16 @@ import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
 import { WebhookIntake } from './domain/webhooks/intake.ts';
 import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts';
 import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
+import { Previews, type PreviewRefusal } from './domain/webhooks/previews.ts';
 import { PushBuilds } from './domain/webhooks/push-builds.ts';
 import { Reconciler } from './domain/webhooks/reconciler.ts';
 import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
+import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
 import type { WebhookSecretStore } from './store/webhook-secrets.ts';
+import type { GithubStore } from './store/github.ts';
 import type { WebhookStore } from './store/webhooks.ts';
 
 const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
@@ -46,14 +49,21 @@ export function createGithubWebhooks(deps: {
   leadReconciler?: () => Promise<boolean>;
   /** This server process: the owner its delivery claims name. */
   processId: string;
+  /** Installation tokens for private repositories on the GitHub App's host (with App settings). */
+  repoAccess?: RepoAccess;
+  /** The GitHub App's host (`GITHUB_URL`): the reconciler reads it whatever RECONCILE_ALLOWED_HOSTS says. */
+  githubUrl?: string;
+  /** Pull-request previews (with GitHub App settings): their storage, how a refusal is told, the sweep. */
+  previews?: { github: GithubStore; refuse: PreviewRefusal; sweepMs: number; lead?: () => Promise<boolean> };
 }) {
   const { services, config } = deps;
   const { store, clock, log, pipeline } = services;
   const webhookStore = deps.webhooks;
   const builds = new PushBuilds({ store, pipeline, clock, log });
+  const previews = deps.previews ? new Previews({ store, deployments: services.deployments, builds, github: deps.previews.github, clock, log, refuse: deps.previews.refuse }) : undefined;
   const worker = new DeliveryWorker({
     webhookStore,
-    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore, repos: services.installationRepos }),
+    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore, repos: services.installationRepos, previews }),
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
@@ -84,7 +94,8 @@ export function createGithubWebhooks(deps: {
     webhookStore,
     builds,
     readHead: deps.readHead ?? lsRemoteBranchHead({ timeoutMs: config.RECONCILE_TIMEOUT_MS, allowFile: config.ALLOW_FILE_REPO_URLS }),
-    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS },
+    policy: { allowedHosts: config.RECONCILE_ALLOWED_HOSTS, allowFileUrls: config.ALLOW_FILE_REPO_URLS, githubUrl: deps.githubUrl },
+    repoAccess: deps.repoAccess,
     concurrency: config.RECONCILE_CONCURRENCY,
     clock,
     log,
@@ -95,8 +106,31 @@ export function createGithubWebhooks(deps: {
   return {
     worker,
     reconciler,
+    /** Tears down idle previews and those of deleted parents (nothing to do without previews). */
+    previewSweeper: previewSweeper(previews, deps.previews, log),
     routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
     /** Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one. */
     isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/` || WORKSPACE_DELIVERY.test(path),
+  };
+}
+
+/** Runs the preview sweep every `sweepMs` in the process that leads it. */
+function previewSweeper(previews: Previews | undefined, settings: { sweepMs: number; lead?: () => Promise<boolean> } | undefined, log: Services['log']) {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    start() {
+      if (!previews || !settings) return;
+      timer = setInterval(() => {
+        void (async () => {
+          if (settings.lead && !(await settings.lead())) return;
+          const removed = await previews.sweep();
+          if (removed > 0) log.info('previews: swept previews', { removed });
+        })().catch((error: unknown) => log.warn('previews: the sweep failed; it runs again later', { error: String(error) }));
+      }, settings.sweepMs);
+      timer.unref();
+    },
+    stop() {
+      clearInterval(timer);
+    },
   };
 }

@@ -7,6 +7,7 @@ import { LogCaps } from './domain/log-caps.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import type { RouteContext } from './http/env.ts';
+import type { RepoAccess } from './github/repo-access.ts';
 import type { Logger } from './logger.ts';
 import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
@@ -27,7 +28,8 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
   const plane = new AgentDataPlane({ agents, wake, clock: deps.clock, log: deps.log, leaseMs: deps.config.AGENT_LEASE_MS, coordination: deps.coordination });
   return {
     plane,
-    attach(services: Services) {
+    /** `repoAccess`: installation tokens for private repositories, handed over inside claimed work (with App settings). */
+    attach(services: Services, options: { repoAccess?: RepoAccess } = {}) {
       const { store, clock, pipeline } = services;
       const logCaps = new LogCaps({
         revisionMaxLines: deps.config.LOG_REVISION_MAX_LINES,
@@ -35,7 +37,7 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
         tokenLinesPerSecond: deps.config.LOG_TOKEN_LINES_PER_SECOND,
         tokenBytesPerSecond: deps.config.LOG_TOKEN_BYTES_PER_SECOND,
       });
-      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads, logCaps });
+      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads, logCaps, repoAccess: options.repoAccess });
       // A revoke ends the token's polls and claims here, then in every other process before it
       // answers (acknowledged, as an API key's revoke): a poll held elsewhere gets no more work.
       const endToken = (tokenId: string) =>

@@ -22,7 +22,7 @@ export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES' | 'PIPELINE_LEASE_MS'>;
+  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES' | 'PIPELINE_LEASE_MS'> & Partial<Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_URL'>>;
   /** This server process among those sharing the database: what its leases on work name. */
   processId: string;
   /** Uploaded source tarballs of `internal_source` deployments. */
@@ -72,6 +72,7 @@ export function createServices(deps: ServiceDeps) {
       pipeline,
       deploymentDomain: deps.config.DEPLOYMENT_DOMAIN,
       allowFileRepoUrls: deps.config.ALLOW_FILE_REPO_URLS,
+      githubUrl: deps.config.GITHUB_URL,
       tarballUploaded: (deploymentId, objectPath) => deps.uploads.isUploaded(deploymentId, objectPath),
     }),
     uploads: deps.uploads,
@@ -79,7 +80,7 @@ export function createServices(deps: ServiceDeps) {
     registry: { REGISTRY_URL: deps.config.REGISTRY_URL, REGISTRY_PUSH_TOKEN: deps.config.REGISTRY_PUSH_TOKEN },
     revisions: new Revisions({ store, watch }),
     listeners: new Listeners({ store, clock }),
-    integrations: new Integrations({ store, clock }),
+    integrations: new Integrations({ store, clock, provenLinksOnly: deps.config.GITHUB_APP_ID !== undefined }),
     tracingProjects: new TracingProjects({ store }),
   };
 }

@@ -1,3 +1,4 @@
+import { repositoryOnHost } from '../github/app-settings.ts';
 import {
   isTagRef,
   revisionConfig,
@@ -24,13 +25,15 @@ export type DeploymentsDeps = {
   pipeline: Pipeline;
   deploymentDomain: string;
   allowFileRepoUrls: boolean;
+  /** `GITHUB_URL`: the one host whose repositories may be named over http:// (when it is http:// itself). */
+  githubUrl?: string;
   /** Whether `objectPath` is a completed upload of this deployment (`POST …/upload-url`, then `PUT`). */
   tarballUploaded: (deploymentId: string, objectPath: string) => Promise<boolean>;
 };
 
 /** Fields a source takes in `source_config` (the seed's "Applies to" column, and the hosted API's two sources). */
 const SOURCE_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<keyof SourceConfig>> = {
-  github: new Set(['integration_id', 'repo_url', 'deployment_type', 'build_on_push', 'install_command', 'build_command']),
+  github: new Set(['integration_id', 'repo_url', 'deployment_type', 'build_on_push', 'install_command', 'build_command', 'preview']),
   external_docker: new Set(['listener_id', 'listener_config', 'resource_spec', 'custom_url']),
   internal_source: new Set(['deployment_type', 'install_command', 'build_command', 'resource_spec']),
   internal_docker: new Set(['deployment_type', 'resource_spec']),
@@ -49,11 +52,28 @@ const IMMUTABLE_SOURCE_CONFIG_FIELDS = ['integration_id', 'repo_url', 'deploymen
 /** The deployment as the API shows it: secret values masked, both names of the graph config path. */
 export function publicDeployment(deployment: DeploymentRecord): Deployment {
   const { delete_tracing_project: _internal, ...shown } = deployment;
+  const previewOf = previewOfDeployment(deployment);
+  if (previewOf) {
+    // Kept inside the stored source_config (no column of its own); shown as the deployment's own fields.
+    const { preview_of: _kept, ...sourceConfig } = deployment.source_config as StoredSourceConfig;
+    shown.source_config = sourceConfig;
+    shown.parent_deployment_id = previewOf.parent_deployment_id;
+    shown.pull_request = previewOf.pull_request;
+  }
   return {
     ...shown,
     source_revision_config: revisionConfig(deployment.source_revision_config),
     secrets: deployment.secrets.map((secret) => ({ name: secret.name, value: MASKED_SECRET_VALUE })),
   };
+}
+
+/** A pull-request preview's parent and number, as its stored `source_config` keeps them. */
+export type PreviewOf = { parent_deployment_id: string; pull_request: number };
+type StoredSourceConfig = SourceConfig & { preview_of?: PreviewOf };
+
+/** The parent and pull request of a preview deployment; null for any other deployment. */
+export function previewOfDeployment(deployment: Pick<DeploymentRecord, 'source_config'>): PreviewOf | null {
+  return (deployment.source_config as StoredSourceConfig).preview_of ?? null;
 }
 
 export class Deployments {
@@ -63,7 +83,11 @@ export class Deployments {
     this.#deps = deps;
   }
 
-  async create(tenantId: string, body: DeploymentCreate): Promise<DeploymentRecord> {
+  /**
+   * `previewOf`: the deployment is a pull-request preview of that parent, its first revision built
+   * from `commitSha` (both given by the preview service only).
+   */
+  async create(tenantId: string, body: DeploymentCreate, options: { previewOf?: PreviewOf; commitSha?: string } = {}): Promise<DeploymentRecord> {
     const { store, clock, pipeline } = this.#deps;
     const now = clock.now();
     const id = crypto.randomUUID();
@@ -97,6 +121,12 @@ export class Deployments {
           { loc: ['body', 'source_config', 'repo_url'], msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)', type: 'value_error' },
         ]);
       }
+      if (body.source_config.repo_url.startsWith('http://') && !(this.#deps.githubUrl?.startsWith('http://') && repositoryOnHost(body.source_config.repo_url, this.#deps.githubUrl))) {
+        // Plain http would send tokens and code in clear: only an internal GitHub configured as http is read so.
+        throw new ValidationFailed([
+          { loc: ['body', 'source_config', 'repo_url'], msg: 'http:// repository URLs are accepted only on GITHUB_URL when it is http://; use https://', type: 'value_error' },
+        ]);
+      }
       const integration = await store.getIntegration(tenantId, body.source_config.integration_id);
       if (!integration) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
       sourceConfig = {
@@ -108,8 +138,11 @@ export class Deployments {
         install_command: body.source_config.install_command ?? null,
         build_command: body.source_config.build_command ?? null,
         custom_url: serverUrl(),
+        // Only when set: the stored JSON of every other deployment stays as it was.
+        ...(body.source_config.preview ? { preview: body.source_config.preview } : {}),
+        ...(options.previewOf ? { preview_of: options.previewOf } : {}),
       };
-      config = revisionConfig({ repo_ref: body.source_revision_config.repo_ref, graph_config_path: body.source_revision_config.graph_config_path });
+      config = revisionConfig({ repo_ref: body.source_revision_config.repo_ref, graph_config_path: body.source_revision_config.graph_config_path, repo_commit_sha: options.commitSha ?? null });
     } else {
       const listener = await store.getListener(tenantId, body.source_config.listener_id);
       if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
@@ -338,6 +371,7 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch | Rev
     install_command: sourceConfig.install_command ?? current.source_config.install_command,
     build_command: sourceConfig.build_command ?? current.source_config.build_command,
     resource_spec: sourceConfig.resource_spec ?? current.source_config.resource_spec,
+    ...(sourceConfig.preview ? { preview: sourceConfig.preview } : {}),
   };
   const stored = current.source_revision_config;
   const nextRevisionConfig = revisionConfig({

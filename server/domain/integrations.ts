@@ -1,17 +1,24 @@
 import type { GithubIntegration, GithubIntegrationCreate } from '../../shared/schemas/integration.ts';
 import type { Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
-import { NotFound } from './errors.ts';
+import { BadRequest, NotFound } from './errors.ts';
 
 /** GitHub App installations linked to a workspace. */
 export class Integrations {
-  private readonly deps: { store: Store; clock: Clock };
+  private readonly deps: { store: Store; clock: Clock; provenLinksOnly?: boolean };
 
-  constructor(deps: { store: Store; clock: Clock }) {
+  /** `provenLinksOnly`: the server has GitHub App settings, so an installation is linked only through the setup URL. */
+  constructor(deps: { store: Store; clock: Clock; provenLinksOnly?: boolean }) {
     this.deps = deps;
   }
 
   async create(tenantId: string, body: GithubIntegrationCreate): Promise<GithubIntegration> {
+    if (this.deps.provenLinksOnly) {
+      // A bare id proves nothing: whoever typed it would see the installation's deliveries and repositories.
+      throw new BadRequest(
+        'This server links GitHub installations only when their owner proves them: POST /v1/integrations/github/install-url and open the url it answers.',
+      );
+    }
     const integration = { id: crypto.randomUUID(), installation_id: body.installation_id, name: body.name };
     await this.deps.store.createIntegration({ ...integration, tenant_id: tenantId, suspended: false, created_at: this.deps.clock.now() });
     return integration;

@@ -2,9 +2,13 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gitTokenEnv } from '../../shared/git-auth.ts';
 
-/** Reads a branch head from a remote; null when the branch does not exist there. */
-export type BranchHeadReader = (repoUrl: string, branch: string) => Promise<string | null>;
+/**
+ * Reads a branch head from a remote; null when the branch does not exist there. `token`: an
+ * installation token for a private repository on the GitHub App's host.
+ */
+export type BranchHeadReader = (repoUrl: string, branch: string, token?: string) => Promise<string | null>;
 
 /** More than any ls-remote of one ref answers; a remote that sends more is cut off. */
 const OUTPUT_LIMIT = 1024 * 1024;
@@ -40,22 +44,24 @@ function killAllOnExit(): void {
  */
 export function lsRemoteBranchHead(options: { timeoutMs?: number; allowFile?: boolean } = {}): BranchHeadReader {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  return async (repoUrl, branch) => {
+  return async (repoUrl, branch, token) => {
     const home = await mkdtemp(join(tmpdir(), 'cp-git-home-'));
     try {
-      return await run(repoUrl, branch, home, timeoutMs, options.allowFile ?? false);
+      return await run(repoUrl, branch, home, timeoutMs, options.allowFile ?? false, token);
     } finally {
       await rm(home, { recursive: true, force: true });
     }
   };
 }
 
-function run(repoUrl: string, branch: string, home: string, timeoutMs: number, allowFile: boolean): Promise<string | null> {
+function run(repoUrl: string, branch: string, home: string, timeoutMs: number, allowFile: boolean, token: string | undefined): Promise<string | null> {
   const args = [
     '-c', 'credential.helper=',
     '-c', 'protocol.allow=never',
     '-c', 'protocol.https.allow=always',
     ...(allowFile ? ['-c', 'protocol.file.allow=always'] : []),
+    // Plain http only reaches the GitHub App's own host when GITHUB_URL is http (remote-policy.ts decides).
+    ...(repoUrl.startsWith('http://') ? ['-c', 'protocol.http.allow=always'] : []),
     '-c', 'http.followRedirects=false',
     'ls-remote', '--', repoUrl, `refs/heads/${branch}`,
   ];
@@ -64,7 +70,8 @@ function run(repoUrl: string, branch: string, home: string, timeoutMs: number, a
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     // Only what git needs: none of the server's secrets (ENCRYPTION_KEY, webhook secrets) or its HOME.
-    env: {
+    // A token goes to git through its environment only (never argv, where `ps` shows it).
+    env: withToken(repoUrl, token, {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: home,
       XDG_CONFIG_HOME: home,
@@ -73,7 +80,7 @@ function run(repoUrl: string, branch: string, home: string, timeoutMs: number, a
       GIT_TERMINAL_PROMPT: '0',
       GIT_PROTOCOL_FROM_USER: '0',
       GIT_SSH_COMMAND: 'ssh -F /dev/null -o IdentitiesOnly=yes -i /dev/null -o BatchMode=yes',
-    },
+    }),
   });
   killAllOnExit();
   const pgid = child.pid;
@@ -118,4 +125,8 @@ function run(repoUrl: string, branch: string, home: string, timeoutMs: number, a
       resolve(sha && /^[0-9a-f]{40,64}$/.test(sha) ? sha : null);
     });
   });
+}
+
+function withToken(repoUrl: string, token: string | undefined, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return token ? gitTokenEnv(env, repoUrl, token) : env;
 }

@@ -1,8 +1,12 @@
+import { cloneUrlOf, repositoryOnHost } from '../github/app-settings.ts';
+
 /** What the reconciler may contact: settings `RECONCILE_ALLOWED_HOSTS` and `ALLOW_FILE_REPO_URLS`. */
 export type RemotePolicy = {
   /** `host` (its https port, 443) or `host:port`, lower case. */
   allowedHosts: string[];
   allowFileUrls: boolean;
+  /** The GitHub App's host (`GITHUB_URL`) when App settings are set: always contacted, with its own scheme. */
+  githubUrl?: string;
 };
 
 /** The URL git is given for a `repo_url`, or why it is not contacted at all. */
@@ -19,6 +23,9 @@ const SCP_FORM = /^[^@\s/]+@([^:\s/]+):(.+)$/;
  */
 export function reconcileTarget(repoUrl: string, policy: RemotePolicy): RemoteTarget {
   const trimmed = repoUrl.trim();
+  // The App's own GitHub (an Enterprise Server over http included) is the operator's choice, not a tenant's.
+  const onGithub = policy.githubUrl ? repositoryOnHost(trimmed, policy.githubUrl) : null;
+  if (onGithub) return { ok: true, url: cloneUrlOf(onGithub, policy.githubUrl!, trimmed), file: false };
   if (trimmed.startsWith('file://')) {
     return policy.allowFileUrls ? { ok: true, url: trimmed, file: true } : { ok: false, reason: 'file:// repository URLs are not allowed on this server (ALLOW_FILE_REPO_URLS)' };
   }

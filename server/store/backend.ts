@@ -3,6 +3,7 @@ import type { Logger } from '../logger.ts';
 import type { AgentStore } from './agents.ts';
 import type { Coordination } from './coordination.ts';
 import type { GithubTrustStore } from './github-trust.ts';
+import type { GithubStore } from './github.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
 import type { OAuthStore } from './oauth.ts';
 import type { StoreRules } from './rules.ts';
@@ -27,6 +28,8 @@ export interface StoreBackend {
   readonly agents: AgentStore;
   /** Keyless CI: trust entries, used ID-token `jti`s, keys minted from tokens. */
   readonly githubTrust: GithubTrustStore;
+  /** The GitHub round trip: setup states, proven installations, the status outbox. */
+  readonly github: GithubStore;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -89,4 +89,12 @@ export interface SchemaDialect {
   laterReference(table: string, name: string, column: string, target: string): string;
   /** A trigger that runs `statement` after each insert into `table` whose new row satisfies `when`. */
   afterInsertTrigger(name: string, table: string, when: string, statement: string): string;
+  /**
+   * A trigger that runs `statement` after each `event` (`INSERT`, `UPDATE OF column`) on a row of
+   * `table` for which `when` holds; `when` may read `NEW`, `OLD` and subqueries (PostgreSQL checks
+   * it inside the trigger's function, since its WHEN clause may hold no subquery).
+   */
+  afterRowTrigger(name: string, event: string, table: string, when: string, statement: string): string;
+  /** The current time as the contract's timestamp text (`2026-11-22T10:00:00.000Z`), inside a trigger. */
+  readonly nowText: string;
 }

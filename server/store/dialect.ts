@@ -30,6 +30,8 @@ export const sqliteDialect: Dialect = {
     inlineReference: (target) => ` REFERENCES ${target}`,
     laterReference: () => '',
     afterInsertTrigger: (name, table, when, statement) => `CREATE TRIGGER ${name} AFTER INSERT ON ${table} WHEN ${when}\nBEGIN\n  ${statement};\nEND;`,
+    afterRowTrigger: (name, event, table, when, statement) => `CREATE TRIGGER ${name} AFTER ${event} ON ${table} WHEN ${when}\nBEGIN\n  ${statement};\nEND;`,
+    nowText: "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
   },
 };
 
@@ -66,6 +68,10 @@ export const postgresDialect: Dialect = {
     afterInsertTrigger: (name, table, when, statement) =>
       `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  ${statement};\n  RETURN NULL;\nEND;\n$$;\n` +
       `CREATE TRIGGER ${name} AFTER INSERT ON ${table} FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION ${name}();`,
+    afterRowTrigger: (name, event, table, when, statement) =>
+      `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  IF ${when} THEN\n    ${statement};\n  END IF;\n  RETURN NULL;\nEND;\n$$;\n` +
+      `CREATE TRIGGER ${name} AFTER ${event} ON ${table} FOR EACH ROW EXECUTE FUNCTION ${name}();`,
+    nowText: `to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
   },
 };
 

@@ -2,6 +2,7 @@ import { SqlAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
 import { SqlGithubTrustStore } from './github-trust.ts';
+import { SqlGithubStore } from './github.ts';
 import { SqlInstallationRepoStore } from './installation-repos.ts';
 import { SqlOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';
@@ -25,6 +26,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     installationRepos: new SqlInstallationRepoStore(sql),
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
+    github: new SqlGithubStore(sql),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

@@ -37,7 +37,14 @@ export type ClaimRequest = z.infer<typeof ClaimRequest>;
  * signed URL bound to the claim (`GET …/claims/{claim_id}/source`; null outside a claim, in `…/live`).
  */
 export const WorkSource = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('git'), repo_url: z.string(), ref: z.string().nullable(), commit_sha: z.string().nullable() }),
+  z.object({
+    type: z.literal('git'),
+    repo_url: z.string(),
+    ref: z.string().nullable(),
+    commit_sha: z.string().nullable(),
+    /** A read-only installation token for this one repository (a private repository on the App's GitHub): for git, through the environment only. */
+    token: z.string().nullish(),
+  }),
   z.object({ type: z.literal('tarball'), url: z.string().nullable() }),
   z.object({ type: z.literal('image'), image_uri: z.string() }),
 ]);

@@ -19,13 +19,14 @@ export type DeploymentStatus = z.infer<typeof DeploymentStatus>;
 
 /**
  * https://host/owner/repo(.git), ssh://[git@]host/…, git@host:owner/repo(.git), or file:///path (a
- * local repository; the server accepts it only with ALLOW_FILE_REPO_URLS). No credentials: a URL
+ * local repository; the server accepts it only with ALLOW_FILE_REPO_URLS). http:// only on the
+ * GitHub App's own host when GITHUB_URL is http:// (the server decides). No credentials: a URL
  * with a user and password or token would be stored, shown and logged as it is.
  */
 export const RepoUrl = z
   .string()
   .max(2048)
-  .regex(/^(https:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
+  .regex(/^(https?:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
     message: 'repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path',
   });
 
@@ -73,6 +74,24 @@ function notAllowed(field: string, source: Source, why = `is not allowed when so
     .meta({ description: `${field} ${why}` });
 }
 
+/**
+ * Pull-request previews of a `github` deployment (contract §12): a child deployment per pull
+ * request of a branch of the same repository, for every pull request or only those with `label`.
+ */
+const PreviewSettingsFields = {
+  trigger: z.enum(['pull_request', 'label']),
+  label: z.string().min(1).max(50).nullish(),
+  /** A preview with no pull-request activity for this long is torn down. */
+  idle_ttl_hours: z.number().positive().max(8760).nullish(),
+  /** Previews of this deployment at once; past it, a new one is refused with a status on the pull request. */
+  max_concurrent: z.int().min(1).max(1000).nullish(),
+};
+export const PreviewSettings = z.strictObject(PreviewSettingsFields).refine((value) => value.trigger !== 'label' || Boolean(value.label), {
+  message: 'label is required when trigger is label',
+  path: ['label'],
+});
+export type PreviewSettings = z.infer<typeof PreviewSettings>;
+
 // ---------------------------------------------------------------- create (a union by `source`)
 
 const GithubSourceConfigCreate = z.strictObject({
@@ -82,6 +101,7 @@ const GithubSourceConfigCreate = z.strictObject({
   build_on_push: z.boolean().nullish(),
   install_command: Command.nullish(),
   build_command: Command.nullish(),
+  preview: PreviewSettings.nullish(),
   custom_url: notAllowed('custom_url', 'github', 'is set by the server for github deployments and is read-only'),
   resource_spec: notAllowed('resource_spec', 'github'),
   listener_id: notAllowed('listener_id', 'github'),
@@ -251,6 +271,7 @@ export const SourceConfigPatch = z.strictObject({
   listener_config: ListenerConfig.nullish(),
   install_command: Command.nullish(),
   build_command: Command.nullish(),
+  preview: PreviewSettings.nullish(),
 });
 export type SourceConfigPatch = z.infer<typeof SourceConfigPatch>;
 
@@ -340,6 +361,8 @@ export const SourceConfig = z.object({
   listener_config: ListenerConfig.nullable(),
   install_command: z.string().nullable(),
   build_command: z.string().nullable(),
+  /** `github` deployments with pull-request previews only (absent otherwise). */
+  preview: z.object(PreviewSettingsFields).nullish(),
 });
 export type SourceConfig = z.infer<typeof SourceConfig>;
 
@@ -385,6 +408,9 @@ export const Deployment = z.object({
   latest_revision_id: Uuid.nullable(),
   active_revision_id: Uuid.nullable(),
   image_version: z.string().nullable(),
+  /** A pull-request preview: the deployment it previews, and the pull request's number (absent otherwise). */
+  parent_deployment_id: Uuid.nullish(),
+  pull_request: z.int().nullish(),
 });
 export type Deployment = z.infer<typeof Deployment>;
 

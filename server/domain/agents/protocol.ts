@@ -2,6 +2,7 @@ import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { Readable } from 'node:stream';
+import type { RepoAccess } from '../../github/repo-access.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
@@ -38,6 +39,8 @@ export type AgentProtocolDeps = {
   uploads: Uploads;
   /** What an agent may write to the log: per revision, per token and second. */
   logCaps: LogCaps;
+  /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
+  repoAccess?: RepoAccess;
 };
 
 /**
@@ -251,7 +254,13 @@ export class AgentProtocol {
     if (!revision) return null;
     // The tarball's fetch URL is bound to this claim: it stops working when the claim ends.
     const sourceUrl = this.#deps.uploads.fetchUrl(sourcePath(claim.listener_id, claim.claim_id), sourceSubject(claim.listener_id, claim.claim_id));
-    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: workRevision(revision, deployment, sourceUrl) };
+    const work = workRevision(revision, deployment, sourceUrl);
+    if (work.source.type === 'git' && this.#deps.repoAccess) {
+      // Minted for this claim and handed over only inside it: the agent gives it to git and nothing else.
+      const credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, { deployment_id: deployment.id, revision_id: revision.id });
+      if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
+    }
+    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: work };
   }
 
   #leaseFrom(now: string): string {

@@ -3,6 +3,7 @@ import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../stor
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { deploymentSkip, pushFacts, pushProblem, pushWideSkip, type PushPayload } from './match-push.ts';
+import type { Previews, PullRequestPayload } from './previews.ts';
 import type { PushBuilds } from './push-builds.ts';
 
 type InstallationPayload = EmitterWebhookEvent<'installation'>['payload'];
@@ -18,9 +19,10 @@ export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; re
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder };
+  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder; previews?: Previews };
 
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder }) {
+  /** `previews`: pull-request previews (with GitHub App settings); without it `pull_request` events are ignored. */
+  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder; previews?: Previews }) {
     this.#deps = deps;
   }
 
@@ -37,6 +39,7 @@ export class DeliveryProcessor {
     // for an installation: a workspace's repository webhook could otherwise add repositories to one it does not own.
     if (workspaceId === null) await this.#deps.repos?.recordFromDelivery(event, payload);
     if (event === 'push') return this.#push(payload as PushPayload, workspaceId);
+    if (event === 'pull_request' && this.#deps.previews) return this.#pullRequest(payload as PullRequestPayload, workspaceId);
     if (event === 'installation') {
       // A workspace's secret proves only that the workspace sent it: it must not unlink or suspend anyone's integrations.
       if (workspaceId !== null) {
@@ -110,6 +113,17 @@ export class DeliveryProcessor {
       }
     }
     return { outcome: 'push', reason: wide, results };
+  }
+
+  /** Pull-request previews, for the same workspaces a push would be addressed to. */
+  async #pullRequest(payload: PullRequestPayload, workspaceId: string | null): Promise<ProcessOutcome> {
+    const installationId = payload.installation?.id;
+    let addressed: Set<string>;
+    if (workspaceId !== null) addressed = new Set([workspaceId]);
+    else if (typeof installationId === 'number') addressed = new Set(await this.#deps.installations.tenantsOfInstallation(installationId));
+    else return { outcome: 'ignored', reason: "Signed with the GitHub App's secret but names no installation: it is addressed to no workspace.", results: [] };
+    const { reason, results } = await this.#deps.previews!.handle(payload, addressed);
+    return { outcome: 'push', reason, results };
   }
 
   async #installation(payload: InstallationPayload): Promise<ProcessOutcome> {

@@ -1,5 +1,7 @@
 import type { BranchHeadReader } from '../../git/ls-remote.ts';
 import { reconcileTarget, type RemotePolicy } from '../../git/remote-policy.ts';
+import { repositoryOnHost } from '../../github/app-settings.ts';
+import type { RepoAccess } from '../../github/repo-access.ts';
 import type { Logger } from '../../logger.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { WebhookStore } from '../../store/webhooks.ts';
@@ -25,10 +27,15 @@ export type ReconcilerDeps = {
    * database (a PostgreSQL advisory lock; always true on SQLite). Absent: always.
    */
   lead?: () => Promise<boolean>;
+  /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
+  repoAccess?: RepoAccess;
 };
 
-/** One `git ls-remote`: a repository URL and branch, and the deployments that track it. */
-type WorkItem = { key: string; tenantId: string; url: string; branch: string; deployments: DeploymentRecord[] };
+/**
+ * One `git ls-remote`: a repository URL and branch, and the deployments that track it.
+ * `integrationId`: read with that integration's installation token (a repository on the App's host).
+ */
+type WorkItem = { key: string; tenantId: string; url: string; branch: string; integrationId: string | null; deployments: DeploymentRecord[] };
 
 /**
  * Webhooks are a hint, not a guarantee: every `intervalMs` this compares the head of each
@@ -153,7 +160,10 @@ export class Reconciler {
       if (!branch || !repoUrl) continue;
       const integration = deployment.source_config.integration_id ? await store.getIntegrationById(deployment.source_config.integration_id) : null;
       if (integrationBlock(deployment, integration)) continue;
-      const key = `${repoUrl}\n${branch}`;
+      // A private repository's head is read with, and shared only among, deployments of one
+      // integration: another workspace naming the same URL learns nothing through this read.
+      const withToken = this.#deps.repoAccess && policy.githubUrl && repositoryOnHost(repoUrl, policy.githubUrl) ? deployment.source_config.integration_id : null;
+      const key = withToken ? `${repoUrl}\n${branch}\n${withToken}` : `${repoUrl}\n${branch}`;
       if (this.#inFlight.has(key)) continue;
       const existing = byKey.get(key);
       if (existing) {
@@ -168,7 +178,7 @@ export class Reconciler {
         this.#refusedReported.add(key);
         continue;
       }
-      byKey.set(key, { key, tenantId: deployment.tenant_id, url: target.url, branch, deployments: [deployment] });
+      byKey.set(key, { key, tenantId: deployment.tenant_id, url: target.url, branch, integrationId: withToken, deployments: [deployment] });
     }
     // Round robin over workspaces: each one's first repository comes before anyone's second.
     const byTenant = new Map<string, WorkItem[]>();
@@ -209,7 +219,8 @@ export class Reconciler {
     const readAt = clock.now();
     let head: string | null;
     try {
-      head = await readHead(item.url, item.branch);
+      const credentials = item.integrationId ? await this.#deps.repoAccess!.credentials(item.url, item.integrationId) : null;
+      head = credentials ? await readHead(credentials.url, item.branch, credentials.token) : await readHead(item.url, item.branch);
     } catch (error) {
       log.warn('reconciler: could not read the branch head', { deployment_ids: item.deployments.map((d) => d.id), repo_url: item.url, branch: item.branch, error: String(error) });
       return 0;

@@ -15,6 +15,7 @@ import queuedRevisionsIndex from './013_queued_revisions_index.ts';
 import indexesOneHistoryHad from './014_indexes_one_history_had.ts';
 import githubOidc from './015_github_oidc.ts';
 import uploadReservationsLogCaps from './016_upload_reservations_log_caps.ts';
+import githubRoundTrip from './017_github_round_trip.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -42,6 +43,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 14, name: 'indexes_one_history_had', sql: indexesOneHistoryHad },
   { version: 15, name: 'github_oidc', sql: githubOidc },
   { version: 16, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
+  { version: 17, name: 'github_round_trip', sql: githubRoundTrip },
 ];
 
 /**

@@ -4,6 +4,7 @@ import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts'
 import { SqlAgentStore } from '../agents.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
+import { SqlGithubStore } from '../github.ts';
 import { SqlInstallationRepoStore } from '../installation-repos.ts';
 import { SqlOAuthStore } from '../oauth.ts';
 import { SqlUploadStore } from '../uploads.ts';
@@ -33,6 +34,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     installationRepos: new SqlInstallationRepoStore(db),
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
+    github: new SqlGithubStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),

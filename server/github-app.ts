@@ -1,0 +1,71 @@
+import type { Config } from './config.ts';
+import type { SecretBox } from './crypto/secret-box.ts';
+import type { Clock } from './domain/clock.ts';
+import { githubAppFrom } from './github/app-settings.ts';
+import { GithubApi } from './github/github-api.ts';
+import { GithubPace } from './github/github-pace.ts';
+import { InstallationLinks } from './github/installation-links.ts';
+import { InstallationTokens } from './github/installation-tokens.ts';
+import { RepoAccess } from './github/repo-access.ts';
+import { GithubStatusSender } from './github/status-sender.ts';
+import type { RouteContext } from './http/env.ts';
+import type { Logger } from './logger.ts';
+import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
+import type { GithubStore } from './store/github.ts';
+import type { Store } from './store/types.ts';
+
+type GithubAppConfig = Pick<
+  Config,
+  'GITHUB_APP_ID' | 'GITHUB_APP_PRIVATE_KEY' | 'GITHUB_APP_PRIVATE_KEY_FILE' | 'GITHUB_APP_SLUG' | 'GITHUB_APP_CLIENT_ID' | 'GITHUB_APP_CLIENT_SECRET' | 'GITHUB_URL' | 'GITHUB_API_URL' | 'GITHUB_WRITES_PER_MINUTE'
+>;
+
+/**
+ * The GitHub App side of the round trip (contract §12), or null without App settings: the server
+ * then works as it did without them (public repositories, no status back) and says so once.
+ */
+export function createGithubApp(deps: {
+  config: GithubAppConfig;
+  store: Store;
+  github: GithubStore;
+  secretBox: SecretBox;
+  clock: Clock;
+  log: Logger;
+  /** The address the statuses' links point at. */
+  publicUrl: () => string;
+  /** Whether this process sends the status outbox now (one process at a time on one database). */
+  leadSender?: () => Promise<boolean>;
+}) {
+  const app = githubAppFrom(deps.config);
+  if (!app) {
+    deps.log.info('github: no GitHub App configured (GITHUB_APP_ID): public repositories only, no status back to GitHub, installations linked by id');
+    return null;
+  }
+  const now = () => Date.parse(deps.clock.now());
+  const api = new GithubApi(app, now);
+  const tokens = new InstallationTokens(api, now);
+  const repoAccess = new RepoAccess({ app, store: deps.store, tokens, proven: async (integration) => (await deps.github.accountOf(integration.id)) !== null, log: deps.log });
+  const links = new InstallationLinks({ api, store: deps.github, clock: deps.clock, log: deps.log, signingKey: deps.secretBox.deriveKey('github-setup-state') });
+  const sender = new GithubStatusSender({
+    app,
+    api,
+    tokens,
+    store: deps.store,
+    github: deps.github,
+    pace: new GithubPace(deps.config.GITHUB_WRITES_PER_MINUTE, now),
+    clock: deps.clock,
+    log: deps.log,
+    publicUrl: deps.publicUrl,
+    lead: deps.leadSender,
+  });
+  deps.log.info('github: GitHub App configured', { app_id: app.appId, github_url: app.webUrl, api_url: app.apiUrl, proves_installations: app.client !== null && app.slug !== null });
+  return {
+    app,
+    api,
+    tokens,
+    repoAccess,
+    /** Sends revision changes to GitHub as deployments and commit statuses. */
+    sender,
+    routes: (ctx: RouteContext) => githubSetupRoutes(ctx, links),
+    isPublic: (path: string) => path === GITHUB_SETUP_PATH,
+  };
+}

@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import type { Config } from '../config.ts';
+import { StartupError } from '../startup-errors.ts';
+
+/** The GitHub App this server acts as (contract §12), read once at start. */
+export type GithubApp = {
+  appId: string;
+  privateKey: KeyObject;
+  /** Its install page's name; null: no install URL can be made (linking falls back to nothing). */
+  slug: string | null;
+  /** The App's OAuth client (user authorization during installation); null: installations cannot be proven. */
+  client: { id: string; secret: string } | null;
+  /** GitHub's web and git host, without a trailing slash. */
+  webUrl: string;
+  /** GitHub's REST API, without a trailing slash. */
+  apiUrl: string;
+};
+
+/**
+ * The App settings, or null when none are set (public repositories only, no status back). A key
+ * that is not an RSA private key stops the start with a sentence, not at the first build.
+ */
+export function githubAppFrom(config: Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_APP_PRIVATE_KEY' | 'GITHUB_APP_PRIVATE_KEY_FILE' | 'GITHUB_APP_SLUG' | 'GITHUB_APP_CLIENT_ID' | 'GITHUB_APP_CLIENT_SECRET' | 'GITHUB_URL' | 'GITHUB_API_URL'>): GithubApp | null {
+  if (config.GITHUB_APP_ID === undefined) return null;
+  let pem = config.GITHUB_APP_PRIVATE_KEY;
+  if (pem === undefined && config.GITHUB_APP_PRIVATE_KEY_FILE !== undefined) {
+    try {
+      pem = readFileSync(config.GITHUB_APP_PRIVATE_KEY_FILE, 'utf8');
+    } catch (error) {
+      throw new StartupError(`GITHUB_APP_PRIVATE_KEY_FILE cannot be read: ${(error as Error).message}`);
+    }
+  }
+  let privateKey: KeyObject;
+  try {
+    // Environment variables often carry a PEM with literal \n: both forms are accepted.
+    privateKey = createPrivateKey(pem!.includes('\\n') ? pem!.replace(/\\n/g, '\n') : pem!);
+  } catch {
+    throw new StartupError('GITHUB_APP_PRIVATE_KEY is not a PEM private key (download one from the App\'s settings page).');
+  }
+  if (privateKey.asymmetricKeyType !== 'rsa') throw new StartupError('GITHUB_APP_PRIVATE_KEY must be an RSA key: GitHub signs App JWTs with RS256.');
+  const client = config.GITHUB_APP_CLIENT_ID && config.GITHUB_APP_CLIENT_SECRET ? { id: config.GITHUB_APP_CLIENT_ID, secret: config.GITHUB_APP_CLIENT_SECRET } : null;
+  return { appId: config.GITHUB_APP_ID, privateKey, slug: config.GITHUB_APP_SLUG ?? null, client, webUrl: config.GITHUB_URL, apiUrl: config.GITHUB_API_URL };
+}
+
+/** A repository on the App's GitHub host: its owner and name, or null for a URL elsewhere. */
+export type GithubRepository = { owner: string; name: string };
+
+/**
+ * The owner and name of `repoUrl` when it is on `webUrl`'s host (https, ssh or scp forms; http
+ * only when GitHub itself is reached over http): the repositories an installation token can open.
+ */
+export function repositoryOnHost(repoUrl: string, webUrl: string): GithubRepository | null {
+  const host = new URL(webUrl);
+  const trimmed = repoUrl.trim();
+  let hostname: string;
+  let port = '';
+  let path: string;
+  const scp = /^[^@\s/]+@([^:\s/]+):(.+)$/.exec(trimmed);
+  if (scp && !trimmed.includes('://')) {
+    hostname = scp[1]!;
+    path = scp[2]!;
+  } else {
+    let parsed: URL;
+    try {
+      parsed = new URL(trimmed);
+    } catch {
+      return null;
+    }
+    if (parsed.protocol === 'ssh:') {
+      hostname = parsed.hostname;
+    } else if (parsed.protocol === 'https:' || (parsed.protocol === 'http:' && host.protocol === 'http:')) {
+      if (parsed.protocol !== host.protocol) return null;
+      hostname = parsed.hostname;
+      port = parsed.port;
+    } else {
+      return null;
+    }
+    path = parsed.pathname;
+  }
+  if (hostname.toLowerCase() !== host.hostname.toLowerCase() || (port !== '' && port !== host.port)) return null;
+  const parts = path.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/i, '').split('/');
+  // GitHub Enterprise Server may live under a path prefix: the repository is the last two segments.
+  const prefix = host.pathname.replace(/^\/+|\/+$/g, '');
+  const rest = prefix && parts.slice(0, prefix.split('/').length).join('/') === prefix ? parts.slice(prefix.split('/').length) : parts;
+  if (rest.length !== 2 || !rest.every((p) => /^[A-Za-z0-9_.-]+$/.test(p))) return null;
+  return { owner: rest[0]!, name: rest[1]! };
+}
+
+/**
+ * The https (or http) URL git fetches a repository on the App's host from: the one a token opens.
+ * A `repo_url` already in that form is kept as given (the server answers it as the user named
+ * it); an ssh or scp form becomes `GITHUB_URL/<owner>/<name>.git`.
+ */
+export function cloneUrlOf(repository: GithubRepository, webUrl: string, repoUrl?: string): string {
+  const given = repoUrl?.trim().replace(/\/+$/, '');
+  if (given && given.startsWith(`${new URL(webUrl).protocol}//`)) return given;
+  return `${webUrl}/${repository.owner}/${repository.name}.git`;
+}

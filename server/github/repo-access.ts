@@ -1,0 +1,55 @@
+import type { Logger } from '../logger.ts';
+import type { IntegrationRecord, Store } from '../store/types.ts';
+import { cloneUrlOf, repositoryOnHost, type GithubApp } from './app-settings.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
+
+/** How git reaches a private repository: the URL the token opens and the token. */
+export type RepoCredentials = { url: string; token: string };
+
+export type RepoAccessDeps = {
+  app: GithubApp;
+  store: Pick<Store, 'getIntegrationById'>;
+  tokens: InstallationTokens;
+  /** Whether the integration's installation was proven to be its workspace's (the setup-URL flow). */
+  proven: (integration: IntegrationRecord) => Promise<boolean>;
+  log: Logger;
+};
+
+/**
+ * Decides whether a deployment's repository is read with an installation token: only a repository
+ * on the App's GitHub host, through the deployment's own integration, whose installation was
+ * proven to belong to the workspace (a bare `installation_id` someone typed opens nothing) and is
+ * not suspended. Anything else is read as before, without credentials.
+ */
+export class RepoAccess {
+  readonly #deps: RepoAccessDeps;
+
+  constructor(deps: RepoAccessDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Credentials for `repoUrl` through `integrationId`, or null when it is read without any. A
+   * GitHub that cannot mint one is logged (never the token) and answers null: a public repository
+   * still builds, a private one fails with git's own message.
+   */
+  async credentials(repoUrl: string | null, integrationId: string | null, context: Record<string, unknown> = {}): Promise<RepoCredentials | null> {
+    const { app, store, tokens, proven, log } = this.#deps;
+    if (!repoUrl || !integrationId) return null;
+    const repository = repositoryOnHost(repoUrl, app.webUrl);
+    if (!repository) return null;
+    const integration = await store.getIntegrationById(integrationId);
+    if (!integration || integration.suspended || !(await proven(integration))) return null;
+    try {
+      return { url: cloneUrlOf(repository, app.webUrl, repoUrl), token: await tokens.forRepository(integration.installation_id, repository) };
+    } catch (error) {
+      log.warn('github: could not mint an installation token; the repository is read without one', {
+        ...context,
+        installation_id: integration.installation_id,
+        repository: `${repository.owner}/${repository.name}`,
+        error: String(error instanceof Error ? error.message : error),
+      });
+      return null;
+    }
+  }
+}

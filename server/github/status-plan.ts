@@ -1,0 +1,49 @@
+/** A GitHub deployment's states, and a commit status's. */
+export type DeploymentState = 'queued' | 'in_progress' | 'success' | 'failure' | 'error' | 'inactive';
+export type CommitState = 'pending' | 'success' | 'failure' | 'error';
+
+/** What one revision change tells GitHub: a deployment status and/or a commit status, with one sentence. */
+export type StatusPlan = { deployment: DeploymentState | null; commit: CommitState | null; description: string; replacesOthers: boolean };
+
+/** GitHub refuses a description longer than this (422), for deployment and commit statuses alike. */
+export const MAX_DESCRIPTION = 140;
+
+/**
+ * The GitHub side of a revision status (or `DELETED`: its deployment is being deleted). The
+ * stages between queued and the end are all `in_progress` (sent once); a commit status is
+ * `pending` from the first event to the end. `replacesOthers`: the deployment's earlier GitHub
+ * deployments become `inactive`.
+ */
+export function planFor(event: string, statusMessage: string | null): StatusPlan | null {
+  const detail = (text: string) => describe(statusMessage ? `${text}: ${statusMessage}` : text);
+  switch (event) {
+    case 'QUEUED':
+    case 'AWAITING_BUILD':
+      return { deployment: 'queued', commit: 'pending', description: 'Queued', replacesOthers: false };
+    case 'BUILDING':
+      return { deployment: 'in_progress', commit: 'pending', description: 'Building', replacesOthers: false };
+    case 'AWAITING_DEPLOY':
+    case 'DEPLOYING':
+      return { deployment: 'in_progress', commit: 'pending', description: 'Deploying', replacesOthers: false };
+    case 'DEPLOYED':
+      return { deployment: 'success', commit: 'success', description: 'Deployed', replacesOthers: true };
+    case 'CREATE_FAILED':
+    case 'BUILD_FAILED':
+      return { deployment: 'failure', commit: 'failure', description: detail('Build failed'), replacesOthers: false };
+    case 'DEPLOY_FAILED':
+      return { deployment: 'failure', commit: 'failure', description: detail('Deploy failed'), replacesOthers: false };
+    case 'INTERRUPTED':
+    case 'SKIPPED':
+      return { deployment: 'error', commit: 'error', description: 'Replaced by a newer revision before it was deployed', replacesOthers: false };
+    case 'DELETED':
+      return { deployment: 'inactive', commit: null, description: 'The deployment was deleted', replacesOthers: false };
+    default:
+      return null;
+  }
+}
+
+/** One line of at most 140 characters (GitHub's limit), cut with an ellipsis. */
+export function describe(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length <= MAX_DESCRIPTION ? line : `${line.slice(0, MAX_DESCRIPTION - 1)}…`;
+}

@@ -1,0 +1,366 @@
+import type { Clock } from '../domain/clock.ts';
+import type { Logger } from '../logger.ts';
+import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
+import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
+import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
+import { repositoryOnHost, type GithubApp, type GithubRepository } from './app-settings.ts';
+import type { GithubPace } from './github-pace.ts';
+import { GithubApiError, type GithubApi } from './github-api.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
+import { previewOfDeployment } from '../domain/deployments.ts';
+import { describe, planFor, type StatusPlan } from './status-plan.ts';
+
+/** What the sender's token may do: create deployments and statuses on the one repository. */
+const WRITE = { deployments: 'write', statuses: 'write' } as const;
+/** How long an event waits for its revision's commit to become known before it is given up. */
+const COMMIT_WAIT_MS = 15 * 60_000;
+/** Events looked at per pass (each of a different revision). */
+const BATCH = 50;
+/** Sent events are kept this long (to look into), then pruned, with expired setup states. */
+const KEEP_SENT_MS = 7 * 24 * 3_600_000;
+const PRUNE_EVERY_MS = 3_600_000;
+
+export type StatusSenderDeps = {
+  app: GithubApp;
+  api: GithubApi;
+  tokens: InstallationTokens;
+  store: Pick<Store, 'getRevisionById' | 'getDeploymentById' | 'getIntegrationById'>;
+  github: GithubStore;
+  pace: GithubPace;
+  clock: Clock;
+  log: Logger;
+  /** The control plane's public address: each status links to the revision's build log there. */
+  publicUrl: () => string;
+  /** Whether this process sends now: one process at a time on one database (always true on SQLite). */
+  lead?: () => Promise<boolean>;
+  pollMs?: number;
+};
+
+/** A call could not be made now: the event is tried again later, from the call that failed. */
+class TryLater extends Error {
+  readonly untilMs: number | null;
+  constructor(message: string, untilMs: number | null) {
+    super(message);
+    this.untilMs = untilMs;
+  }
+}
+
+/**
+ * Sends the status outbox to GitHub (contract §12). The triggers of migration 014 write one event
+ * per revision change in the very transaction of the change; this sends them in order per
+ * revision (a revision's next event waits until its earlier one is through), one process at a
+ * time, under one pace for all content-creating calls. Every (revision, call, state) accepted
+ * is recorded, so the same state is never posted twice; a call cut off by a crash is checked
+ * against GitHub's own list before it is made again. 5xx, timeouts and rate limits are retried
+ * with backoff (waiting out `Retry-After` / `x-ratelimit-reset`); a 422 "maximum number of
+ * statuses" is logged and dropped.
+ */
+export class GithubStatusSender {
+  readonly #deps: StatusSenderDeps;
+  #timer: NodeJS.Timeout | null = null;
+  #stopped = true;
+  #draining: Promise<number> | null = null;
+  #prunedAt = 0;
+
+  constructor(deps: StatusSenderDeps) {
+    this.#deps = deps;
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.#schedule(0);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#tick()
+        .catch((error: unknown) => this.#deps.log.error('github: the status outbox pass failed; it runs again', { error: String(error) }))
+        .finally(() => this.#schedule(this.#deps.pollMs ?? 500));
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#deps.lead && !(await this.#deps.lead())) return;
+    const now = Date.parse(this.#deps.clock.now());
+    if (now - this.#prunedAt > PRUNE_EVERY_MS) {
+      this.#prunedAt = now;
+      await this.#deps.github.prune(new Date(now - KEEP_SENT_MS).toISOString(), new Date(now).toISOString());
+    }
+    // Drained until nothing is due, so a burst is sent at the pace rather than a batch per poll.
+    while (!this.#stopped && (await this.drain()) > 0);
+  }
+
+  /** One pass over the due events; answers how many it finished. */
+  drain(): Promise<number> {
+    this.#draining ??= this.#drainOnce().finally(() => (this.#draining = null));
+    return this.#draining;
+  }
+
+  async #drainOnce(): Promise<number> {
+    const { github, clock } = this.#deps;
+    let finished = 0;
+    for (const event of await github.dueEvents(clock.now(), BATCH)) {
+      if (this.#stopped) break;
+      if (await this.#process(event)) finished += 1;
+    }
+    return finished;
+  }
+
+  /** Answers whether the event is through (sent, or nothing to send). */
+  async #process(event: OutboxEvent): Promise<boolean> {
+    const { github, clock, log } = this.#deps;
+    const finish = async (outcome: string) => {
+      await github.finishEvent(event.id, outcome, clock.now());
+      return true;
+    };
+    try {
+      if (event.event === 'DELETED') return finish(await this.#deleted(event));
+      const [revision, deployment] = await Promise.all([this.#deps.store.getRevisionById(event.revision_id), this.#deps.store.getDeploymentById(event.deployment_id)]);
+      if (!revision || !deployment) return finish('the revision is gone');
+      const target = await this.#target(deployment);
+      if (!target) return finish('not a repository of a proven installation on the App\'s GitHub');
+      const sha = revision.source_revision_config.repo_commit_sha;
+      if (!sha) {
+        // A revision built from a branch learns its commit once the agent checked it out.
+        if (isTerminal(revision.status as RevisionStatus) || Date.parse(clock.now()) - Date.parse(event.created_at) > COMMIT_WAIT_MS) return finish('no commit to report on');
+        await github.retryEvent(event.id, new Date(Date.parse(clock.now()) + 1000).toISOString(), 'waiting for the commit');
+        return false;
+      }
+      const plan = planFor(event.event, revision.status_message);
+      if (!plan) return finish('nothing to tell GitHub');
+      await this.#send(event, revision, deployment, target, sha, plan);
+      return finish('sent');
+    } catch (error) {
+      if (!(error instanceof TryLater)) throw error;
+      const backoff = Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2);
+      const at = Math.max(Date.parse(clock.now()) + backoff, error.untilMs ?? 0);
+      log.warn('github: a status could not be sent; it is tried again', { revision_id: event.revision_id, event: event.event, attempts: event.attempts + 1, retry_at: new Date(at).toISOString(), reason: error.message });
+      await github.retryEvent(event.id, new Date(at).toISOString(), `retry: ${error.message}`);
+      return false;
+    }
+  }
+
+  async #send(event: OutboxEvent, revision: RevisionRecord, deployment: DeploymentRecord, target: Target, sha: string, plan: StatusPlan): Promise<void> {
+    const { github, publicUrl } = this.#deps;
+    const logUrl = `${publicUrl()}/v2/deployments/${deployment.id}/revisions/${revision.id}/logs?type=build`;
+    const environmentUrl = deployment.source_config.custom_url ?? undefined;
+    if (plan.deployment) {
+      const record = await this.#ensureDeployment(event, revision, deployment, target, sha, logUrl);
+      if (record) {
+        const body = { state: plan.deployment, log_url: logUrl, description: plan.description, auto_inactive: false, ...(environmentUrl ? { environment_url: environmentUrl } : {}) };
+        await this.#call(event, revision.id, 'deployment_status', plan.deployment, target, { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body }, () =>
+          this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === plan.deployment),
+        );
+        await github.setGithubDeploymentState(revision.id, plan.deployment);
+      }
+    }
+    if (plan.commit) {
+      const context = `deploy/${deployment.name}`;
+      const body = { state: plan.commit, target_url: logUrl, description: describe(plan.description), context };
+      await this.#call(event, revision.id, 'commit_status', plan.commit, target, { method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, body }, () =>
+        this.#listed(target, `/repos/${target.path}/commits/${sha}/statuses?per_page=100`, (s) => s.context === context && s.state === plan.commit),
+      );
+    }
+    if (plan.replacesOthers) {
+      for (const other of await github.githubDeploymentsOf(deployment.id)) {
+        if (other.revision_id === revision.id || other.last_state !== 'success') continue;
+        await this.#inactive(event, other, target);
+      }
+    }
+  }
+
+  /**
+   * A commit status that says why a pull request got no preview (`max_concurrent`). Sent at once,
+   * paced, not through the outbox: the webhook delivery that asked is itself stored and retried.
+   */
+  async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
+    const target = await this.#target(parent);
+    if (!target) return;
+    await this.#paced();
+    const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
+    await this.#deps.api.request({ method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, auth: { kind: 'token', token }, body: { state: 'error', context, description: describe(description) } });
+  }
+
+  /** `DELETED`: the revision's GitHub deployment (if it has one and is not inactive yet) becomes inactive. */
+  async #deleted(event: OutboxEvent): Promise<string> {
+    const record = await this.#deps.github.githubDeployment(event.revision_id);
+    if (!record || record.last_state === 'inactive') return 'nothing to mark inactive';
+    await this.#inactive(event, record, { repository: { owner: record.owner, name: record.repo }, installationId: record.installation_id, path: `${record.owner}/${record.repo}` });
+    return 'sent';
+  }
+
+  async #inactive(event: OutboxEvent, record: GithubDeploymentRecord, target: Target): Promise<void> {
+    const body = { state: 'inactive', description: 'Replaced or deleted', log_url: record.log_url ?? '', auto_inactive: false };
+    await this.#call(event, record.revision_id, 'deployment_status', 'inactive', target, { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body }, () =>
+      this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === 'inactive'),
+    );
+    await this.#deps.github.setGithubDeploymentState(record.revision_id, 'inactive');
+  }
+
+  /** The revision's GitHub deployment, created (once) when it has none; null when GitHub refused it for good. */
+  async #ensureDeployment(event: OutboxEvent, revision: RevisionRecord, deployment: DeploymentRecord, target: Target, sha: string, logUrl: string): Promise<GithubDeploymentRecord | null> {
+    const { github, clock } = this.#deps;
+    const existing = await github.githubDeployment(revision.id);
+    if (existing) return existing;
+    if (await github.wasSent(revision.id, 'deployment', 'refused')) return null;
+    // A preview reports to the transient environment `<parent>/pr-<n>` that GitHub shows in the pull request.
+    const previewOf = previewOfDeployment(deployment);
+    const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
+    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/pr-${previewOf.pull_request}` : deployment.name;
+    const body = {
+      ref: sha,
+      task: 'deploy',
+      auto_merge: false,
+      required_contexts: [],
+      environment,
+      description: describe(`Revision ${revision.id}`),
+      transient_environment: previewOf !== null,
+      production_environment: previewOf === null && deployment.source_config.deployment_type === 'prod',
+      payload: { revision_id: revision.id, deployment_id: deployment.id },
+    };
+    let created: { id: number } | null = null;
+    const made = await this.#call(event, revision.id, 'deployment', 'created', target, { method: 'POST', path: `/repos/${target.path}/deployments`, body }, async () => {
+      // A creation cut off by a crash: find it by the revision id in its payload rather than make a second.
+      const listed = await this.#get<Array<{ id: number; payload: unknown }>>(target, `/repos/${target.path}/deployments?sha=${sha}&environment=${encodeURIComponent(environment)}&per_page=100`);
+      const found = listed.find((d) => typeof d.payload === 'object' && d.payload !== null && (d.payload as { revision_id?: unknown }).revision_id === revision.id);
+      if (found) created = { id: found.id };
+      return Boolean(found);
+    }, (answer) => (created = answer as { id: number }));
+    if (!made || !created) {
+      await github.markSent(revision.id, 'deployment', 'refused', clock.now());
+      return null;
+    }
+    const record: GithubDeploymentRecord = {
+      revision_id: revision.id,
+      deployment_id: deployment.id,
+      github_deployment_id: (created as { id: number }).id,
+      installation_id: target.installationId,
+      owner: target.repository.owner,
+      repo: target.repository.name,
+      sha,
+      environment,
+      environment_url: deployment.source_config.custom_url,
+      log_url: logUrl,
+      last_state: null,
+      created_at: clock.now(),
+    };
+    await github.recordGithubDeployment(record);
+    return record;
+  }
+
+  /**
+   * One content-creating call, unless already made: recorded before (so a crash mid-call is
+   * known) and after (so it is never made again). Answers false when GitHub refused it for good
+   * (logged; the event goes on), throws TryLater when it should be tried again.
+   */
+  async #call(
+    event: OutboxEvent,
+    revisionId: string,
+    call: string,
+    state: string,
+    target: Target,
+    request: { method: 'POST'; path: string; body: unknown },
+    alreadyThere: () => Promise<boolean>,
+    onAnswer?: (answer: unknown) => void,
+  ): Promise<boolean> {
+    const { github, clock, log } = this.#deps;
+    if (await github.wasSent(revisionId, call, state)) return true;
+    const marker = `sending ${revisionId} ${call} ${state}`;
+    if (event.outcome === marker && (await this.#safely(() => alreadyThere()))) {
+      await github.markSent(revisionId, call, state, clock.now());
+      return true;
+    }
+    await github.noteEvent(event.id, marker);
+    event.outcome = marker;
+    await this.#paced();
+    try {
+      const answer = await this.#deps.api.request({ ...request, auth: { kind: 'token', token: await this.#token(target) } });
+      onAnswer?.(answer);
+    } catch (error) {
+      if (error instanceof GithubApiError && error.status === 422 && /maximum number of statuses/i.test(error.message)) {
+        log.warn('github: GitHub keeps no more statuses for this commit and context; this one is dropped', { revision_id: revisionId, call, state, path: request.path });
+        await github.markSent(revisionId, call, state, clock.now());
+        return false;
+      }
+      this.#retryable(error, target);
+      log.error('github: GitHub refused a status; it is dropped', { revision_id: revisionId, call, state, error: (error as Error).message });
+      await github.markSent(revisionId, call, `${state}:refused`, clock.now());
+      return false;
+    }
+    await github.markSent(revisionId, call, state, clock.now());
+    return true;
+  }
+
+  /** Throws TryLater for what may pass (5xx, timeouts, rate limits, a token GitHub no longer takes); returns for a refusal for good. */
+  #retryable(error: unknown, target: Target): void {
+    if (error instanceof TryLater) throw error;
+    if (error instanceof GithubApiError) {
+      const pausedUntil = this.#deps.pace.pauseFrom(error.headers);
+      if (error.status >= 500 || error.status === 429 || pausedUntil !== null) throw new TryLater(error.message, pausedUntil);
+      if (error.status === 401) {
+        this.#deps.tokens.forget(target.installationId, target.repository, WRITE);
+        throw new TryLater(error.message, null);
+      }
+      return;
+    }
+    // Network errors and timeouts: GitHub may be back later.
+    throw new TryLater(error instanceof Error ? error.message : String(error), null);
+  }
+
+  async #safely(check: () => Promise<boolean>): Promise<boolean> {
+    try {
+      return await check();
+    } catch (error) {
+      this.#retryable(error, { repository: { owner: '', name: '' }, installationId: 0, path: '' });
+      return false;
+    }
+  }
+
+  async #listed(target: Target, path: string, match: (status: { state?: string; context?: string }) => boolean): Promise<boolean> {
+    const statuses = await this.#get<Array<{ state?: string; context?: string }>>(target, path);
+    return statuses.some(match);
+  }
+
+  async #get<T>(target: Target, path: string): Promise<T> {
+    try {
+      return await this.#deps.api.request<T>({ method: 'GET', path, auth: { kind: 'token', token: await this.#token(target) } });
+    } catch (error) {
+      this.#retryable(error, target);
+      throw new TryLater((error as Error).message, null);
+    }
+  }
+
+  async #token(target: Target): Promise<string> {
+    try {
+      return await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
+    } catch (error) {
+      this.#retryable(error, target);
+      throw new TryLater(`no token: ${(error as Error).message}`, null);
+    }
+  }
+
+  async #paced(): Promise<void> {
+    for (let wait = this.#deps.pace.take(); wait > 0; wait = this.#deps.pace.take()) {
+      if (this.#stopped) throw new TryLater('stopping', null);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
+    }
+  }
+
+  async #target(deployment: DeploymentRecord): Promise<Target | null> {
+    const { app, store, github } = this.#deps;
+    const repository = deployment.source_config.repo_url ? repositoryOnHost(deployment.source_config.repo_url, app.webUrl) : null;
+    if (!repository || !deployment.source_config.integration_id) return null;
+    const integration = await store.getIntegrationById(deployment.source_config.integration_id);
+    if (!integration || integration.suspended || !(await github.accountOf(integration.id))) return null;
+    return { repository, installationId: integration.installation_id, path: `${repository.owner}/${repository.name}` };
+  }
+}
+
+type Target = { repository: GithubRepository; installationId: number; path: string };

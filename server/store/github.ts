@@ -1,0 +1,229 @@
+import { Conflict } from '../domain/errors.ts';
+import type { Db, Row } from './db.ts';
+import { toIntegration } from './rows.ts';
+import type { IntegrationRecord } from './types.ts';
+
+/** The single-use `state` of an install URL, bound to a workspace. */
+export type SetupState = { id: string; tenant_id: string; name: string | null; expires_at: string; created_at: string };
+
+/** The GitHub account an installation was proven to belong to. */
+export type InstallationAccount = { login: string; id: number; type: string };
+
+/** A revision's change (a status, or `DELETED` for its deployment) waiting to be told to GitHub. */
+export type OutboxEvent = { id: number; revision_id: string; deployment_id: string; event: string; attempts: number; outcome: string | null; created_at: string };
+
+/** The GitHub deployment made for a revision. */
+export type GithubDeploymentRecord = {
+  revision_id: string;
+  deployment_id: string;
+  github_deployment_id: number;
+  installation_id: number;
+  owner: string;
+  repo: string;
+  sha: string;
+  environment: string;
+  environment_url: string | null;
+  log_url: string | null;
+  last_state: string | null;
+  created_at: string;
+};
+
+/** A pull-request preview: the child deployment, its parent and pull request. */
+export type PreviewRecord = { deployment_id: string; parent_deployment_id: string; tenant_id: string; pull_request: number; last_activity_at: string; created_at: string };
+
+/** Storage of the GitHub round trip (contract §12): setup states, proven installations, the status outbox, previews. */
+export interface GithubStore {
+  createSetupState(state: SetupState): Promise<void>;
+  /** Deletes and answers the state: a second use finds nothing. */
+  takeSetupState(id: string): Promise<SetupState | null>;
+  /**
+   * Links a proven installation to the workspace in one transaction: the integration (made, or the
+   * workspace's existing one for the installation) and its account. Links of other organizations
+   * that were never proven (a bare `installation_id`) are removed; a proven one elsewhere is a Conflict.
+   */
+  linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord>;
+  accountOf(integrationId: string): Promise<InstallationAccount | null>;
+
+  /** The oldest unsent event of each revision that is due (`next_attempt_at` passed), oldest revisions first. */
+  dueEvents(now: string, limit: number): Promise<OutboxEvent[]>;
+  finishEvent(id: number, outcome: string, now: string): Promise<void>;
+  /** Keeps the event for later: `attempts` goes up, and it is not due before `nextAttemptAt`. */
+  retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void>;
+  /** Records what the sender is about to do (a call under way), without making the event due later. */
+  noteEvent(id: number, outcome: string): Promise<void>;
+  /** Forgets events sent before `sentBefore` and setup states expired before `now`; answers the rows removed. */
+  prune(sentBefore: string, now: string): Promise<number>;
+  /** Unsent events, all revisions (tests and the health of the sender). */
+  pendingCount(): Promise<number>;
+
+  wasSent(revisionId: string, call: string, state: string): Promise<boolean>;
+  markSent(revisionId: string, call: string, state: string, now: string): Promise<void>;
+
+  githubDeployment(revisionId: string): Promise<GithubDeploymentRecord | null>;
+  recordGithubDeployment(record: GithubDeploymentRecord): Promise<void>;
+  setGithubDeploymentState(revisionId: string, state: string): Promise<void>;
+  /** The deployment's GitHub deployments, oldest first. */
+  githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]>;
+
+  recordPreview(preview: PreviewRecord): Promise<void>;
+  previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null>;
+  previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]>;
+  allPreviews(): Promise<PreviewRecord[]>;
+  touchPreview(deploymentId: string, now: string): Promise<void>;
+  forgetPreview(deploymentId: string): Promise<void>;
+}
+
+const GITHUB_SQL = {
+  dueEvents: `SELECT id, revision_id, deployment_id, event, attempts, outcome, created_at FROM github_outbox o
+    WHERE done_at IS NULL
+      AND id = (SELECT MIN(id) FROM github_outbox f WHERE f.revision_id = o.revision_id AND f.done_at IS NULL)
+      AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+    ORDER BY id LIMIT ?`,
+  otherOrganizationsLinks: `SELECT g.id, (SELECT 1 FROM github_installation_accounts a WHERE a.integration_id = g.id) AS proven
+    FROM github_integrations g JOIN workspaces w ON w.id = g.tenant_id
+    WHERE g.installation_id = ? AND w.organization_id <> (SELECT organization_id FROM workspaces WHERE id = ?)`,
+} as const;
+
+function toAccount(row: Row): InstallationAccount {
+  return { login: row.account_login as string, id: Number(row.account_id), type: row.account_type as string };
+}
+
+function toGithubDeployment(row: Row): GithubDeploymentRecord {
+  return { ...(row as GithubDeploymentRecord), github_deployment_id: Number(row.github_deployment_id), installation_id: Number(row.installation_id) };
+}
+
+/** The GitHub round trip's storage, on either database. */
+export class SqlGithubStore implements GithubStore {
+  readonly #sql: Db;
+
+  constructor(db: Db) {
+    this.#sql = db;
+  }
+
+  async createSetupState(state: SetupState): Promise<void> {
+    await this.#sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [state.id, state.tenant_id, state.name, state.expires_at, state.created_at]);
+  }
+
+  async takeSetupState(id: string): Promise<SetupState | null> {
+    return (await this.#sql.row<SetupState>('DELETE FROM github_setup_states WHERE id = ? RETURNING *', [id])) ?? null;
+  }
+
+  async linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord> {
+    return this.#sql.tx(async (tx) => {
+      // The same key as linking by a bare id: links of one installation are made one at a time.
+      await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
+      const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [integration.installation_id, integration.tenant_id]);
+      if (others.some((o) => o.proven)) throw new Conflict(`Installation ${integration.installation_id} is linked to another organization.`);
+      for (const other of others) await tx.run('DELETE FROM github_integrations WHERE id = ?', [other.id]);
+      let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [integration.tenant_id, integration.installation_id]);
+      if (!row) {
+        await tx.run('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)', [
+          integration.id,
+          integration.tenant_id,
+          integration.installation_id,
+          integration.name,
+          integration.created_at,
+        ]);
+        row = (await tx.row<Row>('SELECT * FROM github_integrations WHERE id = ?', [integration.id]))!;
+      }
+      await tx.run(
+        `INSERT INTO github_installation_accounts (integration_id, installation_id, account_login, account_id, account_type, verified_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (integration_id) DO UPDATE SET account_login = excluded.account_login, account_id = excluded.account_id, account_type = excluded.account_type, verified_at = excluded.verified_at`,
+        [row.id, integration.installation_id, account.login, account.id, account.type, now],
+      );
+      return toIntegration(row);
+    });
+  }
+
+  async accountOf(integrationId: string): Promise<InstallationAccount | null> {
+    const row = await this.#sql.row<Row>('SELECT * FROM github_installation_accounts WHERE integration_id = ?', [integrationId]);
+    return row ? toAccount(row) : null;
+  }
+
+  async dueEvents(now: string, limit: number): Promise<OutboxEvent[]> {
+    const rows = await this.#sql.rows<OutboxEvent>(GITHUB_SQL.dueEvents, [now, limit]);
+    return rows.map((r) => ({ ...r, id: Number(r.id), attempts: Number(r.attempts) }));
+  }
+
+  async finishEvent(id: number, outcome: string, now: string): Promise<void> {
+    await this.#sql.run('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?', [now, outcome, id]);
+  }
+
+  async retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void> {
+    await this.#sql.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
+  }
+
+  async noteEvent(id: number, outcome: string): Promise<void> {
+    await this.#sql.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
+  }
+
+  async prune(sentBefore: string, now: string): Promise<number> {
+    const events = await this.#sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
+    return events + (await this.#sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
+  }
+
+  async pendingCount(): Promise<number> {
+    return Number((await this.#sql.row<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
+  }
+
+  async wasSent(revisionId: string, call: string, state: string): Promise<boolean> {
+    return (await this.#sql.row('SELECT 1 AS sent FROM github_sent WHERE revision_id = ? AND call = ? AND state = ?', [revisionId, call, state])) !== undefined;
+  }
+
+  async markSent(revisionId: string, call: string, state: string, now: string): Promise<void> {
+    await this.#sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [revisionId, call, state, now]);
+  }
+
+  async githubDeployment(revisionId: string): Promise<GithubDeploymentRecord | null> {
+    const row = await this.#sql.row<Row>('SELECT * FROM github_deployments WHERE revision_id = ?', [revisionId]);
+    return row ? toGithubDeployment(row) : null;
+  }
+
+  async recordGithubDeployment(r: GithubDeploymentRecord): Promise<void> {
+    await this.#sql.run(
+      `INSERT INTO github_deployments (revision_id, deployment_id, github_deployment_id, installation_id, owner, repo, sha, environment, environment_url, log_url, last_state, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [r.revision_id, r.deployment_id, r.github_deployment_id, r.installation_id, r.owner, r.repo, r.sha, r.environment, r.environment_url, r.log_url, r.last_state, r.created_at],
+    );
+  }
+
+  async setGithubDeploymentState(revisionId: string, state: string): Promise<void> {
+    await this.#sql.run('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?', [state, revisionId]);
+  }
+
+  async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {
+    return (await this.#sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(toGithubDeployment);
+  }
+
+  async recordPreview(p: PreviewRecord): Promise<void> {
+    await this.#sql.run(
+      'INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [p.deployment_id, p.parent_deployment_id, p.tenant_id, p.pull_request, p.last_activity_at, p.created_at],
+    );
+  }
+
+  async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
+    const row = await this.#sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [parentDeploymentId, pullRequest]);
+    return row ? toPreview(row) : null;
+  }
+
+  async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
+    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(toPreview);
+  }
+
+  async allPreviews(): Promise<PreviewRecord[]> {
+    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews ORDER BY created_at')).map(toPreview);
+  }
+
+  async touchPreview(deploymentId: string, now: string): Promise<void> {
+    await this.#sql.run('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?', [now, deploymentId]);
+  }
+
+  async forgetPreview(deploymentId: string): Promise<void> {
+    await this.#sql.run('DELETE FROM github_previews WHERE deployment_id = ?', [deploymentId]);
+  }
+}
+
+function toPreview(row: PreviewRecord): PreviewRecord {
+  return { ...row, pull_request: Number(row.pull_request) };
+}

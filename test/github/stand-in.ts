@@ -1,0 +1,422 @@
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jwtVerify } from 'jose';
+import { GithubOpenApi } from './openapi-check.ts';
+
+/** One request the stand-in received, with what it answered. */
+export type Exchange = { method: string; path: string; template: string | null; body: unknown; status: number; answer: unknown; auth: string; problems: string[] };
+
+/** A fault to answer instead of the real thing (GitHub outages, rate limits, caps). */
+export type Fault = { method: string; path: RegExp; status: number; headers?: Record<string, string>; body?: unknown; times: number };
+
+type Account = { login: string; id: number; type: 'User' | 'Organization' };
+type Installation = { id: number; account: Account; repositories: string[]; users: Set<string> };
+type MintedToken = { installationId: number; repositories: string[]; permissions: Record<string, string>; expiresAtMs: number };
+
+let openApi: GithubOpenApi | null = null;
+/** GitHub's description is 73 MB: read once per test file. */
+function description(): GithubOpenApi {
+  openApi ??= new GithubOpenApi();
+  return openApi;
+}
+
+/**
+ * A GitHub stand-in on loopback for the round trip of contract §12, simulated (it is not
+ * github.com) but held to GitHub's published OpenAPI description: every REST request and every
+ * answer is checked against it, and a request that does not fit is answered 422 and recorded as a
+ * problem (`problems()`), so a test fails on anything GitHub would not accept.
+ *
+ * It serves, like a GitHub Enterprise Server: the web host (`/login/oauth/access_token`, the
+ * install page), the REST API under `/api/v3`, and git over HTTP: the system's `git http-backend`
+ * (real git, CGI) behind HTTP Basic auth that accepts only an installation token this stand-in
+ * minted for that very repository with `contents` access, unexpired.
+ */
+export class GithubStandIn {
+  readonly appId = String(100_000 + Math.floor(Math.random() * 800_000));
+  readonly slug = 'control-plane-test';
+  readonly clientId = `Iv1.${randomBytes(8).toString('hex')}`;
+  readonly clientSecret = randomBytes(20).toString('hex');
+  readonly privateKeyPem: string;
+  readonly #publicKey: KeyObject;
+  readonly reposRoot = mkdtempSync(join(tmpdir(), 'cp-github-repos-'));
+  readonly exchanges: Exchange[] = [];
+  readonly gitRequests: Array<{ repo: string; authorized: boolean; hadAuthorization: boolean; tokenRepositories: string[] | null; tokenPermissions: Record<string, string> | null }> = [];
+  readonly #installations = new Map<number, Installation>();
+  readonly #codes = new Map<string, string>();
+  readonly #userTokens = new Map<string, string>();
+  readonly #tokens = new Map<string, MintedToken>();
+  readonly #faults: Fault[] = [];
+  readonly #slow: Array<{ method: string; path: RegExp; delayMs: number; times: number }> = [];
+  /** Everything GitHub would show on a repository, as posted. */
+  readonly deployments: Array<{ id: number; repo: string; body: Record<string, unknown>; json: unknown; statuses: Array<Record<string, unknown>>; statusJson: unknown[] }> = [];
+  readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
+  /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
+  statusCap = 1000;
+  #server: Server | null = null;
+  #nextId = 1000;
+  url = '';
+
+  constructor() {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    this.privateKeyPem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    this.#publicKey = publicKey;
+    description();
+  }
+
+  get apiUrl(): string {
+    return `${this.url}/api/v3`;
+  }
+
+  /** The server settings that make the control plane use this stand-in as its GitHub. */
+  serverEnv(): Record<string, string> {
+    return {
+      GITHUB_APP_ID: this.appId,
+      GITHUB_APP_PRIVATE_KEY: this.privateKeyPem,
+      GITHUB_APP_SLUG: this.slug,
+      GITHUB_APP_CLIENT_ID: this.clientId,
+      GITHUB_APP_CLIENT_SECRET: this.clientSecret,
+      GITHUB_URL: this.url,
+      GITHUB_API_URL: this.apiUrl,
+    };
+  }
+
+  async start(): Promise<this> {
+    this.#server = createServer((req, res) => {
+      this.#handle(req, res).catch((error: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ message: String(error) }));
+      });
+    });
+    await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
+    const address = this.#server.address();
+    this.url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.#server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
+  }
+
+  /** An installation of the App on `account`, granted `repositories` (`owner/name`), visible to `users`. */
+  install(account: Account, repositories: string[], users: string[]): number {
+    const id = this.#nextId++;
+    this.#installations.set(id, { id, account, repositories, users: new Set(users) });
+    return id;
+  }
+
+  /** What GitHub gives the setup URL when `login` authorizes the App: a one-time code. */
+  codeFor(login: string): string {
+    const code = randomBytes(10).toString('hex');
+    this.#codes.set(code, login);
+    return code;
+  }
+
+  /** A bare repository `owner/name` served over git, holding what `push` is given (a local path to push from). */
+  createRepository(fullName: string): string {
+    const dir = join(this.reposRoot, `${fullName}.git`);
+    mkdirSync(dir, { recursive: true });
+    execFileSync('git', ['init', '--quiet', '--bare', '--initial-branch=main', dir]);
+    return dir;
+  }
+
+  /** Answers the next `times` matching requests with a fault instead. */
+  fail(fault: Omit<Fault, 'times'> & { times?: number }): void {
+    this.#faults.push({ ...fault, times: fault.times ?? 1 });
+  }
+
+  clearFaults(): void {
+    this.#faults.length = 0;
+    this.#slow.length = 0;
+  }
+
+  /** Carries out the next `times` matching requests, then holds their answers back `delayMs` (a caller killed meanwhile never learns). */
+  slow(rule: { method: string; path: RegExp; delayMs: number; times?: number }): void {
+    this.#slow.push({ ...rule, times: rule.times ?? 1 });
+  }
+
+  /** Requests or answers that GitHub's description does not allow. */
+  problems(): string[] {
+    return this.exchanges.flatMap((e) => e.problems.map((p) => `${e.method} ${e.path}: ${p}`));
+  }
+
+  /** Installation tokens minted so far (to check narrowing, and that none leaked). */
+  mintedTokens(): Array<{ token: string } & MintedToken> {
+    return [...this.#tokens].map(([token, minted]) => ({ token, ...minted }));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://stand-in');
+    // Like GitHub, git is served at /<owner>/<repo>.git/… and /<owner>/<repo>/….
+    if (GIT_PATH.test(url.pathname)) return this.#git(req, res, url);
+    const raw = await readBody(req);
+    if (url.pathname === '/login/oauth/access_token' && req.method === 'POST') return this.#exchangeCode(raw, res, req.headers['content-type'] ?? '');
+    if (url.pathname.startsWith('/api/v3/')) return this.#rest(req, res, url, raw);
+    res.writeHead(404).end();
+  }
+
+  /** The OAuth code exchange (web host, not part of the REST description): GitHub's documented form. */
+  #exchangeCode(raw: string, res: ServerResponse, contentType: string): void {
+    // GitHub takes the OAuth form encoding (and JSON).
+    const body = (contentType.startsWith('application/json') ? JSON.parse(raw || '{}') : Object.fromEntries(new URLSearchParams(raw))) as { client_id?: string; client_secret?: string; code?: string };
+    const login = body.code ? this.#codes.get(body.code) : undefined;
+    const answer = (value: unknown): void => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+    if (body.client_id !== this.clientId || body.client_secret !== this.clientSecret) {
+      answer({ error: 'incorrect_client_credentials' });
+      return;
+    }
+    if (!login) {
+      answer({ error: 'bad_verification_code', error_description: 'The code passed is incorrect or expired.' });
+      return;
+    }
+    this.#codes.delete(body.code!);
+    const token = `ghu_${randomBytes(18).toString('hex')}`;
+    this.#userTokens.set(token, login);
+    answer({ access_token: token, token_type: 'bearer', scope: '' });
+  }
+
+  async #rest(req: IncomingMessage, res: ServerResponse, url: URL, raw: string): Promise<void> {
+    const method = req.method ?? 'GET';
+    const path = url.pathname.slice('/api/v3'.length);
+    const api = description();
+    const template = api.templateOf(method, path);
+    let body: unknown = undefined;
+    const problems: string[] = [];
+    try {
+      body = raw ? JSON.parse(raw) : undefined;
+    } catch {
+      problems.push('the body is not JSON');
+    }
+    if (!template) problems.push('no such operation in GitHub\'s description');
+    else problems.push(...api.checkRequest(method, template, body));
+    if (req.headers.accept !== 'application/vnd.github+json') problems.push(`Accept is ${req.headers.accept}, not application/vnd.github+json`);
+    if (!req.headers['user-agent']) problems.push('no User-Agent (GitHub refuses requests without one)');
+    const auth = req.headers.authorization ?? '';
+    const slow = this.#slow.find((r) => r.method === method && r.path.test(path) && r.times > 0);
+    if (slow) slow.times -= 1;
+    const send = (status: number, answer: unknown, headers: Record<string, string> = {}, checked = true) => {
+      if (checked && template) problems.push(...api.checkResponse(method, template, status, answer));
+      this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems });
+      const write = () => {
+        if (!res.destroyed) res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(answer === undefined ? '' : JSON.stringify(answer));
+      };
+      if (slow) setTimeout(write, slow.delayMs);
+      else write();
+    };
+    if (problems.length > 0) return send(422, { message: 'Validation Failed', errors: problems, documentation_url: 'https://docs.github.com/rest' }, {}, false);
+    const fault = this.#faults.find((f) => f.method === method && f.path.test(path) && f.times > 0);
+    if (fault) {
+      fault.times -= 1;
+      return send(fault.status, fault.body ?? { message: 'fault', documentation_url: 'https://docs.github.com/rest' }, fault.headers, false);
+    }
+    const json = (body ?? {}) as Record<string, unknown>;
+    let m: RegExpExecArray | null;
+    m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
+
+    if (m && method === 'POST') {
+      if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
+      const installation = this.#installations.get(Number(m[1]));
+      if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+      const names = (json.repositories as string[] | undefined) ?? installation.repositories.map((r) => r.split('/')[1]!);
+      const repositories = names.map((n) => installation.repositories.find((r) => r.split('/')[1] === n));
+      if (repositories.some((r) => r === undefined)) return send(422, { message: 'There is at least one repository that does not exist or is not accessible to the parent installation.', documentation_url: 'https://docs.github.com/rest' });
+      const token = `ghs_${randomBytes(18).toString('hex')}`;
+      const permissions = (json.permissions as Record<string, string> | undefined) ?? { contents: 'write', deployments: 'write', statuses: 'write', metadata: 'read' };
+      const expiresAtMs = Date.now() + 3600_000;
+      this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
+      return send(201, { token, expires_at: new Date(expiresAtMs).toISOString().replace(/\.\d+Z$/, 'Z'), permissions, repository_selection: 'selected' });
+    }
+    m = /^\/app\/installations\/(\d+)$/.exec(path);
+
+    if (m && method === 'GET') {
+      if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
+      const installation = this.#installations.get(Number(m[1]));
+      if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+      return send(200, this.#installationJson(installation));
+    }
+    if (path === '/user/installations' && method === 'GET') {
+      const login = this.#userTokens.get(auth.replace(/^(Bearer|token) /, ''));
+      if (!login) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' });
+      const installations = [...this.#installations.values()].filter((i) => i.users.has(login)).map((i) => this.#installationJson(i));
+      return send(200, { total_count: installations.length, installations });
+    }
+    // Writes on a repository: an installation token with the right permission for that repository.
+    m = /^\/repos\/([^/]+)\/([^/]+)\//.exec(path);
+
+    if (m) {
+      const repo = `${m[1]}/${m[2]}`;
+      const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
+      const needed = path.includes('/deployments') ? 'deployments' : 'statuses';
+      if (!token || token.expiresAtMs < Date.now()) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+      if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write') return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'GET') {
+        const sha = url.searchParams.get('sha');
+        const environment = url.searchParams.get('environment');
+        return send(200, this.deployments.filter((d) => d.repo === repo && (!sha || d.body.ref === sha) && (!environment || d.body.environment === environment)).map((d) => d.json).reverse());
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path);
+
+      if (m && method === 'GET') {
+        const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
+        if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+        return send(200, [...deployment.statusJson].reverse());
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/statuses$/.exec(path);
+
+      if (m && method === 'GET') {
+        return send(200, this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1]).map((c) => c.json).reverse());
+      }
+      if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'POST') {
+        const id = this.#nextId++;
+        const entry = { id, repo, body: json, json: null as unknown, statuses: [] as Array<Record<string, unknown>>, statusJson: [] as unknown[] };
+        this.deployments.push(entry);
+        entry.json = {
+          url: `${this.apiUrl}/repos/${repo}/deployments/${id}`, id, node_id: `DE_${id}`, sha: String(json.ref), ref: String(json.ref), task: 'deploy', payload: {},
+          environment: String(json.environment ?? 'production'), description: (json.description as string | null) ?? null, creator: botUser(this.slug), created_at: now, updated_at: now,
+          statuses_url: `${this.apiUrl}/repos/${repo}/deployments/${id}/statuses`, repository_url: `${this.apiUrl}/repos/${repo}`, transient_environment: Boolean(json.transient_environment),
+        };
+        return send(201, entry.json);
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path);
+
+      if (m && method === 'POST') {
+        const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
+        if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+        if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', errors: [{ resource: 'DeploymentStatus', field: 'description', code: 'custom', message: 'description is too long (maximum is 140 characters)' }], documentation_url: 'https://docs.github.com/rest' });
+        deployment.statuses.push(json);
+        const id = this.#nextId++;
+        const answer = {
+          url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`, id, node_id: `DES_${id}`, state: String(json.state), creator: botUser(this.slug),
+          description: String(json.description ?? ''), environment: deployment.body.environment as string, target_url: String(json.log_url ?? ''), log_url: String(json.log_url ?? ''),
+          ...(json.environment_url ? { environment_url: String(json.environment_url) } : {}), created_at: now, updated_at: now, deployment_url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}`, repository_url: `${this.apiUrl}/repos/${repo}`,
+        };
+        deployment.statusJson.push(answer);
+        return send(201, answer);
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/statuses\/([0-9a-f]+)$/.exec(path);
+
+      if (m && method === 'POST') {
+        if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+        const context = String(json.context ?? 'default');
+        if (this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1] && c.body.context === context).length >= this.statusCap) {
+          return send(422, { message: 'Validation Failed', errors: [{ resource: 'Status', code: 'custom', message: 'This SHA and context has reached the maximum number of statuses.' }], documentation_url: 'https://docs.github.com/rest' }, {}, false);
+        }
+        const id = this.#nextId++;
+        const entry = { repo, sha: m[1]!, body: json, json: null as unknown };
+        this.commitStatuses.push(entry);
+        entry.json = {
+          url: `${this.apiUrl}/repos/${repo}/statuses/${m[1]}`, avatar_url: null, id, node_id: `SC_${id}`, state: String(json.state), description: (json.description as string | null) ?? null,
+          target_url: (json.target_url as string | null) ?? null, context, created_at: now, updated_at: now, creator: botUser(this.slug),
+        };
+        return send(201, entry.json);
+      }
+    }
+    send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+  }
+
+  /** GitHub's App JWT rules: RS256 by the App's key, `iss` the App id, `exp` at most 10 minutes ahead, `iat` not in the future. */
+  async #appJwtOk(authorization: string): Promise<boolean> {
+    const jwt = /^Bearer (\S+)$/.exec(authorization)?.[1];
+    if (!jwt) return false;
+    try {
+      const { payload } = await jwtVerify(jwt, this.#publicKey, { algorithms: ['RS256'], issuer: this.appId });
+      const now = Math.floor(Date.now() / 1000);
+      return typeof payload.exp === 'number' && typeof payload.iat === 'number' && payload.exp - now <= 600 && payload.iat <= now + 5 && payload.exp - payload.iat <= 660;
+    } catch {
+      return false;
+    }
+  }
+
+  #installationJson(installation: Installation) {
+    const now = '2026-11-26T00:00:00Z';
+    return {
+      id: installation.id, account: simpleUser(installation.account.login, installation.account.id, installation.account.type), repository_selection: 'selected',
+      access_tokens_url: `${this.apiUrl}/app/installations/${installation.id}/access_tokens`, repositories_url: `${this.apiUrl}/installation/repositories`,
+      html_url: `${this.url}/settings/installations/${installation.id}`, app_id: Number(this.appId), app_slug: this.slug, target_id: installation.account.id,
+      target_type: installation.account.type, permissions: { contents: 'read', deployments: 'write', statuses: 'write', metadata: 'read', pull_requests: 'read' },
+      events: ['push', 'pull_request'], created_at: now, updated_at: now, single_file_name: null, suspended_by: null, suspended_at: null,
+    };
+  }
+
+  /** git over HTTP: Basic auth with a token minted for this repository, then the real `git http-backend`. */
+  #git(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    const match = GIT_PATH.exec(url.pathname)!;
+    const repo = `${match[1]}/${match[2]}`;
+    const header = req.headers.authorization ?? '';
+    const basic = /^Basic (\S+)$/.exec(header)?.[1];
+    const password = basic ? Buffer.from(basic, 'base64').toString().split(':').slice(1).join(':') : '';
+    const token = this.#tokens.get(password);
+    const authorized = Boolean(token && token.expiresAtMs > Date.now() && token.repositories.includes(repo) && (token.permissions.contents === 'read' || token.permissions.contents === 'write'));
+    this.gitRequests.push({ repo, authorized, hadAuthorization: header !== '', tokenRepositories: token?.repositories ?? null, tokenPermissions: token?.permissions ?? null });
+    if (!authorized) {
+      req.resume();
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
+      return;
+    }
+    const cgi = spawn('git', ['http-backend'], {
+      env: {
+        PATH: process.env.PATH,
+        GIT_PROJECT_ROOT: this.reposRoot,
+        GIT_HTTP_EXPORT_ALL: '1',
+        PATH_INFO: `/${repo}.git${match[3]}`,
+        QUERY_STRING: url.search.slice(1),
+        REQUEST_METHOD: req.method ?? 'GET',
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        REMOTE_USER: 'x-access-token',
+        REMOTE_ADDR: '127.0.0.1',
+        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''),
+        HTTP_CONTENT_ENCODING: String(req.headers['content-encoding'] ?? ''),
+      },
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    req.pipe(cgi.stdin);
+    let head = Buffer.alloc(0);
+    let headersDone = false;
+    cgi.stdout.on('data', (chunk: Buffer) => {
+      if (headersDone) return void res.write(chunk);
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      headersDone = true;
+      const headers: Record<string, string> = {};
+      let status = 200;
+      for (const line of head.subarray(0, end).toString().split('\r\n')) {
+        const [name, ...rest] = line.split(':');
+        const value = rest.join(':').trim();
+        if (name!.toLowerCase() === 'status') status = Number(value.split(' ')[0]);
+        else headers[name!] = value;
+      }
+      res.writeHead(status, headers);
+      res.write(head.subarray(end + 4));
+    });
+    cgi.on('close', () => res.end());
+  }
+}
+
+const GIT_PATH = /^\/([^/]+)\/([^/]+?)(?:\.git)?(\/(?:info\/refs|git-upload-pack|git-receive-pack|HEAD|objects\/.*))$/;
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function simpleUser(login: string, id: number, type: string) {
+  const base = `https://api.github.com/users/${encodeURIComponent(login)}`;
+  return {
+    login, id, node_id: `U_${id}`, avatar_url: `https://avatars.githubusercontent.com/u/${id}`, gravatar_id: '', url: base, html_url: `https://github.com/${encodeURIComponent(login)}`,
+    followers_url: `${base}/followers`, following_url: `${base}/following{/other_user}`, gists_url: `${base}/gists{/gist_id}`, starred_url: `${base}/starred{/owner}{/repo}`,
+    subscriptions_url: `${base}/subscriptions`, organizations_url: `${base}/orgs`, repos_url: `${base}/repos`, events_url: `${base}/events{/privacy}`,
+    received_events_url: `${base}/received_events`, type, site_admin: false,
+  };
+}
+
+function botUser(slug: string) {
+  return simpleUser(`${slug}[bot]`, 41898282, 'Bot');
+}

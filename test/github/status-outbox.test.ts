@@ -1,0 +1,178 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { deliver, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
+import { linkThroughSetup } from './link.ts';
+import { serverSql } from './sql.ts';
+import { GithubStandIn } from './stand-in.ts';
+
+const SECRET = 'outbox-webhook-secret';
+
+/**
+ * Contract §12, "Status back to GitHub", through the real server (sandbox data plane: it builds
+ * nothing, and moves revisions through the same transitions) and the GitHub stand-in checked
+ * against GitHub's description: deployments, deployment statuses and commit statuses, in order,
+ * each state once, through outages, a kill -9 and GitHub's status cap.
+ */
+describe('revision changes reach GitHub through the durable outbox', () => {
+  let github: GithubStandIn;
+  let server: ServerProcess;
+  let api: Api;
+  let installation: number;
+  let integrationId: string;
+  const repoUrl = () => `${github.url}/acme/agent`;
+  const env = () => ({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', GITHUB_WRITES_PER_MINUTE: '1200', LOG_LEVEL: 'info' });
+
+  beforeAll(async () => {
+    github = await new GithubStandIn().start();
+    installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/agent'], ['alice']);
+    server = await startServerProcess(env());
+    api = apiClient(server.url, server.apiKey);
+    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+  });
+
+  afterAll(async () => {
+    await server?.kill('SIGKILL');
+    await github?.stop();
+  });
+
+  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = []) => {
+    const created = await api.post('/v2/deployments', githubBody(name, integrationId, {
+      source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
+      source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
+      secrets,
+    }));
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED'], 30_000);
+    return created.body as { id: string; name: string; source_config: { custom_url: string } };
+  };
+  const push = async (deploymentId: string, ref = 'refs/heads/main') => {
+    const after = sha();
+    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after, ref, htmlUrl: repoUrl(), installationId: installation }), { secret: SECRET });
+    expect(delivered.status).toBe(202);
+    const revision = await eventually(async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after), 20_000);
+    return { after, revision };
+  };
+  const deploymentStates = (commit: string, environment: string) => github.deployments.filter((d) => d.body.ref === commit && d.body.environment === environment).map((d) => d.statuses.map((s) => s.state));
+  const commitStates = (commit: string, context: string) => github.commitStatuses.filter((c) => c.sha === commit && c.body.context === context).map((c) => c.body.state);
+  const outboxDrained = async () => {
+    const sql = serverSql(server);
+    try {
+      await eventually(async () => (Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined), 60_000, 100);
+    } finally {
+      await sql.close();
+    }
+  };
+
+  it('reports a push as a GitHub deployment and a commit status, success with the URL, and the replaced one inactive', async () => {
+    const deployment = await create(uniqueName('status'));
+    const first = await push(deployment.id);
+    await revisionReaches(api, deployment.id, first.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(first.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
+    const made = github.deployments.find((d) => d.body.ref === first.after)!;
+    expect(made.body).toMatchObject({ auto_merge: false, required_contexts: [], environment: deployment.name, transient_environment: false });
+    const success = made.statuses.at(-1)!;
+    expect(success.environment_url).toBe(deployment.source_config.custom_url);
+    expect(String(success.log_url)).toContain(`/v2/deployments/${deployment.id}/revisions/${first.revision.id}/logs`);
+    const status = github.commitStatuses.find((c) => c.sha === first.after && c.body.state === 'success')!;
+    expect(String(status.body.target_url)).toContain(first.revision.id);
+    expect(String(status.body.description).length).toBeLessThanOrEqual(140);
+
+    const callsBefore = github.exchanges.length;
+    const second = await push(deployment.id);
+    await revisionReaches(api, deployment.id, second.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    // The GitHub calls one push costs (docs/github-app.md): 1 deployment, 3 of its statuses, 2 commit statuses, 1 inactive.
+    const calls = github.exchanges.slice(callsBefore).filter((e) => e.path.startsWith('/repos/'));
+    expect(calls.map((e) => `${e.method} ${e.template}`).sort()).toEqual([
+      'POST /repos/{owner}/{repo}/deployments',
+      ...Array(4).fill('POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses'),
+      ...Array(2).fill('POST /repos/{owner}/{repo}/statuses/{sha}'),
+    ].sort());
+    console.log(`GitHub calls for one push: ${calls.length} (${github.exchanges.length - callsBefore} in all, token mints included)`);
+    expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+
+    // Deleting the deployment marks its live GitHub deployment inactive.
+    expect((await api.delete(`/v2/deployments/${deployment.id}`)).status).toBe(204);
+    await eventually(async () => (deploymentStates(second.after, deployment.name)[0]?.at(-1) === 'inactive' ? true : undefined), 30_000);
+    await outboxDrained();
+    expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(github.problems()).toEqual([]);
+  });
+
+  it('reports a failing build as failure', async () => {
+    const deployment = await create(uniqueName('failing'), 'broken', [{ name: 'SANDBOX_FAIL_STAGE', value: 'build' }]);
+    const broken = await push(deployment.id, 'refs/heads/broken');
+    await revisionReaches(api, deployment.id, broken.revision.id, ['BUILD_FAILED'], 30_000);
+    await outboxDrained();
+    expect(deploymentStates(broken.after, deployment.name)).toEqual([['queued', 'in_progress', 'failure']]);
+    expect(commitStates(broken.after, `deploy/${deployment.name}`)).toEqual(['pending', 'failure']);
+    const failure = github.commitStatuses.find((c) => c.sha === broken.after && c.body.state === 'failure')!;
+    expect(String(failure.body.description)).toMatch(/^Build failed/);
+    expect(String(failure.body.description).length).toBeLessThanOrEqual(140);
+  });
+
+  it('waits out 503s and a rate limit, survives a kill -9, and still sends every state once and in order', async () => {
+    const deployment = await create(uniqueName('outage'));
+    // GitHub is down for the first calls, then asks for a pause.
+    github.fail({ method: 'POST', path: /^\/repos\//, status: 503, times: 3 });
+    github.fail({ method: 'POST', path: /^\/repos\//, status: 403, times: 1, headers: { 'retry-after': '1' }, body: { message: 'You have exceeded a secondary rate limit.', documentation_url: 'https://docs.github.com' } });
+    const during = await push(deployment.id);
+    await revisionReaches(api, deployment.id, during.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    expect(deploymentStates(during.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(during.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
+
+    // Down again; the server is killed while the revision's statuses wait in the outbox.
+    github.fail({ method: 'POST', path: /^\/repos\//, status: 503, times: 1_000_000 });
+    const killed = await push(deployment.id);
+    await revisionReaches(api, deployment.id, killed.revision.id, ['DEPLOYED'], 30_000);
+    await server.kill('SIGKILL');
+    github.clearFaults();
+    server = await server.restart(env());
+    api = apiClient(server.url, server.apiKey);
+    await outboxDrained();
+    expect(deploymentStates(killed.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(killed.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
+    expect(deploymentStates(during.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(github.problems()).toEqual([]);
+  });
+
+  it('never sends a call twice when the server dies after GitHub took it but before it heard the answer', async () => {
+    const deployment = await create(uniqueName('midcall'));
+    // GitHub creates the deployment and its first status, but the answers come too late for this server.
+    github.slow({ method: 'POST', path: /\/deployments$/, delayMs: 60_000 });
+    const cut = await push(deployment.id);
+    await eventually(async () => (github.deployments.some((d) => d.body.ref === cut.after) ? true : undefined), 20_000, 50);
+    await server.kill('SIGKILL');
+    github.clearFaults();
+    server = await server.restart(env());
+    api = apiClient(server.url, server.apiKey);
+    await revisionReaches(api, deployment.id, cut.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    // One GitHub deployment, found again by the revision id in its payload, with each state once.
+    expect(deploymentStates(cut.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(cut.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
+    expect(github.problems()).toEqual([]);
+  });
+
+  it('logs and drops a status past GitHub\'s cap of statuses per commit and context', async () => {
+    const deployment = await create(uniqueName('capped'));
+    github.statusCap = 1;
+    try {
+      const capped = await push(deployment.id);
+      await revisionReaches(api, deployment.id, capped.revision.id, ['DEPLOYED'], 30_000);
+      await outboxDrained();
+      // pending was kept, success was refused (422) and dropped: the deployment's own statuses still went.
+      expect(commitStates(capped.after, `deploy/${deployment.name}`)).toEqual(['pending']);
+      expect(deploymentStates(capped.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+      expect(server.output()).toContain('GitHub keeps no more statuses for this commit and context');
+    } finally {
+      github.statusCap = 1000;
+    }
+  });
+});
