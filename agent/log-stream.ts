@@ -1,5 +1,6 @@
 import type { AgentClient } from './client.ts';
 import { WorkGone } from './client.ts';
+import { plainText } from './server-output.ts';
 
 type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string };
 
@@ -75,7 +76,8 @@ export class LogStream {
   }
 
   line(type: Line['type'], message: string, level: Line['level'] = 'info'): void {
-    const line = { type, level, message: truncateLine(message) };
+    // Stored plain: colour and cursor codes would show as garbage in every reader of the log.
+    const line = { type, level, message: truncateLine(plainText(message)) };
     this.#pending.push(line);
     this.#pendingBytes += Buffer.byteLength(line.message);
     if (this.#pending.length >= BATCH || this.#pendingBytes >= MAX_BATCH_BYTES) void this.flush();

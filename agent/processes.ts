@@ -1,5 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
+
+/** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
+export type Sandboxed = { bwrap: string; spec: SandboxSpec };
 
 /**
  * Process groups of the commands and servers this agent started and that still run. Each runs
@@ -65,9 +69,14 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
   });
 }
 
-/** Starts `sh -c command` in its own process group, each output line to `onLine`. */
-export function startCommand(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void }): ChildProcess {
-  const child = spawn('sh', ['-c', command], { cwd: options.cwd, env: options.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `sh -c command` in its own process group (a new session with no terminal), each output
+ * line to `onLine`; with `sandbox`, inside bwrap, which is then the group leader. Only the three
+ * standard streams are passed: no other descriptor of the agent reaches the command.
+ */
+export function startCommand(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null }): ChildProcess {
+  const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', 'sh', '-c', command], '/'] : ['sh', ['-c', command], options.cwd];
+  const child = spawn(file, args, { cwd, env: options.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   if (child.pid !== undefined) {
     const pgid = child.pid;
     killGroupsOnExit();
@@ -89,7 +98,7 @@ export type CommandResult = { code: number | null; signal: string | null; lastLi
  */
 export function runCommand(
   command: string,
-  options: { cwd: string; env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string, stream: 'stdout' | 'stderr') => void },
+  options: { cwd: string; env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null },
 ): Promise<CommandResult> {
   const lastLines: string[] = [];
   return new Promise((resolve, reject) => {
@@ -97,6 +106,7 @@ export function runCommand(
     const child = startCommand(command, {
       cwd: options.cwd,
       env: options.env,
+      sandbox: options.sandbox,
       onLine: (line, stream) => {
         lastLines.push(line);
         if (lastLines.length > 20) lastLines.shift();

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
-import { markBuilt, stateDirOf } from '../../agent/state.ts';
+import { markBuilt, stateDirOf } from '../../agent/build-records.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';

@@ -2,11 +2,13 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { stateDirOf } from '../../agent/state.ts';
+import { stateDirOf } from '../../agent/build-records.ts';
 import type { Api } from '../helpers/api.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
 export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
+/** The package managers' cache the test agents share (one download of the fixture's packages per machine). */
+export const SHARED_TEST_CACHE = join(tmpdir(), 'cp-agent-test-package-cache');
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
@@ -47,10 +49,27 @@ export type AgentProcess = {
 };
 
 /** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
-export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string> }): Promise<AgentProcess> {
+export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string }): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [resolve(ROOT, 'agent/main.ts'), '--url', options.url, '--listener', options.listenerId, '--work-dir', options.workDir, '--proxy-port', '0', '--agent-id', options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`],
+    [
+      resolve(ROOT, 'agent/main.ts'),
+      '--url',
+      options.url,
+      '--listener',
+      options.listenerId,
+      '--work-dir',
+      options.workDir,
+      '--proxy-port',
+      '0',
+      '--agent-id',
+      options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`,
+      // The sandbox sees only the variables named: npm's settings of the test machine.
+      ...['npm_config_prefer_offline', 'npm_config_audit', 'npm_config_fund'].flatMap((name) => ['--pass-env', name]),
+      '--cache-dir',
+      options.cacheDir ?? SHARED_TEST_CACHE,
+      ...(options.args ?? []),
+    ],
     {
       cwd: ROOT,
       // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).

@@ -57,12 +57,12 @@ export function processIdentity(pid: number): string | null {
   }
 }
 
-type ServerRecord = { pid: number; identity: string | null };
+type ServerRecord = { pid: number; identity: string | null; port?: number };
 
-/** Records the process group the agent started to serve `buildDir`, with what identifies it. */
-export function recordServer(buildDir: string, pid: number): void {
+/** Records the process group the agent started to serve `buildDir` (and its port), with what identifies it. */
+export function recordServer(buildDir: string, pid: number, port?: number): void {
   mkdirSync(stateDirOf(buildDir), { recursive: true });
-  writeFileSync(join(stateDirOf(buildDir), SERVER), JSON.stringify({ pid, identity: processIdentity(pid) } satisfies ServerRecord));
+  writeFileSync(join(stateDirOf(buildDir), SERVER), JSON.stringify({ pid, identity: processIdentity(pid), port } satisfies ServerRecord));
 }
 
 /** Forgets the record of `pid` (stopped); a record of another, newer server of the directory stays. */
