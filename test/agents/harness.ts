@@ -49,7 +49,7 @@ export type AgentProcess = {
 };
 
 /** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
-export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string }): Promise<AgentProcess> {
+export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string; inheritedFd?: boolean }): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [
@@ -74,7 +74,8 @@ export async function startAgent(options: { url: string; token: string; listener
       cwd: ROOT,
       // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).
       env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: options.token, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // A descriptor the agent inherits open (as from a supervisor or shell): it must not reach any command it runs.
+      stdio: options.inheritedFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     },
   );
   let output = '';
