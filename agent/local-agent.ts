@@ -338,7 +338,7 @@ export class LocalAgent {
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
       // The error's own line first: it is what status_message shows.
-      throw new StageFailure(`${(error as Error).message} (the agent server did not start)`);
+      throw new StageFailure((error as Error).message);
     }
     await this.#switch(deployment, revision, buildDir, server, logs, async () => {
       await move('DEPLOYED');
