@@ -11,6 +11,7 @@ import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
 import { readGraphConfigInside, type GraphConfig } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
+import { RuntimeLogShipper, type RuntimeLogOptions } from './runtime-logs.ts';
 import { runCommand, type Sandboxed } from './processes.ts';
 import { NONE_WARNING, SANDBOX_AGENT_MODULES, SANDBOX_CACHE_DIR, SANDBOX_HOME, SANDBOX_NODE_DIR, SANDBOX_PATH, sharedReadOnly, type SandboxMode } from './sandbox.ts';
 import type { ServerLine } from './server-output.ts';
@@ -41,6 +42,8 @@ export type LocalAgentOptions = {
   passEnv: string[];
   /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
   cacheDir?: string;
+  /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
+  runtimeLogs?: Partial<RuntimeLogOptions>;
   print: (line: string) => void;
 };
 
@@ -49,7 +52,7 @@ class StageFailure extends Error {
   override readonly name = 'StageFailure';
 }
 
-type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string };
+type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string; runtimeLogs: RuntimeLogShipper | null };
 
 /**
  * The `local` listener agent: pulls work of its listener, builds `github` revisions (real git) and
@@ -116,7 +119,10 @@ export class LocalAgent {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await Promise.allSettled([...this.#running]);
     await this.#loop?.catch(() => undefined);
-    await Promise.allSettled([...this.#live.values()].map((live) => live.server.stop()));
+    await Promise.allSettled([...this.#live.values()].map(async (live) => {
+      await live.server.stop();
+      await live.runtimeLogs?.stop();
+    }));
     this.#live.clear();
     await this.#proxy.close();
   }
@@ -340,19 +346,20 @@ export class LocalAgent {
       // The error's own line first: it is what status_message shows.
       throw new StageFailure((error as Error).message);
     }
-    await this.#switch(deployment, revision, buildDir, server, logs, async () => {
+    const runtimeLogs = this.#runtimeLogs(revision.id);
+    await this.#switch(deployment, revision, buildDir, server, logs, runtimeLogs, async () => {
       await move('DEPLOYED');
-      // The claim ends with DEPLOYED: later output goes to the agent's own output.
-      output = (line) => this.#options.print(`[${deployment.name}] ${line.level}: ${line.message}`);
+      // The claim ends with DEPLOYED: later output is shipped as the revision's runtime log.
+      output = (line) => runtimeLogs.line(line);
     });
   }
 
   /** Routes the deployment to `server`; if `commit` fails, routes it back. Then stops the previous server. */
-  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, commit: () => Promise<void>): Promise<void> {
+  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, runtimeLogs: RuntimeLogShipper | null, commit: () => Promise<void>): Promise<void> {
     const hosts = hostsOf(deployment);
     const previous = this.#live.get(deployment.id);
     this.#proxy.route(hosts, server.port);
-    this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
+    this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
     logs.line('deploy', `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`);
     try {
       await commit();
@@ -365,11 +372,13 @@ export class LocalAgent {
         this.#live.delete(deployment.id);
       }
       await server.stop();
+      await runtimeLogs?.stop();
       throw error;
     }
     if (previous && previous.server.port !== server.port) {
       await this.#proxy.drained(previous.server.port);
       await previous.server.stop();
+      await previous.runtimeLogs?.stop();
       if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
     }
   }
@@ -475,6 +484,10 @@ export class LocalAgent {
     return env;
   }
 
+  #runtimeLogs(revisionId: string): RuntimeLogShipper {
+    return new RuntimeLogShipper(this.#client, revisionId, (message) => this.#options.print(message), this.#options.runtimeLogs);
+  }
+
   /** `external_docker` on a local listener: a container engine runs the image, or the revision fails at once. */
   async #runImage(deployment: WorkDeployment, revision: WorkRevision, image: string, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, status: () => RevisionStatus, signal: AbortSignal): Promise<void> {
     const engine = (await answers('docker', ['info'])) ? 'docker' : (await answers('podman', ['info'])) ? 'podman' : null;
@@ -491,7 +504,7 @@ export class LocalAgent {
       if (signal.aborted) throw new Aborted('interrupted');
       throw new StageFailure(`The image did not start: ${(error as Error).message}`);
     }
-    await this.#switch(deployment, revision, buildDir, server, logs, () => move('DEPLOYED'));
+    await this.#switch(deployment, revision, buildDir, server, logs, null, () => move('DEPLOYED'));
   }
 
   async #teardown(deployment: WorkDeployment, claimId: string): Promise<void> {
@@ -499,6 +512,7 @@ export class LocalAgent {
     if (live) {
       this.#proxy.unroute(live.hosts);
       await live.server.stop();
+      await live.runtimeLogs?.stop();
       this.#live.delete(deployment.id);
     }
     rmSync(join(this.#options.workDir, deployment.id), { recursive: true, force: true });
@@ -519,10 +533,11 @@ export class LocalAgent {
       const ended = await endOrphan(buildDir);
       if (ended) this.#options.print(`agent: ${deployment.name}: ${ended}`);
       try {
-        const server = await this.#startServer(deployment.id, buildDir, revision, (line) => this.#options.print(`[${deployment.name}] ${line.level}: ${line.message}`), this.#stopping.signal);
+        const runtimeLogs = this.#runtimeLogs(revision.id);
+        const server = await this.#startServer(deployment.id, buildDir, revision, (line) => runtimeLogs.line(line), this.#stopping.signal);
         const hosts = hostsOf(deployment);
         this.#proxy.route(hosts, server.port);
-        this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
+        this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
         this.#options.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
       } catch (error) {
         this.#options.print(`agent: ${deployment.name}: could not restart revision ${revision.id}: ${(error as Error).message}`);

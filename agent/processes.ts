@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
+import type { Readable } from 'node:stream';
 import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
 
 /** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
@@ -85,9 +86,51 @@ export function startCommand(command: string, options: { cwd: string; env: NodeJ
     // reused by an unrelated process later, so it is not killed at exit.
     child.once('exit', () => groups.delete(pgid));
   }
-  createInterface({ input: child.stdout! }).on('line', (line) => options.onLine(line, 'stdout'));
-  createInterface({ input: child.stderr! }).on('line', (line) => options.onLine(line, 'stderr'));
+  splitLines(child.stdout!, (line) => options.onLine(line, 'stdout'));
+  splitLines(child.stderr!, (line) => options.onLine(line, 'stderr'));
   return child;
+}
+
+/** Characters of one output line the agent holds at most; the rest of the line is skipped. */
+export const MAX_HELD_LINE = 16 * 1024;
+
+/**
+ * Calls `onLine` for each line of `stream`, holding at most `max` characters of a line: a command
+ * printing hundreds of megabytes without a newline costs the agent `max` characters, not the line
+ * (readline would hold all of it). A cut line ends with a note saying so.
+ */
+export function splitLines(stream: Readable, onLine: (line: string) => void, max = MAX_HELD_LINE): void {
+  const decoder = new StringDecoder('utf8');
+  let held = '';
+  let skipped = 0;
+  const emit = (text: string) => {
+    onLine(skipped > 0 ? `${text}… [line cut by the agent: ${skipped} more characters]` : text);
+    skipped = 0;
+  };
+  const take = (text: string) => {
+    let start = 0;
+    for (;;) {
+      const newline = text.indexOf('\n', start);
+      const piece = newline === -1 ? text.slice(start) : text.slice(start, newline);
+      const room = max - held.length;
+      if (piece.length > room) {
+        held += piece.slice(0, Math.max(0, room));
+        skipped += piece.length - Math.max(0, room);
+      } else {
+        held += piece;
+      }
+      if (newline === -1) return;
+      emit(held.endsWith('\r') ? held.slice(0, -1) : held);
+      held = '';
+      start = newline + 1;
+    }
+  };
+  stream.on('data', (chunk: Buffer) => take(decoder.write(chunk)));
+  stream.on('end', () => {
+    take(decoder.end());
+    if (held.length > 0 || skipped > 0) emit(held);
+    held = '';
+  });
 }
 
 export type CommandResult = { code: number | null; signal: string | null; lastLines: string[]; aborted: boolean };

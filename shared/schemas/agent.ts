@@ -98,6 +98,17 @@ export const AgentLogLine = z.strictObject({ type: LogType, level: LogLevel.defa
 export const AgentLogAppend = z.strictObject({ lines: z.array(AgentLogLine).min(1).max(1000) });
 export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
 
+/** `POST …/agent/revisions/{revision_id}/runtime-logs`: what a live revision's agent server printed after `DEPLOYED`. */
+export const RuntimeLogAppend = z.strictObject({
+  lines: z.array(z.strictObject({ level: LogLevel.default('info'), message: z.string().max(16_000) })).min(1).max(1000),
+  /** Lines the agent itself dropped since its last send (its own rate limit or queue bound): stored as one line saying so. */
+  dropped: z.int().min(0).default(0),
+});
+export type RuntimeLogAppend = z.infer<typeof RuntimeLogAppend>;
+
+export const RuntimeLogsStored = z.object({ stored: z.int(), dropped: z.int() });
+export type RuntimeLogsStored = z.infer<typeof RuntimeLogsStored>;
+
 /** `GET …/agent/live`: what the listener's agents should be running (restart without rebuilding). */
 export const LiveDeployments = z.object({
   deployments: z.array(z.object({ deployment: WorkDeployment, revision: WorkRevision })),

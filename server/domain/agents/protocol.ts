@@ -1,4 +1,4 @@
-import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
+import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, RuntimeLogAppend, RuntimeLogsStored, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { Readable } from 'node:stream';
@@ -10,6 +10,7 @@ import type { Pipeline } from '../pipeline.ts';
 import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
+import { RuntimeLogLimits } from './runtime-log-limits.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -32,6 +33,8 @@ export type AgentProtocolDeps = {
   leaseMs: number;
   /** Uploaded tarballs of `internal_source` revisions: signs their fetch URLs and streams them. */
   uploads: Uploads;
+  /** How many runtime log lines are stored (per deployment, per agent token, per revision). */
+  runtimeLogLimits?: RuntimeLogLimits;
 };
 
 /**
@@ -41,9 +44,11 @@ export type AgentProtocolDeps = {
  */
 export class AgentProtocol {
   readonly #deps: AgentProtocolDeps;
+  readonly #runtimeLogLimits: RuntimeLogLimits;
 
   constructor(deps: AgentProtocolDeps) {
     this.#deps = deps;
+    this.#runtimeLogLimits = deps.runtimeLogLimits ?? new RuntimeLogLimits();
   }
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
@@ -124,6 +129,30 @@ export class AgentProtocol {
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
     await this.#liveStatus(claim);
     await store.appendLogs(claim.revision_id, body.lines, clock.now());
+  }
+
+  /**
+   * Appends what a live revision's agent server printed after `DEPLOYED` to its deploy log, as
+   * far as the limits allow (the rest is counted, and said in one line when room is left for it).
+   * Only a revision live on the caller's own listener: 404 for any other.
+   */
+  async appendRuntimeLogs(agent: AgentPrincipal, revisionId: string, body: RuntimeLogAppend): Promise<RuntimeLogsStored> {
+    const { agents, store, clock } = this.#deps;
+    const live = (await agents.liveDeployments(agent.listenerId)).find((l) => l.revisionId === revisionId);
+    if (!live) throw new NotFound(`Revision ${revisionId} is not live on this listener.`);
+    const wanted = body.lines.length + (body.dropped > 0 ? 1 : 0);
+    const admitted = this.#runtimeLogLimits.admit({ deploymentId: live.deploymentId, revisionId, tokenId: agent.tokenId, wanted });
+    let keep = Math.min(admitted, body.lines.length);
+    let dropped = body.dropped + body.lines.length - keep;
+    // The line that says lines were dropped takes the last place admitted, so it is never lost itself.
+    if (dropped > 0 && admitted > 0 && keep === admitted) {
+      keep -= 1;
+      dropped += 1;
+    }
+    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines.slice(0, keep).map((line) => ({ type: 'deploy', level: line.level, message: line.message }));
+    if (dropped > 0 && admitted > 0) lines.push({ type: 'deploy', level: 'warn', message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows` });
+    if (lines.length > 0) await store.appendLogs(revisionId, lines, clock.now());
+    return { stored: lines.length, dropped };
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
