@@ -1,15 +1,57 @@
 import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { killGroup, startCommand, type Sandboxed } from './processes.ts';
+import { killGroup, startCommand, untrackGroup, type Sandboxed } from './processes.ts';
 import { quote } from './git.ts';
 import type { GraphConfig } from './graph-config.ts';
 import { firstErrorLine, parseServerLine, type ServerLine } from './server-output.ts';
 import { productionServerCommand, type ServerPaths } from './server-command.ts';
-import { forgetServer, orphanOf, recordServer } from './build-records.ts';
+import { forgetServer, orphanOf, recordServer, stateDirOf } from './build-records.ts';
+import { ServerLogTail } from './server-log-tail.ts';
 
-/** A LangGraph agent server this agent started. */
-export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void> };
+/**
+ * A LangGraph agent server this agent started or adopted. `stop()` ends it; `detach()` only stops
+ * following its output (the agent is stopping and leaves it serving for its successor).
+ */
+export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void>; detach(): void };
+
+/** Where a server's output goes: beside the checkout with the agent's records, never inside it. */
+export function serverLogOf(buildDir: string): string {
+  mkdirSync(stateDirOf(buildDir), { recursive: true });
+  return join(stateDirOf(buildDir), 'server.log');
+}
+
+/**
+ * Takes over the server a previous run of the agent left serving `buildDir`: only when the
+ * recorded process is still the one started (pid and start time), and answers `GET /ok` on its
+ * recorded port. Its output is followed from where it is now. Null when there is none to take.
+ */
+export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLine) => void): Promise<RunningAgentServer | null> {
+  const orphan = orphanOf(buildDir);
+  if (!orphan || 'stale' in orphan || orphan.port === undefined) return null;
+  const port = orphan.port;
+  const ok = await fetch(`http://127.0.0.1:${port}/ok`, { signal: AbortSignal.timeout(2000) }).then(
+    (r) => r.ok,
+    () => false,
+  );
+  if (!ok) return null;
+  const tail = new ServerLogTail(serverLogOf(buildDir), (raw) => {
+    const line = parseServerLine(raw, 'stdout');
+    if (line) onLine(line);
+  }, { fromEnd: true });
+  const pid = orphan.pid;
+  return {
+    port,
+    pid,
+    stop: async () => {
+      await killGroup(pid);
+      tail.stop();
+      forgetServer(buildDir, pid);
+    },
+    detach: () => tail.stop(),
+  };
+}
 
 /** A free loopback port (the OS picks one; it is free again when this resolves). */
 export function freePort(): Promise<number> {
@@ -75,25 +117,25 @@ export async function startAgentServer(options: {
   const recent: ServerLine[] = [];
   let firstErrorAt: number | null = null;
   const command = options.command ? options.command.replaceAll('{port}', String(port)) : serverCommand(options.cwd, options.config, port, options.paths);
-  const child: ChildProcess = startCommand(command, {
-    cwd: options.cwd,
-    env: { ...options.env, PORT: String(port) },
-    sandbox: options.sandbox,
-    onLine: (raw, stream) => {
-      const line = parseServerLine(raw, stream);
-      if (!line) return;
-      recent.push(line);
-      if (recent.length > 40) recent.shift();
-      if (line.level === 'error' && firstErrorAt === null) firstErrorAt = Date.now();
-      options.onLine(line);
-    },
-  });
+  const outputFile = serverLogOf(options.buildDir);
+  writeFileSync(outputFile, '');
+  const onRaw = (raw: string) => {
+    const line = parseServerLine(raw, 'stdout');
+    if (!line) return;
+    recent.push(line);
+    if (recent.length > 40) recent.shift();
+    if (line.level === 'error' && firstErrorAt === null) firstErrorAt = Date.now();
+    options.onLine(line);
+  };
+  const child: ChildProcess = startCommand(command, { cwd: options.cwd, env: { ...options.env, PORT: String(port) }, sandbox: options.sandbox, outputFile, onLine: () => undefined });
+  const tail = new ServerLogTail(outputFile, onRaw);
   const pid = child.pid!;
   recordServer(options.buildDir, pid, port);
   let exited: string | null = null;
   child.on('exit', (code, signal) => (exited = `exited with ${signal ?? `code ${code}`}`));
   const stop = async () => {
     await killGroup(pid);
+    tail.stop();
     forgetServer(options.buildDir, pid);
   };
   const why = () => firstErrorLine(recent) ?? recent.slice(-3).map((l) => l.message).join(' | ');
@@ -104,8 +146,7 @@ export async function startAgentServer(options: {
       throw new Error('interrupted while the agent server was starting');
     }
     if (exited) {
-      // The last lines come through the pipes a moment after the exit.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      tail.stop();
       forgetServer(options.buildDir, pid);
       throw new Error(`${why() || 'no output'} (the agent server ${exited} before it was healthy)`);
     }
@@ -121,7 +162,10 @@ export async function startAgentServer(options: {
       (r) => r.ok,
       () => false,
     );
-    if (ok) return { port, pid, stop };
+    if (ok) {
+      untrackGroup(pid);
+      return { port, pid, stop, detach: () => tail.stop() };
+    }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

@@ -74,7 +74,8 @@ export function forgetServer(buildDir: string, pid: number): void {
 function readServer(buildDir: string): ServerRecord | null {
   try {
     const record = JSON.parse(readFileSync(join(stateDirOf(buildDir), SERVER), 'utf8')) as Partial<ServerRecord>;
-    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null } : null;
+    const port = Number.isInteger(record.port) ? record.port : undefined;
+    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null, port } : null;
   } catch {
     return null;
   }
@@ -85,11 +86,11 @@ function readServer(buildDir: string): ServerRecord | null {
  * was killed), when that process still runs and is still the one recorded; null otherwise (gone,
  * or the pid now names another process: after a reboot, or reused), so nothing unrelated is killed.
  */
-export function orphanOf(buildDir: string): { pid: number } | { pid: number; stale: true } | null {
+export function orphanOf(buildDir: string): { pid: number; port?: number } | { pid: number; stale: true } | null {
   const record = readServer(buildDir);
   if (!record) return null;
   const now = processIdentity(record.pid);
   if (now === null) return null;
   if (record.identity === null || now !== record.identity) return { pid: record.pid, stale: true };
-  return { pid: record.pid };
+  return { pid: record.pid, port: record.port };
 }

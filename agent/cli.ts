@@ -9,7 +9,9 @@ const USAGE = `Usage: npm run agent -- --url <control plane URL> --listener <lis
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
 Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
 runs them unsandboxed, for code you trust. --pass-env NAME hands the agent's variable NAME to install and
-build commands (a private registry's token); nothing else of the agent's environment reaches them.`;
+build commands (a private registry's token); nothing else of the agent's environment reaches them.
+SIGTERM (a service manager's stop) leaves the proxy and the live agent servers serving: the agent started
+next on the same --work-dir takes them over, so a restart fails no request. SIGINT (Ctrl-C) stops everything.`;
 
 /** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
@@ -101,7 +103,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       }
       stopping = true;
       process.stderr.write(`agent: ${signal}: stopping\n`);
-      agent.stop().then(
+      agent.stop({ leaveServing: signal === 'SIGTERM' }).then(
         () => process.exit(0),
         () => process.exit(1),
       );

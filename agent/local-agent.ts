@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
-import { endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
+import { adoptAgentServer, endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
@@ -17,7 +17,7 @@ import { NONE_WARNING, SANDBOX_AGENT_MODULES, SANDBOX_CACHE_DIR, SANDBOX_HOME, S
 import type { ServerLine } from './server-output.ts';
 import type { ServerPaths } from './server-command.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
-import { DeploymentProxy } from './proxy.ts';
+import { ProxyClient } from './proxy-client.ts';
 import { isBuilt, markBuilt, removeBuild } from './build-records.ts';
 
 const run = promisify(execFile);
@@ -63,7 +63,7 @@ type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; b
 export class LocalAgent {
   readonly #options: LocalAgentOptions;
   readonly #client: AgentClient;
-  readonly #proxy = new DeploymentProxy();
+  readonly #proxy: ProxyClient;
   readonly #live = new Map<string, Live>();
   readonly #running = new Set<Promise<void>>();
   /** The attempt on each revision still running here: a new claim of it waits for the old one to end (and clean up). */
@@ -76,6 +76,7 @@ export class LocalAgent {
 
   constructor(options: LocalAgentOptions) {
     this.#options = { ...options, workDir: resolve(options.workDir) };
+    this.#proxy = new ProxyClient(this.#options.workDir);
     this.#client = new AgentClient(options);
   }
 
@@ -96,35 +97,50 @@ export class LocalAgent {
       if (signal.aborted) throw new Aborted('the agent is stopping');
     };
     mkdirSync(this.#options.workDir, { recursive: true });
+    // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
+    // routes the previous agent gave until this one has restored (adopted or restarted) every
+    // live server, then gets the whole table at once. The heartbeat comes after, so the control
+    // plane hears from this agent (showing its deployments READY) once its proxy serves them.
     const proxyPort = await this.#proxy.listen(this.#options.proxyPort, this.#options.proxyHost);
     this.#options.print(`agent: proxy listening on http://${this.#options.proxyHost}:${proxyPort}`);
     checkStopping();
+    await this.#restore();
+    checkStopping();
+    await this.#proxy.publish();
     const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, signal);
     checkStopping();
     this.#leaseMs = ack.lease_ms;
     this.#heartbeat = setInterval(() => {
       this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(this.#leaseMs / 3)));
-    await this.#restore();
-    checkStopping();
     this.#loop = this.#pull();
     this.#options.print(`agent: serving listener ${this.#options.listenerId} as ${this.#options.agentId}`);
     return { proxyPort };
   }
 
-  /** Stops pulling, gives back claims in progress, stops every server it runs (also in the middle of `start()`). */
-  async stop(): Promise<void> {
+  /**
+   * Stops pulling and gives back claims in progress (their installs and builds end). Then either
+   * stops every server it runs and its proxy (`leaveServing` false), or leaves them serving: the
+   * proxy process and the live agent servers outlive the agent, and the agent started next on the
+   * same work directory takes them over, so a restart fails no request. Works in the middle of
+   * `start()` too (servers not yet serving are stopped either way).
+   */
+  async stop(options: { leaveServing?: boolean } = {}): Promise<void> {
     this.#stopping.abort();
     await this.#starting?.catch(() => undefined);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await Promise.allSettled([...this.#running]);
     await this.#loop?.catch(() => undefined);
-    await Promise.allSettled([...this.#live.values()].map(async (live) => {
-      await live.server.stop();
-      await live.runtimeLogs?.stop();
-    }));
+    if (options.leaveServing) this.#options.print(`agent: leaving the proxy and ${this.#live.size} live server(s) serving for the next agent`);
+    await Promise.allSettled(
+      [...this.#live.values()].map(async (live) => {
+        if (options.leaveServing) live.server.detach();
+        else await live.server.stop();
+        await live.runtimeLogs?.stop();
+      }),
+    );
     this.#live.clear();
-    await this.#proxy.close();
+    await this.#proxy.close(!options.leaveServing);
   }
 
   async #pull(): Promise<void> {
@@ -530,10 +546,19 @@ export class LocalAgent {
         this.#options.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
         continue;
       }
+      const runtimeLogs = this.#runtimeLogs(revision.id);
+      const adopted = await adoptAgentServer(buildDir, (line) => runtimeLogs.line(line));
+      if (adopted) {
+        // The server the previous agent left serving: its threads and runs go on untouched.
+        const hosts = hostsOf(deployment);
+        this.#proxy.route(hosts, adopted.port);
+        this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
+        this.#options.print(`agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`);
+        continue;
+      }
       const ended = await endOrphan(buildDir);
       if (ended) this.#options.print(`agent: ${deployment.name}: ${ended}`);
       try {
-        const runtimeLogs = this.#runtimeLogs(revision.id);
         const server = await this.#startServer(deployment.id, buildDir, revision, (line) => runtimeLogs.line(line), this.#stopping.signal);
         const hosts = hostsOf(deployment);
         this.#proxy.route(hosts, server.port);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import type { Readable } from 'node:stream';
 import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
@@ -26,6 +27,14 @@ function killGroupsOnExit(): void {
       }
     }
   });
+}
+
+/**
+ * Leaves a group running when the agent exits: a live agent server, which its successor takes
+ * over. Installs, builds and servers still starting stay killed at exit.
+ */
+export function untrackGroup(pgid: number): void {
+  groups.delete(pgid);
 }
 
 /** The process groups this agent started that still run (for tests and diagnostics). */
@@ -74,10 +83,22 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
  * Starts `sh -c command` in its own process group (a new session with no terminal), each output
  * line to `onLine`; with `sandbox`, inside bwrap, which is then the group leader. Only the three
  * standard streams are passed: no other descriptor of the agent reaches the command.
+ * `outputFile`: the output is appended to that file instead of piped (`onLine` is then not
+ * called: the caller follows the file), and the process is not killed when the agent exits, so
+ * it can outlive a restart of the agent.
  */
-export function startCommand(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null }): ChildProcess {
+export function startCommand(
+  command: string,
+  options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null; outputFile?: string },
+): ChildProcess {
   const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', 'sh', '-c', command], '/'] : ['sh', ['-c', command], options.cwd];
-  const child = spawn(file, args, { cwd, env: options.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
+  let child: ChildProcess;
+  try {
+    child = spawn(file, args, { cwd, env: options.env, detached: true, stdio: output === null ? ['ignore', 'pipe', 'pipe'] : ['ignore', output, output] });
+  } finally {
+    if (output !== null) closeSync(output);
+  }
   if (child.pid !== undefined) {
     const pgid = child.pid;
     killGroupsOnExit();
@@ -86,8 +107,10 @@ export function startCommand(command: string, options: { cwd: string; env: NodeJ
     // reused by an unrelated process later, so it is not killed at exit.
     child.once('exit', () => groups.delete(pgid));
   }
-  splitLines(child.stdout!, (line) => options.onLine(line, 'stdout'));
-  splitLines(child.stderr!, (line) => options.onLine(line, 'stderr'));
+  if (output === null) {
+    splitLines(child.stdout!, (line) => options.onLine(line, 'stdout'));
+    splitLines(child.stderr!, (line) => options.onLine(line, 'stderr'));
+  }
   return child;
 }
 

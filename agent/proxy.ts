@@ -14,6 +14,7 @@ export class DeploymentProxy {
   readonly #inFlight = new Map<number, number>();
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   #server: Server | null = null;
+  #closing = false;
 
   /** Points the deployment's host names at `port`. */
   route(hosts: string[], port: number): void {
@@ -22,6 +23,12 @@ export class DeploymentProxy {
 
   unroute(hosts: string[]): void {
     for (const host of hosts) this.#routes.delete(host.toLowerCase());
+  }
+
+  /** Replaces the whole routing table in one step (the agent sends it whole). */
+  replaceRoutes(routes: Array<{ hosts: string[]; port: number }>): void {
+    this.#routes.clear();
+    for (const { hosts, port } of routes) this.route(hosts, port);
   }
 
   /** Resolves when no request is being forwarded to `port` (or after `maxMs`). */
@@ -53,7 +60,9 @@ export class DeploymentProxy {
       const upstream = request(
         { host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
         (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          // Closing: the client's next request opens a new connection instead of racing the close of this one.
+          const headers = this.#closing ? { ...answer.headers, connection: 'close' } : answer.headers;
+          res.writeHead(answer.statusCode ?? 502, headers);
           answer.pipe(res);
           answer.on('end', finish);
           answer.on('error', finish);
@@ -74,15 +83,31 @@ export class DeploymentProxy {
       req.pipe(upstream);
     });
     this.#server = server;
-    return new Promise((resolve) => server.listen(port, host, () => resolve((server.address() as AddressInfo).port)));
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+    });
   }
 
-  close(): Promise<void> {
+  /**
+   * Stops taking connections and lets every connection end on an answer: from now on each answer
+   * says `Connection: close`; a connection idle now may still carry one more request for
+   * `idleGraceMs` (closing it at once races a client that is just reusing it); after `graceMs`
+   * whatever is left is closed.
+   */
+  async close(options: { idleGraceMs?: number; graceMs?: number } = {}): Promise<void> {
+    const server = this.#server;
+    if (!server) return;
+    this.#closing = true;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    const idleUntil = Date.now() + (options.idleGraceMs ?? 2000);
+    const deadline = Date.now() + (options.graceMs ?? 10_000);
+    while (Date.now() < deadline && (Date.now() < idleUntil || [...this.#inFlight.values()].some((n) => n > 0))) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    server.closeIdleConnections();
+    server.closeAllConnections();
+    await closed;
     this.#agent.destroy();
-    return new Promise((resolve) => {
-      if (!this.#server) return resolve();
-      this.#server.close(() => resolve());
-      this.#server.closeAllConnections();
-    });
   }
 }

@@ -11,8 +11,8 @@ export function plainText(line: string): string {
 /**
  * One line of an agent server's output, with the level the server printed: the LangGraph.js API
  * server writes JSON lines (`{"level", "event", …}`, with `LOG_JSON=true`); anything else (Node's
- * own crash report, a graph's `console.log`) is `info` on stdout, and on stderr `error` when it
- * reads as an error, `warn` otherwise. Null for a blank line.
+ * own crash report, a graph's `console.log`) is `error` when it names an error, else `info` on
+ * stdout and `warn` on stderr. Null for a blank line.
  */
 export function parseServerLine(raw: string, stream: 'stdout' | 'stderr'): ServerLine | null {
   const text = plainText(raw);
@@ -26,8 +26,8 @@ export function parseServerLine(raw: string, stream: 'stdout' | 'stderr'): Serve
       // not JSON after all: kept as printed
     }
   }
-  if (stream === 'stdout') return { level: 'info', message: text };
-  return { level: ERROR_LINE.test(text) ? 'error' : 'warn', message: text };
+  if (ERROR_LINE.test(text)) return { level: 'error', message: text };
+  return { level: stream === 'stdout' ? 'info' : 'warn', message: text };
 }
 
 function levelOf(level: unknown): LogLevel {

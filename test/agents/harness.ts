@@ -49,7 +49,7 @@ export type AgentProcess = {
 };
 
 /** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
-export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string; inheritedFd?: boolean }): Promise<AgentProcess> {
+export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string; inheritedFd?: boolean; proxyPort?: number }): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [
@@ -61,7 +61,7 @@ export async function startAgent(options: { url: string; token: string; listener
       '--work-dir',
       options.workDir,
       '--proxy-port',
-      '0',
+      String(options.proxyPort ?? 0),
       '--agent-id',
       options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`,
       // The sandbox sees only the variables named: npm's settings of the test machine.
@@ -125,10 +125,15 @@ export function serverPidOf(buildDir: string): number {
   return (JSON.parse(readFileSync(join(stateDirOf(buildDir), 'server.json'), 'utf8')) as { pid: number }).pid;
 }
 
-/** Ends every agent server left in a work directory (after an agent was SIGKILLed). */
+/** Ends every agent server and the proxy left in a work directory (after an agent was stopped with SIGTERM or SIGKILL). */
 export function killLeftoverServers(workDir: string): void {
   if (!existsSync(workDir)) return;
-  for (const deployment of readdirSync(workDir)) {
+  try {
+    process.kill((JSON.parse(readFileSync(join(workDir, '.proxy', 'proxy.json'), 'utf8')) as { pid: number }).pid, 'SIGKILL');
+  } catch {
+    // no proxy left
+  }
+  for (const deployment of readdirSync(workDir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name)) {
     const dir = join(workDir, deployment);
     for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
       if (!entry.endsWith('.agent') || !existsSync(join(dir, entry, 'server.json'))) continue;

@@ -169,10 +169,13 @@ export class AgentProtocol {
     this.#deps.plane.wake(agent.listenerId);
   }
 
-  /** What the listener should be running now: each live revision with its secrets, to restart without rebuilding. */
+  /**
+   * What the listener should be running now: each live revision with its secrets, to restart
+   * without rebuilding. Not a sign of life: a restarting agent asks before its proxy serves them,
+   * and its deployments must not show READY until its heartbeat says it does.
+   */
   async live(agent: AgentPrincipal): Promise<LiveDeployments> {
-    const { agents, store, clock } = this.#deps;
-    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    const { agents, store } = this.#deps;
     const deployments: LiveDeployments['deployments'] = [];
     for (const live of await agents.liveDeployments(agent.listenerId)) {
       const [deployment, revision] = await Promise.all([store.getDeploymentById(live.deploymentId), store.getRevisionWork(live.revisionId)]);
