@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { stateDirOf } from '../../agent/build-records.ts';
@@ -173,4 +173,22 @@ export async function hostFetch(proxyPort: number, host: string, path: string, i
     req.on('error', reject);
     req.end(init.body);
   });
+}
+
+/**
+ * Processes whose working directory is inside `dir` (an install or build of that checkout): how
+ * a test finds a sandboxed command, whose own pid is only valid in its pid namespace.
+ */
+export function processesIn(dir: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${name}/cwd`);
+      if (cwd === dir || cwd.startsWith(`${dir}/`)) found.push(Number(name));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
 }

@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually, type Api } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, hostFetch, killLeftoverServers, localListener, startAgent, type AgentProcess } from './harness.ts';
+import { graphRepo, hostFetch, killLeftoverServers, localListener, processesIn, startAgent, type AgentProcess } from './harness.ts';
 
 /** A graph whose state counts the runs of a thread: a thread continued on another revision or server counts on. */
 const counting = (answer: string) => `import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
@@ -31,21 +31,6 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
-}
-
-/** Processes whose working directory is inside `dir` (an install or build of that checkout). */
-function processesIn(dir: string): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const cwd = readlinkSync(`/proc/${name}/cwd`);
-      if (cwd === dir || cwd.startsWith(`${dir}/`)) found.push(Number(name));
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return found;
 }
 
 /**
