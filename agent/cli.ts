@@ -6,6 +6,7 @@ import { closeInheritedDescriptors, findBwrap, NONE_WARNING, SandboxUnavailable 
 const USAGE = `Usage: npm run agent -- --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
   [--agent-id <id>] [--start-timeout 120] [--sandbox bwrap|none] [--pass-env NAME]... [--cache-dir <dir>]
+  [--public-url 'http://{name}.localhost:<proxy-port>']
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
 Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
 runs them unsandboxed, for code you trust. --pass-env NAME hands the agent's variable NAME to install and
@@ -32,6 +33,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       sandbox: { type: 'string', default: 'bwrap' },
       'pass-env': { type: 'string', multiple: true, default: [] },
       'cache-dir': { type: 'string' },
+      'public-url': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -51,6 +53,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const sandbox = values.sandbox;
   if (sandbox !== 'bwrap' && sandbox !== 'none') {
     process.stderr.write(`--sandbox must be bwrap or none, not ${sandbox}\n`);
+    process.exit(2);
+  }
+  const publicUrl = values['public-url'];
+  if (publicUrl !== undefined && (!publicUrl.includes('{name}') || !URL.canParse(publicUrl.replaceAll('{name}', 'x')) || !/^https?:/.test(publicUrl))) {
+    process.stderr.write(`--public-url must be an http(s) URL template with {name} in it (http://{name}.agents.example.com, http://10.0.0.5:8180/d/{name})\n`);
     process.exit(2);
   }
   const passEnv = values['pass-env'];
@@ -88,6 +95,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     bwrapPath,
     passEnv,
     cacheDir: values['cache-dir'],
+    publicUrl,
     print: (line) => process.stdout.write(`${line}\n`),
   });
   // Installed before `start()`: restoring the live revisions' servers can take the start timeout

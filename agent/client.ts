@@ -28,8 +28,8 @@ export class AgentClient {
     return (text ? JSON.parse(text) : null) as T;
   }
 
-  heartbeat(agentId: string, version: string, capacity: number, signal?: AbortSignal): Promise<AgentHeartbeatAck> {
-    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity }, signal);
+  heartbeat(agentId: string, version: string, capacity: number, publicUrl: string | null, signal?: AbortSignal): Promise<AgentHeartbeatAck> {
+    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity, public_url: publicUrl }, signal);
   }
 
   async claim(agentId: string, waitSeconds: number, signal?: AbortSignal): Promise<WorkItem | null> {

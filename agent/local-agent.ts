@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
 import { adoptAgentServer, endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
@@ -42,6 +44,8 @@ export type LocalAgentOptions = {
   passEnv: string[];
   /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
   cacheDir?: string;
+  /** The URL template deployments are served under (`{name}`: the name's DNS-safe form); default `http://{name}.localhost:<proxy port>`. */
+  publicUrl?: string;
   /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
   runtimeLogs?: Partial<RuntimeLogOptions>;
   print: (line: string) => void;
@@ -107,11 +111,13 @@ export class LocalAgent {
     await this.#restore();
     checkStopping();
     await this.#proxy.publish();
-    const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, signal);
+    const publicUrl = this.#options.publicUrl ?? `http://{name}.localhost:${proxyPort}`;
+    this.#options.print(`agent: deployments answer at ${publicUrl}`);
+    const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl, signal);
     checkStopping();
     this.#leaseMs = ack.lease_ms;
     this.#heartbeat = setInterval(() => {
-      this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
+      this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(this.#leaseMs / 3)));
     this.#loop = this.#pull();
     this.#options.print(`agent: serving listener ${this.#options.listenerId} as ${this.#options.agentId}`);
@@ -572,12 +578,18 @@ export class LocalAgent {
 
 }
 
-/** The host names the proxy serves a deployment under: its `custom_url` host, and its name as first label. */
+/**
+ * The names the proxy serves a deployment under: its name's DNS-safe form (as a host's first label,
+ * and in `/d/<name>/`), so names that differ only in case or `_`/`-` never share a route; and its
+ * `custom_url` host when that names only it (not an address or `localhost`, which a path-based
+ * URL template has).
+ */
 function hostsOf(deployment: WorkDeployment): string[] {
-  const hosts = [deployment.name.toLowerCase()];
+  const hosts = [dnsSafeName(deployment.name)];
   if (deployment.custom_url) {
     try {
-      hosts.push(new URL(deployment.custom_url).hostname);
+      const host = new URL(deployment.custom_url).hostname;
+      if (host.includes('.') && !isIP(host.replace(/^\[|\]$/g, '')) && host !== 'localhost') hosts.push(host);
     } catch {
       // not a URL: the name still routes
     }

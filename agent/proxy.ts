@@ -5,8 +5,8 @@ type Route = { port: number };
 
 /**
  * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
- * `custom_url` host name, or `<name>.<anything>`); it is forwarded to the port of that deployment's
- * live agent server. Switching a route is one map write; requests already forwarded finish on the
+ * `custom_url` host name, or `<name>.<anything>` with the name's DNS-safe form), or its path does
+ * (`/d/<name>/…`); it is forwarded to the port of that deployment's live agent server. Switching a route is one map write; requests already forwarded finish on the
  * old server, and `drained(port)` tells when none is left, so the old server can be stopped.
  */
 export class DeploymentProxy {
@@ -37,14 +37,25 @@ export class DeploymentProxy {
     while ((this.#inFlight.get(port) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   }
 
-  #target(hostHeader: string | undefined): Route | null {
+  /**
+   * The deployment a request is for, and the path to forward: by its `Host` (a deployment's host
+   * name, or its DNS-safe name as the first label), else by its path, `/d/<name>/…` with the
+   * prefix stripped, for clients that cannot resolve `*.localhost`.
+   */
+  #target(hostHeader: string | undefined, url: string): (Route & { path: string }) | null {
     const host = (hostHeader ?? '').replace(/:\d+$/, '').toLowerCase();
-    return this.#routes.get(host) ?? this.#routes.get(host.split('.')[0] ?? '') ?? null;
+    const byHost = this.#routes.get(host) ?? this.#routes.get(host.split('.')[0] ?? '');
+    if (byHost) return { ...byHost, path: url };
+    const prefixed = /^\/d\/([^/?#]+)(.*)$/.exec(url);
+    const byPath = prefixed ? this.#routes.get(decodeURIComponent(prefixed[1]!).toLowerCase()) : undefined;
+    if (!byPath || !prefixed) return null;
+    const rest = prefixed[2] ?? '';
+    return { ...byPath, path: rest.startsWith('/') ? rest : `/${rest}` };
   }
 
   listen(port: number, host: string): Promise<number> {
     const server = createServer((req, res) => {
-      const target = this.#target(req.headers.host);
+      const target = this.#target(req.headers.host, req.url ?? '/');
       if (!target) {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
@@ -58,7 +69,7 @@ export class DeploymentProxy {
         this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
       };
       const upstream = request(
-        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
+        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: target.path, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
         (answer) => {
           // Closing: the client's next request opens a new connection instead of racing the close of this one.
           const headers = this.#closing ? { ...answer.headers, connection: 'close' } : answer.headers;

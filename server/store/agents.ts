@@ -47,7 +47,11 @@ export interface AgentStore {
   /** Whether the deployment's teardown was reported done (or forced). */
   teardownReported(deploymentId: string): Promise<boolean>;
   setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void>;
-  heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
+  heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]>;
+  /** The URL template the listener's agent reported (`{name}` in it), or null. */
+  agentPublicUrl(listenerId: string): Promise<string | null>;
+  /** Sets a deployment's `custom_url` (the one its listener's agent serves it under). */
+  setCustomUrl(deploymentId: string, url: string, now: string): Promise<void>;
   markSilent(cutoff: string, now: string): Promise<string[]>;
   liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>>;
 }
@@ -185,10 +189,19 @@ export class SqliteAgentStore implements AgentStore {
   // ------------------------------------------------------------ heartbeats and silence
 
   /** Marks the listener heard from; its `UNKNOWN` deployments that have a live revision are `READY` again. */
-  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]> {
+  async agentPublicUrl(listenerId: string): Promise<string | null> {
+    const row = this.#sql('SELECT agent_public_url FROM listeners WHERE id = ?').get(listenerId) as Row | undefined;
+    return (row?.agent_public_url as string | null | undefined) ?? null;
+  }
+
+  async setCustomUrl(deploymentId: string, url: string, now: string): Promise<void> {
+    this.#sql("UPDATE deployments SET source_config = json_set(source_config, '$.custom_url', ?), updated_at = ? WHERE id = ?").run(url, now, deploymentId);
+  }
+
+  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
     return this.#db.transaction((): string[] => {
       if (input.version !== undefined) {
-        this.#sql('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ? WHERE id = ?').run(input.now, input.version, input.capacity ?? null, input.listenerId);
+        this.#sql('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ?, agent_public_url = ? WHERE id = ?').run(input.now, input.version, input.capacity ?? null, input.publicUrl ?? null, input.listenerId);
       } else {
         this.#sql('UPDATE listeners SET last_seen_at = ? WHERE id = ?').run(input.now, input.listenerId);
       }

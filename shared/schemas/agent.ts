@@ -17,6 +17,17 @@ export const AgentHeartbeat = z.strictObject({
   version: z.string().min(1).max(100),
   /** How many pieces of work the agent can take at once. */
   capacity: z.int().min(0).max(1000),
+  /**
+   * The URL template the agent serves deployments under (its `--public-url`): `{name}` stands for
+   * the deployment name's DNS-safe form. A deployment it deploys gets its `custom_url` from it.
+   */
+  public_url: z
+    .string()
+    .max(500)
+    .refine((template) => template.includes('{name}') && /^https?:\/\/[^/\s]+/.test(template.replaceAll('{name}', 'x')) && URL.canParse(template.replaceAll('{name}', 'x')), {
+      message: 'public_url must be an http(s) URL template containing {name}',
+    })
+    .nullish(),
 });
 export type AgentHeartbeat = z.infer<typeof AgentHeartbeat>;
 

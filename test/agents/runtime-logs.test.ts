@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createNetServer } from 'node:net';
 import { PassThrough } from 'node:stream';
+import { dnsSafeName } from '../../shared/dns-safe-name.ts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { splitLines } from '../../agent/processes.ts';
 import { RuntimeLogLimits } from '../../server/domain/agents/runtime-log-limits.ts';
@@ -47,13 +49,20 @@ describe('runtime logs of a live revision', () => {
     killLeftoverServers(workDir);
   });
 
-  it('shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', { timeout: 600_000 }, async () => {
+  it('answers at the custom_url its agent reports (by path, no DNS), shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', { timeout: 600_000 }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
     const api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
     const { integrationId } = await workspaceFixtures(api);
     const { listenerId, token } = await localListener(api, workspaceId);
-    agent = await startAgent({ url: server.url, token, listenerId, workDir });
+    // The URL template a client without DNS for *.localhost can use: path-based, on the proxy's port.
+    const proxyPort = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, '127.0.0.1', () => {
+        const port = (probe.address() as { port: number }).port;
+        probe.close(() => resolve(port));
+      });
+    });
+    agent = await startAgent({ url: server.url, token, listenerId, workDir, proxyPort, args: ['--public-url', `http://127.0.0.1:${proxyPort}/d/{name}`] });
     const repo = graphRepo();
     repo.commit({ 'src/graph.mjs': LOUD_GRAPH }, 'A graph that prints');
     const created = await api.post(
@@ -64,7 +73,11 @@ describe('runtime logs of a live revision', () => {
     const id = created.body.id as string;
     const revision = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(revision.status, revision.status_message).toBe('DEPLOYED');
-    const host = new URL((await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url).hostname;
+    // custom_url is the URL the agent's proxy answers on (what `langgraph deploy` prints): a plain fetch reaches it.
+    const customUrl = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+    expect(customUrl).toBe(`http://127.0.0.1:${proxyPort}/d/${dnsSafeName(created.body.name)}`);
+    expect((await fetch(`${customUrl}/ok`)).status).toBe(200);
+    const host = `${dnsSafeName(created.body.name)}.localhost`;
     const run = (input: Record<string, unknown>) => hostFetch(agent!.proxyPort, host, '/runs/wait', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input }) });
 
     const tag = crypto.randomUUID();

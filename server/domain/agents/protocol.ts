@@ -11,6 +11,7 @@ import type { Uploads } from '../uploads.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 import { RuntimeLogLimits } from './runtime-log-limits.ts';
+import { deploymentUrl } from '../../../shared/dns-safe-name.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -53,7 +54,7 @@ export class AgentProtocol {
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
     const now = this.#deps.clock.now();
-    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity });
+    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity, publicUrl: body.public_url ?? null });
     return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
   }
 
@@ -117,6 +118,7 @@ export class AgentProtocol {
       await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
       result = (await store.getRevisionById(claim.revision_id)) ?? moved;
     }
+    if (result.status === 'DEPLOYED') await this.#useAgentUrl(agent.listenerId, claim.deployment_id);
     if (isTerminal(result.status)) await agents.releaseClaim(claimId);
     else await agents.renewClaim(claimId, this.#leaseFrom(clock.now()));
     return result;
@@ -232,6 +234,20 @@ export class AgentProtocol {
     // The tarball's fetch URL is bound to this claim: it stops working when the claim ends.
     const sourceUrl = this.#deps.uploads.fetchUrl(sourcePath(claim.listener_id, claim.claim_id), sourceSubject(claim.listener_id, claim.claim_id));
     return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: workRevision(revision, deployment, sourceUrl) };
+  }
+
+  /**
+   * A deployment whose URL the server sets, deployed by an agent that reported a URL template:
+   * its `custom_url` becomes the URL that agent's proxy answers on (what `langgraph deploy` prints).
+   */
+  async #useAgentUrl(listenerId: string, deploymentId: string): Promise<void> {
+    const { agents, store, clock } = this.#deps;
+    const template = await agents.agentPublicUrl(listenerId);
+    if (!template) return;
+    const deployment = await store.getDeploymentById(deploymentId);
+    if (!deployment || deployment.source === 'external_docker') return;
+    const url = deploymentUrl(template, deployment.name);
+    if (deployment.source_config.custom_url !== url) await agents.setCustomUrl(deploymentId, url, clock.now());
   }
 
   #leaseFrom(now: string): string {

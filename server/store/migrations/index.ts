@@ -11,6 +11,7 @@ import processLeases from './010_process_leases.ts';
 import teardownReports from './011_teardown_reports.ts';
 import listenerSweepIndexes from './012_listener_sweep_indexes.ts';
 import queuedRevisionsIndex from './013_queued_revisions_index.ts';
+import agentPublicUrl from './014_agent_public_url.ts';
 
 /**
  * Versioned migrations, applied in order at start inside one transaction each. Append only: a
@@ -30,4 +31,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: str
   { version: 11, name: 'teardown_reports', sql: teardownReports },
   { version: 12, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
   { version: 13, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
+  { version: 14, name: 'agent_public_url', sql: agentPublicUrl },
 ];

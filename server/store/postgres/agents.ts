@@ -135,11 +135,26 @@ export class PgAgentStore implements AgentStore {
 
   // ------------------------------------------------------------ heartbeats and silence
 
-  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]> {
+  async agentPublicUrl(listenerId: string): Promise<string | null> {
+    const rows = await this.#db.rows<{ agent_public_url: string | null }>('SELECT agent_public_url FROM listeners WHERE id = ?', [listenerId]);
+    return rows[0]?.agent_public_url ?? null;
+  }
+
+  async setCustomUrl(deploymentId: string, url: string, now: string): Promise<void> {
+    const db = this.#db;
+    await db.tx(async (c) => {
+      const rows = await db.rows<{ source_config: string }>('SELECT source_config FROM deployments WHERE id = ? FOR UPDATE', [deploymentId], c);
+      if (!rows[0]) return;
+      const config = JSON.parse(rows[0].source_config) as Record<string, unknown>;
+      await db.run('UPDATE deployments SET source_config = ?, updated_at = ? WHERE id = ?', [JSON.stringify({ ...config, custom_url: url }), now, deploymentId], c);
+    });
+  }
+
+  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
     const db = this.#db;
     return db.tx(async (c) => {
       if (input.version !== undefined) {
-        await db.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ? WHERE id = ?', [input.now, input.version, input.capacity ?? null, input.listenerId], c);
+        await db.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ?, agent_public_url = ? WHERE id = ?', [input.now, input.version, input.capacity ?? null, input.publicUrl ?? null, input.listenerId], c);
       } else {
         await db.run('UPDATE listeners SET last_seen_at = ? WHERE id = ?', [input.now, input.listenerId], c);
       }

@@ -4,6 +4,7 @@ import processLeases from './003_process_leases.ts';
 import teardownReports from './004_teardown_reports.ts';
 import listenerSweepIndexes from './005_listener_sweep_indexes.ts';
 import queuedRevisionsIndex from './006_queued_revisions_index.ts';
+import agentPublicUrl from './007_agent_public_url.ts';
 
 /**
  * PostgreSQL's own versioned migrations, applied in order at start, each in one transaction, under
@@ -16,4 +17,5 @@ export const PG_MIGRATIONS: ReadonlyArray<{ version: number; name: string; sql: 
   { version: 4, name: 'teardown_reports', sql: teardownReports },
   { version: 5, name: 'listener_sweep_indexes', sql: listenerSweepIndexes },
   { version: 6, name: 'queued_revisions_index', sql: queuedRevisionsIndex },
+  { version: 7, name: 'agent_public_url', sql: agentPublicUrl },
 ];
