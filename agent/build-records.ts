@@ -16,9 +16,20 @@ const BUILT = 'built.json';
 const SERVER = 'server.json';
 
 /** Records that the build in `buildDir` finished: a restarted agent serves it without building again. */
-export function markBuilt(buildDir: string, info: { sha: string | null; graph_config_path: string }): void {
+export function markBuilt(buildDir: string, info: BuiltRecord): void {
   mkdirSync(stateDirOf(buildDir), { recursive: true });
   writeFileSync(join(stateDirOf(buildDir), BUILT), JSON.stringify(info));
+}
+
+/** What a finished build recorded: its commit, its graph config, and the stored packages it runs with (package-store.ts). */
+export type BuiltRecord = { sha: string | null; graph_config_path: string; packages?: string | null };
+
+export function builtRecord(buildDir: string): BuiltRecord | null {
+  try {
+    return JSON.parse(readFileSync(join(stateDirOf(buildDir), BUILT), 'utf8')) as BuiltRecord;
+  } catch {
+    return null;
+  }
 }
 
 export function isBuilt(buildDir: string): boolean {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { LocalAgent } from './local-agent.ts';
-import { closeInheritedDescriptors, findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
+import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
 
 const USAGE = `Usage: npm run agent -- --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
@@ -16,8 +16,6 @@ next on the same --work-dir takes them over, so a restart fails no request. SIGI
 
 /** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  // Before anything is opened: descriptors this process inherited would reach every command it runs.
-  closeInheritedDescriptors(env.NODE_CHANNEL_FD === undefined ? [] : [Number(env.NODE_CHANNEL_FD)]);
   const { values } = parseArgs({
     args: argv,
     options: {

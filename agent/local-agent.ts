@@ -20,7 +20,8 @@ import type { ServerLine } from './server-output.ts';
 import type { ServerPaths } from './server-command.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { ProxyClient } from './proxy-client.ts';
-import { isBuilt, markBuilt, removeBuild } from './build-records.ts';
+import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
+import { packagesKey, prunePackages, storedPackages, storePackages } from './package-store.ts';
 
 const run = promisify(execFile);
 
@@ -302,8 +303,13 @@ export class LocalAgent {
     }
     const cwd = dirname(join(buildDir, configRelative));
     if (this.#options.sandbox === 'none') logs.line(type, NONE_WARNING, 'warn');
+    const installCommand = deployment.install_command ?? detectInstallCommand(cwd);
+    // Only sandboxed: the stored packages are bound read-only, which only a sandbox can do.
+    const packages = this.#options.sandbox === 'bwrap' ? packagesKey(cwd, installCommand) : null;
+    const reused = packages ? storedPackages(this.#options.workDir, deployment.id, packages) : null;
+    if (reused) logs.line(type, `${installCommand}: skipped, package.json and the lock file are those of an earlier build; its installed packages are used (read-only)`);
     const steps: Array<[string, string | null]> = [
-      ['install_command', deployment.install_command ?? detectInstallCommand(cwd)],
+      ['install_command', reused ? null : installCommand],
       ['build_command', deployment.build_command],
     ];
     for (const [label, command] of steps) {
@@ -312,7 +318,7 @@ export class LocalAgent {
       const result = await runCommand(command, {
         cwd,
         env: this.#buildEnv(),
-        sandbox: this.#sandboxFor(buildDir, cwd, null),
+        sandbox: this.#sandboxFor(buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
         signal,
         onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
       });
@@ -322,7 +328,8 @@ export class LocalAgent {
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
       }
     }
-    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' });
+    const kept = packages && !reused && storePackages(this.#options.workDir, deployment.id, packages, cwd) ? packages : null;
+    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json', packages: reused || kept ? packages : null });
     logs.line(type, `build finished (${sha ? `commit ${sha}` : 'uploaded tarball'})`);
     return sha;
   }
@@ -403,6 +410,8 @@ export class LocalAgent {
       await previous.runtimeLogs?.stop();
       if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
     }
+    const inUse = builtRecord(buildDir)?.packages;
+    prunePackages(this.#options.workDir, deployment.id, new Set(inUse ? [inUse] : []));
   }
 
   #startServer(deploymentId: string, buildDir: string, revision: WorkRevision, onLine: (line: ServerLine) => void, signal: AbortSignal, command?: string): Promise<RunningAgentServer> {
@@ -411,10 +420,13 @@ export class LocalAgent {
     const cwd = command ? buildDir : dirname(join(buildDir, configRelative));
     const secrets = Object.fromEntries(revision.secrets.map((s) => [s.name, s.value]));
     const stateDir = command ? null : this.#stateFolder(deploymentId, cwd);
+    const key = builtRecord(buildDir)?.packages ?? null;
+    const packages = key ? { deploymentId, key } : null;
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
-    const sandbox = command ? null : this.#sandboxFor(buildDir, cwd, stateDir);
+    const sandbox = command ? null : this.#sandboxFor(buildDir, cwd, stateDir, packages);
     const env = command || this.#options.sandbox === 'none' ? { ...this.#unsandboxedEnv(), ...secrets } : { ...this.#serverEnv(), ...secrets };
-    return startAgentServer({ buildDir, cwd, config, command, paths: this.#serverPaths(), env, sandbox, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    const paths = { ...this.#serverPaths(), checkoutModules: key ? storedPackages(this.#options.workDir, deploymentId, key) : null };
+    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
   }
 
   /**
@@ -438,12 +450,15 @@ export class LocalAgent {
    * read-write; with `stateDir` (the agent server) its deployment's state folder, else (install and
    * build) the package managers' cache, read-write; the agent's Node and node_modules read-only.
    */
-  #sandboxFor(buildDir: string, cwd: string, stateDir: string | null): Sandboxed | null {
+  #sandboxFor(buildDir: string, cwd: string, stateDir: string | null, packages: { deploymentId: string; key: string } | null = null): Sandboxed | null {
     if (this.#options.sandbox === 'none' || !this.#options.bwrapPath) return null;
     const writable = stateDir ? [{ from: stateDir, to: join(cwd, '.langgraph_api') }] : [{ from: this.#cacheDir(), to: SANDBOX_CACHE_DIR }];
+    const readOnly = sharedReadOnly(agentModules());
+    const stored = packages ? storedPackages(this.#options.workDir, packages.deploymentId, packages.key) : null;
+    if (stored) readOnly.push({ from: stored, to: join(cwd, 'node_modules') });
     return {
       bwrap: this.#options.bwrapPath,
-      spec: { checkout: buildDir, cwd, writable, readOnly: sharedReadOnly(agentModules()), dieWithAgent: stateDir === null },
+      spec: { checkout: buildDir, cwd, writable, readOnly, dieWithAgent: stateDir === null },
     };
   }
 

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import type { Readable } from 'node:stream';
 import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
@@ -91,7 +91,7 @@ export function startCommand(
   command: string,
   options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null; outputFile?: string },
 ): ChildProcess {
-  const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', 'sh', '-c', command], '/'] : ['sh', ['-c', command], options.cwd];
+  const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/'] : ['sh', ['-c', command], options.cwd];
   const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
   let child: ChildProcess;
   try {
@@ -112,6 +112,18 @@ export function startCommand(
     splitLines(child.stderr!, (line) => options.onLine(line, 'stderr'));
   }
   return child;
+}
+
+/**
+ * The command line that runs `command` in the sandbox after closing every descriptor but the
+ * three standard streams: the agent may have inherited open descriptors without close-on-exec
+ * (from a shell or a supervisor), which every process it starts would inherit too, and Node can
+ * neither tell them from its own nor keep a child from getting them. bash closes descriptors of
+ * any number (sh only up to 9).
+ */
+export function closingDescriptors(command: string): string[] {
+  const close = 'for fd in $(ls /proc/self/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; exec sh -c "$1"';
+  return existsSync('/bin/bash') ? ['/bin/bash', '-c', close, 'sandbox', command] : ['sh', '-c', command];
 }
 
 /** Characters of one output line the agent holds at most; the rest of the line is skipped. */

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /**
@@ -107,8 +107,9 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
   }
   // Its own /proc (only its own processes), a minimal /dev, and an empty /tmp and home of its own.
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, '--tmpfs', '/run', '--tmpfs', '/var/tmp');
-  for (const { from, to } of spec.readOnly) args.push('--ro-bind', from, to);
+  // The checkout first: binds inside it (stored packages, the state folder) go over it, not under.
   args.push('--bind', spec.checkout, spec.checkout);
+  for (const { from, to } of spec.readOnly) args.push('--ro-bind', from, to);
   for (const { from, to } of spec.writable) args.push('--bind', from, to);
   args.push('--chdir', spec.cwd);
   if (spec.dieWithAgent) args.push('--die-with-parent');
@@ -132,34 +133,3 @@ export function sharedReadOnly(agentModules: string | null): Array<{ from: strin
 
 /** The PATH inside the sandbox: the agent's Node first, then the system's programs. */
 export const SANDBOX_PATH = `${SANDBOX_NODE_DIR}:/usr/local/bin:/usr/bin:/bin`;
-
-/**
- * Closes the file descriptors this process inherited without close-on-exec (a shell's or a
- * supervisor's open files), which every child would otherwise inherit too, into the sandbox.
- * Node opens its own descriptors close-on-exec; the inherited ones are told apart by the flag in
- * `/proc/self/fdinfo`. Called once at start, before the agent opens anything; `keep` (an IPC
- * channel the parent process gave) stays open.
- */
-export function closeInheritedDescriptors(keep: number[] = []): number[] {
-  const closed: number[] = [];
-  let fds: string[];
-  try {
-    fds = readdirSync('/proc/self/fd');
-  } catch {
-    return closed;
-  }
-  for (const name of fds) {
-    const fd = Number(name);
-    if (!Number.isInteger(fd) || fd <= 2 || keep.includes(fd)) continue;
-    try {
-      const flags = /flags:\s*([0-7]+)/.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1];
-      // O_CLOEXEC is 02000000 in the flags fdinfo shows.
-      if (flags === undefined || (Number.parseInt(flags, 8) & 0o2000000) !== 0) continue;
-      closeSync(fd);
-      closed.push(fd);
-    } catch {
-      // gone meanwhile (the descriptor readdir itself used)
-    }
-  }
-  return closed;
-}

@@ -9,6 +9,8 @@ export type ServerPaths = {
   node: string;
   /** The agent's own node_modules: on the host (to look in), and as the command sees it. */
   agentModules: { host: string; seen: string } | null;
+  /** Where the checkout's `node_modules` really is on the host (stored packages bound there), when not in the checkout. */
+  checkoutModules?: string | null;
 };
 
 /**
@@ -43,12 +45,16 @@ function tsxFor(apiDir: string, modulesRoot: string): string | null {
  * each line's own level and text. Null when neither the checkout nor the agent has the API server.
  */
 export function productionServerCommand(cwd: string, config: GraphConfig, port: number, paths: ServerPaths): string | null {
-  const own = apiPackageIn(join(cwd, 'node_modules'));
+  const modules = join(cwd, 'node_modules');
+  const modulesOnHost = paths.checkoutModules ?? modules;
+  const own = apiPackageIn(modulesOnHost);
   let apiDir: string;
   let tsxDir: string | null;
   if (own) {
-    apiDir = own;
-    tsxDir = tsxFor(own, join(cwd, 'node_modules'));
+    const seen = (path: string) => modules + path.slice(modulesOnHost.length);
+    apiDir = seen(own);
+    const tsx = tsxFor(own, modulesOnHost);
+    tsxDir = tsx ? seen(tsx) : null;
   } else if (paths.agentModules && apiPackageIn(paths.agentModules.host)) {
     const hostApi = apiPackageIn(paths.agentModules.host)!;
     const hostTsx = tsxFor(hostApi, paths.agentModules.host);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -81,6 +81,8 @@ describe('a hostile repository next to another workspace on one machine', () => 
     const attackerSecret = `attacker-own-secret-${crypto.randomUUID()}`;
     const hostileRepo = graphRepo();
     const dataDir = dirname(server.databasePath);
+    // Whatever an earlier (failed) run left in the home folder must not pass for this run's write.
+    rmSync(join(homedir(), 'planted-by-hostile'), { force: true });
     const keyFile = `${server.databasePath}.key`;
 
     const attackerName = uniqueName('hostile');

@@ -112,12 +112,18 @@ describe('restarts of the local agent, and threads that survive them', () => {
     const next = await api.post(`/v2/deployments/${id}/revisions`, {});
     const two = await revisionReaches(api, id, next.body.id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(two.status, two.status_message).toBe('DEPLOYED');
+    // The lock file did not change: the packages installed for revision 1 are reused, npm ci does not run.
+    const twoLog = (await api.get(`/v2/deployments/${id}/revisions/${two.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>;
+    expect(twoLog.some((l) => l.message === '$ npm ci')).toBe(false);
+    expect(twoLog.some((l) => /npm ci: skipped/.test(l.message))).toBe(true);
     expect((await call('GET', `/threads/${thread}/state`)).body.values).toMatchObject({ count: 2 });
     expect(await runOnThread()).toMatchObject({ count: 3, answer: 'revision two' });
 
     // kill -9 of the agent while `npm ci` of revision 3 runs: nothing of that build is left.
     await new Promise((r) => setTimeout(r, 3500));
-    repo.commit({ 'src/graph.mjs': counting('revision three') }, 'Revision three');
+    // package.json changes (not the lock file's packages): the stored packages do not fit, npm ci runs.
+    const manifest = JSON.parse(repo.read('package.json')) as Record<string, unknown>;
+    repo.commit({ 'src/graph.mjs': counting('revision three'), 'package.json': JSON.stringify({ ...manifest, description: 'revision three' }, null, 2) }, 'Revision three');
     const third = await api.post(`/v2/deployments/${id}/revisions`, {});
     const buildDir = join(workDir, id, third.body.id as string);
     await eventually(async () => {
