@@ -307,7 +307,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
       }),
     );
     expect(created.status).toBe(201);
-    return created.body as { id: string; latest_revision_id: string; source_config: { custom_url: string } };
+    return created.body as { id: string; name: string; latest_revision_id: string; source_config: { custom_url: string } };
   };
   const buildLog = async (d: { id: string; latest_revision_id: string }) =>
     ((await api.get(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map((l) => l.message);
@@ -334,7 +334,11 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await api.get(`/v2/deployments/${d.id}`)).body.status).toBe('READY');
     // The server the killed agent left serving is taken over, not restarted.
     expect(third.output()).toContain(`of revision ${d.latest_revision_id} that the previous agent left serving`);
-    expect((await runGraph(third.proxyPort, host)).body.answer).toBe('the first answer');
+    // Once DEPLOYED the custom_url is the one the agent's URL template gives (it answers on the proxy).
+    const current = new URL((await api.get(`/v2/deployments/${d.id}`)).body.source_config.custom_url).hostname;
+    expect(current).toBe(`${d.name}.localhost`);
+    const afterTakeOver = await runGraph(third.proxyPort, current);
+    expect(afterTakeOver.body.answer, `${JSON.stringify(afterTakeOver)}\n${third.output()}`).toBe('the first answer');
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
 
     // Teardown: the agent stops the server and removes the work directory; then the deployment is gone.
@@ -343,7 +347,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).status === 404 ? true : undefined), 30_000);
     expect(existsSync(join(workDir, d.id))).toBe(false);
     expect(() => process.kill(-serverPid, 0)).toThrow();
-    expect((await runGraph(third.proxyPort, host)).status).toBe(404);
+    expect((await runGraph(third.proxyPort, current)).status).toBe(404);
   });
 
   it('a claim that lapsed while its agent was paused comes back to that agent: the lapsed attempt, still stopping, leaves the new one’s checkout alone', { timeout: 120_000 }, async () => {
