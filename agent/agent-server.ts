@@ -1,15 +1,57 @@
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
-import { killGroup, startCommand } from './processes.ts';
+import { join } from 'node:path';
+import { killGroup, startCommand, untrackGroup, type Sandboxed } from './processes.ts';
 import { quote } from './git.ts';
 import type { GraphConfig } from './graph-config.ts';
-import { forgetServer, orphanOf, recordServer } from './state.ts';
+import { firstErrorLine, parseServerLine, type ServerLine } from './server-output.ts';
+import { productionServerCommand, type ServerPaths } from './server-command.ts';
+import { forgetServer, orphanOf, recordServer, stateDirOf } from './build-records.ts';
+import { ServerLogTail } from './server-log-tail.ts';
 
-/** A LangGraph agent server this agent started. */
-export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void> };
+/**
+ * A LangGraph agent server this agent started or adopted. `stop()` ends it; `detach()` only stops
+ * following its output (the agent is stopping and leaves it serving for its successor).
+ */
+export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void>; detach(): void };
+
+/** Where a server's output goes: beside the checkout with the agent's records, never inside it. */
+export function serverLogOf(buildDir: string): string {
+  mkdirSync(stateDirOf(buildDir), { recursive: true });
+  return join(stateDirOf(buildDir), 'server.log');
+}
+
+/**
+ * Takes over the server a previous run of the agent left serving `buildDir`: only when the
+ * recorded process is still the one started (pid and start time), and answers `GET /ok` on its
+ * recorded port. Its output is followed from where it is now. Null when there is none to take.
+ */
+export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLine) => void): Promise<RunningAgentServer | null> {
+  const orphan = orphanOf(buildDir);
+  if (!orphan || 'stale' in orphan || orphan.port === undefined) return null;
+  const port = orphan.port;
+  const ok = await fetch(`http://127.0.0.1:${port}/ok`, { signal: AbortSignal.timeout(2000) }).then(
+    (r) => r.ok,
+    () => false,
+  );
+  if (!ok) return null;
+  const tail = new ServerLogTail(serverLogOf(buildDir), (raw) => {
+    const line = parseServerLine(raw, 'stdout');
+    if (line) onLine(line);
+  }, { fromEnd: true });
+  const pid = orphan.pid;
+  return {
+    port,
+    pid,
+    stop: async () => {
+      await killGroup(pid);
+      tail.stop();
+      forgetServer(buildDir, pid);
+    },
+    detach: () => tail.stop(),
+  };
+}
 
 /** A free loopback port (the OS picks one; it is free again when this resolves). */
 export function freePort(): Promise<number> {
@@ -25,22 +67,15 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The command that serves the graphs: for JavaScript the LangGraph CLI the repository installed,
- * else the one this agent ships (`@langchain/langgraph-cli`); for Python `langgraph dev` from PATH.
+ * The command that serves the graphs: for JavaScript the LangGraph.js API server in production
+ * mode (server-command.ts), from the checkout's installed packages or else the agent's own; for
+ * Python `langgraph dev` from PATH (the Python CLI has no other in-memory server).
  */
-export function serverCommand(configPath: string, config: GraphConfig, port: number): string {
-  const args = `dev --port ${port} --host 127.0.0.1 --no-browser --config ${quote(configPath)}`;
-  if (config.language === 'python') return `langgraph ${args}`;
-  const own = join(dirname(configPath), 'node_modules', '.bin', 'langgraphjs');
-  if (existsSync(own)) return `${quote(own)} ${args}`;
-  return `${quote(process.execPath)} ${quote(bundledCli())} ${args}`;
-}
-
-function bundledCli(): string {
-  const require = createRequire(import.meta.url);
-  const manifestPath = require.resolve('@langchain/langgraph-cli/package.json');
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { bin: Record<string, string> };
-  return join(dirname(manifestPath), manifest.bin.langgraphjs ?? 'dist/cli/cli.mjs');
+export function serverCommand(cwd: string, config: GraphConfig, port: number, paths: ServerPaths): string {
+  if (config.language === 'python') return `exec langgraph dev --port ${port} --host 127.0.0.1 --no-browser --no-reload --config ${quote(join(cwd, 'langgraph.json'))}`;
+  const command = productionServerCommand(cwd, config, port, paths);
+  if (!command) throw new Error('neither the repository nor this agent has the LangGraph.js API server (@langchain/langgraph-api); add @langchain/langgraph-cli to the repository\'s devDependencies');
+  return command;
 }
 
 /**
@@ -56,57 +91,81 @@ export async function endOrphan(buildDir: string): Promise<string | null> {
   return `ended the agent server (pid ${orphan.pid}) a previous run of the agent left`;
 }
 
+/** How long a server that printed a load error gets to become healthy anyway before it is failed. */
+const ERROR_GRACE_MS = 3000;
+
 /**
  * Starts the agent server for the graph config on a free port and waits until `GET /ok` answers
- * 200. Fails when the process ends first or `timeoutMs` passes (the process is then killed).
+ * 200. Fails as soon as the process ends, or when it printed an error and is still not healthy
+ * `ERROR_GRACE_MS` later (a graph that does not load: the error's own first line is the failure's
+ * message), or when `timeoutMs` passes (the process is then killed).
  */
 export async function startAgentServer(options: {
   buildDir: string;
-  configPath: string;
+  cwd: string;
   config: GraphConfig;
   /** Replaces the LangGraph command (a container engine's `run`, for images); `{port}` is substituted. */
   command?: string;
+  paths: ServerPaths;
   env: NodeJS.ProcessEnv;
+  sandbox: Sandboxed | null;
   timeoutMs: number;
   signal: AbortSignal;
-  onLine: (line: string, stream: 'stdout' | 'stderr') => void;
+  onLine: (line: ServerLine) => void;
 }): Promise<RunningAgentServer> {
   const port = await freePort();
-  const lastLines: string[] = [];
-  const command = options.command ? options.command.replaceAll('{port}', String(port)) : serverCommand(options.configPath, options.config, port);
-  const child: ChildProcess = startCommand(command, {
-    cwd: dirname(options.configPath),
-    env: { ...options.env, PORT: String(port) },
-    onLine: (line, stream) => {
-      lastLines.push(line);
-      if (lastLines.length > 20) lastLines.shift();
-      options.onLine(line, stream);
-    },
-  });
+  const recent: ServerLine[] = [];
+  let firstErrorAt: number | null = null;
+  const command = options.command ? options.command.replaceAll('{port}', String(port)) : serverCommand(options.cwd, options.config, port, options.paths);
+  const outputFile = serverLogOf(options.buildDir);
+  writeFileSync(outputFile, '');
+  const onRaw = (raw: string) => {
+    const line = parseServerLine(raw, 'stdout');
+    if (!line) return;
+    recent.push(line);
+    if (recent.length > 40) recent.shift();
+    if (line.level === 'error' && firstErrorAt === null) firstErrorAt = Date.now();
+    options.onLine(line);
+  };
+  const child: ChildProcess = startCommand(command, { cwd: options.cwd, env: { ...options.env, PORT: String(port) }, sandbox: options.sandbox, outputFile, onLine: () => undefined });
+  const tail = new ServerLogTail(outputFile, onRaw);
   const pid = child.pid!;
-  recordServer(options.buildDir, pid);
+  recordServer(options.buildDir, pid, port);
   let exited: string | null = null;
   child.on('exit', (code, signal) => (exited = `exited with ${signal ?? `code ${code}`}`));
   const stop = async () => {
     await killGroup(pid);
+    tail.stop();
     forgetServer(options.buildDir, pid);
   };
+  const why = () => firstErrorLine(recent) ?? recent.slice(-3).map((l) => l.message).join(' | ');
   const deadline = Date.now() + options.timeoutMs;
   for (;;) {
     if (options.signal.aborted) {
       await stop();
       throw new Error('interrupted while the agent server was starting');
     }
-    if (exited) throw new Error(`the agent server ${exited} before it was healthy: ${lastLines.slice(-5).join(' | ')}`);
+    if (exited) {
+      tail.stop();
+      forgetServer(options.buildDir, pid);
+      throw new Error(`${why() || 'no output'} (the agent server ${exited} before it was healthy)`);
+    }
+    if (firstErrorAt !== null && Date.now() - firstErrorAt > ERROR_GRACE_MS) {
+      await stop();
+      throw new Error(`${why()} (the agent server printed this error and did not become healthy)`);
+    }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`the agent server was not healthy (GET /ok) within ${Math.round(options.timeoutMs / 1000)} s: ${lastLines.slice(-5).join(' | ')}`);
+      throw new Error(`the agent server was not healthy (GET /ok) within ${Math.round(options.timeoutMs / 1000)} s: ${why()}`);
     }
     const ok = await fetch(`http://127.0.0.1:${port}/ok`, { signal: AbortSignal.timeout(1000) }).then(
       (r) => r.ok,
       () => false,
     );
-    if (ok) return { port, pid, stop };
+    if (ok) {
+      untrackGroup(pid);
+      return { port, pid, stop, detach: () => tail.stop() };
+    }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

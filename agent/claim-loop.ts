@@ -26,7 +26,7 @@ export type ClaimHandler = (work: WorkItem, signal: AbortSignal) => Promise<void
  * agent of the listener takes them at once instead of after the lease.
  */
 export class ClaimLoop {
-  readonly #o: ClaimLoopOptions;
+  readonly #options: ClaimLoopOptions;
   readonly #handle: ClaimHandler;
   readonly #running = new Set<Promise<void>>();
   readonly #stopping = new AbortController();
@@ -34,7 +34,7 @@ export class ClaimLoop {
   #loop: Promise<void> | null = null;
 
   constructor(options: ClaimLoopOptions, handle: ClaimHandler) {
-    this.#o = options;
+    this.#options = options;
     this.#handle = handle;
   }
 
@@ -45,10 +45,10 @@ export class ClaimLoop {
 
   /** Says hello (a failure here is the caller's: wrong URL, token or listener), then pulls in the background. */
   async start(): Promise<void> {
-    const { client, agentId, version, capacity } = this.#o;
-    const ack = await client.heartbeat(agentId, version, capacity, this.#stopping.signal);
+    const { client, agentId, version, capacity } = this.#options;
+    const ack = await client.heartbeat(agentId, version, capacity, null, this.#stopping.signal);
     this.#heartbeat = setInterval(() => {
-      client.heartbeat(agentId, version, capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
+      client.heartbeat(agentId, version, capacity, null).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(ack.lease_ms / 3)));
     this.#loop = this.#pull();
   }
@@ -64,21 +64,21 @@ export class ClaimLoop {
   async #pull(): Promise<void> {
     const signal = this.#stopping.signal;
     while (!signal.aborted) {
-      if (this.#running.size >= this.#o.capacity) {
+      if (this.#running.size >= this.#options.capacity) {
         await Promise.race(this.#running);
         continue;
       }
       let work: WorkItem | null = null;
       try {
-        work = await this.#o.client.claim(this.#o.agentId, this.#o.waitSeconds ?? 20, signal);
+        work = await this.#options.client.claim(this.#options.agentId, this.#options.waitSeconds ?? 20, signal);
       } catch (error) {
         if (signal.aborted) return;
-        this.#o.print(`agent: claim failed: ${String(error)}`);
+        this.#options.print(`agent: claim failed: ${String(error)}`);
         await sleep(1000, signal);
         continue;
       }
       if (!work) continue;
-      const task = this.#carry(work).catch((error: unknown) => this.#o.print(`agent: work failed unexpectedly: ${String(error)}`));
+      const task = this.#carry(work).catch((error: unknown) => this.#options.print(`agent: work failed unexpectedly: ${String(error)}`));
       const tracked: Promise<void> = task.finally(() => this.#running.delete(tracked));
       this.#running.add(tracked);
     }
@@ -89,7 +89,7 @@ export class ClaimLoop {
     const onStop = () => gone.abort(this.#stopping.signal.reason);
     this.#stopping.signal.addEventListener('abort', onStop, { once: true });
     const renew = setInterval(() => {
-      this.#o.client.renew(work.claim_id).catch((error: unknown) => {
+      this.#options.client.renew(work.claim_id).catch((error: unknown) => {
         if (error instanceof WorkGone) gone.abort(error);
       });
     }, Math.max(100, Math.floor(work.lease_ms / 3)));
@@ -98,7 +98,7 @@ export class ClaimLoop {
     } finally {
       clearInterval(renew);
       this.#stopping.signal.removeEventListener('abort', onStop);
-      if (this.#stopping.signal.aborted) await this.#o.client.release(work.claim_id).catch(() => undefined);
+      if (this.#stopping.signal.aborted) await this.#options.client.release(work.claim_id).catch(() => undefined);
     }
   }
 }

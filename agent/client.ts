@@ -1,4 +1,4 @@
-import type { AgentHeartbeatAck, AgentTransition, ClaimResponse, LeaseRenewed, LiveDeployments, WorkItem } from '../shared/schemas/agent.ts';
+import type { AgentHeartbeatAck, AgentTransition, ClaimResponse, LeaseRenewed, LiveDeployments, RuntimeLogsStored, WorkItem } from '../shared/schemas/agent.ts';
 
 /** A 409 from the control plane: the work moved on (interrupted, lease lost); the agent stops it. */
 export class WorkGone extends Error {
@@ -39,8 +39,8 @@ export class AgentClient {
     return (text ? JSON.parse(text) : null) as T;
   }
 
-  heartbeat(agentId: string, version: string, capacity: number, signal?: AbortSignal): Promise<AgentHeartbeatAck> {
-    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity }, signal);
+  heartbeat(agentId: string, version: string, capacity: number, publicUrl: string | null, signal?: AbortSignal): Promise<AgentHeartbeatAck> {
+    return this.#call('POST', '/heartbeat', { agent_id: agentId, version, capacity, public_url: publicUrl }, signal);
   }
 
   async claim(agentId: string, waitSeconds: number, signal?: AbortSignal): Promise<WorkItem | null> {
@@ -57,6 +57,11 @@ export class AgentClient {
 
   logs(claimId: string, lines: Array<{ type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string }>): Promise<void> {
     return this.#call('POST', `/claims/${claimId}/logs`, { lines });
+  }
+
+  /** What a live revision's server printed after DEPLOYED; `dropped`: lines the agent did not send. */
+  runtimeLogs(revisionId: string, lines: Array<{ level: 'info' | 'warn' | 'error'; message: string }>, dropped: number): Promise<RuntimeLogsStored> {
+    return this.#call('POST', `/revisions/${revisionId}/runtime-logs`, { lines, dropped });
   }
 
   done(claimId: string): Promise<void> {

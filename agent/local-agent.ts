@@ -1,19 +1,27 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
-import { endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
+import { adoptAgentServer, endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
-import { readGraphConfig } from './graph-config.ts';
+import { readGraphConfigInside, type GraphConfig } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
-import { runCommand } from './processes.ts';
+import { RuntimeLogShipper, type RuntimeLogOptions } from './runtime-logs.ts';
+import { runCommand, type Sandboxed } from './processes.ts';
+import { NONE_WARNING, SANDBOX_AGENT_MODULES, SANDBOX_CACHE_DIR, SANDBOX_HOME, SANDBOX_NODE_DIR, SANDBOX_PATH, sharedReadOnly, type SandboxMode } from './sandbox.ts';
+import type { ServerLine } from './server-output.ts';
+import type { ServerPaths } from './server-command.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
-import { DeploymentProxy } from './proxy.ts';
-import { isBuilt, markBuilt, removeBuild } from './state.ts';
+import { ProxyClient } from './proxy-client.ts';
+import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
+import { packagesKey, prunePackages, storedPackages, storePackages } from './package-store.ts';
 
 const run = promisify(execFile);
 
@@ -28,8 +36,19 @@ export type LocalAgentOptions = {
   proxyHost: string;
   capacity: number;
   startTimeoutMs: number;
-  /** The environment commands and servers start from (the agent's own, without its token). */
+  /** The agent's own environment: the values of `passEnv` come from it (and, with `--sandbox none`, everything). */
   env: NodeJS.ProcessEnv;
+  /** `bwrap`: every command for a deployment runs in a bubblewrap sandbox (`bwrapPath`); `none`: unsandboxed, on purpose. */
+  sandbox: SandboxMode;
+  bwrapPath: string | null;
+  /** Operator variables install and build commands get (a private registry's token): names only, values from `env`. */
+  passEnv: string[];
+  /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
+  cacheDir?: string;
+  /** The URL template deployments are served under (`{name}`: the name's DNS-safe form); default `http://{name}.localhost:<proxy port>`. */
+  publicUrl?: string;
+  /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
+  runtimeLogs?: Partial<RuntimeLogOptions>;
   print: (line: string) => void;
 };
 
@@ -38,7 +57,7 @@ class StageFailure extends Error {
   override readonly name = 'StageFailure';
 }
 
-type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string };
+type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string; runtimeLogs: RuntimeLogShipper | null };
 
 /**
  * The `local` listener agent: pulls work of its listener, builds `github` revisions (real git) and
@@ -47,9 +66,9 @@ type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; b
  * through its reverse proxy.
  */
 export class LocalAgent {
-  readonly #o: LocalAgentOptions;
+  readonly #options: LocalAgentOptions;
   readonly #client: AgentClient;
-  readonly #proxy = new DeploymentProxy();
+  readonly #proxy: ProxyClient;
   readonly #live = new Map<string, Live>();
   readonly #running = new Set<Promise<void>>();
   /** The attempt on each revision still running here: a new claim of it waits for the old one to end (and clean up). */
@@ -61,7 +80,8 @@ export class LocalAgent {
   #starting: Promise<unknown> | null = null;
 
   constructor(options: LocalAgentOptions) {
-    this.#o = { ...options, workDir: resolve(options.workDir) };
+    this.#options = { ...options, workDir: resolve(options.workDir) };
+    this.#proxy = new ProxyClient(this.#options.workDir);
     this.#client = new AgentClient(options);
   }
 
@@ -81,53 +101,76 @@ export class LocalAgent {
     const checkStopping = () => {
       if (signal.aborted) throw new Aborted('the agent is stopping');
     };
-    mkdirSync(this.#o.workDir, { recursive: true });
-    const proxyPort = await this.#proxy.listen(this.#o.proxyPort, this.#o.proxyHost);
-    this.#o.print(`agent: proxy listening on http://${this.#o.proxyHost}:${proxyPort}`);
+    // Builds, records and deployments' state live here: owner-only, whatever the umask (the
+    // sandboxed commands run as the agent's own user, so they still reach what is bound for them).
+    mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
+    chmodSync(this.#options.workDir, 0o700);
+    // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
+    // routes the previous agent gave until this one has restored (adopted or restarted) every
+    // live server, then gets the whole table at once. The heartbeat comes after, so the control
+    // plane hears from this agent (showing its deployments READY) once its proxy serves them.
+    const proxyPort = await this.#proxy.listen(this.#options.proxyPort, this.#options.proxyHost);
+    this.#options.print(`agent: proxy listening on http://${this.#options.proxyHost}:${proxyPort}`);
     checkStopping();
-    const ack = await this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity, signal);
+    await this.#restore();
+    checkStopping();
+    await this.#proxy.publish();
+    const publicUrl = this.#options.publicUrl ?? `http://{name}.localhost:${proxyPort}`;
+    this.#options.print(`agent: deployments answer at ${publicUrl}`);
+    const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl, signal);
     checkStopping();
     this.#leaseMs = ack.lease_ms;
     this.#heartbeat = setInterval(() => {
-      this.#client.heartbeat(this.#o.agentId, this.#o.version, this.#o.capacity).catch((error: unknown) => this.#o.print(`agent: heartbeat failed: ${String(error)}`));
+      this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
     }, Math.max(100, Math.floor(this.#leaseMs / 3)));
-    await this.#restore();
-    checkStopping();
     this.#loop = this.#pull();
-    this.#o.print(`agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId}`);
+    this.#options.print(`agent: serving listener ${this.#options.listenerId} as ${this.#options.agentId}`);
     return { proxyPort };
   }
 
-  /** Stops pulling, gives back claims in progress, stops every server it runs (also in the middle of `start()`). */
-  async stop(): Promise<void> {
+  /**
+   * Stops pulling and gives back claims in progress (their installs and builds end). Then either
+   * stops every server it runs and its proxy (`leaveServing` false), or leaves them serving: the
+   * proxy process and the live agent servers outlive the agent, and the agent started next on the
+   * same work directory takes them over, so a restart fails no request. Works in the middle of
+   * `start()` too (servers not yet serving are stopped either way).
+   */
+  async stop(options: { leaveServing?: boolean } = {}): Promise<void> {
     this.#stopping.abort();
     await this.#starting?.catch(() => undefined);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     await Promise.allSettled([...this.#running]);
     await this.#loop?.catch(() => undefined);
-    await Promise.allSettled([...this.#live.values()].map((live) => live.server.stop()));
+    if (options.leaveServing) this.#options.print(`agent: leaving the proxy and ${this.#live.size} live server(s) serving for the next agent`);
+    await Promise.allSettled(
+      [...this.#live.values()].map(async (live) => {
+        if (options.leaveServing) live.server.detach();
+        else await live.server.stop();
+        await live.runtimeLogs?.stop();
+      }),
+    );
     this.#live.clear();
-    await this.#proxy.close();
+    await this.#proxy.close(!options.leaveServing);
   }
 
   async #pull(): Promise<void> {
     const signal = this.#stopping.signal;
     while (!signal.aborted) {
-      if (this.#running.size >= this.#o.capacity) {
+      if (this.#running.size >= this.#options.capacity) {
         await Promise.race(this.#running);
         continue;
       }
       let work: WorkItem | null = null;
       try {
-        work = await this.#client.claim(this.#o.agentId, 20, signal);
+        work = await this.#client.claim(this.#options.agentId, 20, signal);
       } catch (error) {
         if (signal.aborted) return;
-        this.#o.print(`agent: claim failed: ${String(error)}`);
+        this.#options.print(`agent: claim failed: ${String(error)}`);
         await sleep(1000);
         continue;
       }
       if (!work) continue;
-      const task = this.#handle(work).catch((error: unknown) => this.#o.print(`agent: work failed unexpectedly: ${String(error)}`));
+      const task = this.#handle(work).catch((error: unknown) => this.#options.print(`agent: work failed unexpectedly: ${String(error)}`));
       const tracked: Promise<void> = task.finally(() => this.#running.delete(tracked));
       this.#running.add(tracked);
     }
@@ -145,7 +188,7 @@ export class LocalAgent {
     }, Math.max(100, Math.floor(work.lease_ms / 3)));
     try {
       if (work.kind === 'teardown') await this.#teardown(work.deployment, work.claim_id);
-      else await this.#afterEarlierAttempt(work.revision.id, () => this.#carry(work.deployment, work.revision, work.claim_id, gone));
+      else await this.#afterEarlierAttempt(work.revision.id, () => this.#carryRevision(work.deployment, work.revision, work.claim_id, gone));
     } finally {
       clearInterval(renew);
       this.#stopping.signal.removeEventListener('abort', onStop);
@@ -173,7 +216,7 @@ export class LocalAgent {
     }
   }
 
-  async #carry(deployment: WorkDeployment, revision: WorkRevision, claimId: string, gone: AbortController): Promise<void> {
+  async #carryRevision(deployment: WorkDeployment, revision: WorkRevision, claimId: string, gone: AbortController): Promise<void> {
     const logs = new LogStream(this.#client, claimId, (error) => {
       if (error instanceof WorkGone) gone.abort(error);
     });
@@ -183,7 +226,11 @@ export class LocalAgent {
       await this.#client.transition(claimId, { from: status, to, ...extra });
       status = to;
     };
-    const buildDir = join(this.#o.workDir, deployment.id, revision.id);
+    const buildDir = join(this.#options.workDir, deployment.id, revision.id);
+    if (status === 'BUILDING' || status === 'DEPLOYING') {
+      // Claimed in the middle of a stage: the agent that held it stopped (killed, or its lease lapsed).
+      logs.line(status === 'BUILDING' ? 'build' : 'deploy', `an earlier attempt at this revision was lost while ${status} (its agent stopped or lost its lease); local agent ${this.#options.agentId} starts it again`, 'warn');
+    }
     try {
       if (revision.source.type === 'image') {
         await this.#runImage(deployment, revision, revision.source.image_uri, buildDir, logs, move, () => status, gone.signal);
@@ -199,21 +246,21 @@ export class LocalAgent {
       if (status === 'DEPLOYING') {
         if (!isBuilt(buildDir)) {
           // Built by an agent that is gone (its lease lapsed after the build): build again here.
-          logs.line('deploy', `local agent ${this.#o.agentId}: the build of this revision is not on this machine; building it again`);
+          logs.line('deploy', `local agent ${this.#options.agentId}: the build of this revision is not on this machine; building it again`);
           await this.#build(deployment, revision, buildDir, logs, 'deploy', gone.signal);
         }
         await this.#deploy(deployment, revision, buildDir, logs, move, gone.signal);
       }
     } catch (error) {
       if (gone.signal.aborted || error instanceof WorkGone || error instanceof Aborted) {
-        this.#o.print(`agent: stopped work on revision ${revision.id}: ${String(gone.signal.reason ?? error)}`);
+        this.#options.print(`agent: stopped work on revision ${revision.id}: ${String(gone.signal.reason ?? error)}`);
         if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
         return;
       }
       const message = error instanceof Error ? error.message : String(error);
       const failed: RevisionStatus = status === 'AWAITING_BUILD' || status === 'BUILDING' ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
       logs.line(failed === 'BUILD_FAILED' ? 'build' : 'deploy', message, 'error');
-      await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#o.print(`agent: could not report ${failed}: ${String(e)}`));
+      await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#options.print(`agent: could not report ${failed}: ${String(e)}`));
       if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
     } finally {
       await logs.flush();
@@ -233,9 +280,9 @@ export class LocalAgent {
     const source = revision.source;
     let sha: string | null = null;
     if (source.type === 'git') {
-      logs.line(type, `local agent ${this.#o.agentId}: fetching ${source.repo_url} at ${source.commit_sha ?? source.ref ?? 'its default branch'}`);
+      logs.line(type, `local agent ${this.#options.agentId}: fetching ${source.repo_url} at ${source.commit_sha ?? source.ref ?? 'its default branch'}`);
       try {
-        sha = await checkoutSource(source, buildDir, { env: this.#childEnv(), signal, onLine: (line) => logs.line(type, line) });
+        sha = await checkoutSource(source, buildDir, { env: this.#gitEnv(), signal, onLine: (line) => logs.line(type, line) });
       } catch (error) {
         if (error instanceof Aborted) throw error;
         throw new StageFailure(`Could not fetch the repository: ${(error as Error).message}`);
@@ -246,34 +293,46 @@ export class LocalAgent {
     } else {
       throw new StageFailure('Only git sources and uploaded tarballs are built here.');
     }
-    const where = sha ? `the repository at commit ${sha}` : 'the uploaded tarball';
-    const configPath = join(buildDir, revision.graph_config_path ?? 'langgraph.json');
-    if (!configPath.startsWith(buildDir + '/') || !existsSync(configPath)) throw new StageFailure(`The graph config ${revision.graph_config_path ?? 'langgraph.json'} is not in ${where}.`);
-    let config;
+    const configRelative = revision.graph_config_path ?? 'langgraph.json';
+    let config: GraphConfig;
     try {
-      config = readGraphConfig(configPath);
+      config = readGraphConfigInside(buildDir, configRelative);
     } catch (error) {
-      throw new StageFailure((error as Error).message);
+      const where = sha ? `the repository at commit ${sha}` : 'the uploaded tarball';
+      throw new StageFailure(`${(error as Error).message} (${where})`);
     }
     if (config.language === 'python' && !(await answers('langgraph', ['--help']))) {
       throw new StageFailure('This graph config declares Python graphs, which need `langgraph dev` (pip install -U "langgraph-cli[inmem]"); it is not installed on the machine of this local agent.');
     }
-    const cwd = dirname(configPath);
+    const cwd = dirname(join(buildDir, configRelative));
+    if (this.#options.sandbox === 'none') logs.line(type, NONE_WARNING, 'warn');
+    const installCommand = deployment.install_command ?? detectInstallCommand(cwd);
+    // Only sandboxed: the stored packages are bound read-only, which only a sandbox can do.
+    const packages = this.#options.sandbox === 'bwrap' ? packagesKey(cwd, installCommand) : null;
+    const reused = packages ? storedPackages(this.#options.workDir, deployment.id, packages) : null;
+    if (reused) logs.line(type, `${installCommand}: skipped, package.json and the lock file are those of an earlier build; its installed packages are used (read-only)`);
     const steps: Array<[string, string | null]> = [
-      ['install_command', deployment.install_command ?? detectInstallCommand(cwd)],
+      ['install_command', reused ? null : installCommand],
       ['build_command', deployment.build_command],
     ];
     for (const [label, command] of steps) {
       if (!command) continue;
       logs.line(type, `$ ${command}`);
-      const result = await runCommand(command, { cwd, env: this.#childEnv(), signal, onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info') });
+      const result = await runCommand(command, {
+        cwd,
+        env: this.#buildEnv(),
+        sandbox: this.#sandboxFor(buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
+        signal,
+        onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
+      });
       if (result.aborted) throw new Aborted(`${label} interrupted`);
       if (result.code !== 0) {
         const how = result.code === null ? `signal ${result.signal}` : `exit code ${result.code}`;
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
       }
     }
-    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json' });
+    const kept = packages && !reused && storePackages(this.#options.workDir, deployment.id, packages, cwd) ? packages : null;
+    markBuilt(buildDir, { sha, graph_config_path: revision.graph_config_path ?? 'langgraph.json', packages: reused || kept ? packages : null });
     logs.line(type, `build finished (${sha ? `commit ${sha}` : 'uploaded tarball'})`);
     return sha;
   }
@@ -287,14 +346,14 @@ export class LocalAgent {
     if (!url) throw new StageFailure('The work item names no URL for the uploaded tarball.');
     let from: string;
     try {
-      from = onControlPlane(url, this.#o.url);
+      from = onControlPlane(url, this.#options.url);
     } catch (error) {
       throw new StageFailure((error as Error).message);
     }
     const file = `${buildDir}.tar.gz`;
-    logs.line(type, `local agent ${this.#o.agentId}: fetching the uploaded tarball from the control plane`);
+    logs.line(type, `local agent ${this.#options.agentId}: fetching the uploaded tarball from the control plane`);
     try {
-      const bytes = await downloadTarball(from, this.#o.token, file, { signal });
+      const bytes = await downloadTarball(from, this.#options.token, file, { signal });
       const { files } = await unpackTarball(file, buildDir);
       logs.line(type, `unpacked the uploaded tarball: ${bytes} bytes, ${files} files`);
       const hoisted = hoistSingleDirectory(buildDir, configPath);
@@ -310,27 +369,29 @@ export class LocalAgent {
 
   /** Starts the new server, moves the deployment's host names to it, then stops the previous one. */
   async #deploy(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, signal: AbortSignal): Promise<void> {
-    let output: (line: string) => void = (line) => logs.line('deploy', line);
+    let output: (line: ServerLine) => void = (line) => logs.line('deploy', line.message, line.level);
     let server: RunningAgentServer;
     try {
-      server = await this.#startServer(buildDir, revision, (line) => output(line), signal);
+      server = await this.#startServer(deployment.id, buildDir, revision, (line) => output(line), signal);
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
-      throw new StageFailure(`The agent server did not start: ${(error as Error).message}`);
+      // The error's own line first: it is what status_message shows.
+      throw new StageFailure((error as Error).message);
     }
-    await this.#switch(deployment, revision, buildDir, server, logs, async () => {
+    const runtimeLogs = this.#runtimeLogs(revision.id);
+    await this.#switch(deployment, revision, buildDir, server, logs, runtimeLogs, async () => {
       await move('DEPLOYED');
-      // The claim ends with DEPLOYED: later output goes to the agent's own output.
-      output = (line) => this.#o.print(`[${deployment.name}] ${line}`);
+      // The claim ends with DEPLOYED: later output is shipped as the revision's runtime log.
+      output = (line) => runtimeLogs.line(line);
     });
   }
 
   /** Routes the deployment to `server`; if `commit` fails, routes it back. Then stops the previous server. */
-  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, commit: () => Promise<void>): Promise<void> {
+  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, runtimeLogs: RuntimeLogShipper | null, commit: () => Promise<void>): Promise<void> {
     const hosts = hostsOf(deployment);
     const previous = this.#live.get(deployment.id);
     this.#proxy.route(hosts, server.port);
-    this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
+    this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
     logs.line('deploy', `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`);
     try {
       await commit();
@@ -343,20 +404,128 @@ export class LocalAgent {
         this.#live.delete(deployment.id);
       }
       await server.stop();
+      await runtimeLogs?.stop();
       throw error;
     }
     if (previous && previous.server.port !== server.port) {
       await this.#proxy.drained(previous.server.port);
       await previous.server.stop();
+      await previous.runtimeLogs?.stop();
       if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
     }
+    const inUse = builtRecord(buildDir)?.packages;
+    prunePackages(this.#options.workDir, deployment.id, new Set(inUse ? [inUse] : []));
   }
 
-  #startServer(buildDir: string, revision: WorkRevision, onLine: (line: string) => void, signal: AbortSignal, command?: string): Promise<RunningAgentServer> {
-    const configPath = join(buildDir, revision.graph_config_path ?? 'langgraph.json');
-    const config = command ? { language: 'javascript' as const, graphs: [] } : readGraphConfig(configPath);
+  #startServer(deploymentId: string, buildDir: string, revision: WorkRevision, onLine: (line: ServerLine) => void, signal: AbortSignal, command?: string): Promise<RunningAgentServer> {
+    const configRelative = revision.graph_config_path ?? 'langgraph.json';
+    const config: GraphConfig = command ? { language: 'javascript', graphs: [], server: { graphs: {} } } : readGraphConfigInside(buildDir, configRelative);
+    const cwd = command ? buildDir : dirname(join(buildDir, configRelative));
     const secrets = Object.fromEntries(revision.secrets.map((s) => [s.name, s.value]));
-    return startAgentServer({ buildDir, configPath, config, command, env: { ...this.#childEnv(), ...secrets }, timeoutMs: this.#o.startTimeoutMs, signal, onLine });
+    const stateDir = command ? null : this.#stateFolder(deploymentId, cwd);
+    const key = builtRecord(buildDir)?.packages ?? null;
+    const packages = key ? { deploymentId, key } : null;
+    // A container engine isolates the image itself, and the sandbox could not reach its socket.
+    const sandbox = command ? null : this.#sandboxFor(buildDir, cwd, stateDir, packages);
+    const env = command || this.#options.sandbox === 'none' ? { ...this.#unsandboxedEnv(), ...secrets } : { ...this.#serverEnv(), ...secrets };
+    const paths = { ...this.#serverPaths(), checkoutModules: key ? storedPackages(this.#options.workDir, deploymentId, key) : null };
+    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+  }
+
+  /**
+   * The deployment's state folder (the agent server's own persistence, `.langgraph_api`), kept
+   * across revisions and restarts and removed with the deployment. In the sandbox it is bound over
+   * the checkout's `.langgraph_api`; unsandboxed, that path is a link to it.
+   */
+  #stateFolder(deploymentId: string, cwd: string): string {
+    const state = join(this.#options.workDir, deploymentId, 'state');
+    mkdirSync(state, { recursive: true });
+    const inCheckout = join(cwd, '.langgraph_api');
+    // Whatever the checkout has there (a file, a link planted by the repository) gives way.
+    rmSync(inCheckout, { recursive: true, force: true });
+    if (this.#options.sandbox === 'none') symlinkSync(state, inCheckout);
+    else mkdirSync(inCheckout);
+    return state;
+  }
+
+  /**
+   * What a command for the checkout `buildDir` sees, or null unsandboxed: its checkout
+   * read-write; with `stateDir` (the agent server) its deployment's state folder, else (install and
+   * build) the package managers' cache, read-write; the agent's Node and node_modules read-only.
+   */
+  #sandboxFor(buildDir: string, cwd: string, stateDir: string | null, packages: { deploymentId: string; key: string } | null = null): Sandboxed | null {
+    if (this.#options.sandbox === 'none' || !this.#options.bwrapPath) return null;
+    const writable = stateDir ? [{ from: stateDir, to: join(cwd, '.langgraph_api') }] : [{ from: this.#cacheDir(), to: SANDBOX_CACHE_DIR }];
+    const readOnly = sharedReadOnly(agentModules());
+    const stored = packages ? storedPackages(this.#options.workDir, packages.deploymentId, packages.key) : null;
+    if (stored) readOnly.push({ from: stored, to: join(cwd, 'node_modules') });
+    return {
+      bwrap: this.#options.bwrapPath,
+      spec: { checkout: buildDir, cwd, writable, readOnly, dieWithAgent: stateDir === null },
+    };
+  }
+
+  #cacheDir(): string {
+    const dir = resolve(this.#options.cacheDir ?? join(this.#options.workDir, '.cache'));
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  }
+
+  /** Where the server command finds Node and the agent's own LangGraph packages. */
+  #serverPaths(): ServerPaths {
+    const modules = agentModules();
+    if (this.#options.sandbox === 'none') return { node: process.execPath, agentModules: modules ? { host: modules, seen: modules } : null };
+    return { node: `${SANDBOX_NODE_DIR}/node`, agentModules: modules ? { host: modules, seen: SANDBOX_AGENT_MODULES } : null };
+  }
+
+  /** What every sandboxed command starts from: PATH, a home of its own, a locale, and the system's certificates for Node. */
+  #baseEnv(): Record<string, string> {
+    return { PATH: SANDBOX_PATH, HOME: SANDBOX_HOME, LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', NODE_USE_SYSTEM_CA: '1' };
+  }
+
+  /** Install and build: no secrets; the package managers' caches, and the operator variables named with --pass-env. */
+  #buildEnv(): NodeJS.ProcessEnv {
+    if (this.#options.sandbox === 'none') return this.#unsandboxedEnv();
+    const cache = SANDBOX_CACHE_DIR;
+    const env: Record<string, string> = {
+      ...this.#baseEnv(),
+      npm_config_cache: `${cache}/npm`,
+      npm_config_update_notifier: 'false',
+      YARN_CACHE_FOLDER: `${cache}/yarn`,
+      npm_config_store_dir: `${cache}/pnpm`,
+      BUN_INSTALL_CACHE_DIR: `${cache}/bun`,
+      PIP_CACHE_DIR: `${cache}/pip`,
+      UV_CACHE_DIR: `${cache}/uv`,
+    };
+    for (const name of this.#options.passEnv) {
+      const value = this.#options.env[name];
+      if (value !== undefined) env[name] = value;
+    }
+    return env;
+  }
+
+  /** The agent server: nothing of the operator's environment (its secrets are added by the caller). */
+  #serverEnv(): NodeJS.ProcessEnv {
+    return { ...this.#baseEnv(), NODE_ENV: 'production', LOG_JSON: 'true', LOG_LEVEL: 'info' };
+  }
+
+  /** `--sandbox none` and container engines: the agent's environment, its token removed, its own Node first on PATH. */
+  #unsandboxedEnv(): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = { ...this.#options.env, LOG_JSON: 'true', LOG_LEVEL: 'info' };
+    delete env.CONTROL_PLANE_AGENT_TOKEN;
+    env.PATH = `${dirname(process.execPath)}:${env.PATH ?? ''}`;
+    return env;
+  }
+
+  /** git runs outside the sandbox (it runs no repository code on clone): the agent's environment without its token. */
+  #gitEnv(): NodeJS.ProcessEnv {
+    const env = { ...this.#options.env };
+    delete env.CONTROL_PLANE_AGENT_TOKEN;
+    return env;
+  }
+
+  #runtimeLogs(revisionId: string): RuntimeLogShipper {
+    return new RuntimeLogShipper(this.#client, revisionId, (message) => this.#options.print(message), this.#options.runtimeLogs);
   }
 
   /** `external_docker` on a local listener: a container engine runs the image, or the revision fails at once. */
@@ -370,12 +539,12 @@ export class LocalAgent {
     logs.line('deploy', `$ ${engine} run … ${image}`);
     let server: RunningAgentServer;
     try {
-      server = await this.#startServer(buildDir, revision, (line) => logs.line('deploy', line), signal, command);
+      server = await this.#startServer(deployment.id, buildDir, revision, (line) => logs.line('deploy', line.message, line.level), signal, command);
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
       throw new StageFailure(`The image did not start: ${(error as Error).message}`);
     }
-    await this.#switch(deployment, revision, buildDir, server, logs, () => move('DEPLOYED'));
+    await this.#switch(deployment, revision, buildDir, server, logs, null, () => move('DEPLOYED'));
   }
 
   async #teardown(deployment: WorkDeployment, claimId: string): Promise<void> {
@@ -383,10 +552,11 @@ export class LocalAgent {
     if (live) {
       this.#proxy.unroute(live.hosts);
       await live.server.stop();
+      await live.runtimeLogs?.stop();
       this.#live.delete(deployment.id);
     }
-    rmSync(join(this.#o.workDir, deployment.id), { recursive: true, force: true });
-    this.#o.print(`agent: tore down ${deployment.name}`);
+    rmSync(join(this.#options.workDir, deployment.id), { recursive: true, force: true });
+    this.#options.print(`agent: tore down ${deployment.name}`);
     await this.#client.done(claimId);
   }
 
@@ -395,45 +565,64 @@ export class LocalAgent {
     const { deployments } = await this.#client.live(this.#stopping.signal);
     for (const { deployment, revision } of deployments) {
       if (this.#stopping.signal.aborted) return;
-      const buildDir = join(this.#o.workDir, deployment.id, revision.id);
+      const buildDir = join(this.#options.workDir, deployment.id, revision.id);
       if (!isBuilt(buildDir)) {
-        this.#o.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
+        this.#options.print(`agent: ${deployment.name}: revision ${revision.id} was not built on this machine; not serving it`);
+        continue;
+      }
+      const runtimeLogs = this.#runtimeLogs(revision.id);
+      const adopted = await adoptAgentServer(buildDir, (line) => runtimeLogs.line(line));
+      if (adopted) {
+        // The server the previous agent left serving: its threads and runs go on untouched.
+        const hosts = hostsOf(deployment);
+        this.#proxy.route(hosts, adopted.port);
+        this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
+        this.#options.print(`agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`);
         continue;
       }
       const ended = await endOrphan(buildDir);
-      if (ended) this.#o.print(`agent: ${deployment.name}: ${ended}`);
+      if (ended) this.#options.print(`agent: ${deployment.name}: ${ended}`);
       try {
-        const server = await this.#startServer(buildDir, revision, (line) => this.#o.print(`[${deployment.name}] ${line}`), this.#stopping.signal);
+        const server = await this.#startServer(deployment.id, buildDir, revision, (line) => runtimeLogs.line(line), this.#stopping.signal);
         const hosts = hostsOf(deployment);
         this.#proxy.route(hosts, server.port);
-        this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir });
-        this.#o.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
+        this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
+        this.#options.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
       } catch (error) {
-        this.#o.print(`agent: ${deployment.name}: could not restart revision ${revision.id}: ${(error as Error).message}`);
+        this.#options.print(`agent: ${deployment.name}: could not restart revision ${revision.id}: ${(error as Error).message}`);
       }
     }
   }
 
-  /** The agent's environment for commands and servers: its token removed, its own Node first on PATH. */
-  #childEnv(): NodeJS.ProcessEnv {
-    const env = { ...this.#o.env };
-    delete env.CONTROL_PLANE_AGENT_TOKEN;
-    env.PATH = `${dirname(process.execPath)}:${env.PATH ?? ''}`;
-    return env;
-  }
 }
 
-/** The host names the proxy serves a deployment under: its `custom_url` host, and its name as first label. */
+/**
+ * The names the proxy serves a deployment under: its name's DNS-safe form (as a host's first label,
+ * and in `/d/<name>/`), so names that differ only in case or `_`/`-` never share a route; and its
+ * `custom_url` host when that names only it (not an address or `localhost`, which a path-based
+ * URL template has).
+ */
 function hostsOf(deployment: WorkDeployment): string[] {
-  const hosts = [deployment.name.toLowerCase()];
+  const hosts = [dnsSafeName(deployment.name)];
   if (deployment.custom_url) {
     try {
-      hosts.push(new URL(deployment.custom_url).hostname);
+      const host = new URL(deployment.custom_url).hostname;
+      if (host.includes('.') && !isIP(host.replace(/^\[|\]$/g, '')) && host !== 'localhost') hosts.push(host);
     } catch {
       // not a URL: the name still routes
     }
   }
   return hosts;
+}
+
+/** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */
+function agentModules(): string | null {
+  try {
+    const manifest = createRequire(import.meta.url).resolve('@langchain/langgraph-cli/package.json');
+    return realpathSync(dirname(dirname(dirname(manifest))));
+  } catch {
+    return null;
+  }
 }
 
 async function answers(command: string, args: string[]): Promise<boolean> {

@@ -1,5 +1,6 @@
 import type { AgentClient } from './client.ts';
 import { SlowDown, WorkGone } from './client.ts';
+import { plainText } from './server-output.ts';
 
 type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string };
 
@@ -12,6 +13,12 @@ const BATCH = 500;
  * long lines (minified bundles, webpack stats) is split instead of refused with 413 as a whole.
  */
 export const MAX_BATCH_BYTES = 768 * 1024;
+/**
+ * Lines one claim sends at most (a build printing hundreds of megabytes would otherwise grow the
+ * database by as much); past it lines are counted and one line says how many were dropped. The
+ * agent's own `error` lines (why a revision failed) always pass.
+ */
+export const MAX_LINES_PER_CLAIM = 20_000;
 /** `{"lines":[` … `]}` around the lines. */
 const ENVELOPE_BYTES = 16;
 /** Times a batch the control plane asked to slow down (429) is sent again, after the wait it names. */
@@ -61,6 +68,9 @@ export class LogStream {
   #timer: NodeJS.Timeout | null = null;
   #chain: Promise<void> = Promise.resolve();
   #onGone: (error: unknown) => void;
+  #accepted = 0;
+  #dropped = 0;
+  readonly #maxLines: number;
 
   constructor(
     client: AgentClient,
@@ -68,7 +78,9 @@ export class LogStream {
     onGone: (error: unknown) => void,
     flushMs = 200,
     report: (message: string) => void = (message) => void process.stderr.write(`${message}\n`),
+    maxLines = MAX_LINES_PER_CLAIM,
   ) {
+    this.#maxLines = maxLines;
     this.#client = client;
     this.#claimId = claimId;
     this.#onGone = onGone;
@@ -77,7 +89,13 @@ export class LogStream {
   }
 
   line(type: Line['type'], message: string, level: Line['level'] = 'info'): void {
-    const line = { type, level, message: truncateLine(message) };
+    if (this.#accepted >= this.#maxLines && level !== 'error') {
+      this.#dropped += 1;
+      return;
+    }
+    this.#accepted += 1;
+    // Stored plain: colour and cursor codes would show as garbage in every reader of the log.
+    const line = { type, level, message: truncateLine(plainText(message)) };
     this.#pending.push(line);
     this.#pendingBytes += Buffer.byteLength(line.message);
     if (this.#pending.length >= BATCH || this.#pendingBytes >= MAX_BATCH_BYTES) void this.flush();
@@ -88,6 +106,11 @@ export class LogStream {
   flush(): Promise<void> {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#dropped > 0) {
+      const type = this.#pending.at(-1)?.type ?? 'build';
+      this.#pending.push({ type, level: 'warn', message: `${this.#dropped} log line(s) dropped: more than the ${this.#maxLines} lines the agent sends for one revision` });
+      this.#dropped = 0;
+    }
     const lines = this.#pending;
     this.#pending = [];
     this.#pendingBytes = 0;

@@ -1,5 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { closeSync, existsSync, openSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
+import type { Readable } from 'node:stream';
+import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
+
+/** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
+export type Sandboxed = { bwrap: string; spec: SandboxSpec };
 
 /**
  * Process groups of the commands and servers this agent started and that still run. Each runs
@@ -21,6 +27,14 @@ function killGroupsOnExit(): void {
       }
     }
   });
+}
+
+/**
+ * Leaves a group running when the agent exits: a live agent server, which its successor takes
+ * over. Installs, builds and servers still starting stay killed at exit.
+ */
+export function untrackGroup(pgid: number): void {
+  groups.delete(pgid);
 }
 
 /** The process groups this agent started that still run (for tests and diagnostics). */
@@ -65,9 +79,26 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
   });
 }
 
-/** Starts `sh -c command` in its own process group, each output line to `onLine`. */
-export function startCommand(command: string, options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void }): ChildProcess {
-  const child = spawn('sh', ['-c', command], { cwd: options.cwd, env: options.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `sh -c command` in its own process group (a new session with no terminal), each output
+ * line to `onLine`; with `sandbox`, inside bwrap, which is then the group leader. Only the three
+ * standard streams are passed: no other descriptor of the agent reaches the command.
+ * `outputFile`: the output is appended to that file instead of piped (`onLine` is then not
+ * called: the caller follows the file), and the process is not killed when the agent exits, so
+ * it can outlive a restart of the agent.
+ */
+export function startCommand(
+  command: string,
+  options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null; outputFile?: string },
+): ChildProcess {
+  const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/'] : ['sh', ['-c', command], options.cwd];
+  const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
+  let child: ChildProcess;
+  try {
+    child = spawn(file, args, { cwd, env: options.env, detached: true, stdio: output === null ? ['ignore', 'pipe', 'pipe'] : ['ignore', output, output] });
+  } finally {
+    if (output !== null) closeSync(output);
+  }
   if (child.pid !== undefined) {
     const pgid = child.pid;
     killGroupsOnExit();
@@ -76,9 +107,65 @@ export function startCommand(command: string, options: { cwd: string; env: NodeJ
     // reused by an unrelated process later, so it is not killed at exit.
     child.once('exit', () => groups.delete(pgid));
   }
-  createInterface({ input: child.stdout! }).on('line', (line) => options.onLine(line, 'stdout'));
-  createInterface({ input: child.stderr! }).on('line', (line) => options.onLine(line, 'stderr'));
+  if (output === null) {
+    splitLines(child.stdout!, (line) => options.onLine(line, 'stdout'));
+    splitLines(child.stderr!, (line) => options.onLine(line, 'stderr'));
+  }
   return child;
+}
+
+/**
+ * The command line that runs `command` in the sandbox after closing every descriptor but the
+ * three standard streams: the agent may have inherited open descriptors without close-on-exec
+ * (from a shell or a supervisor), which every process it starts would inherit too, and Node can
+ * neither tell them from its own nor keep a child from getting them. bash closes descriptors of
+ * any number (sh only up to 9).
+ */
+export function closingDescriptors(command: string): string[] {
+  const close = 'for fd in $(ls /proc/self/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; exec sh -c "$1"';
+  return existsSync('/bin/bash') ? ['/bin/bash', '-c', close, 'sandbox', command] : ['sh', '-c', command];
+}
+
+/** Characters of one output line the agent holds at most; the rest of the line is skipped. */
+export const MAX_HELD_LINE = 16 * 1024;
+
+/**
+ * Calls `onLine` for each line of `stream`, holding at most `max` characters of a line: a command
+ * printing hundreds of megabytes without a newline costs the agent `max` characters, not the line
+ * (readline would hold all of it). A cut line ends with a note saying so.
+ */
+export function splitLines(stream: Readable, onLine: (line: string) => void, max = MAX_HELD_LINE): void {
+  const decoder = new StringDecoder('utf8');
+  let held = '';
+  let skipped = 0;
+  const emit = (text: string) => {
+    onLine(skipped > 0 ? `${text}… [line cut by the agent: ${skipped} more characters]` : text);
+    skipped = 0;
+  };
+  const take = (text: string) => {
+    let start = 0;
+    for (;;) {
+      const newline = text.indexOf('\n', start);
+      const piece = newline === -1 ? text.slice(start) : text.slice(start, newline);
+      const room = max - held.length;
+      if (piece.length > room) {
+        held += piece.slice(0, Math.max(0, room));
+        skipped += piece.length - Math.max(0, room);
+      } else {
+        held += piece;
+      }
+      if (newline === -1) return;
+      emit(held.endsWith('\r') ? held.slice(0, -1) : held);
+      held = '';
+      start = newline + 1;
+    }
+  };
+  stream.on('data', (chunk: Buffer) => take(decoder.write(chunk)));
+  stream.on('end', () => {
+    take(decoder.end());
+    if (held.length > 0 || skipped > 0) emit(held);
+    held = '';
+  });
 }
 
 export type CommandResult = { code: number | null; signal: string | null; lastLines: string[]; aborted: boolean };
@@ -89,7 +176,7 @@ export type CommandResult = { code: number | null; signal: string | null; lastLi
  */
 export function runCommand(
   command: string,
-  options: { cwd: string; env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string, stream: 'stdout' | 'stderr') => void },
+  options: { cwd: string; env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null },
 ): Promise<CommandResult> {
   const lastLines: string[] = [];
   return new Promise((resolve, reject) => {
@@ -97,6 +184,7 @@ export function runCommand(
     const child = startCommand(command, {
       cwd: options.cwd,
       env: options.env,
+      sandbox: options.sandbox,
       onLine: (line, stream) => {
         lastLines.push(line);
         if (lastLines.length > 20) lastLines.shift();

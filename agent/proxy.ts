@@ -5,8 +5,8 @@ type Route = { port: number };
 
 /**
  * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
- * `custom_url` host name, or `<name>.<anything>`); it is forwarded to the port of that deployment's
- * live agent server. Switching a route is one map write; requests already forwarded finish on the
+ * `custom_url` host name, or `<name>.<anything>` with the name's DNS-safe form), or its path does
+ * (`/d/<name>/…`); it is forwarded to the port of that deployment's live agent server. Switching a route is one map write; requests already forwarded finish on the
  * old server, and `drained(port)` tells when none is left, so the old server can be stopped.
  */
 export class DeploymentProxy {
@@ -14,6 +14,7 @@ export class DeploymentProxy {
   readonly #inFlight = new Map<number, number>();
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   #server: Server | null = null;
+  #closing = false;
 
   /** Points the deployment's host names at `port`. */
   route(hosts: string[], port: number): void {
@@ -24,20 +25,37 @@ export class DeploymentProxy {
     for (const host of hosts) this.#routes.delete(host.toLowerCase());
   }
 
+  /** Replaces the whole routing table in one step (the agent sends it whole). */
+  replaceRoutes(routes: Array<{ hosts: string[]; port: number }>): void {
+    this.#routes.clear();
+    for (const { hosts, port } of routes) this.route(hosts, port);
+  }
+
   /** Resolves when no request is being forwarded to `port` (or after `maxMs`). */
   async drained(port: number, maxMs = 10_000): Promise<void> {
     const deadline = Date.now() + maxMs;
     while ((this.#inFlight.get(port) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   }
 
-  #target(hostHeader: string | undefined): Route | null {
+  /**
+   * The deployment a request is for, and the path to forward: by its `Host` (a deployment's host
+   * name, or its DNS-safe name as the first label), else by its path, `/d/<name>/…` with the
+   * prefix stripped, for clients that cannot resolve `*.localhost`.
+   */
+  #target(hostHeader: string | undefined, url: string): (Route & { path: string }) | null {
     const host = (hostHeader ?? '').replace(/:\d+$/, '').toLowerCase();
-    return this.#routes.get(host) ?? this.#routes.get(host.split('.')[0] ?? '') ?? null;
+    const byHost = this.#routes.get(host) ?? this.#routes.get(host.split('.')[0] ?? '');
+    if (byHost) return { ...byHost, path: url };
+    const prefixed = /^\/d\/([^/?#]+)(.*)$/.exec(url);
+    const byPath = prefixed ? this.#routes.get(decodeURIComponent(prefixed[1]!).toLowerCase()) : undefined;
+    if (!byPath || !prefixed) return null;
+    const rest = prefixed[2] ?? '';
+    return { ...byPath, path: rest.startsWith('/') ? rest : `/${rest}` };
   }
 
   listen(port: number, host: string): Promise<number> {
     const server = createServer((req, res) => {
-      const target = this.#target(req.headers.host);
+      const target = this.#target(req.headers.host, req.url ?? '/');
       if (!target) {
         res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
@@ -51,9 +69,11 @@ export class DeploymentProxy {
         this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
       };
       const upstream = request(
-        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
+        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: target.path, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
         (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          // Closing: the client's next request opens a new connection instead of racing the close of this one.
+          const headers = this.#closing ? { ...answer.headers, connection: 'close' } : answer.headers;
+          res.writeHead(answer.statusCode ?? 502, headers);
           answer.pipe(res);
           answer.on('end', finish);
           answer.on('error', finish);
@@ -74,15 +94,31 @@ export class DeploymentProxy {
       req.pipe(upstream);
     });
     this.#server = server;
-    return new Promise((resolve) => server.listen(port, host, () => resolve((server.address() as AddressInfo).port)));
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
+    });
   }
 
-  close(): Promise<void> {
+  /**
+   * Stops taking connections and lets every connection end on an answer: from now on each answer
+   * says `Connection: close`; a connection idle now may still carry one more request for
+   * `idleGraceMs` (closing it at once races a client that is just reusing it); after `graceMs`
+   * whatever is left is closed.
+   */
+  async close(options: { idleGraceMs?: number; graceMs?: number } = {}): Promise<void> {
+    const server = this.#server;
+    if (!server) return;
+    this.#closing = true;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    const idleUntil = Date.now() + (options.idleGraceMs ?? 2000);
+    const deadline = Date.now() + (options.graceMs ?? 10_000);
+    while (Date.now() < deadline && (Date.now() < idleUntil || [...this.#inFlight.values()].some((n) => n > 0))) {
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    server.closeIdleConnections();
+    server.closeAllConnections();
+    await closed;
     this.#agent.destroy();
-    return new Promise((resolve) => {
-      if (!this.#server) return resolve();
-      this.#server.close(() => resolve());
-      this.#server.closeAllConnections();
-    });
   }
 }

@@ -1,5 +1,5 @@
-import { createReadStream, createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, linkSync } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { createReadStream, createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, linkSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
@@ -10,6 +10,8 @@ import { WorkGone } from './client.ts';
 export const MAX_TARBALL_BYTES = 200 * 1024 * 1024;
 /** A tarball that unpacks to more than this is refused (a gzip bomb would otherwise fill the disk). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 ** 3;
+/** Entries of one tarball at most: a few megabytes of gzip can name millions of empty files. */
+export const MAX_ENTRIES = 100_000;
 
 /** The tarball cannot be used: an unsafe or unreadable entry, or a failed download. Ends the build. */
 export class TarballRefused extends Error {
@@ -69,12 +71,18 @@ export function onControlPlane(url: string, base: string): string {
  * device file or FIFO; an entry whose parent directory resolves outside `dir` (through a link an
  * earlier entry made). What was unpacked before a refusal is left for the caller to remove.
  */
-export async function unpackTarball(file: string, dir: string, options: { maxUnpackedBytes?: number } = {}): Promise<{ files: number }> {
+export async function unpackTarball(file: string, dir: string, options: { maxUnpackedBytes?: number; maxEntries?: number } = {}): Promise<{ files: number }> {
   const maxUnpacked = options.maxUnpackedBytes ?? MAX_UNPACKED_BYTES;
+  const maxEntries = options.maxEntries ?? MAX_ENTRIES;
   mkdirSync(dir, { recursive: true });
   const root = realpathSync(dir);
   let files = 0;
+  let entries = 0;
   let unpacked = 0;
+  /** Regular files this tarball wrote (real paths): the only targets a hard link may name. */
+  const written = new Set<string>();
+  /** Links made, checked again at the end: a later entry can change where an earlier link leads. */
+  const links: Array<{ path: string; name: string }> = [];
   const tar = extract();
   tar.on('entry', (header, stream, next) => {
     // Destroying the extractor destroys the entry with the same error; the pipeline below reports it.
@@ -83,7 +91,14 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
       stream.resume();
       tar.destroy(error instanceof TarballRefused ? error : new TarballRefused(`The tarball entry "${header.name}" could not be unpacked: ${(error as Error).message ?? String(error)}`));
     };
+    entries += 1;
+    if (entries > maxEntries) {
+      fail(new TarballRefused(`The tarball entry "${header.name}" is one more than the ${maxEntries} entries a tarball may hold.`));
+      return;
+    }
     let target: string | null;
+    /** Where a file entry really lands: its parent's real path and its name. */
+    let landsAt = '';
     try {
       target = placeOf(root, header);
     } catch (error) {
@@ -108,17 +123,24 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
       // A parent made a link by an earlier entry could lead anywhere: where it really is must be inside.
       const parent = realpathSync(dirname(target));
       insideRoot(root, parent, header.name);
+      landsAt = join(parent, basename(target));
       removeExisting(target);
       if (header.type === 'symlink') {
-        // Checked again from the real parent: `x -> .` then `x/y -> ..` is lexically inside, really not.
-        if (!isInside(root, resolve(parent, header.linkname!))) throw new TarballRefused(`The tarball entry "${header.name}" is a link to "${header.linkname}", outside the tarball.`);
+        // Resolved as the kernel will, through the links already there: `y -> .` then
+        // `x -> y/..` is lexically inside, really the parent of the checkout.
+        if (!isInside(root, resolveAsKernel(`${parent}/${header.linkname!}`))) throw new TarballRefused(`The tarball entry "${header.name}" is a link to "${header.linkname}", which leads outside the tarball.`);
         symlinkSync(header.linkname!, target);
+        links.push({ path: target, name: header.name });
         stream.on('end', () => next());
         stream.resume();
         return;
       }
       if (header.type === 'link') {
-        linkSync(resolve(root, stripDot(header.linkname!)), target);
+        // Only to a regular file this tarball wrote, found without following any link: a hard
+        // link made through a link chain would be the machine's file itself (a key, a database).
+        const source = resolveAsKernel(`${root}/${stripDot(header.linkname!)}`, { followLast: false });
+        if (!written.has(source) || !lstatSync(source).isFile()) throw new TarballRefused(`The tarball entry "${header.name}" is a hard link to "${header.linkname}", which is not a file of the tarball.`);
+        linkSync(source, target);
         stream.on('end', () => next());
         stream.resume();
         return;
@@ -137,7 +159,10 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
     });
     // Only permission bits, at most rwxr-xr-x: no setuid, setgid or world-writable files.
     const mode = (header.mode ?? 0o644) & 0o755;
-    pipeline(stream, counter, createWriteStream(target, { flags: 'wx', mode })).then(() => next(), fail);
+    pipeline(stream, counter, createWriteStream(target, { flags: 'wx', mode })).then(() => {
+      written.add(landsAt);
+      next();
+    }, fail);
   });
   try {
     await pipeline(createReadStream(file), createGunzip(), tar);
@@ -145,7 +170,57 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
     if (error instanceof TarballRefused) throw error;
     throw new TarballRefused(`the upload is not a readable gzip tarball (${(error as Error).message})`);
   }
+  for (const link of links) {
+    let stat;
+    try {
+      stat = lstatSync(link.path);
+    } catch {
+      continue;
+    }
+    if (stat.isSymbolicLink() && !isInside(root, resolveAsKernel(link.path))) {
+      throw new TarballRefused(`The tarball entry "${link.name}" is a link that leads outside the tarball (through the links of later entries).`);
+    }
+  }
   return { files };
+}
+
+/**
+ * Where `path` leads as the kernel resolves it: each component in turn, every symbolic link along
+ * it followed (its target read relative to the real directory it is in, `..` taken after the
+ * link, not before), at most 40 links as Linux allows. Components that do not exist (yet) are
+ * appended as written. `followLast: false` leaves a link in the last component unfollowed, as
+ * link(2) does.
+ */
+export function resolveAsKernel(path: string, options: { followLast?: boolean } = {}): string {
+  const followLast = options.followLast ?? true;
+  let pending = path.split('/').filter((part) => part !== '' && part !== '.');
+  let current = '/';
+  let hops = 0;
+  while (pending.length > 0) {
+    const part = pending.shift()!;
+    if (part === '.') continue;
+    if (part === '..') {
+      current = dirname(current);
+      continue;
+    }
+    const next = current === '/' ? `/${part}` : `${current}/${part}`;
+    let stat;
+    try {
+      stat = lstatSync(next);
+    } catch {
+      return resolve(current, part, ...pending);
+    }
+    if (!stat.isSymbolicLink() || (!followLast && pending.length === 0)) {
+      current = next;
+      continue;
+    }
+    hops += 1;
+    if (hops > 40) throw new TarballRefused(`too many levels of links at "${next}"`);
+    const target = readlinkSync(next);
+    if (isAbsolute(target)) current = '/';
+    pending = [...target.split('/').filter((p) => p !== '' && p !== '.'), ...pending];
+  }
+  return current;
 }
 
 /**

@@ -10,6 +10,8 @@ import {
   ClaimResponse,
   LeaseRenewed,
   LiveDeployments,
+  RuntimeLogAppend,
+  RuntimeLogsStored,
 } from '../../shared/schemas/agent.ts';
 import { Revision } from '../../shared/schemas/revision.ts';
 import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
@@ -92,6 +94,22 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       const { size, stream } = await protocol.openSource(agent, pathId(c, 'claim_id'), c.req.query('expires'), c.req.query('signature'));
       // Streamed from the chunk rows as the agent reads: the tarball is never held whole here.
       return c.body(Readable.toWeb(stream) as ReadableStream<Uint8Array>, 200, { 'content-type': 'application/gzip', 'content-length': String(size), 'cache-control': 'no-store' });
+    },
+  );
+
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${base}/revisions/:revision_id/runtime-logs`,
+      summary: "Append what a live revision's agent server printed after DEPLOYED to its deploy log, rate-limited per deployment and per token, capped per revision (listener token)",
+      body: RuntimeLogAppend,
+      response: { status: 200, schema: RuntimeLogsStored },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      return c.json(await protocol.appendRuntimeLogs(agent, pathId(c, 'revision_id'), await readJson(c, RuntimeLogAppend)));
     },
   );
 

@@ -52,7 +52,11 @@ export interface AgentStore {
    * A heartbeat (or any call) of the listener's agent: records when it was heard, and its version and
    * capacity when given; its deployments marked UNKNOWN while it was silent are READY again (answered).
    */
-  heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]>;
+  heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]>;
+  /** The URL template the listener's agent reported (`{name}` in it), or null. */
+  agentPublicUrl(listenerId: string): Promise<string | null>;
+  /** Sets a deployment's `custom_url` (the one its listener's agent serves it under). */
+  setCustomUrl(deploymentId: string, url: string, now: string): Promise<void>;
   markSilent(cutoff: string, now: string): Promise<string[]>;
   liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>>;
 }
@@ -185,10 +189,31 @@ export class SqlAgentStore implements AgentStore {
 
   // ------------------------------------------------------------ heartbeats and silence
 
-  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number }): Promise<string[]> {
+  /** The URL template the listener's agent reported with its heartbeat (`{name}` in it), or null. */
+  async agentPublicUrl(listenerId: string): Promise<string | null> {
+    const row = await this.#sql.row<{ agent_public_url: string | null }>('SELECT agent_public_url FROM listeners WHERE id = ?', [listenerId]);
+    return row?.agent_public_url ?? null;
+  }
+
+  async setCustomUrl(deploymentId: string, url: string, now: string): Promise<void> {
+    await this.#sql.tx(async (tx) => {
+      const row = await tx.row<{ source_config: string }>(`SELECT source_config FROM deployments WHERE id = ?${tx.dialect.forUpdate}`, [deploymentId]);
+      if (!row) return;
+      const sourceConfig = { ...(JSON.parse(row.source_config) as Record<string, unknown>), custom_url: url };
+      await tx.run('UPDATE deployments SET source_config = ?, updated_at = ? WHERE id = ?', [JSON.stringify(sourceConfig), now, deploymentId]);
+    });
+  }
+
+  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
     return this.#sql.tx(async (tx) => {
       if (input.version !== undefined) {
-        await tx.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ? WHERE id = ?', [input.now, input.version, input.capacity ?? null, input.listenerId]);
+        await tx.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ?, agent_public_url = ? WHERE id = ?', [
+          input.now,
+          input.version,
+          input.capacity ?? null,
+          input.publicUrl ?? null,
+          input.listenerId,
+        ]);
       } else {
         await tx.run('UPDATE listeners SET last_seen_at = ? WHERE id = ?', [input.now, input.listenerId]);
       }

@@ -18,6 +18,17 @@ export const AgentHeartbeat = z.strictObject({
   version: z.string().min(1).max(100),
   /** How many pieces of work the agent can take at once. */
   capacity: z.int().min(0).max(1000),
+  /**
+   * The URL template the agent serves deployments under (its `--public-url`): `{name}` stands for
+   * the deployment name's DNS-safe form. A deployment it deploys gets its `custom_url` from it.
+   */
+  public_url: z
+    .string()
+    .max(500)
+    .refine((template) => template.includes('{name}') && /^https?:\/\/[^/\s]+/.test(template.replaceAll('{name}', 'x')) && URL.canParse(template.replaceAll('{name}', 'x')), {
+      message: 'public_url must be an http(s) URL template containing {name}',
+    })
+    .nullish(),
 });
 export type AgentHeartbeat = z.infer<typeof AgentHeartbeat>;
 
@@ -114,6 +125,17 @@ export type AgentTransition = z.infer<typeof AgentTransition>;
 export const AgentLogLine = z.strictObject({ type: LogType, level: LogLevel.default('info'), message: z.string().max(16_000) });
 export const AgentLogAppend = z.strictObject({ lines: z.array(AgentLogLine).min(1).max(1000) });
 export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
+
+/** `POST …/agent/revisions/{revision_id}/runtime-logs`: what a live revision's agent server printed after `DEPLOYED`. */
+export const RuntimeLogAppend = z.strictObject({
+  lines: z.array(z.strictObject({ level: LogLevel.default('info'), message: z.string().max(16_000) })).min(1).max(1000),
+  /** Lines the agent itself dropped since its last send (its own rate limit or queue bound): stored as one line saying so. */
+  dropped: z.int().min(0).default(0),
+});
+export type RuntimeLogAppend = z.infer<typeof RuntimeLogAppend>;
+
+export const RuntimeLogsStored = z.object({ stored: z.int(), dropped: z.int() });
+export type RuntimeLogsStored = z.infer<typeof RuntimeLogsStored>;
 
 /** `GET …/agent/live`: what the listener's agents should be running (restart without rebuilding). */
 export const LiveDeployments = z.object({

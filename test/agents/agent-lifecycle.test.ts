@@ -6,12 +6,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
-import { markBuilt, stateDirOf } from '../../agent/state.ts';
+import { markBuilt, stateDirOf } from '../../agent/build-records.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { ROOT } from '../helpers/listening-child.ts';
-import { serverPidOf } from './harness.ts';
+import { killLeftoverServers, serverPidOf } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -26,10 +26,11 @@ function alive(pid: number): boolean {
 
 /**
  * The real agent (`node agent/main.ts`) as a process, against the real control plane served on
- * loopback by the test process. The agent server of a live revision is simulated by a shell
- * script planted where the repository's own LangGraph CLI would be
- * (`node_modules/.bin/langgraphjs`): it records its pid and never becomes healthy, as a slow
- * server does while the agent restores it.
+ * loopback by the test process. The agent server of a live revision is simulated by a script
+ * planted where the repository's own LangGraph.js API server would be
+ * (`node_modules/@langchain/langgraph-api/dist/cli/entrypoint.mjs`): it records its pid and never
+ * becomes healthy, as a slow server does while the agent restores it. These agents run with
+ * `--sandbox none`, so the planted server's pid is the machine's (the sandbox is tested elsewhere).
  */
 describe('the local agent process: signals and its state', () => {
   let t: App;
@@ -38,6 +39,7 @@ describe('the local agent process: signals and its state', () => {
   let listener: { listenerId: string; token: string };
   const children: ChildProcess[] = [];
   const pids: number[] = [];
+  const workDirs: string[] = [];
 
   beforeAll(async () => {
     t = await inProcessApp();
@@ -57,6 +59,8 @@ describe('the local agent process: signals and its state', () => {
         // gone
       }
     }
+    // SIGTERM leaves the proxy (and live servers) for a next agent: none comes here.
+    for (const dir of workDirs) killLeftoverServers(dir);
     (server as import("node:http").Server).closeAllConnections();
     await new Promise<void>((done) => server.close(() => done()));
     t.close();
@@ -82,14 +86,13 @@ describe('the local agent process: signals and its state', () => {
    */
   const plantBuild = (workDir: string, deploymentId: string, revisionId: string, pidFile: string, options: { healthy?: boolean; built?: boolean } = {}) => {
     const buildDir = join(workDir, deploymentId, revisionId);
-    mkdirSync(join(buildDir, 'node_modules', '.bin'), { recursive: true });
+    const api = join(buildDir, 'node_modules', '@langchain', 'langgraph-api', 'dist');
+    mkdirSync(join(api, 'cli'), { recursive: true });
     writeFileSync(join(buildDir, 'langgraph.json'), JSON.stringify({ node_version: '20', graphs: { agent: './graph.js:graph' } }));
-    const script = join(buildDir, 'node_modules', '.bin', 'langgraphjs');
-    const serve = options.healthy
-      ? `exec node -e "require('http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')"`
-      : 'exec sleep 600';
-    writeFileSync(script, `#!/bin/sh\necho $$ > ${JSON.stringify(pidFile)}\necho "simulated agent server starting"\n${serve}\n`);
-    chmodSync(script, 0o755);
+    writeFileSync(join(api, 'preload.mjs'), '');
+    const serve = options.healthy ? `require('node:http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1');` : 'setInterval(() => {}, 1000);';
+    writeFileSync(join(api, 'cli', 'entrypoint.mjs'), `import { createRequire } from 'node:module';\nimport { writeFileSync } from 'node:fs';\nconst require = createRequire(import.meta.url);\nwriteFileSync(${JSON.stringify(pidFile)}, String(process.pid));\nconsole.log('simulated agent server starting');\n${serve}\n`);
+    void chmodSync;
     if (options.built ?? true) markBuilt(buildDir, { sha: null, graph_config_path: 'langgraph.json' });
     return buildDir;
   };
@@ -105,10 +108,11 @@ describe('the local agent process: signals and its state', () => {
   const spawnAgent = (workDir: string) => {
     const child = spawn(
       process.execPath,
-      [resolve(ROOT, 'agent/main.ts'), '--url', url, '--listener', listener.listenerId, '--work-dir', workDir, '--proxy-port', '0', '--start-timeout', '120'],
+      [resolve(ROOT, 'agent/main.ts'), '--url', url, '--listener', listener.listenerId, '--work-dir', workDir, '--proxy-port', '0', '--start-timeout', '120', '--sandbox', 'none'],
       { cwd: ROOT, env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: listener.token }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     children.push(child);
+    workDirs.push(workDir);
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -170,7 +174,7 @@ describe('the local agent process: signals and its state', () => {
     expect(alive(unrelated)).toBe(true);
   });
 
-  it('a restarted agent ends the server it left running, and never a process that merely has the recorded pid now', { timeout: 90_000 }, async () => {
+  it('a restarted agent takes over the server it left running, and never touches a process that merely has the recorded pid now', { timeout: 90_000 }, async () => {
     const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-orphan-'));
     const { deploymentId, revisionId } = await liveDeployment();
     const pidFile = join(workDir, 'server.pid');
@@ -189,9 +193,11 @@ describe('the local agent process: signals and its state', () => {
 
     const second = spawnAgent(workDir);
     await serving(second);
-    expect(second.output()).toContain(`ended the agent server (pid ${orphan}) a previous run of the agent left`);
-    await eventually(async () => (alive(orphan) ? undefined : true), 10_000);
+    // The server a killed agent left serving goes on serving: the new agent routes to it.
+    expect(second.output()).toContain(`took over the agent server (pid ${orphan})`);
+    expect(alive(orphan)).toBe(true);
     const restarted = serverPidOf(buildDir);
+    expect(restarted).toBe(orphan);
     pids.push(restarted);
     second.child.kill('SIGKILL');
     await second.exited;

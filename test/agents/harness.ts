@@ -1,12 +1,14 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { stateDirOf } from '../../agent/state.ts';
+import { stateDirOf } from '../../agent/build-records.ts';
 import type { Api } from '../helpers/api.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
 export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
+/** The package managers' cache the test agents share (one download of the fixture's packages per machine). */
+export const SHARED_TEST_CACHE = join(tmpdir(), 'cp-agent-test-package-cache');
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
@@ -47,15 +49,33 @@ export type AgentProcess = {
 };
 
 /** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
-export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string> }): Promise<AgentProcess> {
+export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string; inheritedFd?: boolean; proxyPort?: number }): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [resolve(ROOT, 'agent/main.ts'), '--url', options.url, '--listener', options.listenerId, '--work-dir', options.workDir, '--proxy-port', '0', '--agent-id', options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`],
+    [
+      resolve(ROOT, 'agent/main.ts'),
+      '--url',
+      options.url,
+      '--listener',
+      options.listenerId,
+      '--work-dir',
+      options.workDir,
+      '--proxy-port',
+      String(options.proxyPort ?? 0),
+      '--agent-id',
+      options.agentId ?? `agent-${crypto.randomUUID().slice(0, 8)}`,
+      // The sandbox sees only the variables named: npm's settings of the test machine.
+      ...['npm_config_prefer_offline', 'npm_config_audit', 'npm_config_fund'].flatMap((name) => ['--pass-env', name]),
+      '--cache-dir',
+      options.cacheDir ?? SHARED_TEST_CACHE,
+      ...(options.args ?? []),
+    ],
     {
       cwd: ROOT,
       // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).
       env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: options.token, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // A descriptor the agent inherits open (as from a supervisor or shell): it must not reach any command it runs.
+      stdio: options.inheritedFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     },
   );
   let output = '';
@@ -105,10 +125,15 @@ export function serverPidOf(buildDir: string): number {
   return (JSON.parse(readFileSync(join(stateDirOf(buildDir), 'server.json'), 'utf8')) as { pid: number }).pid;
 }
 
-/** Ends every agent server left in a work directory (after an agent was SIGKILLed). */
+/** Ends every agent server and the proxy left in a work directory (after an agent was stopped with SIGTERM or SIGKILL). */
 export function killLeftoverServers(workDir: string): void {
   if (!existsSync(workDir)) return;
-  for (const deployment of readdirSync(workDir)) {
+  try {
+    process.kill((JSON.parse(readFileSync(join(workDir, '.proxy', 'proxy.json'), 'utf8')) as { pid: number }).pid, 'SIGKILL');
+  } catch {
+    // no proxy left
+  }
+  for (const deployment of readdirSync(workDir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name)) {
     const dir = join(workDir, deployment);
     for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
       if (!entry.endsWith('.agent') || !existsSync(join(dir, entry, 'server.json'))) continue;
@@ -148,4 +173,22 @@ export async function hostFetch(proxyPort: number, host: string, path: string, i
     req.on('error', reject);
     req.end(init.body);
   });
+}
+
+/**
+ * Processes whose working directory is inside `dir` (an install or build of that checkout): how
+ * a test finds a sandboxed command, whose own pid is only valid in its pid namespace.
+ */
+export function processesIn(dir: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${name}/cwd`);
+      if (cwd === dir || cwd.startsWith(`${dir}/`)) found.push(Number(name));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
 }

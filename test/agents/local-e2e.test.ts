@@ -101,7 +101,8 @@ describe('the local agent, end to end', () => {
     await loop;
     expect(failures).toEqual([]);
     expect(answers).toEqual(new Set(['the first answer', 'the second answer']));
-    expect(calls).toBeGreaterThan(10);
+    // The push reuses the installed packages (lock file unchanged): the swap takes seconds, not a whole npm ci.
+    expect(calls).toBeGreaterThan(2);
     console.log(`local agent e2e swap: ${calls} calls during the push build and swap, ${failures.length} failed`);
 
     // A commit whose install fails: BUILD_FAILED with npm's own words, and the live revision keeps answering.

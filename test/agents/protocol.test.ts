@@ -8,7 +8,8 @@ import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures 
 import { inProcessApp } from '../helpers/in-process.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
+import { graphRepo, killLeftoverServers, localListener, processesIn, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
+import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -265,8 +266,9 @@ describe('the listener-agent protocol (in process)', () => {
 
 /**
  * Faults with the real processes: the server, `local` agents (node agent/main.ts), a real git
- * repository and the LangGraph JS server. The builds use an install_command that links this
- * project's node_modules (it has the graph's packages), so no test waits for npm.
+ * repository and the LangGraph JS server. The builds use an install_command that links the
+ * agent's own node_modules as the sandbox shows it (it has the graph's packages), so no test
+ * waits for npm.
  */
 describe('the listener-agent protocol under faults (real processes)', () => {
   let server: ServerProcess;
@@ -276,7 +278,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
   const agents: AgentProcess[] = [];
   const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-faults-'));
   const repo = graphRepo();
-  const linkModules = `ln -s ${ROOT}/node_modules node_modules`;
+  const linkModules = `ln -s ${SANDBOX_AGENT_MODULES} node_modules`;
 
   beforeAll(async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0', AGENT_LEASE_MS: '1500' });
@@ -305,7 +307,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
       }),
     );
     expect(created.status).toBe(201);
-    return created.body as { id: string; latest_revision_id: string; source_config: { custom_url: string } };
+    return created.body as { id: string; name: string; latest_revision_id: string; source_config: { custom_url: string } };
   };
   const buildLog = async (d: { id: string; latest_revision_id: string }) =>
     ((await api.get(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map((l) => l.message);
@@ -330,8 +332,13 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).body.status === 'UNKNOWN' ? true : undefined), 20_000);
     const third = await agent('agent-three');
     expect((await api.get(`/v2/deployments/${d.id}`)).body.status).toBe('READY');
-    expect(third.output()).toContain(`restarted revision ${d.latest_revision_id} from its build directory (no rebuild)`);
-    expect((await runGraph(third.proxyPort, host)).body.answer).toBe('the first answer');
+    // The server the killed agent left serving is taken over, not restarted.
+    expect(third.output()).toContain(`of revision ${d.latest_revision_id} that the previous agent left serving`);
+    // Once DEPLOYED the custom_url is the one the agent's URL template gives (it answers on the proxy).
+    const current = new URL((await api.get(`/v2/deployments/${d.id}`)).body.source_config.custom_url).hostname;
+    expect(current).toBe(`${d.name}.localhost`);
+    const afterTakeOver = await runGraph(third.proxyPort, current);
+    expect(afterTakeOver.body.answer, `${JSON.stringify(afterTakeOver)}\n${third.output()}`).toBe('the first answer');
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
 
     // Teardown: the agent stops the server and removes the work directory; then the deployment is gone.
@@ -340,7 +347,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     await eventually(async () => ((await api.get(`/v2/deployments/${d.id}`)).status === 404 ? true : undefined), 30_000);
     expect(existsSync(join(workDir, d.id))).toBe(false);
     expect(() => process.kill(-serverPid, 0)).toThrow();
-    expect((await runGraph(third.proxyPort, host)).status).toBe(404);
+    expect((await runGraph(third.proxyPort, current)).status).toBe(404);
   });
 
   it('a claim that lapsed while its agent was paused comes back to that agent: the lapsed attempt, still stopping, leaves the new one’s checkout alone', { timeout: 120_000 }, async () => {
@@ -363,18 +370,10 @@ describe('the listener-agent protocol under faults (real processes)', () => {
 
   it('an interrupt during a build ends the build’s processes', { timeout: 120_000 }, async () => {
     await agent('agent-interrupted');
-    const pidFile = join(mkdtempSync(join(tmpdir(), 'cp-agent-pid-')), 'install.pid');
-    const d = await deploy(`echo $$ > ${pidFile} && exec sleep 300`);
-    await eventually(async () => (existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() ? true : undefined), 60_000);
-    const pid = Number(readFileSync(pidFile, 'utf8'));
-    const alive = () => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    const d = await deploy(`echo started && exec sleep 300`);
+    const buildDir = join(workDir, d.id, d.latest_revision_id);
+    await eventually(async () => ((await buildLog(d)).includes('started') && processesIn(buildDir).length > 0 ? true : undefined), 60_000);
+    const alive = () => processesIn(buildDir).length > 0;
     expect(alive()).toBe(true);
     expect((await api.post(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/interrupt`)).status).toBe(200);
     await eventually(async () => (alive() ? undefined : true), 15_000);

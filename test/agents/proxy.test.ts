@@ -57,3 +57,46 @@ describe('the local agent’s reverse proxy', () => {
     await eventually(async () => (open === 0 ? true : undefined), 5000);
   });
 });
+
+/** Routing by host and by path, with names in their URL form: two upstreams that answer who they are. */
+describe('the proxy’s routes', () => {
+  it('serves a deployment by host and by /d/<name>/ (prefix stripped); names differing only in case or _/- never share a route', async () => {
+    const upstreams: Server[] = [];
+    const answering = async (who: string) => {
+      const server = createServer((req, res) => res.end(JSON.stringify({ who, path: req.url })));
+      upstreams.push(server);
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      return (server.address() as AddressInfo).port;
+    };
+    const { dnsSafeName } = await import('../../shared/dns-safe-name.ts');
+    const proxy = new DeploymentProxy();
+    const port = await proxy.listen(0, '127.0.0.1');
+    proxy.route([dnsSafeName('my-agent')], await answering('my-agent'));
+    proxy.route([dnsSafeName('My_Agent')], await answering('My_Agent'));
+    try {
+      // A plain fetch by path: no name to resolve.
+      const byPath = (await (await fetch(`http://127.0.0.1:${port}/d/my-agent/threads?limit=1`)).json()) as { who: string; path: string };
+      expect(byPath).toEqual({ who: 'my-agent', path: '/threads?limit=1' });
+      const other = (await (await fetch(`http://127.0.0.1:${port}/d/${dnsSafeName('My_Agent')}/ok`)).json()) as { who: string; path: string };
+      expect(other).toEqual({ who: 'My_Agent', path: '/ok' });
+      expect(dnsSafeName('My_Agent')).not.toBe('my-agent');
+      const byHost = await new Promise<string>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: '/ok', headers: { host: `my-agent.localhost:${port}` } }, (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () => resolve(text));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(JSON.parse(byHost)).toEqual({ who: 'my-agent', path: '/ok' });
+      expect((await fetch(`http://127.0.0.1:${port}/d/nobody/ok`)).status).toBe(404);
+    } finally {
+      await proxy.close({ idleGraceMs: 0 });
+      for (const server of upstreams) {
+        server.closeAllConnections();
+        server.close();
+      }
+    }
+  });
+});

@@ -143,7 +143,7 @@ describe('unpacking an uploaded tarball', () => {
 
   it('names the entry when writing it fails (a hard link to a directory)', async () => {
     const { message } = await refusal([{ name: 'sub/', type: 'directory' }, { name: 'hard', type: 'link', linkname: 'sub' }]);
-    expect(message).toContain('"hard" could not be unpacked');
+    expect(message).toContain('"hard" is a hard link to "sub", which is not a file of the tarball');
   });
 
   it('refuses data that is not a gzip tarball, and a tarball that unpacks beyond its cap', async () => {
@@ -202,5 +202,100 @@ describe('where the agent fetches a work item’s tarball URL', () => {
     expect(onControlPlane(`https://attacker.example${route}`, 'https://cp.example.com')).toBe(`https://cp.example.com${route}`);
     expect(() => onControlPlane('https://cp.example.com/somewhere/else', 'https://cp.example.com')).toThrow(TarballRefused);
     expect(() => onControlPlane('not a url', 'https://cp.example.com')).toThrow(/not a URL/);
+  });
+});
+
+/**
+ * The tarball attacks that got past name checks: a link chain the kernel resolves outside, a hard
+ * link through it to a file of the machine, a device, and an entry flood. `root` holds a file
+ * beside the unpack directory that stands for the control plane's key.
+ */
+describe('tarball attacks on the unpacker', () => {
+  const withKey = (bytes: Buffer) => {
+    const placed = place(bytes);
+    writeFileSync(join(placed.root, 'control-plane.db.key'), 'the-control-plane-key');
+    return placed;
+  };
+  const refused = async (entries: Entry[]) => {
+    const { root, file, dir } = withKey(await tarball(entries));
+    const error = await unpackTarball(file, dir).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    return { error: error as Error | null, root, dir };
+  };
+
+  it('refuses a link chain (y -> ., x -> y/..) that the kernel resolves outside, naming the entry', async () => {
+    const { error, root } = await refused([
+      { name: 'y', type: 'symlink', linkname: '.' },
+      { name: 'x', type: 'symlink', linkname: 'y/..' },
+      { name: 'langgraph.json', type: 'symlink', linkname: 'x/control-plane.db.key' },
+    ]);
+    expect(error).toBeInstanceOf(TarballRefused);
+    expect(error!.message).toMatch(/"x" is a link to "y\/\.\.", which leads outside/);
+    expect(readdirSync(root).sort()).toEqual(['control-plane.db.key', 'unpack', 'upload.tar.gz']);
+  });
+
+  it('refuses a link made harmless first and turned outside by a later entry', async () => {
+    const { error } = await refused([
+      { name: 'y/', type: 'directory' },
+      { name: 'x', type: 'symlink', linkname: 'y/..' },
+      { name: 'y', type: 'symlink', linkname: '.' },
+    ]);
+    expect(error).toBeInstanceOf(TarballRefused);
+    expect(error!.message).toMatch(/"x" is a link that leads outside/);
+  });
+
+  it('refuses a hard link to a file outside (through a link) and to a link, and keeps one to its own file', async () => {
+    const through = await refused([
+      { name: 'up', type: 'symlink', linkname: 'sub/..' },
+      { name: 'sub/', type: 'directory' },
+      { name: 'key', type: 'link', linkname: 'up/../control-plane.db.key' },
+    ]);
+    expect(through.error).toBeInstanceOf(TarballRefused);
+    expect(through.error!.message).toMatch(/"key"/);
+    const dir = mkdtempSync(join(tmpdir(), 'cp-hl-'));
+    writeFileSync(join(dir, 'secret'), 'outside');
+    const viaLink = await refused([
+      { name: 'out', type: 'symlink', linkname: '.' },
+      { name: 'hard', type: 'link', linkname: 'out' },
+    ]);
+    expect(viaLink.error!.message).toMatch(/"hard" is a hard link to "out", which is not a file of the tarball/);
+    const { file, dir: unpackDir } = withKey(
+      await tarball([
+        { name: 'a.txt', content: 'own' },
+        { name: 'b.txt', type: 'link', linkname: 'a.txt' },
+      ]),
+    );
+    await unpackTarball(file, unpackDir);
+    expect(readFileSync(join(unpackDir, 'b.txt'), 'utf8')).toBe('own');
+    expect(statSync(join(unpackDir, 'b.txt')).ino).toBe(statSync(join(unpackDir, 'a.txt')).ino);
+  });
+
+  it('refuses a device file naming it', async () => {
+    const { error, dir } = await refused([{ name: 'dev/null-ish', type: 'character-device', devmajor: 1, devminor: 3 }]);
+    expect(error!.message).toMatch(/"dev\/null-ish" is a character-device/);
+    expect(existsSync(join(dir, 'dev/null-ish'))).toBe(false);
+  });
+
+  it('refuses the entry past the cap, and a small gzip naming 200,000 files at the default cap', { timeout: 240_000 }, async () => {
+    const few: Entry[] = Array.from({ length: 200 }, (_, i) => ({ name: `f${i}` }));
+    const small = withKey(await tarball(few));
+    const capped = await unpackTarball(small.file, small.dir, { maxEntries: 150 }).then(
+      () => null,
+      (x: unknown) => x as Error,
+    );
+    expect(capped).toBeInstanceOf(TarballRefused);
+    expect(capped!.message).toMatch(/"f150" is one more than the 150 entries/);
+    expect(readdirSync(small.dir).length).toBe(150);
+
+    const flood = withKey(await tarball(Array.from({ length: 200_000 }, (_, i) => ({ name: `d${i % 100}/f${i}` }))));
+    expect(statSync(flood.file).size).toBeLessThan(4 * 1024 * 1024);
+    const error = await unpackTarball(flood.file, flood.dir).then(
+      () => null,
+      (x: unknown) => x as Error,
+    );
+    expect(error).toBeInstanceOf(TarballRefused);
+    expect(error!.message).toMatch(/"d0\/f100000" is one more than the 100000 entries a tarball may hold/);
   });
 });

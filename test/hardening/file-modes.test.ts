@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { markBuilt, recordServer, stateDirOf } from '../../agent/state.ts';
+import { markBuilt, recordServer, stateDirOf } from '../../agent/build-records.ts';
 import { downloadTarball } from '../../agent/tarball.ts';
 import { loadConfig } from '../../server/config.ts';
 import { createLogger } from '../../server/logger.ts';

@@ -1,4 +1,4 @@
-import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
+import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, RuntimeLogAppend, RuntimeLogsStored, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { Readable } from 'node:stream';
@@ -15,6 +15,8 @@ import { sanitiseReportedText } from '../log-text.ts';
 import { dnsSafeName } from '../names.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 import { TokenSessions } from './token-sessions.ts';
+import { RuntimeLogLimits } from './runtime-log-limits.ts';
+import { deploymentUrl } from '../../../shared/dns-safe-name.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -41,6 +43,8 @@ export type AgentProtocolDeps = {
   logCaps: LogCaps;
   /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
   repoAccess?: RepoAccess;
+  /** How many runtime log lines are stored (per deployment, per agent token, per revision). */
+  runtimeLogLimits?: RuntimeLogLimits;
 };
 
 /**
@@ -51,14 +55,16 @@ export type AgentProtocolDeps = {
 export class AgentProtocol {
   readonly #deps: AgentProtocolDeps;
   readonly #sessions = new TokenSessions();
+  readonly #runtimeLogLimits: RuntimeLogLimits;
 
   constructor(deps: AgentProtocolDeps) {
     this.#deps = deps;
+    this.#runtimeLogLimits = deps.runtimeLogLimits ?? new RuntimeLogLimits();
   }
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
     const now = this.#deps.clock.now();
-    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity });
+    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity, publicUrl: body.public_url ?? null });
     return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
   }
 
@@ -161,6 +167,7 @@ export class AgentProtocol {
       await agents.setRevisionCommit(claim.revision_id, body.repo_commit_sha, clock.now());
       result = (await store.getRevisionById(claim.revision_id)) ?? moved;
     }
+    if (result.status === 'DEPLOYED') await this.#useAgentUrl(agent.listenerId, claim.deployment_id);
     if (isTerminal(result.status)) await this.#endClaim(claimId);
     else await agents.renewClaim(claimId, this.#leaseFrom(clock.now()));
     return result;
@@ -181,6 +188,30 @@ export class AgentProtocol {
     await store.appendLogs(claim.revision_id, lines, clock.now(), logCaps.revision);
   }
 
+  /**
+   * Appends what a live revision's agent server printed after `DEPLOYED` to its deploy log, as
+   * far as the limits allow (the rest is counted, and said in one line when room is left for it).
+   * Only a revision live on the caller's own listener: 404 for any other.
+   */
+  async appendRuntimeLogs(agent: AgentPrincipal, revisionId: string, body: RuntimeLogAppend): Promise<RuntimeLogsStored> {
+    const { agents, store, clock } = this.#deps;
+    const live = (await agents.liveDeployments(agent.listenerId)).find((l) => l.revisionId === revisionId);
+    if (!live) throw new NotFound(`Revision ${revisionId} is not live on this listener.`);
+    const wanted = body.lines.length + (body.dropped > 0 ? 1 : 0);
+    const admitted = this.#runtimeLogLimits.admit({ deploymentId: live.deploymentId, revisionId, tokenId: agent.tokenId, wanted });
+    let keep = Math.min(admitted, body.lines.length);
+    let dropped = body.dropped + body.lines.length - keep;
+    // The line that says lines were dropped takes the last place admitted, so it is never lost itself.
+    if (dropped > 0 && admitted > 0 && keep === admitted) {
+      keep -= 1;
+      dropped += 1;
+    }
+    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines.slice(0, keep).map((line) => ({ type: 'deploy', level: line.level, message: line.message }));
+    if (dropped > 0 && admitted > 0) lines.push({ type: 'deploy', level: 'warn', message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows` });
+    if (lines.length > 0) await store.appendLogs(revisionId, lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) })), clock.now(), this.#deps.logCaps.revision);
+    return { stored: lines.length, dropped };
+  }
+
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
   async teardownDone(agent: AgentPrincipal, claimId: string): Promise<void> {
     const claim = await this.#claim(agent, claimId);
@@ -195,10 +226,13 @@ export class AgentProtocol {
     await this.#giveBack(claimId, agent.listenerId);
   }
 
-  /** What the listener should be running now: each live revision with its secrets, to restart without rebuilding. */
+  /**
+   * What the listener should be running now: each live revision with its secrets, to restart
+   * without rebuilding. Not a sign of life: a restarting agent asks before its proxy serves them,
+   * and its deployments must not show READY until its heartbeat says it does.
+   */
   async live(agent: AgentPrincipal): Promise<LiveDeployments> {
-    const { agents, store, clock } = this.#deps;
-    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    const { agents, store } = this.#deps;
     const deployments: LiveDeployments['deployments'] = [];
     for (const live of await agents.liveDeployments(agent.listenerId)) {
       const [deployment, revision] = await Promise.all([store.getDeploymentById(live.deploymentId), store.getRevisionWork(live.revisionId)]);
@@ -261,6 +295,20 @@ export class AgentProtocol {
       if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
     }
     return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: work };
+  }
+
+  /**
+   * A deployment whose URL the server sets, deployed by an agent that reported a URL template:
+   * its `custom_url` becomes the URL that agent's proxy answers on (what `langgraph deploy` prints).
+   */
+  async #useAgentUrl(listenerId: string, deploymentId: string): Promise<void> {
+    const { agents, store, clock } = this.#deps;
+    const template = await agents.agentPublicUrl(listenerId);
+    if (!template) return;
+    const deployment = await store.getDeploymentById(deploymentId);
+    if (!deployment || deployment.source === 'external_docker') return;
+    const url = deploymentUrl(template, deployment.name);
+    if (deployment.source_config.custom_url !== url) await agents.setCustomUrl(deploymentId, url, clock.now());
   }
 
   #leaseFrom(now: string): string {

@@ -16,6 +16,7 @@ import indexesOneHistoryHad from './014_indexes_one_history_had.ts';
 import githubOidc from './015_github_oidc.ts';
 import uploadReservationsLogCaps from './016_upload_reservations_log_caps.ts';
 import githubRoundTrip from './017_github_round_trip.ts';
+import agentPublicUrl from './018_agent_public_url.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -44,6 +45,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 15, name: 'github_oidc', sql: githubOidc },
   { version: 16, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
   { version: 17, name: 'github_round_trip', sql: githubRoundTrip },
+  { version: 18, name: 'agent_public_url', sql: agentPublicUrl },
 ];
 
 /**

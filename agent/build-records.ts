@@ -30,8 +30,19 @@ function writeRecord(buildDir: string, name: string, text: string): void {
 const SERVER = 'server.json';
 
 /** Records that the build in `buildDir` finished: a restarted agent serves it without building again. */
-export function markBuilt(buildDir: string, info: { sha: string | null; graph_config_path: string }): void {
+export function markBuilt(buildDir: string, info: BuiltRecord): void {
   writeRecord(buildDir, BUILT, JSON.stringify(info));
+}
+
+/** What a finished build recorded: its commit, its graph config, and the stored packages it runs with (package-store.ts). */
+export type BuiltRecord = { sha: string | null; graph_config_path: string; packages?: string | null };
+
+export function builtRecord(buildDir: string): BuiltRecord | null {
+  try {
+    return JSON.parse(readFileSync(join(stateDirOf(buildDir), BUILT), 'utf8')) as BuiltRecord;
+  } catch {
+    return null;
+  }
 }
 
 export function isBuilt(buildDir: string): boolean {
@@ -70,11 +81,11 @@ export function processIdentity(pid: number): string | null {
   }
 }
 
-type ServerRecord = { pid: number; identity: string | null };
+type ServerRecord = { pid: number; identity: string | null; port?: number };
 
-/** Records the process group the agent started to serve `buildDir`, with what identifies it. */
-export function recordServer(buildDir: string, pid: number): void {
-  writeRecord(buildDir, SERVER, JSON.stringify({ pid, identity: processIdentity(pid) } satisfies ServerRecord));
+/** Records the process group the agent started to serve `buildDir` (and its port), with what identifies it. */
+export function recordServer(buildDir: string, pid: number, port?: number): void {
+  writeRecord(buildDir, SERVER, JSON.stringify({ pid, identity: processIdentity(pid), port } satisfies ServerRecord));
 }
 
 /** Forgets the record of `pid` (stopped); a record of another, newer server of the directory stays. */
@@ -86,7 +97,8 @@ export function forgetServer(buildDir: string, pid: number): void {
 function readServer(buildDir: string): ServerRecord | null {
   try {
     const record = JSON.parse(readFileSync(join(stateDirOf(buildDir), SERVER), 'utf8')) as Partial<ServerRecord>;
-    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null } : null;
+    const port = Number.isInteger(record.port) ? record.port : undefined;
+    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null, port } : null;
   } catch {
     return null;
   }
@@ -97,11 +109,11 @@ function readServer(buildDir: string): ServerRecord | null {
  * was killed), when that process still runs and is still the one recorded; null otherwise (gone,
  * or the pid now names another process: after a reboot, or reused), so nothing unrelated is killed.
  */
-export function orphanOf(buildDir: string): { pid: number } | { pid: number; stale: true } | null {
+export function orphanOf(buildDir: string): { pid: number; port?: number } | { pid: number; stale: true } | null {
   const record = readServer(buildDir);
   if (!record) return null;
   const now = processIdentity(record.pid);
   if (now === null) return null;
   if (record.identity === null || now !== record.identity) return { pid: record.pid, stale: true };
-  return { pid: record.pid };
+  return { pid: record.pid, port: record.port };
 }

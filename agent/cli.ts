@@ -1,0 +1,150 @@
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { LocalAgent } from './local-agent.ts';
+import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
+
+const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane URL> --listener <listener id> [--token <token>]
+  [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
+  [--agent-id <id>] [--start-timeout 120] [--sandbox bwrap|none] [--pass-env NAME]... [--cache-dir <dir>]
+  [--public-url 'http://{name}.localhost:<proxy-port>']
+The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
+Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
+runs them unsandboxed, for code you trust. --pass-env NAME hands the agent's variable NAME to install and
+build commands (a private registry's token); nothing else of the agent's environment reaches them.
+SIGTERM (a service manager's stop) leaves the proxy and the live agent servers serving: the agent started
+next on the same --work-dir takes them over, so a restart fails no request. SIGINT (Ctrl-C) stops everything.
+For a k8s listener: npm run agent -- --compute k8s --help`;
+
+/** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
+export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const compute = computeOf(argv);
+  if (compute === 'k8s') {
+    const { runK8sAgent } = await import('./k8s/main.ts');
+    return runK8sAgent(argv, env);
+  }
+  if (compute !== 'local') {
+    process.stderr.write(`--compute must be local or k8s, not ${compute}\n`);
+    process.exit(2);
+  }
+  const { values } = parseArgs({
+    args: withoutCompute(argv),
+    options: {
+      url: { type: 'string' },
+      token: { type: 'string' },
+      listener: { type: 'string' },
+      'work-dir': { type: 'string', default: './data/agent' },
+      'proxy-port': { type: 'string', default: '8180' },
+      'proxy-host': { type: 'string', default: '127.0.0.1' },
+      capacity: { type: 'string', default: '2' },
+      'agent-id': { type: 'string' },
+      'start-timeout': { type: 'string', default: '120' },
+      sandbox: { type: 'string', default: 'bwrap' },
+      'pass-env': { type: 'string', multiple: true, default: [] },
+      'cache-dir': { type: 'string' },
+      'public-url': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  const token = values.token ?? env.CONTROL_PLANE_AGENT_TOKEN;
+  if (values.help || !values.url || !values.listener || !token) {
+    process.stderr.write(`${USAGE}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  const int = (name: string, value: string, min: number) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) {
+      process.stderr.write(`--${name} must be an integer ≥ ${min}\n`);
+      process.exit(2);
+    }
+    return n;
+  };
+  const sandbox = values.sandbox;
+  if (sandbox !== 'bwrap' && sandbox !== 'none') {
+    process.stderr.write(`--sandbox must be bwrap or none, not ${sandbox}\n`);
+    process.exit(2);
+  }
+  const publicUrl = values['public-url'];
+  if (publicUrl !== undefined && (!publicUrl.includes('{name}') || !URL.canParse(publicUrl.replaceAll('{name}', 'x')) || !/^https?:/.test(publicUrl))) {
+    process.stderr.write(`--public-url must be an http(s) URL template with {name} in it (http://{name}.agents.example.com, http://10.0.0.5:8180/d/{name})\n`);
+    process.exit(2);
+  }
+  const passEnv = values['pass-env'];
+  for (const name of passEnv) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || name === 'CONTROL_PLANE_AGENT_TOKEN') {
+      process.stderr.write(`--pass-env ${name}: not a variable name the agent passes on\n`);
+      process.exit(2);
+    }
+  }
+  let bwrapPath: string | null = null;
+  if (sandbox === 'bwrap') {
+    try {
+      bwrapPath = findBwrap(env.PATH ?? '');
+    } catch (error) {
+      if (!(error instanceof SandboxUnavailable)) throw error;
+      process.stderr.write(`agent: ${error.message}\n`);
+      process.exit(1);
+    }
+  } else {
+    process.stderr.write(`agent: ${NONE_WARNING}\n`);
+  }
+  const agent = new LocalAgent({
+    url: values.url,
+    token,
+    listenerId: values.listener,
+    agentId: values['agent-id'] ?? `${hostname()}-${process.pid}`,
+    version: 'local-agent/0.1.0',
+    workDir: values['work-dir'],
+    proxyPort: int('proxy-port', values['proxy-port'], 0),
+    proxyHost: values['proxy-host'],
+    capacity: int('capacity', values.capacity, 1),
+    startTimeoutMs: int('start-timeout', values['start-timeout'], 1) * 1000,
+    env,
+    sandbox,
+    bwrapPath,
+    passEnv,
+    cacheDir: values['cache-dir'],
+    publicUrl,
+    print: (line) => process.stdout.write(`${line}\n`),
+  });
+  // Installed before `start()`: restoring the live revisions' servers can take the start timeout
+  // per deployment, and a signal meanwhile must still stop the servers already started (each in a
+  // process group of its own, which the default signal action would leave running on their ports).
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) {
+        // A second signal: exit now; the exit hook of processes.ts kills the process groups left.
+        process.stderr.write(`agent: ${signal} again, exiting without waiting\n`);
+        process.exit(1);
+      }
+      stopping = true;
+      process.stderr.write(`agent: ${signal}: stopping\n`);
+      agent.stop({ leaveServing: signal === 'SIGTERM' }).then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+    });
+  }
+  try {
+    await agent.start();
+  } catch (error) {
+    // Stopped by a signal while starting: the handler above finishes the stop and exits.
+    if (stopping) return;
+    process.stderr.write(`agent: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+    await agent.stop().catch(() => undefined);
+    process.exit(1);
+  }
+}
+
+/** `--compute k8s` / `--compute=k8s` picks the agent; `local` when absent. */
+function computeOf(argv: string[]): string {
+  for (let i = 0; i < argv.length; i += 1) {
+    if (argv[i] === '--compute') return argv[i + 1] ?? '';
+    if (argv[i]?.startsWith('--compute=')) return argv[i]!.slice('--compute='.length);
+  }
+  return 'local';
+}
+
+function withoutCompute(argv: string[]): string[] {
+  return argv.filter((arg, i) => arg !== '--compute' && argv[i - 1] !== '--compute' && !arg.startsWith('--compute='));
+}

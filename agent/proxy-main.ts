@@ -1,0 +1,3 @@
+import { runProxyProcess } from './proxy-process.ts';
+
+await runProxyProcess(process.argv.slice(2));

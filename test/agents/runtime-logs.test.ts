@@ -1,0 +1,156 @@
+import { readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createNetServer } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { dnsSafeName } from '../../shared/dns-safe-name.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { splitLines } from '../../agent/processes.ts';
+import { RuntimeLogLimits } from '../../server/domain/agents/runtime-log-limits.ts';
+import { apiClient } from '../helpers/api.ts';
+import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { graphRepo, hostFetch, killLeftoverServers, localListener, startAgent, type AgentProcess } from './harness.ts';
+
+function rssMb(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  return Math.round(kb / 1024);
+}
+
+/** A graph that prints a line per run, and on `flood` 100 MB of lines and one 50 MB line without a newline. */
+const LOUD_GRAPH = `import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
+
+const State = Annotation.Root({ tag: Annotation(), flood: Annotation(), answer: Annotation() });
+
+export const graph = new StateGraph(State)
+  .addNode('respond', ({ tag, flood }) => {
+    console.log('RUNTIME-LINE ' + tag);
+    if (flood) {
+      const line = 'x'.repeat(500);
+      for (let i = 0; i < 200000; i += 1) console.log(line);
+      process.stdout.write('y'.repeat(50 * 1024 * 1024) + '\\n');
+    }
+    return { answer: 'printed' };
+  })
+  .addEdge(START, 'respond')
+  .addEdge('respond', END)
+  .compile();
+`;
+
+describe('runtime logs of a live revision', () => {
+  let server: ServerProcess | undefined;
+  let agent: AgentProcess | undefined;
+  const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-runtime-'));
+
+  afterAll(async () => {
+    await agent?.stop('SIGTERM');
+    await server?.kill('SIGTERM');
+    killLeftoverServers(workDir);
+  });
+
+  it('answers at the custom_url its agent reports (by path, no DNS), shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', { timeout: 600_000 }, async () => {
+    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
+    const api = apiClient(server.url, server.apiKey);
+    const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
+    const { integrationId } = await workspaceFixtures(api);
+    const { listenerId, token } = await localListener(api, workspaceId);
+    // The URL template a client without DNS for *.localhost can use: path-based, on the proxy's port.
+    const proxyPort = await new Promise<number>((resolve) => {
+      const probe = createNetServer().listen(0, '127.0.0.1', () => {
+        const port = (probe.address() as { port: number }).port;
+        probe.close(() => resolve(port));
+      });
+    });
+    agent = await startAgent({ url: server.url, token, listenerId, workDir, proxyPort, args: ['--public-url', `http://127.0.0.1:${proxyPort}/d/{name}`] });
+    const repo = graphRepo();
+    repo.commit({ 'src/graph.mjs': LOUD_GRAPH }, 'A graph that prints');
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('loud'), integrationId, { source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false } }),
+    );
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const revision = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
+    expect(revision.status, revision.status_message).toBe('DEPLOYED');
+    // custom_url is the URL the agent's proxy answers on (what `langgraph deploy` prints): a plain fetch reaches it.
+    const customUrl = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+    expect(customUrl).toBe(`http://127.0.0.1:${proxyPort}/d/${dnsSafeName(created.body.name)}`);
+    expect((await fetch(`${customUrl}/ok`)).status).toBe(200);
+    const host = `${dnsSafeName(created.body.name)}.localhost`;
+    const run = (input: Record<string, unknown>) => hostFetch(agent!.proxyPort, host, '/runs/wait', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input }) });
+
+    const tag = crypto.randomUUID();
+    expect((await run({ tag })).status).toBe(200);
+    // `langgraph deploy logs` (host_backend.py): POST /v1/projects/{id}/deploy_logs, as the CLI sends it.
+    const deployLogs = async () => {
+      const response = await fetch(`${server!.url}/v1/projects/${id}/deploy_logs`, {
+        method: 'POST',
+        headers: { 'X-Api-Key': server!.apiKey, 'Content-Type': 'application/json', Accept: 'application/json' },
+        body: JSON.stringify({ limit: 1000, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null }),
+      });
+      expect(response.status).toBe(200);
+      return ((await response.json()) as { logs: Array<{ message: string; level: string }> }).logs;
+    };
+    const shown = await (async () => {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const logs = await deployLogs();
+        if (logs.some((l) => l.message.includes(`RUNTIME-LINE ${tag}`)) || Date.now() > deadline) return logs;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+    expect(shown.map((l) => l.message)).toContain(`RUNTIME-LINE ${tag}`);
+    // Requests are logged by the server too, plain and with their level.
+    expect(shown.some((l) => /POST \/runs\/wait/.test(l.message) && !l.message.includes('\x1b['))).toBe(true);
+
+    // The flood: 100 MB in 200,000 lines and one 50 MB line. The agent's memory stays bounded.
+    const before = rssMb(agent.pid);
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMb(agent!.pid))), 100);
+    const flooded = await run({ tag: 'flood', flood: true });
+    await new Promise((r) => setTimeout(r, 3000));
+    clearInterval(sampler);
+    expect(flooded.status).toBe(200);
+    const after = await deployLogs();
+    const revisionLog = (await api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=deploy&limit=1`)).body;
+    console.log(`runtime log flood: agent RSS ${before} MB before, peak ${peak} MB; stored deploy lines ${revisionLog.total ?? 'n/a'}`);
+    expect(peak - before).toBeLessThan(100);
+    expect(after.some((l) => /runtime log line\(s\) dropped/.test(l.message))).toBe(true);
+    // Far fewer than the 200,000 printed were stored (the burst plus the rate for the seconds it ran).
+    const all = (await api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=deploy&limit=1000&offset=0`)).body;
+    expect(all.logs.length).toBeLessThan(1000);
+  });
+});
+
+describe('bounds on output lines and runtime logs', () => {
+  it('cuts a line without a newline at the bound and says how much was cut', async () => {
+    const stream = new PassThrough();
+    const lines: string[] = [];
+    splitLines(stream, (line) => lines.push(line), 10);
+    stream.write('short\nabcdefghijklmnopqrstuvwxyz');
+    // The carriage return of the cut line is among what was cut.
+    stream.write('0123456789\r\nlast');
+    stream.end();
+    await new Promise((r) => setImmediate(r));
+    expect(lines).toEqual(['short', 'abcdefghij… [line cut by the agent: 27 more characters]', 'last']);
+  });
+
+  it('admits a deployment its burst then its rate, shares a token budget, and caps a revision', () => {
+    let now = 0;
+    const limits = new RuntimeLogLimits({ perDeploymentPerSecond: 10, deploymentBurst: 20, perTokenPerSecond: 15, tokenBurst: 30, maxLinesPerRevision: 50 }, () => now);
+    const admit = (deploymentId: string, revisionId: string, wanted: number) => limits.admit({ deploymentId, revisionId, tokenId: 't', wanted });
+    expect(admit('a', 'ra', 100)).toBe(20);
+    expect(admit('a', 'ra', 100)).toBe(0);
+    expect(admit('b', 'rb', 100)).toBe(10);
+    now += 1000;
+    expect(admit('a', 'ra', 100)).toBe(10);
+    now += 100_000;
+    expect(admit('a', 'ra', 100)).toBe(20);
+    expect(admit('a', 'ra', 100)).toBe(0);
+    now += 100_000;
+    // 50 stored for ra in all: the cap.
+    expect(admit('a', 'ra', 100)).toBe(0);
+    expect(admit('a', 'ra2', 5)).toBe(5);
+  });
+});
