@@ -2,7 +2,7 @@ import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '.
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionRunner, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
-import { asStorageUnavailable } from '../store/storage-errors.ts';
+import { asStorageUnavailable } from './storage-unavailable.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 import type { Readiness } from './readiness.ts';

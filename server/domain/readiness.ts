@@ -1,4 +1,4 @@
-import { asStorageUnavailable } from '../store/storage-errors.ts';
+import { asStorageUnavailable } from './storage-unavailable.ts';
 
 /** How long one write probe's answer is reused: a probe per `/readyz` call would be a write per probe. */
 const PROBE_CACHE_MS = 1000;

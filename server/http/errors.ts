@@ -3,7 +3,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Readiness } from '../domain/readiness.ts';
 import { DomainError, type DomainErrorKind, TooManyRequests, Unavailable, ValidationFailed } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
-import { asStorageUnavailable } from '../store/storage-errors.ts';
+import { asStorageUnavailable } from '../domain/storage-unavailable.ts';
 
 export type ErrorDeps = { log: Logger; readiness?: Readiness };
 

@@ -52,7 +52,7 @@ export interface AgentStore {
    * A heartbeat (or any call) of the listener's agent: records when it was heard, and its version and
    * capacity when given; its deployments marked UNKNOWN while it was silent are READY again (answered).
    */
-  heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]>;
+  recordHeartbeat(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]>;
   /** The URL template the listener's agent reported (`{name}` in it), or null. */
   agentPublicUrl(listenerId: string): Promise<string | null>;
   /** Sets a deployment's `custom_url` (the one its listener's agent serves it under). */
@@ -204,7 +204,7 @@ export class SqlAgentStore implements AgentStore {
     });
   }
 
-  async heard(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
+  async recordHeartbeat(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
     return this.#sql.tx(async (tx) => {
       if (input.version !== undefined) {
         await tx.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ?, agent_public_url = ? WHERE id = ?', [

@@ -1,7 +1,7 @@
-import { Conflict } from '../domain/errors.ts';
 import type { Db, Row } from './db.ts';
 import { toIntegration } from './rows.ts';
 import type { IntegrationRecord } from './types.ts';
+import { NO_RULES, type StoreRules } from './rules.ts';
 
 /** The single-use `state` of an install URL, bound to a workspace. */
 export type SetupState = { id: string; tenant_id: string; name: string | null; expires_at: string; created_at: string };
@@ -39,7 +39,7 @@ export interface GithubStore {
   /**
    * Links a proven installation to the workspace in one transaction: the integration (made, or the
    * workspace's existing one for the installation) and its account. Links of other organizations
-   * that were never proven (a bare `installation_id`) are removed; a proven one elsewhere is a Conflict.
+   * that were never proven (a bare `installation_id`) are removed; a proven one elsewhere is refused (`installation_linked_elsewhere`).
    */
   linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord>;
   accountOf(integrationId: string): Promise<InstallationAccount | null>;
@@ -96,8 +96,11 @@ function toGithubDeployment(row: Row): GithubDeploymentRecord {
 export class SqlGithubStore implements GithubStore {
   readonly #sql: Db;
 
-  constructor(db: Db) {
+  readonly #rules: StoreRules;
+
+  constructor(db: Db, rules: StoreRules = NO_RULES) {
     this.#sql = db;
+    this.#rules = rules;
   }
 
   async createSetupState(state: SetupState): Promise<void> {
@@ -113,7 +116,7 @@ export class SqlGithubStore implements GithubStore {
       // The same key as linking by a bare id: links of one installation are made one at a time.
       await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
       const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [integration.installation_id, integration.tenant_id]);
-      if (others.some((o) => o.proven)) throw new Conflict(`Installation ${integration.installation_id} is linked to another organization.`);
+      if (others.some((o) => o.proven)) throw this.#rules.refusal({ kind: 'installation_linked_elsewhere', installationId: integration.installation_id });
       for (const other of others) await tx.run('DELETE FROM github_integrations WHERE id = ?', [other.id]);
       let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [integration.tenant_id, integration.installation_id]);
       if (!row) {

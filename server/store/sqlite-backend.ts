@@ -26,7 +26,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     installationRepos: new SqlInstallationRepoStore(sql),
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
-    github: new SqlGithubStore(sql),
+    github: new SqlGithubStore(sql, options.rules),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

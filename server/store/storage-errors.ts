@@ -1,7 +1,14 @@
-import { StorageUnavailable } from '../domain/errors.ts';
-
 /** Seconds a client is asked to wait before retrying a request that failed on storage. */
 export const STORAGE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * The database could not be reached or used (its connection failed): the store's own error, with
+ * the sentence an operator can act on. The domain turns it into its `StorageUnavailable`
+ * (`domain/storage-unavailable.ts`), so the store knows nothing of the domain's errors.
+ */
+export class StorageFailure extends Error {
+  override readonly name = 'StorageFailure';
+}
 
 /**
  * What went wrong with the database, in one sentence an operator can act on, for the SQLite result
@@ -64,13 +71,6 @@ export function storageProblem(error: unknown): string | null {
   return null;
 }
 
-/** `error` as a `StorageUnavailable` when it is a storage failure (already one, or an SQLite code above). */
-export function asStorageUnavailable(error: unknown): StorageUnavailable | null {
-  if (error instanceof StorageUnavailable) return error;
-  const problem = storageProblem(error);
-  return problem ? new StorageUnavailable(problem, { retryAfterSeconds: STORAGE_RETRY_AFTER_SECONDS }) : null;
-}
-
 function codeOf(error: unknown): string | null {
   if (typeof error !== 'object' || error === null || !('code' in error)) return null;
   const code = (error as { code: unknown }).code;
@@ -89,11 +89,11 @@ function postgresProblem(error: unknown): string | null {
 }
 
 /**
- * `error`, thrown by the PostgreSQL driver, as a `StorageUnavailable` when the connection failed
+ * `error`, thrown by the PostgreSQL driver, as a `StorageFailure` when the connection failed
  * (refused, reset, timed out, terminated); any other error unchanged.
  */
 export function postgresConnectionFailure(error: unknown): unknown {
-  if (typeof error !== 'object' || error === null || error instanceof StorageUnavailable) return error;
+  if (typeof error !== 'object' || error === null || error instanceof StorageFailure) return error;
   const code = (error as { code?: unknown }).code;
   const message = (error as { message?: unknown }).message;
   let problem = typeof code === 'string' ? PG_CONNECTION_PROBLEMS[code] : undefined;
@@ -101,5 +101,5 @@ export function postgresConnectionFailure(error: unknown): unknown {
   if (!problem && typeof message === 'string' && /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/.test(message)) {
     problem = 'The connection to the database server failed.';
   }
-  return problem ? new StorageUnavailable(problem, { retryAfterSeconds: STORAGE_RETRY_AFTER_SECONDS }) : error;
+  return problem ? new StorageFailure(problem) : error;
 }

@@ -326,8 +326,8 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     const byDefault = await ready(null);
     const onLively = await ready(lively);
     const onNeverHeard = await ready(neverHeard);
-    await backend.agents.heard({ listenerId: silent, now: at(0) });
-    await backend.agents.heard({ listenerId: lively, now: at(100) });
+    await backend.agents.recordHeartbeat({ listenerId: silent, now: at(0) });
+    await backend.agents.recordHeartbeat({ listenerId: lively, now: at(100) });
 
     const moved = await backend.agents.markSilent(at(50), at(101));
     expect(moved).toEqual(expect.arrayContaining([own.id, byDefault.id]));
@@ -338,7 +338,7 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     // Marked once: the next sweep finds the listener silent still, and nothing left to mark.
     expect(await backend.agents.markSilent(at(50), at(102))).not.toEqual(expect.arrayContaining([own.id]));
 
-    expect((await backend.agents.heard({ listenerId: silent, now: at(103) })).sort()).toEqual([own.id, byDefault.id].sort());
+    expect((await backend.agents.recordHeartbeat({ listenerId: silent, now: at(103) })).sort()).toEqual([own.id, byDefault.id].sort());
     expect([await status(own.id), await status(byDefault.id)]).toEqual(['READY', 'READY']);
   });
 

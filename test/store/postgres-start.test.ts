@@ -7,7 +7,7 @@ import { silentLogger } from '../../server/logger.ts';
 import { startServer } from '../../server/server.ts';
 import { openStore } from '../../server/store/open.ts';
 import { MIGRATIONS as PG_MIGRATIONS } from '../../server/store/migrations/index.ts';
-import { asStorageUnavailable } from '../../server/store/storage-errors.ts';
+import { asStorageUnavailable } from '../../server/domain/storage-unavailable.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
 

@@ -35,6 +35,10 @@ describe('imports follow the layers', () => {
     expect(offending('domain', ['http', 'routes'])).toEqual([]);
   });
 
+  it('store/ imports neither domain/, http/ nor routes/', () => {
+    expect(offending('store', ['domain', 'http', 'routes'])).toEqual([]);
+  });
+
   it('finds an import when there is one (the scan itself works)', () => {
     // routes/ does import http/ and domain/, which is the allowed direction.
     expect(offending('routes', ['http']).length).toBeGreaterThan(0);

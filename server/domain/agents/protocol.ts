@@ -64,7 +64,7 @@ export class AgentProtocol {
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
     const now = this.#deps.clock.now();
-    await this.#deps.agents.heard({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity, publicUrl: body.public_url ?? null });
+    await this.#deps.agents.recordHeartbeat({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity, publicUrl: body.public_url ?? null });
     return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
   }
 
@@ -80,7 +80,7 @@ export class AgentProtocol {
     const session = this.#sessions.poll(agent.tokenId);
     const ended = signal ? AbortSignal.any([signal, session.signal]) : session.signal;
     try {
-      await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+      await agents.recordHeartbeat({ listenerId: agent.listenerId, now: clock.now() });
       for (;;) {
         if (session.signal.aborted) throw revokedToken();
         const now = clock.now();
@@ -131,7 +131,7 @@ export class AgentProtocol {
   async renew(agent: AgentPrincipal, claimId: string): Promise<LeaseRenewed> {
     const { agents, clock } = this.#deps;
     const claim = await this.#claim(agent, claimId);
-    await agents.heard({ listenerId: agent.listenerId, now: clock.now() });
+    await agents.recordHeartbeat({ listenerId: agent.listenerId, now: clock.now() });
     const status = await this.#liveStatus(claim);
     const leaseUntil = this.#leaseFrom(clock.now());
     await agents.renewClaim(claimId, leaseUntil);

@@ -34,7 +34,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     installationRepos: new SqlInstallationRepoStore(db),
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
-    github: new SqlGithubStore(db),
+    github: new SqlGithubStore(db, options.rules),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),
