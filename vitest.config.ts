@@ -4,8 +4,22 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * What also runs against PostgreSQL: the API, webhook, OAuth, client and compatibility
  * suites, and the concurrency tests whose races PostgreSQL runs for real (SQLite has one writer).
  */
-const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat', 'test/keyless-ci'].map((dir) => `${dir}/**/*.test.ts`);
-const POSTGRES_EXTRA = ['test/fault/concurrent-patches.test.ts', 'test/agents/protocol.test.ts', 'test/k8s/k8s-deployments-api.test.ts', 'test/k8s/k8s-agent-e2e.test.ts', 'test/hardening/nul-characters.test.ts', 'test/hardening/listener-token-revoke.test.ts', 'test/hardening/upload-quota-race.test.ts', 'test/hardening/log-caps.test.ts', 'test/github/setup-flow.test.ts', 'test/github/status-outbox.test.ts', 'test/github/previews.test.ts'];
+const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth', 'test/clients', 'test/compat', 'test/keyless-ci'].map(
+  (dir) => `${dir}/**/*.test.ts`,
+);
+const POSTGRES_EXTRA = [
+  'test/fault/concurrent-patches.test.ts',
+  'test/agents/protocol.test.ts',
+  'test/k8s/k8s-deployments-api.test.ts',
+  'test/k8s/k8s-agent-e2e.test.ts',
+  'test/hardening/nul-characters.test.ts',
+  'test/hardening/listener-token-revoke.test.ts',
+  'test/hardening/upload-quota-race.test.ts',
+  'test/hardening/log-caps.test.ts',
+  'test/github/setup-flow.test.ts',
+  'test/github/status-outbox.test.ts',
+  'test/github/previews.test.ts',
+];
 /**
  * Three server processes on one database: PostgreSQL only, because several processes on
  * one SQLite file are not supported (SQLite is the one-process embedded default).

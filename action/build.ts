@@ -1,5 +1,5 @@
-import { build, type BuildOptions } from 'esbuild';
 import { resolve } from 'node:path';
+import { type BuildOptions, build } from 'esbuild';
 
 const ROOT = resolve(import.meta.dirname, '..');
 

@@ -25,9 +25,16 @@ export function renderTables(actionYml: string): { inputs: string; outputs: stri
   const inputs = [
     '| input | required | default | description |',
     '|---|---|---|---|',
-    ...Object.entries(spec.inputs).map(([name, input]) => `| \`${name}\` | ${input.required ? 'yes' : 'no'} | ${input.default !== undefined ? `\`${cell(input.default)}\`` : ''} | ${cell(input.description)} |`),
+    ...Object.entries(spec.inputs).map(
+      ([name, input]) =>
+        `| \`${name}\` | ${input.required ? 'yes' : 'no'} | ${input.default !== undefined ? `\`${cell(input.default)}\`` : ''} | ${cell(input.description)} |`,
+    ),
   ].join('\n');
-  const outputs = ['| output | description |', '|---|---|', ...Object.entries(spec.outputs).map(([name, output]) => `| \`${name}\` | ${cell(output.description)} |`)].join('\n');
+  const outputs = [
+    '| output | description |',
+    '|---|---|',
+    ...Object.entries(spec.outputs).map(([name, output]) => `| \`${name}\` | ${cell(output.description)} |`),
+  ].join('\n');
   return { inputs, outputs };
 }
 

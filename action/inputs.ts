@@ -1,4 +1,4 @@
-import { DEPLOY_INPUTS, InputError, parseBoolean, parseDeployOptions, type DeployOptions } from '../shared/deploy/options.ts';
+import { DEPLOY_INPUTS, type DeployOptions, InputError, parseBoolean, parseDeployOptions } from '../shared/deploy/options.ts';
 
 /** Inputs only the Action has (the CLI has its own ways to cancel and no GitHub Deployments). */
 export const ACTION_ONLY_INPUTS = ['cancel-on-abort', 'github-deployment', 'github-token', 'github-environment', 'oidc-audience'] as const;
@@ -51,9 +51,11 @@ export function readInputs(getInput: (name: string) => string, env: Env): Action
   let githubDeployment: GithubDeploymentSettings | null = null;
   if (flag('github-deployment')) {
     const token = getInput('github-token').trim();
-    if (!token) throw new InputError('Input github-token is required when github-deployment is true (the default, github.token, needs permissions: deployments: write).');
+    if (!token)
+      throw new InputError('Input github-token is required when github-deployment is true (the default, github.token, needs permissions: deployments: write).');
     const [owner, repo] = (env.GITHUB_REPOSITORY ?? '').split('/');
-    if (!owner || !repo || !env.GITHUB_SHA) throw new InputError('Input github-deployment needs a workflow run (GITHUB_REPOSITORY and GITHUB_SHA are not set).');
+    if (!owner || !repo || !env.GITHUB_SHA)
+      throw new InputError('Input github-deployment needs a workflow run (GITHUB_REPOSITORY and GITHUB_SHA are not set).');
     const server = env.GITHUB_SERVER_URL ?? 'https://github.com';
     githubDeployment = {
       token,

@@ -1,10 +1,10 @@
 import * as actionsCore from '@actions/core';
 import { ApiClient } from '../shared/client.ts';
-import { deployAndWait, formatDuration, type DeployResult } from '../shared/deploy/deploy.ts';
+import { type DeployResult, deployAndWait, formatDuration } from '../shared/deploy/deploy.ts';
 import { InputError } from '../shared/deploy/options.ts';
 import { isTerminal } from '../shared/schemas/revision.ts';
 import { GithubDeploymentReporter } from './github-deployment.ts';
-import { readInputs, type ActionInputs, type GithubDeploymentSettings } from './inputs.ts';
+import { type ActionInputs, type GithubDeploymentSettings, readInputs } from './inputs.ts';
 import { renderSummary, type Summary } from './summary.ts';
 
 /** The part of `@actions/core` the Action uses. */
@@ -104,7 +104,9 @@ async function runAction(deps: ActionDeps): Promise<void> {
   });
 
   const label = inputs.deploy.target.kind === 'name' ? inputs.deploy.target.name : inputs.deploy.target.deploymentId;
-  const reporter = inputs.githubDeployment ? (deps.githubReporter ?? ((s, warn) => new GithubDeploymentReporter(s, warn)))(inputs.githubDeployment, (m) => core.warning(m)) : null;
+  const reporter = inputs.githubDeployment
+    ? (deps.githubReporter ?? ((s, warn) => new GithubDeploymentReporter(s, warn)))(inputs.githubDeployment, (m) => core.warning(m))
+    : null;
   await reporter?.start(`Deploying ${label}`);
 
   const result = await deployAndWait(
@@ -117,7 +119,9 @@ async function runAction(deps: ActionDeps): Promise<void> {
       },
       onRevision: (revisionId) => {
         core.setOutput('revision-id', revisionId);
-        core.info(`Revision ${revisionId}: ${inputs.deploy.wait ? `waiting up to ${formatDuration(inputs.deploy.waitTimeoutMs)} for DEPLOYED` : 'not waiting (wait: false)'}.`);
+        core.info(
+          `Revision ${revisionId}: ${inputs.deploy.wait ? `waiting up to ${formatDuration(inputs.deploy.waitTimeoutMs)} for DEPLOYED` : 'not waiting (wait: false)'}.`,
+        );
       },
       onStatus: (transition) => {
         core.setOutput('status', transition.status);
@@ -158,7 +162,9 @@ async function keyFromGithubOidc(core: ActionCore, inputs: ActionInputs, fetchIm
   try {
     idToken = await core.getIDToken(audience);
   } catch (error) {
-    core.setFailed(`No api-key was given, and the runner refused a GitHub OIDC token (does the job have permissions: id-token: write?): ${error instanceof Error ? error.message : String(error)}`);
+    core.setFailed(
+      `No api-key was given, and the runner refused a GitHub OIDC token (does the job have permissions: id-token: write?): ${error instanceof Error ? error.message : String(error)}`,
+    );
     return null;
   }
   core.setSecret(idToken);
@@ -166,7 +172,9 @@ async function keyFromGithubOidc(core: ActionCore, inputs: ActionInputs, fetchIm
     const exchanger = new ApiClient({ baseUrl: inputs.deploy.apiUrl, apiKey: '', fetch: fetchImpl, userAgent: 'agent-deploy-action' });
     const minted = await exchanger.exchangeGithubToken(idToken, inputs.deploy.workspaceId);
     core.setSecret(minted.api_key);
-    core.info(`Exchanged the workflow's GitHub OIDC token (audience ${audience}) for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}.`);
+    core.info(
+      `Exchanged the workflow's GitHub OIDC token (audience ${audience}) for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}.`,
+    );
     return minted.api_key;
   } catch (error) {
     core.setFailed(`The control plane refused the workflow's GitHub OIDC token: ${error instanceof Error ? error.message : String(error)}`);

@@ -37,15 +37,29 @@ export function renderSummary(summary: Summary, result: DeployResult, label: str
   if (result.url) rows.push(['URL', `<a href="${escape(result.url)}">${escape(result.url)}</a>`]);
   if (result.supersededBy) rows.push(['Superseded by', `<code>${result.supersededBy}</code>`]);
   if (result.reason) rows.push(['Reason', escape(result.reason)]);
-  summary.addTable([[{ data: 'Field', header: true }, { data: 'Value', header: true }], ...rows]);
+  summary.addTable([
+    [
+      { data: 'Field', header: true },
+      { data: 'Value', header: true },
+    ],
+    ...rows,
+  ]);
   if (result.transitions.length) {
     summary.addHeading('Status transitions', 3);
     summary.addTable([
-      [{ data: 'Status', header: true }, { data: 'At (revision updated_at)', header: true }, { data: 'Seen by this run', header: true }, { data: 'Message', header: true }],
+      [
+        { data: 'Status', header: true },
+        { data: 'At (revision updated_at)', header: true },
+        { data: 'Seen by this run', header: true },
+        { data: 'Message', header: true },
+      ],
       ...result.transitions.map((t) => [t.status, t.at, t.seenAt, t.message ? escape(t.message) : '—']),
     ]);
   }
-  const lines = [...result.logs.build.map((l) => `[build] ${l.timestamp} ${l.level} ${l.message}`), ...result.logs.deploy.map((l) => `[deploy] ${l.timestamp} ${l.level} ${l.message}`)];
+  const lines = [
+    ...result.logs.build.map((l) => `[build] ${l.timestamp} ${l.level} ${l.message}`),
+    ...result.logs.deploy.map((l) => `[deploy] ${l.timestamp} ${l.level} ${l.message}`),
+  ];
   if (lines.length) {
     summary.addHeading('Last log lines', 3);
     summary.addCodeBlock(lines.join('\n'), 'text');

@@ -2,13 +2,13 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { killGroup, startCommand, untrackGroup, type Sandboxed } from './processes.ts';
+import { forgetServer, orphanOf, recordServer, stateDirOf } from './build-records.ts';
 import { quote } from './git.ts';
 import type { GraphConfig } from './graph-config.ts';
-import { firstErrorLine, parseServerLine, type ServerLine } from './server-output.ts';
+import { killGroup, type Sandboxed, startCommand, untrackGroup } from './processes.ts';
 import { productionServerCommand, type ServerPaths } from './server-command.ts';
-import { forgetServer, orphanOf, recordServer, stateDirOf } from './build-records.ts';
 import { ServerLogTail } from './server-log-tail.ts';
+import { firstErrorLine, parseServerLine, type ServerLine } from './server-output.ts';
 
 /**
  * A LangGraph agent server this agent started or adopted. `stop()` ends it; `detach()` only stops
@@ -36,10 +36,14 @@ export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLi
     () => false,
   );
   if (!ok) return null;
-  const tail = new ServerLogTail(serverLogOf(buildDir), (raw) => {
-    const line = parseServerLine(raw, 'stdout');
-    if (line) onLine(line);
-  }, { fromEnd: true });
+  const tail = new ServerLogTail(
+    serverLogOf(buildDir),
+    (raw) => {
+      const line = parseServerLine(raw, 'stdout');
+      if (line) onLine(line);
+    },
+    { fromEnd: true },
+  );
   const pid = orphan.pid;
   return {
     port,
@@ -72,9 +76,13 @@ export function freePort(): Promise<number> {
  * Python `langgraph dev` from PATH (the Python CLI has no other in-memory server).
  */
 export function serverCommand(cwd: string, config: GraphConfig, port: number, paths: ServerPaths): string {
-  if (config.language === 'python') return `exec langgraph dev --port ${port} --host 127.0.0.1 --no-browser --no-reload --config ${quote(join(cwd, 'langgraph.json'))}`;
+  if (config.language === 'python')
+    return `exec langgraph dev --port ${port} --host 127.0.0.1 --no-browser --no-reload --config ${quote(join(cwd, 'langgraph.json'))}`;
   const command = productionServerCommand(cwd, config, port, paths);
-  if (!command) throw new Error('neither the repository nor this agent has the LangGraph.js API server (@langchain/langgraph-api); add @langchain/langgraph-cli to the repository\'s devDependencies');
+  if (!command)
+    throw new Error(
+      "neither the repository nor this agent has the LangGraph.js API server (@langchain/langgraph-api); add @langchain/langgraph-cli to the repository's devDependencies",
+    );
   return command;
 }
 
@@ -127,7 +135,13 @@ export async function startAgentServer(options: {
     if (line.level === 'error' && firstErrorAt === null) firstErrorAt = Date.now();
     options.onLine(line);
   };
-  const child: ChildProcess = startCommand(command, { cwd: options.cwd, env: { ...options.env, PORT: String(port) }, sandbox: options.sandbox, outputFile, onLine: () => undefined });
+  const child: ChildProcess = startCommand(command, {
+    cwd: options.cwd,
+    env: { ...options.env, PORT: String(port) },
+    sandbox: options.sandbox,
+    outputFile,
+    onLine: () => undefined,
+  });
   const tail = new ServerLogTail(outputFile, onRaw);
   const pid = child.pid!;
   recordServer(options.buildDir, pid, port);
@@ -138,7 +152,12 @@ export async function startAgentServer(options: {
     tail.stop();
     forgetServer(options.buildDir, pid);
   };
-  const why = () => firstErrorLine(recent) ?? recent.slice(-3).map((l) => l.message).join(' | ');
+  const why = () =>
+    firstErrorLine(recent) ??
+    recent
+      .slice(-3)
+      .map((l) => l.message)
+      .join(' | ');
   const deadline = Date.now() + options.timeoutMs;
   for (;;) {
     if (options.signal.aborted) {

@@ -1,5 +1,5 @@
 import type { WorkItem } from '../shared/schemas/agent.ts';
-import { WorkGone, type AgentClient } from './client.ts';
+import { type AgentClient, WorkGone } from './client.ts';
 
 export type ClaimLoopOptions = {
   client: AgentClient;
@@ -47,9 +47,12 @@ export class ClaimLoop {
   async start(): Promise<void> {
     const { client, agentId, version, capacity } = this.#options;
     const ack = await client.heartbeat(agentId, version, capacity, null, this.#stopping.signal);
-    this.#heartbeat = setInterval(() => {
-      client.heartbeat(agentId, version, capacity, null).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
-    }, Math.max(100, Math.floor(ack.lease_ms / 3)));
+    this.#heartbeat = setInterval(
+      () => {
+        client.heartbeat(agentId, version, capacity, null).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
+      },
+      Math.max(100, Math.floor(ack.lease_ms / 3)),
+    );
     this.#loop = this.#pull();
   }
 
@@ -88,11 +91,14 @@ export class ClaimLoop {
     const gone = new AbortController();
     const onStop = () => gone.abort(this.#stopping.signal.reason);
     this.#stopping.signal.addEventListener('abort', onStop, { once: true });
-    const renew = setInterval(() => {
-      this.#options.client.renew(work.claim_id).catch((error: unknown) => {
-        if (error instanceof WorkGone) gone.abort(error);
-      });
-    }, Math.max(100, Math.floor(work.lease_ms / 3)));
+    const renew = setInterval(
+      () => {
+        this.#options.client.renew(work.claim_id).catch((error: unknown) => {
+          if (error instanceof WorkGone) gone.abort(error);
+        });
+      },
+      Math.max(100, Math.floor(work.lease_ms / 3)),
+    );
     try {
       await this.#handle(work, gone.signal);
     } finally {

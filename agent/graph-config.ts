@@ -1,4 +1,4 @@
-import { constants, openSync, closeSync, fstatSync, readFileSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 
 export type GraphConfig = {
@@ -45,7 +45,8 @@ export function readGraphConfigInside(root: string, relativePath: string): Graph
     throw new GraphConfigError(`The graph config ${shown} is not in the checkout.`);
   }
   const rel = relative(realRoot, real);
-  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) throw new GraphConfigError(`The graph config ${shown} leads outside the checkout (through a link); it is not read.`);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel))
+    throw new GraphConfigError(`The graph config ${shown} leads outside the checkout (through a link); it is not read.`);
   let fd: number;
   try {
     fd = openSync(real, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -72,7 +73,16 @@ function parseGraphConfig(text: string, shown: string): GraphConfig {
     throw new GraphConfigError(`The graph config ${shown} could not be read as JSON${at ? ` (at position ${at})` : ''}.`);
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new GraphConfigError(`The graph config ${shown} is not a JSON object.`);
-  const config = parsed as { graphs?: Record<string, unknown>; python_version?: unknown; node_version?: unknown; auth?: unknown; ui?: unknown; ui_config?: unknown; http?: unknown; env?: unknown };
+  const config = parsed as {
+    graphs?: Record<string, unknown>;
+    python_version?: unknown;
+    node_version?: unknown;
+    auth?: unknown;
+    ui?: unknown;
+    ui_config?: unknown;
+    http?: unknown;
+    env?: unknown;
+  };
   const graphs = config.graphs && typeof config.graphs === 'object' ? Object.entries(config.graphs) : [];
   if (graphs.length === 0) throw new GraphConfigError(`The graph config ${shown} declares no graphs ("graphs": {"name": "./file.ts:graph"}).`);
   const paths = graphs.map(([, value]) => graphPathOf(value));
@@ -80,7 +90,14 @@ function parseGraphConfig(text: string, shown: string): GraphConfig {
   return {
     language: python ? 'python' : 'javascript',
     graphs: graphs.map(([name]) => name),
-    server: { graphs: config.graphs as Record<string, unknown>, auth: config.auth, ui: config.ui, ui_config: config.ui_config, http: config.http, env: config.env },
+    server: {
+      graphs: config.graphs as Record<string, unknown>,
+      auth: config.auth,
+      ui: config.ui,
+      ui_config: config.ui_config,
+      http: config.http,
+      env: config.env,
+    },
   };
 }
 

@@ -5,23 +5,32 @@ import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { dnsSafeName } from '../shared/dns-safe-name.ts';
-import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
-import { adoptAgentServer, endOrphan, startAgentServer, type RunningAgentServer } from './agent-server.ts';
+import type { RevisionStatus } from '../shared/schemas/revision.ts';
+import { adoptAgentServer, endOrphan, type RunningAgentServer, startAgentServer } from './agent-server.ts';
+import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
-import { readGraphConfigInside, type GraphConfig } from './graph-config.ts';
+import { type GraphConfig, readGraphConfigInside } from './graph-config.ts';
 import { LogStream } from './log-stream.ts';
-import { RuntimeLogShipper, type RuntimeLogOptions } from './runtime-logs.ts';
-import { runCommand, type Sandboxed } from './processes.ts';
-import { NONE_WARNING, SANDBOX_AGENT_MODULES, SANDBOX_CACHE_DIR, SANDBOX_HOME, SANDBOX_NODE_DIR, SANDBOX_PATH, sharedReadOnly, type SandboxMode } from './sandbox.ts';
-import type { ServerLine } from './server-output.ts';
-import type { ServerPaths } from './server-command.ts';
-import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
-import { ProxyClient } from './proxy-client.ts';
-import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
 import { packagesKey, prunePackages, storedPackages, storePackages } from './package-store.ts';
+import { runCommand, type Sandboxed } from './processes.ts';
+import { ProxyClient } from './proxy-client.ts';
+import { type RuntimeLogOptions, RuntimeLogShipper } from './runtime-logs.ts';
+import {
+  NONE_WARNING,
+  SANDBOX_AGENT_MODULES,
+  SANDBOX_CACHE_DIR,
+  SANDBOX_HOME,
+  SANDBOX_NODE_DIR,
+  SANDBOX_PATH,
+  type SandboxMode,
+  sharedReadOnly,
+} from './sandbox.ts';
+import type { ServerPaths } from './server-command.ts';
+import type { ServerLine } from './server-output.ts';
+import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 
 const run = promisify(execFile);
 
@@ -120,9 +129,14 @@ export class LocalAgent {
     const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl, signal);
     checkStopping();
     this.#leaseMs = ack.lease_ms;
-    this.#heartbeat = setInterval(() => {
-      this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
-    }, Math.max(100, Math.floor(this.#leaseMs / 3)));
+    this.#heartbeat = setInterval(
+      () => {
+        this.#client
+          .heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl)
+          .catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
+      },
+      Math.max(100, Math.floor(this.#leaseMs / 3)),
+    );
     this.#loop = this.#pull();
     this.#options.print(`agent: serving listener ${this.#options.listenerId} as ${this.#options.agentId}`);
     return { proxyPort };
@@ -181,11 +195,14 @@ export class LocalAgent {
     const gone = new AbortController();
     const onStop = () => gone.abort(new Aborted('the agent is stopping'));
     this.#stopping.signal.addEventListener('abort', onStop, { once: true });
-    const renew = setInterval(() => {
-      this.#client.renew(work.claim_id).catch((error: unknown) => {
-        if (error instanceof WorkGone) gone.abort(error);
-      });
-    }, Math.max(100, Math.floor(work.lease_ms / 3)));
+    const renew = setInterval(
+      () => {
+        this.#client.renew(work.claim_id).catch((error: unknown) => {
+          if (error instanceof WorkGone) gone.abort(error);
+        });
+      },
+      Math.max(100, Math.floor(work.lease_ms / 3)),
+    );
     try {
       if (work.kind === 'teardown') await this.#teardown(work.deployment, work.claim_id);
       else await this.#afterEarlierAttempt(work.revision.id, () => this.#carryRevision(work.deployment, work.revision, work.claim_id, gone));
@@ -229,7 +246,11 @@ export class LocalAgent {
     const buildDir = join(this.#options.workDir, deployment.id, revision.id);
     if (status === 'BUILDING' || status === 'DEPLOYING') {
       // Claimed in the middle of a stage: the agent that held it stopped (killed, or its lease lapsed).
-      logs.line(status === 'BUILDING' ? 'build' : 'deploy', `an earlier attempt at this revision was lost while ${status} (its agent stopped or lost its lease); local agent ${this.#options.agentId} starts it again`, 'warn');
+      logs.line(
+        status === 'BUILDING' ? 'build' : 'deploy',
+        `an earlier attempt at this revision was lost while ${status} (its agent stopped or lost its lease); local agent ${this.#options.agentId} starts it again`,
+        'warn',
+      );
     }
     try {
       if (revision.source.type === 'image') {
@@ -260,7 +281,9 @@ export class LocalAgent {
       const message = error instanceof Error ? error.message : String(error);
       const failed: RevisionStatus = status === 'AWAITING_BUILD' || status === 'BUILDING' ? 'BUILD_FAILED' : 'DEPLOY_FAILED';
       logs.line(failed === 'BUILD_FAILED' ? 'build' : 'deploy', message, 'error');
-      await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) => this.#options.print(`agent: could not report ${failed}: ${String(e)}`));
+      await move(failed, { status_message: message.slice(0, 4000) }).catch((e: unknown) =>
+        this.#options.print(`agent: could not report ${failed}: ${String(e)}`),
+      );
       if (![...this.#live.values()].some((live) => live.buildDir === buildDir)) removeBuild(buildDir);
     } finally {
       await logs.flush();
@@ -272,7 +295,14 @@ export class LocalAgent {
    * `internal_source` one) and runs install and build from the graph config's directory;
    * answers the commit built, null for a tarball.
    */
-  async #build(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, type: 'build' | 'deploy', signal: AbortSignal): Promise<string | null> {
+  async #build(
+    deployment: WorkDeployment,
+    revision: WorkRevision,
+    buildDir: string,
+    logs: LogStream,
+    type: 'build' | 'deploy',
+    signal: AbortSignal,
+  ): Promise<string | null> {
     // The checkout starts empty and the record of a finished build goes with it: a build that
     // dies half-way (a crash mid-install) is never taken for a finished one.
     removeBuild(buildDir);
@@ -302,7 +332,9 @@ export class LocalAgent {
       throw new StageFailure(`${(error as Error).message} (${where})`);
     }
     if (config.language === 'python' && !(await answers('langgraph', ['--help']))) {
-      throw new StageFailure('This graph config declares Python graphs, which need `langgraph dev` (pip install -U "langgraph-cli[inmem]"); it is not installed on the machine of this local agent.');
+      throw new StageFailure(
+        'This graph config declares Python graphs, which need `langgraph dev` (pip install -U "langgraph-cli[inmem]"); it is not installed on the machine of this local agent.',
+      );
     }
     const cwd = dirname(join(buildDir, configRelative));
     if (this.#options.sandbox === 'none') logs.line(type, NONE_WARNING, 'warn');
@@ -310,7 +342,8 @@ export class LocalAgent {
     // Only sandboxed: the stored packages are bound read-only, which only a sandbox can do.
     const packages = this.#options.sandbox === 'bwrap' ? packagesKey(cwd, installCommand) : null;
     const reused = packages ? storedPackages(this.#options.workDir, deployment.id, packages) : null;
-    if (reused) logs.line(type, `${installCommand}: skipped, package.json and the lock file are those of an earlier build; its installed packages are used (read-only)`);
+    if (reused)
+      logs.line(type, `${installCommand}: skipped, package.json and the lock file are those of an earlier build; its installed packages are used (read-only)`);
     const steps: Array<[string, string | null]> = [
       ['install_command', reused ? null : installCommand],
       ['build_command', deployment.build_command],
@@ -368,7 +401,14 @@ export class LocalAgent {
   }
 
   /** Starts the new server, moves the deployment's host names to it, then stops the previous one. */
-  async #deploy(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, signal: AbortSignal): Promise<void> {
+  async #deploy(
+    deployment: WorkDeployment,
+    revision: WorkRevision,
+    buildDir: string,
+    logs: LogStream,
+    move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<void> {
     let output: (line: ServerLine) => void = (line) => logs.line('deploy', line.message, line.level);
     let server: RunningAgentServer;
     try {
@@ -387,12 +427,23 @@ export class LocalAgent {
   }
 
   /** Routes the deployment to `server`; if `commit` fails, routes it back. Then stops the previous server. */
-  async #switch(deployment: WorkDeployment, revision: WorkRevision, buildDir: string, server: RunningAgentServer, logs: LogStream, runtimeLogs: RuntimeLogShipper | null, commit: () => Promise<void>): Promise<void> {
+  async #switch(
+    deployment: WorkDeployment,
+    revision: WorkRevision,
+    buildDir: string,
+    server: RunningAgentServer,
+    logs: LogStream,
+    runtimeLogs: RuntimeLogShipper | null,
+    commit: () => Promise<void>,
+  ): Promise<void> {
     const hosts = hostsOf(deployment);
     const previous = this.#live.get(deployment.id);
     this.#proxy.route(hosts, server.port);
     this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
-    logs.line('deploy', `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`);
+    logs.line(
+      'deploy',
+      `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`,
+    );
     try {
       await commit();
     } catch (error) {
@@ -417,7 +468,14 @@ export class LocalAgent {
     prunePackages(this.#options.workDir, deployment.id, new Set(inUse ? [inUse] : []));
   }
 
-  #startServer(deploymentId: string, buildDir: string, revision: WorkRevision, onLine: (line: ServerLine) => void, signal: AbortSignal, command?: string): Promise<RunningAgentServer> {
+  #startServer(
+    deploymentId: string,
+    buildDir: string,
+    revision: WorkRevision,
+    onLine: (line: ServerLine) => void,
+    signal: AbortSignal,
+    command?: string,
+  ): Promise<RunningAgentServer> {
     const configRelative = revision.graph_config_path ?? 'langgraph.json';
     const config: GraphConfig = command ? { language: 'javascript', graphs: [], server: { graphs: {} } } : readGraphConfigInside(buildDir, configRelative);
     const cwd = command ? buildDir : dirname(join(buildDir, configRelative));
@@ -529,9 +587,21 @@ export class LocalAgent {
   }
 
   /** `external_docker` on a local listener: a container engine runs the image, or the revision fails at once. */
-  async #runImage(deployment: WorkDeployment, revision: WorkRevision, image: string, buildDir: string, logs: LogStream, move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>, status: () => RevisionStatus, signal: AbortSignal): Promise<void> {
+  async #runImage(
+    deployment: WorkDeployment,
+    revision: WorkRevision,
+    image: string,
+    buildDir: string,
+    logs: LogStream,
+    move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>,
+    status: () => RevisionStatus,
+    signal: AbortSignal,
+  ): Promise<void> {
     const engine = (await answers('docker', ['info'])) ? 'docker' : (await answers('podman', ['info'])) ? 'podman' : null;
-    if (!engine) throw new StageFailure('A container engine is needed to run images on a local listener: neither `docker info` nor `podman info` answered on this machine.');
+    if (!engine)
+      throw new StageFailure(
+        'A container engine is needed to run images on a local listener: neither `docker info` nor `podman info` answered on this machine.',
+      );
     if (status() === 'AWAITING_DEPLOY') await move('DEPLOYING');
     mkdirSync(buildDir, { recursive: true });
     const env = revision.secrets.map((s) => `-e ${quote(s.name)}`).join(' ');
@@ -577,7 +647,9 @@ export class LocalAgent {
         const hosts = hostsOf(deployment);
         this.#proxy.route(hosts, adopted.port);
         this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
-        this.#options.print(`agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`);
+        this.#options.print(
+          `agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`,
+        );
         continue;
       }
       const ended = await endOrphan(buildDir);
@@ -593,7 +665,6 @@ export class LocalAgent {
       }
     }
   }
-
 }
 
 /**

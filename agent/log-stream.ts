@@ -108,7 +108,11 @@ export class LogStream {
     this.#timer = null;
     if (this.#dropped > 0) {
       const type = this.#pending.at(-1)?.type ?? 'build';
-      this.#pending.push({ type, level: 'warn', message: `${this.#dropped} log line(s) dropped: more than the ${this.#maxLines} lines the agent sends for one revision` });
+      this.#pending.push({
+        type,
+        level: 'warn',
+        message: `${this.#dropped} log line(s) dropped: more than the ${this.#maxLines} lines the agent sends for one revision`,
+      });
       this.#dropped = 0;
     }
     const lines = this.#pending;
@@ -119,7 +123,9 @@ export class LogStream {
         for (const batch of batchesOf(lines)) {
           await this.#send(batch).catch((error: unknown) => {
             if (!(error instanceof WorkGone)) {
-              this.#report(`agent: could not send ${batch.length} ${batch[0]!.type} log line(s) of claim ${this.#claimId}; they are lost: ${error instanceof Error ? error.message : String(error)}`);
+              this.#report(
+                `agent: could not send ${batch.length} ${batch[0]!.type} log line(s) of claim ${this.#claimId}; they are lost: ${error instanceof Error ? error.message : String(error)}`,
+              );
             }
             this.#onGone(error);
           });

@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
-import { StringDecoder } from 'node:string_decoder';
 import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
 
 /** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
@@ -89,9 +89,17 @@ export function killGroup(pid: number, graceMs = 3000): Promise<void> {
  */
 export function startCommand(
   command: string,
-  options: { cwd: string; env: NodeJS.ProcessEnv; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null; outputFile?: string },
+  options: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    onLine: (line: string, stream: 'stdout' | 'stderr') => void;
+    sandbox?: Sandboxed | null;
+    outputFile?: string;
+  },
 ): ChildProcess {
-  const [file, args, cwd] = options.sandbox ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/'] : ['sh', ['-c', command], options.cwd];
+  const [file, args, cwd] = options.sandbox
+    ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/']
+    : ['sh', ['-c', command], options.cwd];
   const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
   let child: ChildProcess;
   try {
@@ -176,7 +184,13 @@ export type CommandResult = { code: number | null; signal: string | null; lastLi
  */
 export function runCommand(
   command: string,
-  options: { cwd: string; env: NodeJS.ProcessEnv; signal: AbortSignal; onLine: (line: string, stream: 'stdout' | 'stderr') => void; sandbox?: Sandboxed | null },
+  options: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    signal: AbortSignal;
+    onLine: (line: string, stream: 'stdout' | 'stderr') => void;
+    sandbox?: Sandboxed | null;
+  },
 ): Promise<CommandResult> {
   const lastLines: string[] = [];
   return new Promise((resolve, reject) => {

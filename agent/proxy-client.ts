@@ -36,14 +36,19 @@ export class ProxyClient {
     const log = openSync(join(this.#dir, 'proxy.log'), 'a');
     const entry = resolve(fileURLToPath(new URL('.', import.meta.url)), 'proxy-main.ts');
     // Nothing of the agent's environment (its token) goes to the proxy: it needs none.
-    const child = spawn(process.execPath, [entry, '--port', String(port), '--host', host, '--control', this.#socket, '--record', this.#record], { detached: true, stdio: ['ignore', log, log], env: {} });
+    const child = spawn(process.execPath, [entry, '--port', String(port), '--host', host, '--control', this.#socket, '--record', this.#record], {
+      detached: true,
+      stdio: ['ignore', log, log],
+      env: {},
+    });
     closeSync(log);
     child.unref();
     const deadline = Date.now() + 15_000;
     for (;;) {
       const status = await this.#status();
       if (status && status.pid === child.pid) return status.port;
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the proxy did not start on ${host}:${port}: ${readFileSync(join(this.#dir, 'proxy.log'), 'utf8').slice(-500)}`);
+      if (child.exitCode !== null || Date.now() > deadline)
+        throw new Error(`the proxy did not start on ${host}:${port}: ${readFileSync(join(this.#dir, 'proxy.log'), 'utf8').slice(-500)}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -95,11 +100,18 @@ export class ProxyClient {
 
   #call(method: string, path: string, body?: unknown): Promise<unknown> {
     return new Promise((resolvePromise, reject) => {
-      const req = request({ socketPath: this.#socket, method, path, headers: body === undefined ? {} : { 'content-type': 'application/json' }, timeout: 30_000 }, (res) => {
-        let text = '';
-        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
-        res.on('end', () => ((res.statusCode ?? 500) < 300 ? resolvePromise(text ? JSON.parse(text) : null) : reject(new Error(`proxy control ${method} ${path}: ${res.statusCode} ${text}`))));
-      });
+      const req = request(
+        { socketPath: this.#socket, method, path, headers: body === undefined ? {} : { 'content-type': 'application/json' }, timeout: 30_000 },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () =>
+            (res.statusCode ?? 500) < 300
+              ? resolvePromise(text ? JSON.parse(text) : null)
+              : reject(new Error(`proxy control ${method} ${path}: ${res.statusCode} ${text}`)),
+          );
+        },
+      );
       req.on('error', reject);
       req.on('timeout', () => req.destroy(new Error('proxy control request timed out')));
       req.end(body === undefined ? undefined : JSON.stringify(body));

@@ -13,8 +13,12 @@ import { DeploymentProxy } from './proxy.ts';
  * no request is forwarded to a port, `GET /status`, `POST /exit`.
  */
 export async function runProxyProcess(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { port: { type: 'string' }, host: { type: 'string' }, control: { type: 'string' }, record: { type: 'string' } } });
-  if (!values.port || !values.host || !values.control || !values.record) throw new Error('usage: proxy-main.ts --port <n> --host <h> --control <socket> --record <file>');
+  const { values } = parseArgs({
+    args: argv,
+    options: { port: { type: 'string' }, host: { type: 'string' }, control: { type: 'string' }, record: { type: 'string' } },
+  });
+  if (!values.port || !values.host || !values.control || !values.record)
+    throw new Error('usage: proxy-main.ts --port <n> --host <h> --control <socket> --record <file>');
   const proxy = new DeploymentProxy();
   const port = await proxy.listen(Number(values.port), values.host);
   const control = createServer((req, res) => void answer(proxy, req, res, port, values.host!));

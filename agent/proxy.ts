@@ -1,4 +1,4 @@
-import { createServer, request, Agent, type Server } from 'node:http';
+import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 type Route = { port: number };
@@ -57,7 +57,9 @@ export class DeploymentProxy {
     const server = createServer((req, res) => {
       const target = this.#target(req.headers.host, req.url ?? '/');
       if (!target) {
-        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
       }
       const { port: upstreamPort } = target;
@@ -69,7 +71,14 @@ export class DeploymentProxy {
         this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
       };
       const upstream = request(
-        { host: '127.0.0.1', port: upstreamPort, method: req.method, path: target.path, headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' }, agent: this.#agent },
+        {
+          host: '127.0.0.1',
+          port: upstreamPort,
+          method: req.method,
+          path: target.path,
+          headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' },
+          agent: this.#agent,
+        },
         (answer) => {
           // Closing: the client's next request opens a new connection instead of racing the close of this one.
           const headers = this.#closing ? { ...answer.headers, connection: 'close' } : answer.headers;
@@ -81,7 +90,8 @@ export class DeploymentProxy {
       );
       upstream.on('error', (error) => {
         finish();
-        if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `The agent server did not answer: ${error.message}` }));
+        if (!res.headersSent)
+          res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: `The agent server did not answer: ${error.message}` }));
         else res.destroy();
       });
       // A client gone before its answer finished (a dropped SSE stream, a closed tab): end the

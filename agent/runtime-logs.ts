@@ -75,7 +75,10 @@ export class RuntimeLogShipper {
     this.#sending = this.#sending.then(() =>
       this.#client.runtimeLogs(this.#revisionId, batch, dropped).then(
         () => undefined,
-        (error: unknown) => this.#report(`agent: could not send ${lines.length} runtime log line(s) of revision ${this.#revisionId}; they are lost: ${error instanceof Error ? error.message : String(error)}`),
+        (error: unknown) =>
+          this.#report(
+            `agent: could not send ${lines.length} runtime log line(s) of revision ${this.#revisionId}; they are lost: ${error instanceof Error ? error.message : String(error)}`,
+          ),
       ),
     );
     return this.#sending;

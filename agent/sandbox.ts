@@ -20,7 +20,7 @@ export const SANDBOX_HOME = '/tmp/home';
 export const SANDBOX_AGENT_MODULES = '/opt/agent/node_modules';
 
 export const NONE_WARNING =
-  'WARNING: --sandbox none: install, build and agent server commands run with the agent\'s own rights and see its files, token and environment. Use it only for code you trust.';
+  "WARNING: --sandbox none: install, build and agent server commands run with the agent's own rights and see its files, token and environment. Use it only for code you trust.";
 
 /** The agent refuses to start without bwrap (unless `--sandbox none`): this says why and what to install. */
 export class SandboxUnavailable extends Error {
@@ -34,15 +34,23 @@ export function findBwrap(path = process.env.PATH ?? ''): string {
     if (existsSync(candidate)) {
       try {
         // Namespaces may be switched off (a container without user namespaces): try one for real.
-        execFileSync(candidate, ['--ro-bind', '/', '/', '--unshare-user', '--unshare-pid', '--proc', '/proc', '--dev', '/dev', 'true'], { stdio: 'pipe', timeout: 10_000, env: {} });
+        execFileSync(candidate, ['--ro-bind', '/', '/', '--unshare-user', '--unshare-pid', '--proc', '/proc', '--dev', '/dev', 'true'], {
+          stdio: 'pipe',
+          timeout: 10_000,
+          env: {},
+        });
         return candidate;
       } catch (error) {
         const stderr = (error as { stderr?: Buffer }).stderr?.toString().trim();
-        throw new SandboxUnavailable(`bwrap (${candidate}) cannot make a sandbox on this machine: ${stderr || (error as Error).message}. The agent needs user and pid namespaces; or start it with --sandbox none to run unsandboxed (only for code you trust).`);
+        throw new SandboxUnavailable(
+          `bwrap (${candidate}) cannot make a sandbox on this machine: ${stderr || (error as Error).message}. The agent needs user and pid namespaces; or start it with --sandbox none to run unsandboxed (only for code you trust).`,
+        );
       }
     }
   }
-  throw new SandboxUnavailable('bwrap is not installed: the local agent runs every install, build and agent server in a bubblewrap sandbox. Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or start the agent with --sandbox none to run unsandboxed (only for code you trust).');
+  throw new SandboxUnavailable(
+    'bwrap is not installed: the local agent runs every install, build and agent server in a bubblewrap sandbox. Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or start the agent with --sandbox none to run unsandboxed (only for code you trust).',
+  );
 }
 
 /** What one sandboxed command may see and write. */
@@ -66,7 +74,25 @@ export type SandboxSpec = {
  * /etc is not shown (it may hold the machine's credentials: /etc/shadow, ssh host keys, service
  * configs). Missing ones are skipped.
  */
-const ETC_FILES = ['resolv.conf', 'hosts', 'nsswitch.conf', 'host.conf', 'gai.conf', 'passwd', 'group', 'localtime', 'ssl', 'ca-certificates', 'ca-certificates.conf', 'pki', 'alternatives', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'mime.types'];
+const ETC_FILES = [
+  'resolv.conf',
+  'hosts',
+  'nsswitch.conf',
+  'host.conf',
+  'gai.conf',
+  'passwd',
+  'group',
+  'localtime',
+  'ssl',
+  'ca-certificates',
+  'ca-certificates.conf',
+  'pki',
+  'alternatives',
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'mime.types',
+];
 
 /**
  * The bwrap arguments for one command. The environment is not among them: it is the environment

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { quote } from './git.ts';
-import { graphPathOf, type GraphConfig } from './graph-config.ts';
+import { type GraphConfig, graphPathOf } from './graph-config.ts';
 
 /** Where the programs the server command names are, as the command will see them (inside the sandbox, or on the host). */
 export type ServerPaths = {
@@ -77,7 +77,10 @@ export function productionServerCommand(cwd: string, config: GraphConfig, port: 
     cwd,
     http: config.server.http,
   });
-  const imports = [...(typescript && tsxDir ? [`--import ${quote(`file://${tsxDir}/dist/loader.mjs`)}`] : []), `--import ${quote(`file://${apiDir}/dist/preload.mjs`)}`];
+  const imports = [
+    ...(typescript && tsxDir ? [`--import ${quote(`file://${tsxDir}/dist/loader.mjs`)}`] : []),
+    `--import ${quote(`file://${apiDir}/dist/preload.mjs`)}`,
+  ];
   // The entry point's first argument is the pid of a `dev` CLI to report to: 0 names none.
   return `exec ${quote(paths.node)} ${imports.join(' ')} ${quote(`${apiDir}/dist/cli/entrypoint.mjs`)} 0 ${quote(payload)}`;
 }

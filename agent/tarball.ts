@@ -1,4 +1,17 @@
-import { createReadStream, createWriteStream, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, symlinkSync, linkSync } from 'node:fs';
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -44,7 +57,9 @@ export async function downloadTarball(url: string, token: string, file: string, 
   // narrowed by the umask, never widened; a file left by an earlier attempt is replaced).
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   rmSync(file, { force: true });
-  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), cap, createWriteStream(file, { mode: 0o600 }), { signal: options.signal });
+  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), cap, createWriteStream(file, { mode: 0o600 }), {
+    signal: options.signal,
+  });
   return received;
 }
 
@@ -89,7 +104,11 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
     stream.on('error', () => undefined);
     const fail = (error: unknown) => {
       stream.resume();
-      tar.destroy(error instanceof TarballRefused ? error : new TarballRefused(`The tarball entry "${header.name}" could not be unpacked: ${(error as Error).message ?? String(error)}`));
+      tar.destroy(
+        error instanceof TarballRefused
+          ? error
+          : new TarballRefused(`The tarball entry "${header.name}" could not be unpacked: ${(error as Error).message ?? String(error)}`),
+      );
     };
     entries += 1;
     if (entries > maxEntries) {
@@ -128,7 +147,8 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
       if (header.type === 'symlink') {
         // Resolved as the kernel will, through the links already there: `y -> .` then
         // `x -> y/..` is lexically inside, really the parent of the checkout.
-        if (!isInside(root, resolveAsKernel(`${parent}/${header.linkname!}`))) throw new TarballRefused(`The tarball entry "${header.name}" is a link to "${header.linkname}", which leads outside the tarball.`);
+        if (!isInside(root, resolveAsKernel(`${parent}/${header.linkname!}`)))
+          throw new TarballRefused(`The tarball entry "${header.name}" is a link to "${header.linkname}", which leads outside the tarball.`);
         symlinkSync(header.linkname!, target);
         links.push({ path: target, name: header.name });
         stream.on('end', () => next());
@@ -139,7 +159,8 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
         // Only to a regular file this tarball wrote, found without following any link: a hard
         // link made through a link chain would be the machine's file itself (a key, a database).
         const source = resolveAsKernel(`${root}/${stripDot(header.linkname!)}`, { followLast: false });
-        if (!written.has(source) || !lstatSync(source).isFile()) throw new TarballRefused(`The tarball entry "${header.name}" is a hard link to "${header.linkname}", which is not a file of the tarball.`);
+        if (!written.has(source) || !lstatSync(source).isFile())
+          throw new TarballRefused(`The tarball entry "${header.name}" is a hard link to "${header.linkname}", which is not a file of the tarball.`);
         linkSync(source, target);
         stream.on('end', () => next());
         stream.resume();

@@ -29,7 +29,10 @@ try {
       return answer;
     });
     await new Promise((r) => setTimeout(r, 50));
-    const created = await api.post('/v2/deployments', dockerBody(`bench-${i}-${Date.now().toString(36)}`, listener.id, { source_config: { listener_id: listener.id } }));
+    const created = await api.post(
+      '/v2/deployments',
+      dockerBody(`bench-${i}-${Date.now().toString(36)}`, listener.id, { source_config: { listener_id: listener.id } }),
+    );
     const createdAt = performance.now();
     const answer = await held;
     if (answer.work?.deployment?.id !== created.body.id) throw new Error(`run ${i}: unexpected answer ${JSON.stringify(answer)}`);
@@ -41,4 +44,6 @@ try {
 }
 const sorted = [...lags].sort((a, b) => a - b);
 const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-console.log(`claim answered after the create's answer, ${runs} runs: median ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms`);
+console.log(
+  `claim answered after the create's answer, ${runs} runs: median ${at(0.5).toFixed(1)} ms, p95 ${at(0.95).toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(1)} ms`,
+);

@@ -25,7 +25,12 @@ const { listenerId, token } = await localListener(api, workspaceId);
 const agent = await startAgent({ url: server.url, token, listenerId, workDir });
 try {
   const repo = graphRepo();
-  const created = await api.post('/v2/deployments', githubBody(uniqueName('push'), integrationId, { source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false } }));
+  const created = await api.post(
+    '/v2/deployments',
+    githubBody(uniqueName('push'), integrationId, {
+      source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
+    }),
+  );
   const id = created.body.id as string;
   const first = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
   if (first.status !== 'DEPLOYED') throw new Error(`first revision ${first.status}: ${first.status_message}`);
@@ -43,8 +48,14 @@ try {
       await new Promise((r) => setTimeout(r, 50));
     }
     const servingMs = Date.now() - pushed;
-    const build = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=build&limit=1000`)).body.logs as Array<{ timestamp: string; message: string }>;
-    const deploy = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{ timestamp: string; message: string }>;
+    const build = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=build&limit=1000`)).body.logs as Array<{
+      timestamp: string;
+      message: string;
+    }>;
+    const deploy = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{
+      timestamp: string;
+      message: string;
+    }>;
     const at = (log: typeof build, test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '');
     const installed = build.some((l) => l.message === '$ npm ci');
     results.push({

@@ -21,7 +21,11 @@ import { productionServerCommand } from '../agent/server-command.ts';
 const fixture = resolve(import.meta.dirname, '../test/fixtures/langgraph-app');
 const app = mkdtempSync(join(tmpdir(), 'cp-bench-app-'));
 cpSync(fixture, app, { recursive: true });
-execFileSync('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: app, stdio: 'ignore', env: { ...process.env, PATH: `${resolve(process.execPath, '..')}:${process.env.PATH}` } });
+execFileSync('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], {
+  cwd: app,
+  stdio: 'ignore',
+  env: { ...process.env, PATH: `${resolve(process.execPath, '..')}:${process.env.PATH}` },
+});
 
 /** Sum of VmRSS (MiB) of the processes whose process group is `pgid`, and how many there are. */
 function groupRss(pgid: number): { mib: number; processes: number } {
@@ -50,18 +54,30 @@ async function measure(mode: 'dev' | 'production'): Promise<{ mib: number; proce
       ? `exec ${JSON.stringify(process.execPath)} node_modules/@langchain/langgraph-cli/dist/cli/cli.mjs dev --port ${port} --host 127.0.0.1 --no-browser --config langgraph.json`
       : productionServerCommand(app, config, port, { node: process.execPath, agentModules: null })!;
   const started = Date.now();
-  const child = spawn('sh', ['-c', command], { cwd: app, detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_JSON: 'true', BROWSER: 'none' } });
+  const child = spawn('sh', ['-c', command], {
+    cwd: app,
+    detached: true,
+    stdio: 'ignore',
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_JSON: 'true', BROWSER: 'none' },
+  });
   const pgid = child.pid!;
   try {
     for (;;) {
-      const ok = await fetch(`http://127.0.0.1:${port}/ok`).then((r) => r.ok, () => false);
+      const ok = await fetch(`http://127.0.0.1:${port}/ok`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) break;
       if (Date.now() - started > 120_000) throw new Error(`${mode}: not healthy in 120 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
     const startMs = Date.now() - started;
     for (let i = 0; i < 20; i += 1) {
-      const run = await fetch(`http://127.0.0.1:${port}/runs/wait`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input: {} }) });
+      const run = await fetch(`http://127.0.0.1:${port}/runs/wait`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ assistant_id: 'agent', input: {} }),
+      });
       if (!run.ok) throw new Error(`${mode}: run answered ${run.status}`);
     }
     await new Promise((r) => setTimeout(r, 3000));

@@ -16,7 +16,12 @@ import { removeTempDirs, rssBytes, sleep, startChild, tempDir } from './lib/proc
 
 const sizeMiB = Number(process.env.SIZE_MIB ?? 200);
 const apiKey = `bench-${randomBytes(16).toString('hex')}`;
-const server = await startChild('server/main.ts', { DATABASE_URL: join(tempDir(), 'source.db'), BOOTSTRAP_API_KEY: apiKey, LOG_LEVEL: 'info', UPLOAD_MAX_BYTES: String(sizeMiB * 1024 * 1024 + 2) });
+const server = await startChild('server/main.ts', {
+  DATABASE_URL: join(tempDir(), 'source.db'),
+  BOOTSTRAP_API_KEY: apiKey,
+  LOG_LEVEL: 'info',
+  UPLOAD_MAX_BYTES: String(sizeMiB * 1024 * 1024 + 2),
+});
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 /** GETs `path` with the token; `pauseEvery` bytes, stops reading for `pauseMs` (TCP backpressure reaches the server). */
@@ -50,17 +55,29 @@ try {
   const token = (await api.post(`/v2/listeners/${listener.body.id}/tokens`)).body.token as string;
   await api.patch(`/v1/workspaces/${workspaceId}`, { default_listener_id: listener.body.id });
   const created = await api.post('/v2/deployments', { name: 'source-bench', source: 'internal_source' });
-  const { upload_url: uploadUrl, object_path: objectPath } = (await api.post(`/v2/deployments/${created.body.id}/upload-url`)).body as { upload_url: string; object_path: string };
+  const { upload_url: uploadUrl, object_path: objectPath } = (await api.post(`/v2/deployments/${created.body.id}/upload-url`)).body as {
+    upload_url: string;
+    object_path: string;
+  };
 
   const block = randomBytes(64 * 1024);
   const total = sizeMiB * 1024 * 1024;
   const uploaded = createHash('sha256').update(Buffer.from([0x1f, 0x8b]));
   const status = await new Promise<number>((resolve, reject) => {
     const url = new URL(uploadUrl);
-    const req = request({ host: '127.0.0.1', port: server.port, method: 'PUT', path: url.pathname + url.search, headers: { 'content-type': 'application/gzip', 'content-length': String(total + 2) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        method: 'PUT',
+        path: url.pathname + url.search,
+        headers: { 'content-type': 'application/gzip', 'content-length': String(total + 2) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     void (async () => {
       req.write(Buffer.from([0x1f, 0x8b]));
@@ -84,7 +101,10 @@ try {
   const source = new URL(work.revision.source.url);
   const path = source.pathname + source.search;
 
-  for (const [label, pauseEvery, pauseMs] of [['full speed', 0, 0], ['slow reader (3 s pause per 50 MiB)', 50 * 1024 * 1024, 3000]] as const) {
+  for (const [label, pauseEvery, pauseMs] of [
+    ['full speed', 0, 0],
+    ['slow reader (3 s pause per 50 MiB)', 50 * 1024 * 1024, 3000],
+  ] as const) {
     await sleep(1000);
     const idle = rssBytes(server.pid);
     let peak = idle;
@@ -93,8 +113,11 @@ try {
     const result = await read(path, token, pauseEvery, pauseMs);
     const seconds = (performance.now() - started) / 1000;
     clearInterval(sampler);
-    if (result.status !== 200 || result.sha !== expected) throw new Error(`fetch: HTTP ${result.status}, ${result.bytes} bytes, digest ${result.sha === expected ? 'matches' : 'differs'}`);
-    console.log(`fetch of ${mib(result.bytes)}, ${label}: ${seconds.toFixed(2)} s (${(result.bytes / 1024 / 1024 / seconds).toFixed(0)} MiB/s); server RSS idle ${mib(idle)}, peak ${mib(peak)} (+${mib(peak - idle)}); bytes identical`);
+    if (result.status !== 200 || result.sha !== expected)
+      throw new Error(`fetch: HTTP ${result.status}, ${result.bytes} bytes, digest ${result.sha === expected ? 'matches' : 'differs'}`);
+    console.log(
+      `fetch of ${mib(result.bytes)}, ${label}: ${seconds.toFixed(2)} s (${(result.bytes / 1024 / 1024 / seconds).toFixed(0)} MiB/s); server RSS idle ${mib(idle)}, peak ${mib(peak)} (+${mib(peak - idle)}); bytes identical`,
+    );
   }
 } finally {
   await server.stop();

@@ -45,7 +45,14 @@ async function measure(root: string): Promise<{ get: number; post: number; getRp
     const post = await runLoad(server.url, {
       connections: 32,
       seconds,
-      requests: [{ method: 'POST', path: '/v2/deployments', headers: { ...headers, 'content-type': 'application/json' }, body: () => JSON.stringify(githubBody(`cpu-post-${crypto.randomUUID()}`, fx.integrationId)) }],
+      requests: [
+        {
+          method: 'POST',
+          path: '/v2/deployments',
+          headers: { ...headers, 'content-type': 'application/json' },
+          body: () => JSON.stringify(githubBody(`cpu-post-${crypto.randomUUID()}`, fx.integrationId)),
+        },
+      ],
     });
     const postCpu = cpuMs(server.pid) - before;
     if (get.failures + post.failures > 0) throw new Error(`failures: ${get.failures} GET, ${post.failures} POST`);
@@ -57,7 +64,10 @@ async function measure(root: string): Promise<{ get: number; post: number; getRp
 
 const rows: string[] = [];
 for (let round = 1; round <= rounds; round += 1) {
-  for (const [name, root] of [['this', ROOT], ['other', other]] as const) {
+  for (const [name, root] of [
+    ['this', ROOT],
+    ['other', other],
+  ] as const) {
     const m = await measure(root);
     const line = `round ${round} ${name.padEnd(5)}: GET revision ${m.get.toFixed(0)} µs CPU/request (${Math.round(m.getRps)} req/s); POST deployment ${m.post.toFixed(0)} µs CPU/request (${Math.round(m.postRps)} req/s)`;
     console.log(line);

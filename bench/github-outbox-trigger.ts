@@ -22,21 +22,55 @@ async function revisionOf(proven: boolean, dropTriggers: boolean): Promise<{ db:
   const ws = (await core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now })).workspaceId;
   const integrationId = crypto.randomUUID();
   await core.createIntegration({ id: integrationId, tenant_id: ws, installation_id: 42, name: 'acme', suspended: false, created_at: now });
-  if (proven) await backend.github.linkInstallation({ id: integrationId, tenant_id: ws, installation_id: 42, name: 'acme', suspended: false, created_at: now }, { login: 'acme', id: 1, type: 'Organization' }, now);
-  const config = { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, source_tarball_path: null, repo_commit_sha: 'a'.repeat(40) } as never;
+  if (proven)
+    await backend.github.linkInstallation(
+      { id: integrationId, tenant_id: ws, installation_id: 42, name: 'acme', suspended: false, created_at: now },
+      { login: 'acme', id: 1, type: 'Organization' },
+      now,
+    );
+  const config = {
+    repo_ref: 'main',
+    graph_config_path: 'langgraph.json',
+    langgraph_config_path: 'langgraph.json',
+    image_uri: null,
+    source_tarball_path: null,
+    repo_commit_sha: 'a'.repeat(40),
+  } as never;
   const id = crypto.randomUUID();
   const revisionId = crypto.randomUUID();
   await core.createDeployment({
     deployment: {
-      id, tenant_id: ws, name: 'bench', source: 'github',
-      source_config: { integration_id: integrationId, repo_url: 'https://github.com/acme/agent', deployment_type: 'dev', build_on_push: true, custom_url: null, resource_spec: null, listener_id: null, listener_config: null, install_command: null, build_command: null },
-      source_revision_config: config, secrets: [], created_at: now, updated_at: now, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null,
+      id,
+      tenant_id: ws,
+      name: 'bench',
+      source: 'github',
+      source_config: {
+        integration_id: integrationId,
+        repo_url: 'https://github.com/acme/agent',
+        deployment_type: 'dev',
+        build_on_push: true,
+        custom_url: null,
+        resource_spec: null,
+        listener_id: null,
+        listener_config: null,
+        install_command: null,
+        build_command: null,
+      },
+      source_revision_config: config,
+      secrets: [],
+      created_at: now,
+      updated_at: now,
+      status: 'AWAITING_DATABASE',
+      latest_revision_id: revisionId,
+      active_revision_id: null,
+      image_version: null,
     } as never,
     revision: { id: revisionId, trigger: 'create', source_revision_config: config, secrets: [], resource_spec: null, status: 'BUILDING' },
     tracingProject: { id: crypto.randomUUID(), name: 'bench', tenant_id: ws, deployment_id: id, created_at: now },
   });
   const db = core.db as Database.Database;
-  if (dropTriggers) for (const name of ['github_outbox_revision_created', 'github_outbox_revision_moved', 'github_outbox_deployment_deleting']) db.exec(`DROP TRIGGER ${name}`);
+  if (dropTriggers)
+    for (const name of ['github_outbox_revision_created', 'github_outbox_revision_moved', 'github_outbox_deployment_deleting']) db.exec(`DROP TRIGGER ${name}`);
   return { db, revisionId, close: () => backend.close() };
 }
 
@@ -50,10 +84,16 @@ function measure(db: Database.Database, revisionId: string): number {
 }
 
 const results: Record<string, number> = {};
-for (const [label, proven, drop] of [['no triggers', false, true], ['trigger, integration not proven', false, false], ['trigger, proven (writes an outbox row)', true, false]] as const) {
+for (const [label, proven, drop] of [
+  ['no triggers', false, true],
+  ['trigger, integration not proven', false, false],
+  ['trigger, proven (writes an outbox row)', true, false],
+] as const) {
   const { db, revisionId, close } = await revisionOf(proven, drop);
   results[label] = measure(db, revisionId);
-  const rows = (db.prepare('SELECT count(*) AS n FROM sqlite_master WHERE name = ?').get('github_outbox') as { n: number }).n ? (db.prepare('SELECT count(*) AS n FROM github_outbox').get() as { n: number }).n : 0;
+  const rows = (db.prepare('SELECT count(*) AS n FROM sqlite_master WHERE name = ?').get('github_outbox') as { n: number }).n
+    ? (db.prepare('SELECT count(*) AS n FROM github_outbox').get() as { n: number }).n
+    : 0;
   console.log(`${label}: ${results[label]!.toFixed(2)} µs per status change (${ROUNDS} changes; outbox rows ${rows})`);
   await close();
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
-import { ROOT, removeTempDirs, sleep, startChild, tempDir, type Child } from './lib/processes.ts';
+import { type Child, ROOT, removeTempDirs, sleep, startChild, tempDir } from './lib/processes.ts';
 
 /**
  * `npm run bench:hardening [-- --root=<checkout>] [--only=memory,slowloris] [--connections=20000]`:
@@ -102,7 +102,10 @@ async function memory(root: string): Promise<void> {
     for (const result of results) counts.set(String(result), (counts.get(String(result)) ?? 0) + 1);
     await sleep(2000);
     const after = procStatus(server.pid, 'VmRSS');
-    const alive = await fetch(`${server.url}/healthz`).then((r) => r.status, (e: Error) => e.message);
+    const alive = await fetch(`${server.url}/healthz`).then(
+      (r) => r.status,
+      (e: Error) => e.message,
+    );
     log(
       `memory: RSS before ${mb(before)} (high-water ${mb(hwmBefore)}), peak ${mb(peak)} (+${mb(peak - before)}), 2 s after ${mb(after)}; ` +
         `answers ${JSON.stringify(Object.fromEntries(counts))} in ${seconds.toFixed(1)} s; /healthz after: ${alive}`,
@@ -116,7 +119,9 @@ async function memory(root: string): Promise<void> {
 type Holder = { opened: Promise<number>; open(): number; stop(): void };
 
 function startHolder(port: number, count: number, firstAddress: number): Holder {
-  const child = spawn(process.execPath, [import.meta.filename, '--hold', String(port), String(count), String(firstAddress)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [import.meta.filename, '--hold', String(port), String(count), String(firstAddress)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let buffer = '';
   let open = 0;
   let openedResolve!: (n: number) => void;
@@ -192,7 +197,10 @@ function summary(name: string, results: Array<{ ok: boolean; ms: number }>): str
 async function slowloris(root: string, connections: number): Promise<void> {
   log(`slowloris: ${connections} idle connections held against ${root}`);
   const server = await startServer(root, { HEALTH_PORT: '0' });
-  const listening = server.output().split('\n').find((line) => line.includes('"msg":"listening"'));
+  const listening = server
+    .output()
+    .split('\n')
+    .find((line) => line.includes('"msg":"listening"'));
   const healthPort = listening ? (JSON.parse(listening) as { health_port?: number }).health_port : undefined;
   log(`slowloris: main port ${server.port}, health port ${healthPort ?? 'none (this server has no HEALTH_PORT)'}`);
   const holders: Holder[] = [];
@@ -238,7 +246,9 @@ async function slowloris(root: string, connections: number): Promise<void> {
         }
         await sleep(100);
       }
-      log(`slowloris: main port answered again ${Number.isNaN(recovered) ? 'not within 120 s' : `${recovered.toFixed(1)} s after the attack began`}; attacker's connections still open then: ${held()}`);
+      log(
+        `slowloris: main port answered again ${Number.isNaN(recovered) ? 'not within 120 s' : `${recovered.toFixed(1)} s after the attack began`}; attacker's connections still open then: ${held()}`,
+      );
     }
   } finally {
     for (const holder of holders) holder.stop();
@@ -251,7 +261,10 @@ if (argv[0] === '--hold') {
   await hold(Number(argv[1]), Number(argv[2]), Number(argv[3]));
 } else {
   const root = resolve(argv.find((a) => a.startsWith('--root='))?.slice('--root='.length) ?? ROOT);
-  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+  const only = argv
+    .find((a) => a.startsWith('--only='))
+    ?.slice('--only='.length)
+    .split(',');
   const connections = Number(argv.find((a) => a.startsWith('--connections='))?.slice('--connections='.length) ?? 20_000);
   try {
     if (!only || only.includes('memory')) await memory(root);

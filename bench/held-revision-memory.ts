@@ -10,8 +10,8 @@ import { execFileSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
-import { runLoad } from './lib/load.ts';
 import { INSPECT, inspectorUrl, liveHeap } from './lib/live-heap.ts';
+import { runLoad } from './lib/load.ts';
 import { removeTempDirs, sleep } from './lib/processes.ts';
 import { API_KEY, settingsFrom, startControlPlane } from './lib/settings.ts';
 
@@ -30,14 +30,20 @@ try {
       const before = await liveHeap(inspector);
       let n = 0;
       const body = () => JSON.stringify(githubBody(`held-${n++}`, fx.integrationId));
-      const load = await runLoad(child.url, { connections: 32, seconds, requests: [{ method: 'POST', path: '/v2/deployments', headers: { 'x-api-key': API_KEY }, body }] });
+      const load = await runLoad(child.url, {
+        connections: 32,
+        seconds,
+        requests: [{ method: 'POST', path: '/v2/deployments', headers: { 'x-api-key': API_KEY }, body }],
+      });
       if (load.failures > 0) throw new Error(`${load.failures} creates failed`);
       // Each create's revision is handed to the sandbox on the turn after its answer.
       await sleep(1000);
       const after = await liveHeap(inspector);
       const held = load.requests;
       const grown = after.totalBytes - before.totalBytes;
-      console.log(`${root ?? 'this checkout'}: ${held} revisions held at BUILDING; live memory +${(grown / 1e6).toFixed(1)} MB, ${Math.round(grown / held)} bytes a revision`);
+      console.log(
+        `${root ?? 'this checkout'}: ${held} revisions held at BUILDING; live memory +${(grown / 1e6).toFixed(1)} MB, ${Math.round(grown / held)} bytes a revision`,
+      );
     } finally {
       await child.stop();
     }

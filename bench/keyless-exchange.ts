@@ -31,14 +31,24 @@ const secretBox = new SecretBox(randomBytes(32));
 const backend = await openStore(path, { secretBox, synchronous: 'FULL' });
 const apiKey = `bench-${crypto.randomUUID()}`;
 const boot = await (backend.core as SqliteStore).bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
-const config = loadConfig({ LOG_LEVEL: 'silent', DATABASE_URL: path, GITHUB_OIDC_ISSUER: issuer.url, GITHUB_OIDC_AUDIENCE: issuer.audience, RECONCILE_INTERVAL_MS: '0' });
+const config = loadConfig({
+  LOG_LEVEL: 'silent',
+  DATABASE_URL: path,
+  GITHUB_OIDC_ISSUER: issuer.url,
+  GITHUB_OIDC_AUDIENCE: issuer.audience,
+  RECONCILE_INTERVAL_MS: '0',
+});
 const plane = createControlPlane({ backend, clock: systemClock, log: silentLogger, config, secretBox, publicUrl: () => 'http://localhost' });
 await plane.start();
 const { app } = plane;
 const json = { 'content-type': 'application/json' };
 const keyed = { ...json, 'x-api-key': apiKey };
 
-const trust = await app.request(`/v1/workspaces/${boot.workspaceId}/github-trust`, { method: 'POST', headers: keyed, body: JSON.stringify({ repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main' }) });
+const trust = await app.request(`/v1/workspaces/${boot.workspaceId}/github-trust`, {
+  method: 'POST',
+  headers: keyed,
+  body: JSON.stringify({ repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main' }),
+});
 if (trust.status !== 201) throw new Error(`trust entry: ${trust.status} ${await trust.text()}`);
 
 async function exchanges(tokens: string[]): Promise<number[]> {
@@ -57,7 +67,11 @@ async function keyCreates(n: number): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < n; i++) {
     const start = performance.now();
-    const response = await app.request('/v1/api-keys', { method: 'POST', headers: keyed, body: JSON.stringify({ workspace_id: boot.workspaceId, description: 'bench' }) });
+    const response = await app.request('/v1/api-keys', {
+      method: 'POST',
+      headers: keyed,
+      body: JSON.stringify({ workspace_id: boot.workspaceId, description: 'bench' }),
+    });
     await response.text();
     times.push(performance.now() - start);
     if (response.status !== 201) throw new Error(`key create answered ${response.status}`);
@@ -80,14 +94,18 @@ for (let r = 0; r < rounds; r++) {
 const forged = await Promise.all(Array.from({ length: flood }, (_, i) => issuer.token({ unpublishedKey: true, kid: `made-up-${i}` })));
 const jwksBefore = issuer.hitCount('/.well-known/jwks');
 const floodStart = performance.now();
-const statuses = await Promise.all(forged.map(async (token) => (await app.request('/v1/auth/github-actions/token', { method: 'POST', headers: json, body: JSON.stringify({ token }) })).status));
+const statuses = await Promise.all(
+  forged.map(async (token) => (await app.request('/v1/auth/github-actions/token', { method: 'POST', headers: json, body: JSON.stringify({ token }) })).status),
+);
 const floodMs = performance.now() - floodStart;
 
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`;
 console.log(`exchanges: ${exchange.length}, in ${rounds} rounds alternating with as many POST /v1/api-keys (SQLite, synchronous=FULL)`);
 console.log(`  exchange         p50 ${fmt(quantile(exchange, 0.5))}  p99 ${fmt(quantile(exchange, 0.99))}`);
 console.log(`  POST /v1/api-keys p50 ${fmt(quantile(create, 0.5))}  p99 ${fmt(quantile(create, 0.99))}`);
-console.log(`flood: ${flood} tokens with unknown kids at once: ${statuses.filter((s) => s === 401).length} answered 401 in ${fmt(floodMs)} (${fmt(floodMs / flood)} each); issuer JWKS reads meanwhile: ${issuer.hitCount('/.well-known/jwks') - jwksBefore}`);
+console.log(
+  `flood: ${flood} tokens with unknown kids at once: ${statuses.filter((s) => s === 401).length} answered 401 in ${fmt(floodMs)} (${fmt(floodMs / flood)} each); issuer JWKS reads meanwhile: ${issuer.hitCount('/.well-known/jwks') - jwksBefore}`,
+);
 
 plane.stop();
 await backend.close();

@@ -9,12 +9,12 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { SecretBox } from '../server/crypto/secret-box.ts';
+import { DOMAIN_STORE_RULES } from '../server/domain/store-rules.ts';
 import type { StoreBackend } from '../server/store/backend.ts';
 import { openStore } from '../server/store/open.ts';
 import type { WorkLease } from '../server/store/types.ts';
 import { createTestDatabase, startTestPostgres } from '../test/helpers/postgres.ts';
 import { removeTempDirs, tempDir } from './lib/processes.ts';
-import { DOMAIN_STORE_RULES } from '../server/domain/store-rules.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 300 : 2000;
@@ -25,25 +25,68 @@ const lease = (owner: string, ms: number): WorkLease => ({ owner, now: iso(ms), 
 
 async function seed(backend: StoreBackend): Promise<{ running: string[] }> {
   const ws = (await backend.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: iso(0) })).workspaceId;
-  const config = { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, source_tarball_path: null, repo_commit_sha: null } as never;
+  const config = {
+    repo_ref: 'main',
+    graph_config_path: 'langgraph.json',
+    langgraph_config_path: 'langgraph.json',
+    image_uri: null,
+    source_tarball_path: null,
+    repo_commit_sha: null,
+  } as never;
   const running: string[] = [];
   for (let i = 0; i < HISTORY / 10 + 50; i++) {
     const id = crypto.randomUUID();
     const revisions = i < 50 ? 1 : 10;
     const first = crypto.randomUUID();
     await backend.core.createDeployment({
-      deployment: { id, tenant_id: ws, name: `b-${i}`, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: config, secrets: [], created_at: iso(0), updated_at: iso(0), status: 'AWAITING_DATABASE', latest_revision_id: first, active_revision_id: null, image_version: null } as never,
+      deployment: {
+        id,
+        tenant_id: ws,
+        name: `b-${i}`,
+        source: 'external_docker',
+        source_config: { listener_id: null, resource_spec: null } as never,
+        source_revision_config: config,
+        secrets: [],
+        created_at: iso(0),
+        updated_at: iso(0),
+        status: 'AWAITING_DATABASE',
+        latest_revision_id: first,
+        active_revision_id: null,
+        image_version: null,
+      } as never,
       revision: { id: first, trigger: 'create', source_revision_config: config, secrets: [], resource_spec: null, status: i < 50 ? 'DEPLOYING' : 'DEPLOYED' },
       tracingProject: { id: crypto.randomUUID(), name: `b-${i}`, tenant_id: ws, deployment_id: id, created_at: iso(0) },
     });
     if (i < 50) running.push(first);
     for (let r = 1; r < revisions; r++) {
-      await backend.core.updateDeployment(ws, id, (current) => ({ source_config: current.source_config, source_revision_config: config, secrets: [], revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: config, secrets: [], resource_spec: null, status: 'SKIPPED' } }), iso(0));
+      await backend.core.updateDeployment(
+        ws,
+        id,
+        (current) => ({
+          source_config: current.source_config,
+          source_revision_config: config,
+          secrets: [],
+          revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: config, secrets: [], resource_spec: null, status: 'SKIPPED' },
+        }),
+        iso(0),
+      );
     }
   }
   for (let i = 0; i < HISTORY; i++) {
     const done = i >= 20 ? { outcome: 'push' as const, reason: null } : undefined;
-    await backend.webhooks.insertDelivery({ delivery_id: `d-${i}`, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'a'.repeat(40), workspace_id: ws, payload: '{}', received_at: iso(0), done });
+    await backend.webhooks.insertDelivery({
+      delivery_id: `d-${i}`,
+      event: 'push',
+      action: null,
+      installation_id: null,
+      repository: 'acme/agent',
+      ref: 'refs/heads/main',
+      after_sha: 'a'.repeat(40),
+      workspace_id: ws,
+      payload: '{}',
+      received_at: iso(0),
+      done,
+    });
   }
   return { running };
 }

@@ -33,7 +33,14 @@ const server = await startChild('server/main.ts', {
   RECONCILE_INTERVAL_MS: '0',
   AGENT_LEASE_MS: '600000',
   ...(noRate ? { LOG_TOKEN_LINES_PER_SECOND: '10000000', LOG_TOKEN_BYTES_PER_SECOND: String(2 ** 40) } : {}),
-  ...(uncapped ? { LOG_REVISION_MAX_LINES: '10000000', LOG_REVISION_MAX_BYTES: String(2 ** 40), LOG_TOKEN_LINES_PER_SECOND: '10000000', LOG_TOKEN_BYTES_PER_SECOND: String(2 ** 40) } : {}),
+  ...(uncapped
+    ? {
+        LOG_REVISION_MAX_LINES: '10000000',
+        LOG_REVISION_MAX_BYTES: String(2 ** 40),
+        LOG_TOKEN_LINES_PER_SECOND: '10000000',
+        LOG_TOKEN_BYTES_PER_SECOND: String(2 ** 40),
+      }
+    : {}),
 });
 try {
   const call = async (method: string, path: string, body?: unknown, bearer?: string) => {
@@ -47,7 +54,12 @@ try {
   };
   const listener = (await call('POST', '/v2/listeners', { compute_type: 'local', compute_id: 'bench' })).body;
   const token = (await call('POST', `/v2/listeners/${listener.id}/tokens`)).body.token as string;
-  await call('POST', '/v2/deployments', { name: 'flood', source: 'external_docker', source_config: { listener_id: listener.id }, source_revision_config: { image_uri: 'registry.example.com/flood:1' } });
+  await call('POST', '/v2/deployments', {
+    name: 'flood',
+    source: 'external_docker',
+    source_config: { listener_id: listener.id },
+    source_revision_config: { image_uri: 'registry.example.com/flood:1' },
+  });
   const agent = `/v2/listeners/${listener.id}/agent`;
   const work = (await call('POST', `${agent}/claim`, { agent_id: 'bench', wait_seconds: 5 }, token)).body.work;
   await call('POST', `${agent}/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' }, token);
@@ -64,7 +76,12 @@ try {
     statuses.set(status, (statuses.get(status) ?? 0) + 1);
   }
   const seconds = (performance.now() - started) / 1000;
-  const final = await call('POST', `${agent}/claims/${work.claim_id}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'flood over' }, token);
+  const final = await call(
+    'POST',
+    `${agent}/claims/${work.claim_id}/transition`,
+    { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'flood over' },
+    token,
+  );
   const page = await call('POST', `/v1/projects/${work.deployment.id}/revisions/${work.revision.id}/deploy_logs`, { order: 'desc', limit: 1 }, undefined);
   process.stdout.write(
     `${uncapped ? 'uncapped' : noRate ? 'revision cap only (no rate)' : 'default caps'}: sent ${((requests * batchBytes) / 1e6).toFixed(0)} MB in ${requests} requests over ${seconds.toFixed(1)} s; answers ${JSON.stringify(Object.fromEntries(statuses))}; ` +

@@ -5,9 +5,10 @@
  *
  *   npm run bench:notice            # RUNS=10 STAGE_MS=300 by default
  */
+
+import { startAction } from '../test/action/harness.ts';
 import { apiClient } from '../test/helpers/api.ts';
 import { startServerProcess } from '../test/helpers/server-process.ts';
-import { startAction } from '../test/action/harness.ts';
 
 const runs = Number(process.env.RUNS ?? 10);
 const stageMs = process.env.STAGE_MS ?? '300';

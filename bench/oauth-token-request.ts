@@ -45,7 +45,11 @@ async function plainFetch(n: number): Promise<number> {
   const start = performance.now();
   for (let i = 0; i < n; i++) {
     const body = new URLSearchParams({ ...params, client_id: 'c', client_secret: 's' }).toString();
-    const response = await fetch(tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body });
+    const response = await fetch(tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body,
+    });
     await response.text();
   }
   return (performance.now() - start) / n;
@@ -70,11 +74,11 @@ const perCheckNs = ((performance.now() - checkStart) * 1e6) / checks;
 
 server.close();
 process.stdout.write(
-  [
+  `${[
     `node ${process.version}; ${total} token requests per variant, ${rounds} alternating rounds, median of rounds`,
     `requestToken (resolve + check + pinned, new connection): ${median(a).toFixed(3)} ms per request`,
     `plain fetch (no check, keep-alive):                      ${median(b).toFixed(3)} ms per request`,
     `ratio: ${(median(a) / median(b)).toFixed(2)}×`,
     `isForbiddenAddress: ${perCheckNs.toFixed(0)} ns per address (${forbidden} of ${checks} forbidden)`,
-  ].join('\n') + '\n',
+  ].join('\n')}\n`,
 );

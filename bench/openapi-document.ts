@@ -24,7 +24,7 @@ for (let round = 0; round < rounds; round++) {
   t.close();
 }
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const doc = JSON.parse((await (await (await inProcessApp()).app.request('/openapi.json')).text()));
+const doc = JSON.parse(await (await (await inProcessApp()).app.request('/openapi.json')).text());
 const operations = Object.values(doc.paths as Record<string, object>).reduce((n, ops) => n + Object.keys(ops).length, 0);
 process.stdout.write(
   `openapi.json: ${operations} operations, ${Object.keys(doc.components.schemas ?? {}).length} component schemas, ${(bytes / 1024).toFixed(0)} KiB\n` +

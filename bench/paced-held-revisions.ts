@@ -23,7 +23,9 @@ try {
     if (created.status !== 201) throw new Error(`create: ${created.status}`);
     deployments.push({ id: created.body.id, revisionId: created.body.latest_revision_id });
   }
-  const requests = deployments.slice(0, 100).map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}/revisions/${d.revisionId}`, headers: { 'x-api-key': API_KEY } }));
+  const requests = deployments
+    .slice(0, 100)
+    .map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}/revisions/${d.revisionId}`, headers: { 'x-api-key': API_KEY } }));
   await runLoad(server.url, { connections: 32, seconds: 3, requests });
   const max = await runLoad(server.url, { connections: 32, seconds: 4, requests });
   for (let round = 1; round <= 3; round += 1) {

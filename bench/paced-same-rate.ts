@@ -17,9 +17,9 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
-import { runLoad, type LoadRequest } from './lib/load.ts';
+import { type LoadRequest, runLoad } from './lib/load.ts';
 import { nativeLoadgen, runPaced } from './lib/native.ts';
-import { removeTempDirs, ROOT, startChild, type Child } from './lib/processes.ts';
+import { type Child, ROOT, removeTempDirs, startChild } from './lib/processes.ts';
 import { API_KEY, settingsFrom, startControlPlane } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -42,7 +42,11 @@ async function startServer(name: string, root?: string): Promise<Target> {
   for (let i = 0; i < 100; i += 1) {
     const created = await api.post('/v2/deployments', githubBody(`same-rate-${i}-${crypto.randomUUID().slice(0, 8)}`, fx.integrationId));
     if (created.status !== 201) throw new Error(`${name}: create answered ${created.status}`);
-    requests.push({ method: 'GET', path: `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`, headers: { 'x-api-key': API_KEY } });
+    requests.push({
+      method: 'GET',
+      path: `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`,
+      headers: { 'x-api-key': API_KEY },
+    });
   }
   await runLoad(child.url, { connections: 32, seconds: 3, requests });
   return { name, child, requests };

@@ -22,7 +22,17 @@ const dir = mkdtempSync(join(tmpdir(), 'cp-profile-'));
 const key = `profile-key-${randomBytes(12).toString('hex')}`;
 await bundleServer();
 const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, resolve(ROOT, 'server/dist/main.js')], {
-  env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', DATABASE_URL: join(dir, 'cp.db'), BOOTSTRAP_API_KEY: key, ENCRYPTION_KEY: randomBytes(32).toString('base64'), LOG_LEVEL: 'info', SANDBOX_STAGE_MS: '3600000' },
+  env: {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATABASE_URL: join(dir, 'cp.db'),
+    BOOTSTRAP_API_KEY: key,
+    ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    LOG_LEVEL: 'info',
+    SANDBOX_STAGE_MS: '3600000',
+  },
   stdio: ['ignore', 'ignore', 'pipe'],
 });
 const url = await new Promise<string>((done) => {
@@ -43,7 +53,14 @@ for (let i = 0; i < 20; i += 1) {
 const post = process.argv[3] === 'post';
 let n = 0;
 const requests = post
-  ? [{ method: 'POST' as const, path: '/v2/deployments', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: () => JSON.stringify(githubBody(`profile-post-${n++}-${Date.now()}`, fx.integrationId)) }]
+  ? [
+      {
+        method: 'POST' as const,
+        path: '/v2/deployments',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        body: () => JSON.stringify(githubBody(`profile-post-${n++}-${Date.now()}`, fx.integrationId)),
+      },
+    ]
   : paths.map((path) => ({ method: 'GET' as const, path, headers: { 'x-api-key': key } }));
 const result = await runLoad(url, { connections: 32, seconds, requests });
 console.log(`${post ? 'POST deployment' : 'GET revision'}: ${Math.round(result.rps)} req/s under the profiler (${result.failures} failures)`);

@@ -5,9 +5,10 @@
  * interrupt's own continuation runs, so this is the wake-up's server-side cost). The clients are
  * in this process too: read the profile by function, not as a whole.
  */
-import { serve, type ServerType } from '@hono/node-server';
+
 import { Agent, createServer, request, type ServerOptions } from 'node:http';
-import { revisionFastPath, type NodeListener } from '../server/http/revision-fast-lane.ts';
+import { type ServerType, serve } from '@hono/node-server';
+import { type NodeListener, revisionFastPath } from '../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { inProcessApp } from '../test/helpers/in-process.ts';
 
@@ -21,7 +22,9 @@ const etag = (await t.api.get(path)).headers.get('etag')!;
 // As `startServer` wires it: the revision fast path in front of Hono (`--hono-only` leaves it out).
 const withFastPath = ((options: ServerOptions, listener: NodeListener) => createServer(options, revisionFastPath(t.services, listener))) as typeof createServer;
 const server = await new Promise<ServerType>((resolve) => {
-  const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1', createServer: process.argv.includes('--hono-only') ? undefined : withFastPath }, () => resolve(s));
+  const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1', createServer: process.argv.includes('--hono-only') ? undefined : withFastPath }, () =>
+    resolve(s),
+  );
 });
 const port = (server.address() as { port: number }).port;
 const agent = new Agent({ keepAlive: true, maxSockets: waiters });
@@ -46,7 +49,9 @@ const before = performance.now();
 await t.api.post(`${path}/interrupt`);
 const serverSide = performance.now() - before;
 await Promise.all(done);
-console.log(`${waiters} waiters: interrupt (the wake-up, server side) ${serverSide.toFixed(1)} ms; last answer received ${(lastAt - before).toFixed(1)} ms after the interrupt was sent (${answered} answered)`);
+console.log(
+  `${waiters} waiters: interrupt (the wake-up, server side) ${serverSide.toFixed(1)} ms; last answer received ${(lastAt - before).toFixed(1)} ms after the interrupt was sent (${answered} answered)`,
+);
 agent.destroy();
 server.close();
 t.close();

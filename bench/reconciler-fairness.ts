@@ -56,10 +56,14 @@ for (const hanging of counts) {
     for (let round = 0; round < rounds; round++) {
       const sha = remote.commit(`Version ${round + 2}`);
       const committedAt = Date.now();
-      await eventually(async () => {
-        const revisions = await api.get(`/v2/deployments/${dep.id}/revisions?limit=5`);
-        return revisions.body.resources.some((r: any) => r.source_revision_config.repo_commit_sha === sha) ? true : undefined;
-      }, 300_000, 20);
+      await eventually(
+        async () => {
+          const revisions = await api.get(`/v2/deployments/${dep.id}/revisions?limit=5`);
+          return revisions.body.resources.some((r: any) => r.source_revision_config.repo_commit_sha === sha) ? true : undefined;
+        },
+        300_000,
+        20,
+      );
       lags.push(Date.now() - committedAt);
     }
     results.push({ hanging, median: median(lags), max: Math.max(...lags), peakOpen });

@@ -1,14 +1,14 @@
 import { arch, cpus, loadavg, totalmem } from 'node:os';
+import { removeTempDirs } from './lib/processes.ts';
+import { settingsFrom } from './lib/settings.ts';
+import { type Row, renderTable } from './lib/table.ts';
 import { clusterThroughput } from './scenarios/cluster.ts';
 import { hotPaths } from './scenarios/hot-paths.ts';
 import { longPoll } from './scenarios/long-poll.ts';
 import { scale } from './scenarios/scale.ts';
 import { startup } from './scenarios/startup.ts';
-import { webhookPush } from './scenarios/webhook-push.ts';
 import { webhookHistory } from './scenarios/webhook-history.ts';
-import { removeTempDirs } from './lib/processes.ts';
-import { settingsFrom } from './lib/settings.ts';
-import { renderTable, type Row } from './lib/table.ts';
+import { webhookPush } from './scenarios/webhook-push.ts';
 
 /**
  * `npm run bench [-- --quick] [--only=hot,scale,longpoll,startup,webhook,history,cluster] [--sqlite-synchronous=NORMAL] [--backend=postgres]`: starts the two
@@ -17,7 +17,10 @@ import { renderTable, type Row } from './lib/table.ts';
  */
 async function run(argv: string[]): Promise<void> {
   const settings = settingsFrom(argv);
-  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+  const only = argv
+    .find((a) => a.startsWith('--only='))
+    ?.slice('--only='.length)
+    .split(',');
   const wanted = (name: string) => !only || only.includes(name);
   const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
   const started = Date.now();

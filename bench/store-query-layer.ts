@@ -11,11 +11,12 @@
  * median over the rounds of µs per call, and its ratio the median of the per-round ratios to the
  * floor measured in the same round, which holds on a busy machine better than the figures do.
  */
-import Database from 'better-sqlite3';
+
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { SecretBox } from '../server/crypto/secret-box.ts';
 import { DOMAIN_STORE_RULES } from '../server/domain/store-rules.ts';
 import { HOT_QUERIES } from '../server/store/queries/hot-paths.ts';
@@ -66,7 +67,9 @@ const cases: Case[] = [
 
 if (before) {
   type StoreLike = { getRevision: typeof store.getRevision; transitionRevision: typeof store.transitionRevision };
-  const { openSqliteStore: openBefore } = (await import(join(before, 'server/store/sqlite.ts'))) as { openSqliteStore: (options: { path: string; secretBox: SecretBox; synchronous: 'NORMAL' }) => StoreLike };
+  const { openSqliteStore: openBefore } = (await import(join(before, 'server/store/sqlite.ts'))) as {
+    openSqliteStore: (options: { path: string; secretBox: SecretBox; synchronous: 'NORMAL' }) => StoreLike;
+  };
   const old = openBefore({ path, secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
   cases.push(
     { name: `GET revision read: the store of ${before}`, call: () => old.getRevision(tenant, deploymentId, revisionId) },
@@ -86,13 +89,25 @@ if (existsSync(kyselyArg)) {
   cases.push(
     {
       name: 'GET revision read: Kysely (query built per call)',
-      call: () => kysely.selectFrom('revisions').selectAll().where('id', '=', revisionId).where('deployment_id', '=', deploymentId).where('tenant_id', '=', tenant).executeTakeFirst(),
+      call: () =>
+        kysely
+          .selectFrom('revisions')
+          .selectAll()
+          .where('id', '=', revisionId)
+          .where('deployment_id', '=', deploymentId)
+          .where('tenant_id', '=', tenant)
+          .executeTakeFirst(),
     },
     {
       name: 'transition + log line in one transaction: Kysely',
       call: () =>
         kysely.transaction().execute(async (tx: KyselyLike) => {
-          await tx.updateTable('revisions').set({ status: 'DEPLOYING', updated_at: now }).where('id', '=', revisionId).where('status', 'in', ['DEPLOYING']).execute();
+          await tx
+            .updateTable('revisions')
+            .set({ status: 'DEPLOYING', updated_at: now })
+            .where('id', '=', revisionId)
+            .where('status', 'in', ['DEPLOYING'])
+            .execute();
           await tx.insertInto('revision_logs').values({ revision_id: revisionId, type: 'deploy', level: 'info', message: 'x', timestamp: now }).execute();
         }),
     },
@@ -101,7 +116,6 @@ if (existsSync(kyselyArg)) {
   console.log(`Kysely not found at ${kyselyArg}: its rows are skipped.`);
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the scratch-installed builder is typed loosely on purpose
 type KyselyLike = any;
 
 const results = new Map<string, number[]>();
@@ -119,6 +133,8 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-console.log(`SQLite (synchronous=NORMAL), ${CALLS} calls × ${ROUNDS} rounds; median µs per call, median per-round ratio to the floor; load average ${(await import('node:os')).loadavg()[0]!.toFixed(2)}`);
+console.log(
+  `SQLite (synchronous=NORMAL), ${CALLS} calls × ${ROUNDS} rounds; median µs per call, median per-round ratio to the floor; load average ${(await import('node:os')).loadavg()[0]!.toFixed(2)}`,
+);
 for (const [name, values] of results) console.log(`${median(values).toFixed(2).padStart(8)} µs  ${median(ratios.get(name)!).toFixed(2)}× floor  ${name}`);
 store.close();

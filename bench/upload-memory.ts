@@ -17,7 +17,12 @@ import { removeTempDirs, rssBytes, sleep, startChild, tempDir } from './lib/proc
 const sizeMiB = Number(process.env.SIZE_MIB ?? 200);
 const apiKey = `bench-${randomBytes(16).toString('hex')}`; // the server refuses a bootstrap key under 24 characters
 const databasePath = join(tempDir(), 'upload.db');
-const server = await startChild('server/main.ts', { DATABASE_URL: databasePath, BOOTSTRAP_API_KEY: apiKey, LOG_LEVEL: 'info', UPLOAD_MAX_BYTES: String(sizeMiB * 1024 * 1024 + 2) });
+const server = await startChild('server/main.ts', {
+  DATABASE_URL: databasePath,
+  BOOTSTRAP_API_KEY: apiKey,
+  LOG_LEVEL: 'info',
+  UPLOAD_MAX_BYTES: String(sizeMiB * 1024 * 1024 + 2),
+});
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 try {
   const api = apiClient(server.url, apiKey);
@@ -33,10 +38,19 @@ try {
   const started = performance.now();
   const status = await new Promise<number>((resolve, reject) => {
     const url = new URL(uploadUrl);
-    const req = request({ host: '127.0.0.1', port: server.port, method: 'PUT', path: url.pathname + url.search, headers: { 'content-type': 'application/gzip', 'content-length': String(total + 2) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: server.port,
+        method: 'PUT',
+        path: url.pathname + url.search,
+        headers: { 'content-type': 'application/gzip', 'content-length': String(total + 2) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     void (async () => {
       req.write(Buffer.from([0x1f, 0x8b]));

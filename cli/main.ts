@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { ApiClient } from '../shared/client.ts';
-import { deployAndWait, formatDuration, waitOnly, type DeployHooks, type DeployResult } from '../shared/deploy/deploy.ts';
-import { DEPLOY_INPUTS, InputError, parseDeployOptions, parseDuration, type DeployInput } from '../shared/deploy/options.ts';
+import { type DeployHooks, type DeployResult, deployAndWait, formatDuration, waitOnly } from '../shared/deploy/deploy.ts';
+import { DEPLOY_INPUTS, type DeployInput, InputError, parseDeployOptions, parseDuration } from '../shared/deploy/options.ts';
 import { ResourceName, Uuid } from '../shared/schemas/common.ts';
 
 /** The CLI's exit codes (documented in docs/action.md). */
@@ -152,7 +152,14 @@ function report(io: Io, result: DeployResult, json: boolean): number {
 }
 
 /** Keyless CI: the GitHub Actions OIDC ID token exchanged for a short-lived workspace key (never printed). */
-async function keyFromGithubOidc(token: string, apiUrl: string, workspaceId: string | undefined, retries: number, io: Io, signal?: AbortSignal): Promise<string> {
+async function keyFromGithubOidc(
+  token: string,
+  apiUrl: string,
+  workspaceId: string | undefined,
+  retries: number,
+  io: Io,
+  signal?: AbortSignal,
+): Promise<string> {
   const exchanger = new ApiClient({ baseUrl: apiUrl, apiKey: '', retries, userAgent: 'agent-deploy-cli', onWarning: printWarning(io) });
   const minted = await exchanger.exchangeGithubToken(token, workspaceId, signal);
   io.stderr(`exchanged the GitHub OIDC token for key ${minted.key_id} of workspace ${minted.workspace_id}, valid until ${minted.expires_at}`);
@@ -183,7 +190,15 @@ export async function main(argv: string[], env: Record<string, string | undefine
     if (command === 'deploy') {
       const options = parseDeployOptions(raw, { keyFromGithubOidc: oidcToken !== undefined });
       if (oidcToken) options.apiKey = await keyFromGithubOidc(oidcToken, options.apiUrl, options.workspaceId, retries, io, signal);
-      const client = new ApiClient({ baseUrl: options.apiUrl, apiKey: options.apiKey, workspaceId: options.workspaceId, retries, userAgent: 'agent-deploy-cli', onRetry: (e) => io.stderr(`${e.what}: ${e.reason}; retry ${e.attempt} in ${formatDuration(e.delayMs)}`), onWarning: printWarning(io) });
+      const client = new ApiClient({
+        baseUrl: options.apiUrl,
+        apiKey: options.apiKey,
+        workspaceId: options.workspaceId,
+        retries,
+        userAgent: 'agent-deploy-cli',
+        onRetry: (e) => io.stderr(`${e.what}: ${e.reason}; retry ${e.attempt} in ${formatDuration(e.delayMs)}`),
+        onWarning: printWarning(io),
+      });
       return report(io, await deployAndWait(client, options, progress(io), signal), json);
     }
     if (command === 'status' || command === 'wait') {
@@ -198,7 +213,14 @@ export async function main(argv: string[], env: Record<string, string | undefine
       if (name && !ResourceName.safeParse(name).success) throw new InputError(`Input name is not a valid deployment name: '${name}'.`);
       const revisionFlag = raw('revision-id');
       if (revisionFlag && !Uuid.safeParse(revisionFlag).success) throw new InputError(`Input revision-id must be a UUID; got '${revisionFlag}'.`);
-      const client = new ApiClient({ baseUrl: apiUrl, apiKey, workspaceId: raw('workspace-id'), retries, userAgent: 'agent-deploy-cli', onWarning: printWarning(io) });
+      const client = new ApiClient({
+        baseUrl: apiUrl,
+        apiKey,
+        workspaceId: raw('workspace-id'),
+        retries,
+        userAgent: 'agent-deploy-cli',
+        onWarning: printWarning(io),
+      });
       const deployment = deploymentId ? await client.getDeployment(deploymentId, signal) : await client.findDeploymentByName(name!, signal);
       if (!deployment) {
         io.stderr(`No deployment is named ${name}.`);
@@ -212,7 +234,10 @@ export async function main(argv: string[], env: Record<string, string | undefine
       if (command === 'status') {
         const { revision } = await client.getRevision(deployment.id, revisionId, signal);
         if (json) io.stdout(JSON.stringify({ deployment, revision }));
-        else io.stdout(`deployment ${deployment.name} (${deployment.id}) ${deployment.status}; revision ${revision.id} ${revision.status}${revision.status_message ? `: ${revision.status_message}` : ''}`);
+        else
+          io.stdout(
+            `deployment ${deployment.name} (${deployment.id}) ${deployment.status}; revision ${revision.id} ${revision.status}${revision.status_message ? `: ${revision.status_message}` : ''}`,
+          );
         return EXIT.ok;
       }
       const options = {

@@ -1,24 +1,24 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import type { SecretBox } from './crypto/secret-box.ts';
+import type { Clock } from './domain/clock.ts';
+import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
+import { createOAuth } from './domain/oauth/oauth.ts';
+import type { Resolve } from './domain/oauth/outbound.ts';
+import { SharedWatch } from './domain/shared-watch.ts';
+import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
 import { createGithubActionsOidc } from './github-actions-oidc.ts';
 import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
-import { createListenerAgents } from './listener-agents.ts';
-import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './domain/clock.ts';
-import { createOAuth } from './domain/oauth/oauth.ts';
-import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
-import type { Resolve } from './domain/oauth/outbound.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
+import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
-import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { oauthRoutes } from './routes/oauth.ts';
+import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
-import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { TOPICS } from './store/coordination.ts';
-import { SharedWatch } from './domain/shared-watch.ts';
 
 export type ControlPlaneDeps = {
   /** The database, whichever backend: the wiring takes each store from it, never a handle. */
@@ -79,7 +79,17 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     leaseMs: deps.config.PIPELINE_LEASE_MS,
   });
   const installationRepos = deps.backend.installationRepos;
-  const services = createServices({ store: deps.backend.core, clock: deps.clock, log: deps.log, config: deps.config, listenerAgent: listenerAgents.plane, uploads, installationRepos, watch: revisionWatch, processId });
+  const services = createServices({
+    store: deps.backend.core,
+    clock: deps.clock,
+    log: deps.log,
+    config: deps.config,
+    listenerAgent: listenerAgents.plane,
+    uploads,
+    installationRepos,
+    watch: revisionWatch,
+    processId,
+  });
   const { auth } = services;
   const detach = [
     () => revisionWatch.detach(),
@@ -94,7 +104,10 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   auth.sharedWith({ announceRevoked: (keyId) => coordination.publishAcknowledged(TOPICS.apiKeyRevoked, keyId), listening: () => coordination.listening });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
   const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
-  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [uploads, uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log)];
+  const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [
+    uploads,
+    uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log),
+  ];
 
   // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.
   const githubApp = createGithubApp({
@@ -187,7 +200,11 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
       for (const stop of detach.splice(0)) stop();
     },
     async releaseWork() {
-      await services.pipeline.releaseLeases().catch((error: unknown) => deps.log.warn('could not hand work back at shutdown; other processes take it over once its leases pass', { error: String(error) }));
+      await services.pipeline
+        .releaseLeases()
+        .catch((error: unknown) =>
+          deps.log.warn('could not hand work back at shutdown; other processes take it over once its leases pass', { error: String(error) }),
+        );
     },
   };
 }

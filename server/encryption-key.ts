@@ -16,7 +16,7 @@ export function loadEncryptionKey(configured: string | undefined, databasePath: 
   const keyFile = `${databasePath}.key`;
   if (existsSync(keyFile)) return Buffer.from(readFileSync(keyFile, 'utf8').trim(), 'base64');
   const key = randomBytes(32);
-  writeFileSync(keyFile, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  writeFileSync(keyFile, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
   log.warn('ENCRYPTION_KEY is not set: generated a key and kept it beside the database; set ENCRYPTION_KEY in production', { key_file: keyFile });
   return key;
 }

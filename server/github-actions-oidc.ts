@@ -1,7 +1,7 @@
 import type { Config } from './config.ts';
 import type { Clock } from './domain/clock.ts';
 import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
-import { IssuerKeys, type IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
+import { type IssuerFetch, IssuerKeys } from './domain/github-oidc/issuer-keys.ts';
 import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';

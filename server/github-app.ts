@@ -16,7 +16,15 @@ import type { Store } from './store/types.ts';
 
 type GithubAppConfig = Pick<
   Config,
-  'GITHUB_APP_ID' | 'GITHUB_APP_PRIVATE_KEY' | 'GITHUB_APP_PRIVATE_KEY_FILE' | 'GITHUB_APP_SLUG' | 'GITHUB_APP_CLIENT_ID' | 'GITHUB_APP_CLIENT_SECRET' | 'GITHUB_URL' | 'GITHUB_API_URL' | 'GITHUB_WRITES_PER_MINUTE'
+  | 'GITHUB_APP_ID'
+  | 'GITHUB_APP_PRIVATE_KEY'
+  | 'GITHUB_APP_PRIVATE_KEY_FILE'
+  | 'GITHUB_APP_SLUG'
+  | 'GITHUB_APP_CLIENT_ID'
+  | 'GITHUB_APP_CLIENT_SECRET'
+  | 'GITHUB_URL'
+  | 'GITHUB_API_URL'
+  | 'GITHUB_WRITES_PER_MINUTE'
 >;
 
 /**
@@ -43,8 +51,20 @@ export function createGithubApp(deps: {
   const now = () => Date.parse(deps.clock.now());
   const api = new GithubApi(app, now);
   const tokens = new InstallationTokens(api, now);
-  const repoAccess = new RepoAccess({ app, store: deps.store, tokens, proven: async (integration) => (await deps.github.accountOf(integration.id)) !== null, log: deps.log });
-  const links = new InstallationLinks({ api, store: deps.github, clock: deps.clock, log: deps.log, signingKey: deps.secretBox.deriveKey('github-setup-state') });
+  const repoAccess = new RepoAccess({
+    app,
+    store: deps.store,
+    tokens,
+    proven: async (integration) => (await deps.github.accountOf(integration.id)) !== null,
+    log: deps.log,
+  });
+  const links = new InstallationLinks({
+    api,
+    store: deps.github,
+    clock: deps.clock,
+    log: deps.log,
+    signingKey: deps.secretBox.deriveKey('github-setup-state'),
+  });
   const sender = new GithubStatusSender({
     app,
     api,
@@ -57,7 +77,12 @@ export function createGithubApp(deps: {
     publicUrl: deps.publicUrl,
     lead: deps.leadSender,
   });
-  deps.log.info('github: GitHub App configured', { app_id: app.appId, github_url: app.webUrl, api_url: app.apiUrl, proves_installations: app.client !== null && app.slug !== null });
+  deps.log.info('github: GitHub App configured', {
+    app_id: app.appId,
+    github_url: app.webUrl,
+    api_url: app.apiUrl,
+    proves_installations: app.client !== null && app.slug !== null,
+  });
   return {
     app,
     api,

@@ -3,18 +3,18 @@ import type { SecretBox } from './crypto/secret-box.ts';
 import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
 import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
 import { WebhookIntake } from './domain/webhooks/intake.ts';
-import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts';
+import { type PreviewRefusal, Previews } from './domain/webhooks/previews.ts';
 import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
-import { Previews, type PreviewRefusal } from './domain/webhooks/previews.ts';
 import { PushBuilds } from './domain/webhooks/push-builds.ts';
 import { Reconciler } from './domain/webhooks/reconciler.ts';
-import { lsRemoteBranchHead, type BranchHeadReader } from './git/ls-remote.ts';
+import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts';
+import { type BranchHeadReader, lsRemoteBranchHead } from './git/ls-remote.ts';
 import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
-import type { WebhookSecretStore } from './store/webhook-secrets.ts';
 import type { GithubStore } from './store/github.ts';
+import type { WebhookSecretStore } from './store/webhook-secrets.ts';
 import type { WebhookStore } from './store/webhooks.ts';
 
 const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
@@ -60,7 +60,9 @@ export function createGithubWebhooks(deps: {
   const { store, clock, log, pipeline } = services;
   const webhookStore = deps.webhooks;
   const builds = new PushBuilds({ store, pipeline, clock, log });
-  const previews = deps.previews ? new Previews({ store, deployments: services.deployments, builds, github: deps.previews.github, clock, log, refuse: deps.previews.refuse }) : undefined;
+  const previews = deps.previews
+    ? new Previews({ store, deployments: services.deployments, builds, github: deps.previews.github, clock, log, refuse: deps.previews.refuse })
+    : undefined;
   const worker = new DeliveryWorker({
     webhookStore,
     processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore, repos: services.installationRepos, previews }),

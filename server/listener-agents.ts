@@ -1,26 +1,32 @@
 import type { Config } from './config.ts';
 import { AgentDataPlane } from './dataplane/listener-agent.ts';
-import type { Clock } from './domain/clock.ts';
+import { DefaultListener } from './domain/agents/default-listener.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
+import type { Clock } from './domain/clock.ts';
 import { LogCaps } from './domain/log-caps.ts';
-import { DefaultListener } from './domain/agents/default-listener.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
-import type { RouteContext } from './http/env.ts';
 import type { RepoAccess } from './github/repo-access.ts';
+import type { RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
 import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
 import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
 import type { Services } from './services.ts';
 import type { AgentStore } from './store/agents.ts';
-import { TOPICS, type Coordination } from './store/coordination.ts';
+import { type Coordination, TOPICS } from './store/coordination.ts';
 
 /**
  * Listener agents, in two steps because the pipeline needs the data plane and the
  * protocol needs the pipeline: `plane` first (given to the services), then `attach(services)`.
  */
-export function createListenerAgents(deps: { agents: AgentStore; coordination: Coordination; clock: Clock; log: Logger; config: Pick<Config, 'AGENT_LEASE_MS' | 'LOG_REVISION_MAX_LINES' | 'LOG_REVISION_MAX_BYTES' | 'LOG_TOKEN_LINES_PER_SECOND' | 'LOG_TOKEN_BYTES_PER_SECOND'> }) {
+export function createListenerAgents(deps: {
+  agents: AgentStore;
+  coordination: Coordination;
+  clock: Clock;
+  log: Logger;
+  config: Pick<Config, 'AGENT_LEASE_MS' | 'LOG_REVISION_MAX_LINES' | 'LOG_REVISION_MAX_BYTES' | 'LOG_TOKEN_LINES_PER_SECOND' | 'LOG_TOKEN_BYTES_PER_SECOND'>;
+}) {
   const { agents } = deps;
   // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it, in any process
   // (the agent's long-poll may be held by another process than the one that queued the work).
@@ -37,11 +43,24 @@ export function createListenerAgents(deps: { agents: AgentStore; coordination: C
         tokenLinesPerSecond: deps.config.LOG_TOKEN_LINES_PER_SECOND,
         tokenBytesPerSecond: deps.config.LOG_TOKEN_BYTES_PER_SECOND,
       });
-      const protocol = new AgentProtocol({ store, agents, pipeline, plane, wake, clock, leaseMs: deps.config.AGENT_LEASE_MS, uploads: services.uploads, logCaps, repoAccess: options.repoAccess });
+      const protocol = new AgentProtocol({
+        store,
+        agents,
+        pipeline,
+        plane,
+        wake,
+        clock,
+        leaseMs: deps.config.AGENT_LEASE_MS,
+        uploads: services.uploads,
+        logCaps,
+        repoAccess: options.repoAccess,
+      });
       // A revoke ends the token's polls and claims here, then in every other process before it
       // answers (acknowledged, as an API key's revoke): a poll held elsewhere gets no more work.
       const endToken = (tokenId: string) =>
-        protocol.endToken(tokenId).catch((error: unknown) => deps.log.warn('agents: could not give back a revoked token\'s claims; their leases end them', { error: String(error) }));
+        protocol
+          .endToken(tokenId)
+          .catch((error: unknown) => deps.log.warn("agents: could not give back a revoked token's claims; their leases end them", { error: String(error) }));
       const tokens = new ListenerTokens({
         store,
         agents,

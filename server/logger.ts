@@ -10,7 +10,7 @@ export type Logger = {
 const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
 export type LogLevelName = keyof typeof LEVELS;
 
-export function createLogger(level: LogLevelName, write: (line: string) => void = (line) => process.stderr.write(line + '\n')): Logger {
+export function createLogger(level: LogLevelName, write: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): Logger {
   const threshold = LEVELS[level];
   const emit = (name: Exclude<LogLevelName, 'silent'>) => (message: string, fields?: LogFields) => {
     if (LEVELS[name] < threshold) return;

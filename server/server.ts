@@ -1,24 +1,24 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { statSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { createServer as createHttpServer, type Server, type ServerOptions } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { publicUrl, type Config } from './config.ts';
+import { dirname } from 'node:path';
+import { type ServerType, serve } from '@hono/node-server';
+import { type Config, publicUrl } from './config.ts';
 import { createControlPlane } from './control-plane.ts';
 import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
+import { DOMAIN_STORE_RULES } from './domain/store-rules.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
-import { revisionFastPath, type NodeListener } from './http/revision-fast-lane.ts';
-import { applyConnectionLimits, serverOptions, type ConnectionLimits } from './http/connection-limits.ts';
+import { applyConnectionLimits, type ConnectionLimits, serverOptions } from './http/connection-limits.ts';
+import { type NodeListener, revisionFastPath } from './http/revision-fast-lane.ts';
 import { createPrivateFile, makePrivateDir, tightenFileModes } from './lib/private-files.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { healthApp } from './routes/health.ts';
 import type { Services } from './services.ts';
+import { databaseStartupError, StartupError } from './startup-errors.ts';
 import { databaseFilePath, type StoreBackend } from './store/backend.ts';
 import { openStore } from './store/open.ts';
-import { databaseStartupError, StartupError } from './startup-errors.ts';
-import { DOMAIN_STORE_RULES } from './domain/store-rules.ts';
 
 /**
  * An HTTP server for `fetch` with the connection limits applied, once it listens. `fastPath` may
@@ -33,7 +33,9 @@ function listen(
 ): Promise<ServerType> {
   return new Promise((resolve) => {
     // Typed as Node's overloaded createServer; @hono/node-server always calls it with (options, listener).
-    const createServer = fastPath ? (((options: ServerOptions, listener: NodeListener) => createHttpServer(options, fastPath(listener))) as typeof createHttpServer) : undefined;
+    const createServer = fastPath
+      ? (((options: ServerOptions, listener: NodeListener) => createHttpServer(options, fastPath(listener))) as typeof createHttpServer)
+      : undefined;
     const s = serve({ fetch, port, hostname, serverOptions: serverOptions(limits), createServer }, () => resolve(s));
     applyConnectionLimits(s as Server, limits);
   });
@@ -65,9 +67,16 @@ async function openDatabase(config: Config, log: Logger) {
       keepDatabaseFilesPrivate(databasePath, log);
     }
     // A database server has no folder to keep a generated key in: the key must be configured.
-    if (databasePath === null && !config.ENCRYPTION_KEY) throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
+    if (databasePath === null && !config.ENCRYPTION_KEY)
+      throw new StartupError('ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).');
     const secretBox = new SecretBox(loadEncryptionKey(config.ENCRYPTION_KEY, databasePath ?? ':memory:', log));
-    backend = await openStore(config.DATABASE_URL, { secretBox, synchronous: config.SQLITE_SYNCHRONOUS, poolSize: config.DATABASE_POOL_SIZE, log, rules: DOMAIN_STORE_RULES });
+    backend = await openStore(config.DATABASE_URL, {
+      secretBox,
+      synchronous: config.SQLITE_SYNCHRONOUS,
+      poolSize: config.DATABASE_POOL_SIZE,
+      log,
+      rules: DOMAIN_STORE_RULES,
+    });
     // Opening may only read; a database that cannot be written would fail at the first request instead.
     await backend.probeWrite();
     return { secretBox, backend };
@@ -133,7 +142,13 @@ export async function startServer(config: Config, options: { log?: Logger; print
           requestTimeoutMs: Math.min(limits.requestTimeoutMs, 5000),
         });
   const healthPort = healthServer ? (healthServer.address() as AddressInfo).port : undefined;
-  log.info('listening', { host: config.HOST, port, health_port: healthPort, database: backend.description, data_plane: 'sandbox (simulated: nothing is built or run)' });
+  log.info('listening', {
+    host: config.HOST,
+    port,
+    health_port: healthPort,
+    database: backend.description,
+    data_plane: 'sandbox (simulated: nothing is built or run)',
+  });
 
   return {
     port,

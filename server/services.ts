@@ -14,15 +14,27 @@ import { RevisionWatch } from './domain/revision-watch.ts';
 import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
 import type { Uploads } from './domain/uploads.ts';
-import type { InstallationRepoStore } from './store/installation-repos.ts';
 import type { Logger } from './logger.ts';
+import type { InstallationRepoStore } from './store/installation-repos.ts';
 import type { Store } from './store/types.ts';
 
 export type ServiceDeps = {
   store: Store;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'SANDBOX_STAGE_MS' | 'DEPLOYMENT_DOMAIN' | 'ALLOW_FILE_REPO_URLS' | 'REGISTRY_URL' | 'REGISTRY_PUSH_TOKEN' | 'AUTH_FAILURE_BURST' | 'AUTH_FAILURES_PER_MINUTE' | 'AUTH_THROTTLE_ADDRESSES' | 'PIPELINE_LEASE_MS'> & Partial<Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_URL'>>;
+  config: Pick<
+    Config,
+    | 'SANDBOX_STAGE_MS'
+    | 'DEPLOYMENT_DOMAIN'
+    | 'ALLOW_FILE_REPO_URLS'
+    | 'REGISTRY_URL'
+    | 'REGISTRY_PUSH_TOKEN'
+    | 'AUTH_FAILURE_BURST'
+    | 'AUTH_FAILURES_PER_MINUTE'
+    | 'AUTH_THROTTLE_ADDRESSES'
+    | 'PIPELINE_LEASE_MS'
+  > &
+    Partial<Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_URL'>>;
   /** This server process among those sharing the database: what its leases on work name. */
   processId: string;
   /** Uploaded source tarballs of `internal_source` deployments. */
@@ -49,7 +61,13 @@ export function createServices(deps: ServiceDeps) {
     log,
     watch,
     readiness,
-    sandbox: deps.sandbox ?? new SandboxDataPlane({ stageMs: deps.config.SANDBOX_STAGE_MS, log, openUpload: (deploymentId, objectPath) => deps.uploads.open(deploymentId, objectPath) }),
+    sandbox:
+      deps.sandbox ??
+      new SandboxDataPlane({
+        stageMs: deps.config.SANDBOX_STAGE_MS,
+        log,
+        openUpload: (deploymentId, objectPath) => deps.uploads.open(deploymentId, objectPath),
+      }),
     listenerAgent: deps.listenerAgent,
     processId: deps.processId,
     leaseMs: deps.config.PIPELINE_LEASE_MS,
@@ -64,7 +82,11 @@ export function createServices(deps: ServiceDeps) {
     auth: new Auth({
       store,
       clock,
-      throttle: new AuthThrottle({ burst: deps.config.AUTH_FAILURE_BURST, perMinute: deps.config.AUTH_FAILURES_PER_MINUTE, maxAddresses: deps.config.AUTH_THROTTLE_ADDRESSES }),
+      throttle: new AuthThrottle({
+        burst: deps.config.AUTH_FAILURE_BURST,
+        perMinute: deps.config.AUTH_FAILURES_PER_MINUTE,
+        maxAddresses: deps.config.AUTH_THROTTLE_ADDRESSES,
+      }),
     }),
     deployments: new Deployments({
       store,

@@ -26,8 +26,12 @@ export function databaseStartupError(error: unknown, databasePath: string): Star
   const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
   if (typeof code !== 'string') return null;
   let cause = FILE_SYSTEM_CAUSES[code];
-  if (!cause && code.startsWith('SQLITE_CANTOPEN')) cause = isDirectory(databasePath) ? 'the path is a directory' : 'the file cannot be opened or created there';
-  if (!cause) cause = storageProblem(error)?.replace(/^The database (is |was )?/, '').replace(/\.$/, '');
+  if (!cause && code.startsWith('SQLITE_CANTOPEN'))
+    cause = isDirectory(databasePath) ? 'the path is a directory' : 'the file cannot be opened or created there';
+  if (!cause)
+    cause = storageProblem(error)
+      ?.replace(/^The database (is |was )?/, '')
+      .replace(/\.$/, '');
   if (!cause) return null;
   return new StartupError(`Cannot open the database at ${databasePath}: ${cause} (set DATABASE_URL to a writable file path).`);
 }

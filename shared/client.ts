@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { HTTPValidationError, page } from './schemas/common.ts';
-import { BulkDeleteResult, Deployment, PushToken, UploadUrl, type DeploymentCreate, type DeploymentPatch, type RevisionCreate } from './schemas/deployment.ts';
+import { BulkDeleteResult, Deployment, type DeploymentCreate, type DeploymentPatch, PushToken, type RevisionCreate, UploadUrl } from './schemas/deployment.ts';
 import { GithubTokenExchanged } from './schemas/github-trust.ts';
 import { GithubIntegration } from './schemas/integration.ts';
 import { Listener } from './schemas/listener.ts';
-import { Revision, RevisionLogs, type LogEntry, type LogType } from './schemas/revision.ts';
+import { type LogEntry, type LogType, Revision, RevisionLogs } from './schemas/revision.ts';
 
 /** The API answered with an error status that retrying will not change (4xx other than 429, or retries ran out). */
 export class ApiError extends Error {
@@ -245,7 +245,10 @@ export class ApiClient {
    * most an hour (keyless CI). `workspaceId` only when several workspaces trust the repository.
    */
   exchangeGithubToken(token: string, workspaceId?: string, signal?: AbortSignal): Promise<GithubTokenExchanged> {
-    return this.#json('POST', '/v1/auth/github-actions/token', GithubTokenExchanged, 'POST GitHub OIDC token exchange', { body: { token, ...(workspaceId ? { workspace_id: workspaceId } : {}) }, signal });
+    return this.#json('POST', '/v1/auth/github-actions/token', GithubTokenExchanged, 'POST GitHub OIDC token exchange', {
+      body: { token, ...(workspaceId ? { workspace_id: workspaceId } : {}) },
+      signal,
+    });
   }
 
   getDeployment(id: string, signal?: AbortSignal): Promise<Deployment> {
@@ -255,7 +258,13 @@ export class ApiClient {
   /** The deployment with exactly this name, or null; `name_contains` narrows the list on the server. */
   async findDeploymentByName(name: string, signal?: AbortSignal): Promise<Deployment | null> {
     for (let offset = 0; ; offset += 100) {
-      const result = await this.#json('GET', `/v2/deployments?name_contains=${encodeURIComponent(name)}&limit=100&offset=${offset}`, page(Deployment), `GET deployments named ${name}`, { signal });
+      const result = await this.#json(
+        'GET',
+        `/v2/deployments?name_contains=${encodeURIComponent(name)}&limit=100&offset=${offset}`,
+        page(Deployment),
+        `GET deployments named ${name}`,
+        { signal },
+      );
       const exact = result.resources.find((deployment) => deployment.name === name);
       if (exact) return exact;
       if (result.resources.length < 100) return null;
@@ -283,17 +292,27 @@ export class ApiClient {
 
   /** `internal_source`: a signed URL to PUT a gzip tarball to, and the `object_path` to PATCH as `source_tarball_path`. */
   uploadUrl(deploymentId: string, signal?: AbortSignal): Promise<UploadUrl> {
-    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/upload-url`, UploadUrl, `POST upload-url of ${deploymentId}`, { body: {}, signal });
+    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/upload-url`, UploadUrl, `POST upload-url of ${deploymentId}`, {
+      body: {},
+      signal,
+    });
   }
 
   /** `internal_docker`: the registry and a token to push the image with. */
   pushToken(deploymentId: string, signal?: AbortSignal): Promise<PushToken> {
-    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/push-token`, PushToken, `POST push-token of ${deploymentId}`, { body: {}, signal });
+    return this.#json('POST', `/v2/deployments/${encodeURIComponent(deploymentId)}/push-token`, PushToken, `POST push-token of ${deploymentId}`, {
+      body: {},
+      signal,
+    });
   }
 
   /** A revision and its ETag. */
   async getRevision(deploymentId: string, revisionId: string, signal?: AbortSignal): Promise<{ revision: Revision; etag: string | null }> {
-    const { body, headers } = await this.request('GET', this.#revisionPath(deploymentId, revisionId), { what: `GET revision ${revisionId}`, schema: Revision, signal });
+    const { body, headers } = await this.request('GET', this.#revisionPath(deploymentId, revisionId), {
+      what: `GET revision ${revisionId}`,
+      schema: Revision,
+      signal,
+    });
     if (!body) throw new ResponseShapeError(`GET revision ${revisionId}: empty answer`);
     return { revision: body, etag: headers.get('etag') };
   }
@@ -318,12 +337,21 @@ export class ApiClient {
   }
 
   async listRevisions(deploymentId: string, limit = 20, signal?: AbortSignal): Promise<Revision[]> {
-    const result = await this.#json('GET', `/v2/deployments/${encodeURIComponent(deploymentId)}/revisions?limit=${limit}`, page(Revision), `GET revisions of ${deploymentId}`, { signal });
+    const result = await this.#json(
+      'GET',
+      `/v2/deployments/${encodeURIComponent(deploymentId)}/revisions?limit=${limit}`,
+      page(Revision),
+      `GET revisions of ${deploymentId}`,
+      { signal },
+    );
     return result.resources;
   }
 
   interruptRevision(deploymentId: string, revisionId: string, signal?: AbortSignal): Promise<Revision> {
-    return this.#json('POST', `${this.#revisionPath(deploymentId, revisionId)}/interrupt`, Revision, `POST interrupt of revision ${revisionId}`, { signal, body: {} });
+    return this.#json('POST', `${this.#revisionPath(deploymentId, revisionId)}/interrupt`, Revision, `POST interrupt of revision ${revisionId}`, {
+      signal,
+      body: {},
+    });
   }
 
   /** The last `count` log lines of one type (the route pages from the start, so read to the end). */
@@ -331,7 +359,13 @@ export class ApiClient {
     let lines: LogEntry[] = [];
     let offset = 0;
     for (let pages = 0; pages < 100; pages++) {
-      const result = await this.#json('GET', `${this.#revisionPath(deploymentId, revisionId)}/logs?type=${type}&limit=1000&offset=${offset}`, RevisionLogs, `GET ${type} logs of revision ${revisionId}`, { signal });
+      const result = await this.#json(
+        'GET',
+        `${this.#revisionPath(deploymentId, revisionId)}/logs?type=${type}&limit=1000&offset=${offset}`,
+        RevisionLogs,
+        `GET ${type} logs of revision ${revisionId}`,
+        { signal },
+      );
       lines = [...lines, ...result.logs].slice(-count);
       if (result.next_offset === null || result.logs.length < 1000) break;
       offset = result.next_offset;

@@ -29,7 +29,9 @@ export function dnsSafeName(name: string): string {
 
 /** The first label of a server-set `custom_url`: the URL form and `suffix`, within one DNS label. */
 export function urlLabel(name: string, suffix: string): string {
-  const form = dnsSafeName(name).slice(0, DNS_LABEL_MAX - suffix.length - 1).replace(/-+$/, '');
+  const form = dnsSafeName(name)
+    .slice(0, DNS_LABEL_MAX - suffix.length - 1)
+    .replace(/-+$/, '');
   return `${form}-${suffix}`;
 }
 

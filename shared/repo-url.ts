@@ -16,6 +16,9 @@ export function normalizeRepoUrl(url: string): string {
   }
   // A port (ssh://git@github.com:22/o/r) is not part of the repository's identity.
   rest = rest.replace(/^([^/:]+):\d+\//, '$1/');
-  rest = rest.replace(/\/+$/, '').replace(/\.git$/i, '').replace(/\/+$/, '');
+  rest = rest
+    .replace(/\/+$/, '')
+    .replace(/\.git$/i, '')
+    .replace(/\/+$/, '');
   return rest.toLowerCase();
 }

@@ -1,6 +1,6 @@
 import type { Cluster } from './cluster.ts';
 import { RENDERED_KINDS } from './cluster.ts';
-import { deploymentSelector, LABELS, type K8sObject } from './labels.ts';
+import { deploymentSelector, type K8sObject, LABELS } from './labels.ts';
 
 /**
  * Applies the revision's objects (server-side apply, field manager `agent-control-plane`, forced),

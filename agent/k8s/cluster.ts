@@ -83,7 +83,16 @@ export class Cluster {
   /** Deletes the object; one already gone counts as deleted. Dependents (pods) go in the background. */
   async delete(object: Pick<K8sObject, 'apiVersion' | 'kind' | 'metadata'>): Promise<void> {
     try {
-      await this.#call(() => this.#api.delete({ apiVersion: object.apiVersion, kind: object.kind, metadata: { name: object.metadata.name, namespace: object.metadata.namespace } }, undefined, undefined, undefined, undefined, 'Background'));
+      await this.#call(() =>
+        this.#api.delete(
+          { apiVersion: object.apiVersion, kind: object.kind, metadata: { name: object.metadata.name, namespace: object.metadata.namespace } },
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          'Background',
+        ),
+      );
     } catch (error) {
       if (error instanceof ClusterError && error.code === 404) return;
       throw error;

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../../shared/schemas/agent.ts';
+import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import { ClaimLoop } from '../claim-loop.ts';
 import { AgentClient, WorkGone } from '../client.ts';
 import { LogStream } from '../log-stream.ts';
 import { applyRevision, pruneEarlier } from './apply-revision.ts';
 import type { Cluster } from './cluster.ts';
-import { LABELS, type K8sObject } from './labels.ts';
+import { type K8sObject, LABELS } from './labels.ts';
 import { objectNames, renderRevision } from './render.ts';
 import { schemaErrors } from './schemas.ts';
 import { teardownDeployment } from './teardown.ts';
@@ -50,12 +50,17 @@ export class K8sAgent {
   constructor(options: K8sAgentOptions) {
     this.#o = options;
     this.#client = new AgentClient(options);
-    this.#loop = new ClaimLoop({ client: this.#client, agentId: options.agentId, version: options.version, capacity: options.capacity, print: options.print }, (work, signal) => this.#handle(work, signal));
+    this.#loop = new ClaimLoop(
+      { client: this.#client, agentId: options.agentId, version: options.version, capacity: options.capacity, print: options.print },
+      (work, signal) => this.#handle(work, signal),
+    );
   }
 
   async start(): Promise<void> {
     await this.#loop.start();
-    this.#o.print(`agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId} on Kubernetes (namespaces: ${this.#o.namespaces.length ? this.#o.namespaces.join(', ') : 'any'})`);
+    this.#o.print(
+      `agent: serving listener ${this.#o.listenerId} as ${this.#o.agentId} on Kubernetes (namespaces: ${this.#o.namespaces.length ? this.#o.namespaces.join(', ') : 'any'})`,
+    );
   }
 
   stop(): Promise<void> {
@@ -183,7 +188,9 @@ export class K8sAgent {
         this.#o.print(`agent: teardown of ${deployment.name}: ${where.refused}`);
       } else {
         const deleted = await teardownDeployment(this.#o.cluster, where.namespace, deployment.id, this.#o.keepVolumes);
-        this.#o.print(`agent: tore down ${deployment.name} in ${where.namespace}: ${deleted.length ? deleted.join(', ') : 'nothing was there'}${this.#o.keepVolumes ? ' (volume claims kept)' : ''}`);
+        this.#o.print(
+          `agent: tore down ${deployment.name} in ${where.namespace}: ${deleted.length ? deleted.join(', ') : 'nothing was there'}${this.#o.keepVolumes ? ' (volume claims kept)' : ''}`,
+        );
       }
       if (signal.aborted) return;
       await this.#client.done(claimId);

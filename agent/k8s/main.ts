@@ -1,6 +1,6 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { Cluster, loadKubeConfig } from './cluster.ts';
 import { K8sAgent } from './k8s-agent.ts';
 
@@ -46,7 +46,10 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
     }
     return n;
   };
-  const namespaces = [...(values.namespace ?? []), ...(values.namespaces ?? [])].flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const namespaces = [...(values.namespace ?? []), ...(values.namespaces ?? [])]
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
   let config: KubeConfig;
   try {
     config = loadKubeConfig(values.kubeconfig, env);

@@ -1,5 +1,5 @@
-import { withResourceSpecDefaults, type Container, type ResourceSpec } from '../../shared/schemas/resource-spec.ts';
-import { baseName, LABELS, MANAGED_BY, type Component, type K8sObject } from './labels.ts';
+import { type Container, type ResourceSpec, withResourceSpecDefaults } from '../../shared/schemas/resource-spec.ts';
+import { baseName, type Component, type K8sObject, LABELS, MANAGED_BY } from './labels.ts';
 
 /** Everything one revision renders from: nothing else is read, so the same input gives the same objects. */
 export type RenderInput = {
@@ -311,7 +311,12 @@ export function memoryQuantity(mb: number): string {
   return `${mb}Mi`;
 }
 
-function resourcesOf(cpu: number | null | undefined, cpuLimit: number | null | undefined, memoryMb: number | null | undefined, memoryLimitMb: number | null | undefined) {
+function resourcesOf(
+  cpu: number | null | undefined,
+  cpuLimit: number | null | undefined,
+  memoryMb: number | null | undefined,
+  memoryLimitMb: number | null | undefined,
+) {
   const requests: Record<string, string> = {};
   const limits: Record<string, string> = {};
   if (cpu != null) requests.cpu = cpuQuantity(cpu);

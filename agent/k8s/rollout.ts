@@ -32,14 +32,21 @@ export function judgeRollout(workloads: readonly K8sObject[], pods: readonly K8s
   for (const workload of workloads) {
     const status = (workload.status ?? {}) as WorkloadStatus;
     const stalled = status.conditions?.find((c) => c.type === 'Progressing' && c.status === 'False' && c.reason === 'ProgressDeadlineExceeded');
-    if (stalled) return { state: 'failed', reason: `${workload.kind} ${workload.metadata.name}: ProgressDeadlineExceeded${stalled.message ? `: ${stalled.message}` : ''}` };
+    if (stalled)
+      return {
+        state: 'failed',
+        reason: `${workload.kind} ${workload.metadata.name}: ProgressDeadlineExceeded${stalled.message ? `: ${stalled.message}` : ''}`,
+      };
   }
   for (const pod of pods) {
     const status = (pod.status ?? {}) as PodStatus;
     for (const container of [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])]) {
       const waiting = container.state?.waiting;
       if (waiting?.reason && FAILING_POD_REASONS.has(waiting.reason)) {
-        return { state: 'failed', reason: `pod ${pod.metadata.name}, container ${container.name ?? '?'}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}` };
+        return {
+          state: 'failed',
+          reason: `pod ${pod.metadata.name}, container ${container.name ?? '?'}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`,
+        };
       }
     }
   }

@@ -14,7 +14,6 @@ type Validating = { validate(): void };
 
 /** The kinds the agent renders, reads or documents, each with its schema from `kubernetes-models`. */
 // Each model takes its own kind's shape; the caller's object is checked by the model, not by the type.
-// biome-ignore lint/suspicious/noExplicitAny: the input is what is being validated
 const MODELS: Record<string, (data: any) => Validating> = {
   'v1/Secret': (d) => new Secret(d),
   'v1/Service': (d) => new Service(d),
@@ -46,6 +45,9 @@ export function schemaErrors(object: { apiVersion?: unknown; kind?: unknown; [fi
     model(object).validate();
     return null;
   } catch (error) {
-    return (error instanceof Error ? error.message : String(error)).replace(/^data\//, '').replaceAll(', data/', ', ').replaceAll('data/', '');
+    return (error instanceof Error ? error.message : String(error))
+      .replace(/^data\//, '')
+      .replaceAll(', data/', ', ')
+      .replaceAll('data/', '');
   }
 }

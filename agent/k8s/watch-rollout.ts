@@ -1,6 +1,6 @@
 import { sleep } from '../claim-loop.ts';
-import { ClusterError, type Cluster } from './cluster.ts';
-import { deploymentSelector, LABELS, type K8sObject } from './labels.ts';
+import { type Cluster, ClusterError } from './cluster.ts';
+import { deploymentSelector, type K8sObject, LABELS } from './labels.ts';
 import { judgeRollout, type RolloutState } from './rollout.ts';
 
 export type WatchOptions = {
@@ -18,7 +18,12 @@ export type WatchOptions = {
  * its deadline passes. Polling, not a watch stream: each read stands alone, so an agent restarted
  * mid-rollout simply starts reading again.
  */
-export async function watchRollout(cluster: Cluster, workloads: readonly K8sObject[], revisionId: string, options: WatchOptions): Promise<Exclude<RolloutState, { state: 'progressing' }>> {
+export async function watchRollout(
+  cluster: Cluster,
+  workloads: readonly K8sObject[],
+  revisionId: string,
+  options: WatchOptions,
+): Promise<Exclude<RolloutState, { state: 'progressing' }>> {
   const deadline = Date.now() + options.deadlineMs;
   let last = '';
   for (;;) {
@@ -29,7 +34,11 @@ export async function watchRollout(cluster: Cluster, workloads: readonly K8sObje
       last = state.waitingFor;
       options.onProgress(last);
     }
-    if (Date.now() >= deadline) return { state: 'failed', reason: `the rollout did not finish within ${options.deadlineMs >= 1000 ? `${Math.round(options.deadlineMs / 1000)} s` : `${options.deadlineMs} ms`}; still waiting for ${state.waitingFor}` };
+    if (Date.now() >= deadline)
+      return {
+        state: 'failed',
+        reason: `the rollout did not finish within ${options.deadlineMs >= 1000 ? `${Math.round(options.deadlineMs / 1000)} s` : `${options.deadlineMs} ms`}; still waiting for ${state.waitingFor}`,
+      };
     await sleep(options.pollMs, options.signal);
   }
 }
@@ -40,7 +49,10 @@ async function readRollout(cluster: Cluster, rendered: readonly K8sObject[], rev
     const found = await cluster.read(workload.apiVersion, workload.kind, workload.metadata.namespace ?? '', workload.metadata.name);
     if (!found) return { state: 'progressing', waitingFor: `${workload.kind} ${workload.metadata.name} to exist` };
     if (found.metadata.labels?.[LABELS.revisionId] !== revisionId) {
-      return { state: 'failed', reason: `${workload.kind} ${workload.metadata.name} now belongs to revision ${found.metadata.labels?.[LABELS.revisionId] ?? '(none)'}` };
+      return {
+        state: 'failed',
+        reason: `${workload.kind} ${workload.metadata.name} now belongs to revision ${found.metadata.labels?.[LABELS.revisionId] ?? '(none)'}`,
+      };
     }
     stored.push({ ...found, apiVersion: workload.apiVersion, kind: workload.kind });
   }

@@ -42,6 +42,6 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 65_000;
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   const address = server.address();
-  process.stderr.write(JSON.stringify({ msg: 'listening', port: typeof address === 'object' && address ? address.port : 0 }) + '\n');
+  process.stderr.write(`${JSON.stringify({ msg: 'listening', port: typeof address === 'object' && address ? address.port : 0 })}\n`);
 });
 process.on('SIGTERM', () => server.close(() => process.exit(0)));

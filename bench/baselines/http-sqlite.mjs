@@ -16,9 +16,10 @@
 // transaction, each in a savepoint, answered once it commits: what the server's SQLite store does
 // (server/store/group-commit.ts), so the POST comparison stays like for like.
 // Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT.
-import Database from 'better-sqlite3';
+
 import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import Database from 'better-sqlite3';
 
 const db = new Database(process.env.BASELINE_DB);
 db.pragma('journal_mode = WAL');
@@ -132,7 +133,11 @@ const server = createServer((req, res) => {
       const integration = readIntegration.get(input.source_config?.integration_id, tenantId);
       if (!integration) return send(res, 400, '{"detail":"unknown integration"}');
       const now = new Date().toISOString();
-      const sourceConfig = { ...input.source_config, deployment_type: input.source_config.deployment_type ?? 'dev', build_on_push: Boolean(input.source_config.build_on_push) };
+      const sourceConfig = {
+        ...input.source_config,
+        deployment_type: input.source_config.deployment_type ?? 'dev',
+        build_on_push: Boolean(input.source_config.build_on_push),
+      };
       const revisionConfig = { ...input.source_revision_config, image_uri: null, repo_commit_sha: null };
       const secrets = seal(input.secrets ?? []);
       const row = {
@@ -147,14 +152,31 @@ const server = createServer((req, res) => {
         latest_revision_id: randomUUID(),
         deployment_type: sourceConfig.deployment_type,
         integration_id: integration.id,
-        repo_url_key: String(sourceConfig.repo_url).toLowerCase().replace(/\.git$/, ''),
+        repo_url_key: String(sourceConfig.repo_url)
+          .toLowerCase()
+          .replace(/\.git$/, ''),
         repo_ref: revisionConfig.repo_ref,
         build_on_push: sourceConfig.build_on_push ? 1 : 0,
         now,
       };
       create(row, (error) => {
         if (error) return send(res, 409, JSON.stringify({ detail: String(error.message) }));
-        send(res, 201, JSON.stringify({ id: row.id, tenant_id: tenantId, name: row.name, source: 'github', source_config: sourceConfig, source_revision_config: revisionConfig, status: row.status, latest_revision_id: row.latest_revision_id, created_at: now, updated_at: now }));
+        send(
+          res,
+          201,
+          JSON.stringify({
+            id: row.id,
+            tenant_id: tenantId,
+            name: row.name,
+            source: 'github',
+            source_config: sourceConfig,
+            source_revision_config: revisionConfig,
+            status: row.status,
+            latest_revision_id: row.latest_revision_id,
+            created_at: now,
+            updated_at: now,
+          }),
+        );
       });
     });
     return;
@@ -164,6 +186,6 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 65_000;
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   const address = server.address();
-  process.stderr.write(JSON.stringify({ msg: 'listening', port: typeof address === 'object' && address ? address.port : 0 }) + '\n');
+  process.stderr.write(`${JSON.stringify({ msg: 'listening', port: typeof address === 'object' && address ? address.port : 0 })}\n`);
 });
 process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -47,7 +47,9 @@ export async function liveHeap(url: string): Promise<LiveHeap> {
     // Twice: objects freed by the first collection's finalizers go in the second.
     await call('HeapProfiler.collectGarbage');
     await call('HeapProfiler.collectGarbage');
-    const usage = (await call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as { result: { value: string } };
+    const usage = (await call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as {
+      result: { value: string };
+    };
     const memory = JSON.parse(usage.result.value) as NodeJS.MemoryUsage;
     return { heapBytes: memory.heapUsed, externalBytes: memory.external, totalBytes: memory.heapUsed + memory.external };
   } finally {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HeldAnswers } from './hold-child.ts';
 import type { LoadOptions } from './load.ts';
-import { hasBody, loadRequestBytes, newRunId, runPacedInChild, type PacedResult } from './paced.ts';
+import { hasBody, loadRequestBytes, newRunId, type PacedResult, runPacedInChild } from './paced.ts';
 import { ROOT, tempDir } from './processes.ts';
 import { requestBytes } from './raw-http.ts';
 
@@ -30,7 +30,11 @@ export function nativeLoadgen(): string | null {
       execFileSync(process.env.CC ?? 'cc', ['-O2', '-o', partial, SOURCE], { stdio: ['ignore', 'ignore', 'pipe'] });
       renameSync(partial, binary);
     } catch (error) {
-      nativeLoadgenMissing = `no C load generator (${process.env.CC ?? 'cc'} failed: ${String((error as { stderr?: Buffer }).stderr ?? error).trim().split('\n')[0]})`;
+      nativeLoadgenMissing = `no C load generator (${process.env.CC ?? 'cc'} failed: ${
+        String((error as { stderr?: Buffer }).stderr ?? error)
+          .trim()
+          .split('\n')[0]
+      })`;
       return (built = null);
     }
   }

@@ -131,7 +131,9 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
 
   const lateSorted = Array.from(lateness.subarray(warmup)).sort((a, b) => a - b);
   const counted = latencies.subarray(warmup);
-  const ok = Array.from(counted).filter((v) => !Number.isNaN(v)).sort((a, b) => a - b);
+  const ok = Array.from(counted)
+    .filter((v) => !Number.isNaN(v))
+    .sort((a, b) => a - b);
   const at = (q: number) => (ok.length ? ok[Math.min(ok.length - 1, Math.floor(q * ok.length))]! : Number.NaN);
   return {
     rps: measured / ((sendEnded - measuredStart) / 1000),
@@ -145,7 +147,10 @@ export async function runPaced(url: string, options: LoadOptions & { rate: numbe
     longestSilenceMs,
     longestSilenceAtMs,
     lateP99Ms: lateSorted[Math.min(measured - 1, Math.floor(0.99 * measured))] ?? 0,
-    p99FromSendMs: quantile(Array.from(fromSend.subarray(warmup)).filter((v, k) => !Number.isNaN(counted[k]!)), 0.99),
+    p99FromSendMs: quantile(
+      Array.from(fromSend.subarray(warmup)).filter((_v, k) => !Number.isNaN(counted[k]!)),
+      0.99,
+    ),
   };
 }
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, startListeningChild, type ListeningChild } from '../../test/helpers/listening-child.ts';
+import { type ListeningChild, ROOT, startListeningChild } from '../../test/helpers/listening-child.ts';
 
 export { ROOT };
 
@@ -23,7 +23,8 @@ export function removeTempDirs(): void {
 }
 
 /** Starts a server script and waits for its "listening" line (shared with the tests). */
-export const startChild = (script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<Child> => startListeningChild(script, env, 60_000, nodeArgs);
+export const startChild = (script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<Child> =>
+  startListeningChild(script, env, 60_000, nodeArgs);
 
 const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
 

@@ -1,6 +1,6 @@
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, openSync } from 'node:fs';
+import Database from 'better-sqlite3';
 
 type Row = Record<string, unknown>;
 
@@ -144,7 +144,15 @@ export function seedRevisionHistory(path: string, deploymentId: string, count: n
       const at = new Date(start + i * 1000).toISOString();
       const config = { ...(JSON.parse(first.source_revision_config as string) as Record<string, unknown>), repo_commit_sha: sha };
       const { seq: _seq, ...copy } = first;
-      const row: Row = { ...copy, id: crypto.randomUUID(), status: i % 2 ? 'DEPLOYED' : 'SKIPPED', trigger: 'push', source_revision_config: JSON.stringify(config), created_at: at, updated_at: at };
+      const row: Row = {
+        ...copy,
+        id: crypto.randomUUID(),
+        status: i % 2 ? 'DEPLOYED' : 'SKIPPED',
+        trigger: 'push',
+        source_revision_config: JSON.stringify(config),
+        created_at: at,
+        updated_at: at,
+      };
       for (const column of columns) if (/commit_sha$/.test(column)) row[column] = sha;
       insert.run(row);
     }

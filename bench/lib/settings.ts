@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { bundleServer } from '../../server/build.ts';
-import { ROOT, startChild, tempDir, type Child } from './processes.ts';
+import { type Child, ROOT, startChild, tempDir } from './processes.ts';
 
 /** How long and how hard to run; `--quick` is a smoke run of every scenario. */
 export type Settings = {
@@ -28,12 +28,30 @@ export function settingsFrom(argv: string[]): Settings {
   const quick = argv.includes('--quick');
   const synchronous = argv.includes('--sqlite-synchronous=NORMAL') ? 'NORMAL' : 'FULL';
   const base = quick
-    ? { quick, connections: 32, warmupSeconds: 1, runs: 1, seconds: 2, openSeconds: 2, pacedRounds: 1, scale: { small: 1000, large: 10_000, revisionsEach: 10 }, waiters: 1000 }
-    : { quick, connections: 32, warmupSeconds: 3, runs: 5, seconds: 4, openSeconds: 6, pacedRounds: 5, scale: { small: 1000, large: 100_000, revisionsEach: 10 }, waiters: 1000 };
+    ? {
+        quick,
+        connections: 32,
+        warmupSeconds: 1,
+        runs: 1,
+        seconds: 2,
+        openSeconds: 2,
+        pacedRounds: 1,
+        scale: { small: 1000, large: 10_000, revisionsEach: 10 },
+        waiters: 1000,
+      }
+    : {
+        quick,
+        connections: 32,
+        warmupSeconds: 3,
+        runs: 5,
+        seconds: 4,
+        openSeconds: 6,
+        pacedRounds: 5,
+        scale: { small: 1000, large: 100_000, revisionsEach: 10 },
+        waiters: 1000,
+      };
   return { ...base, synchronous, postgres: argv.includes('--backend=postgres') };
 }
-
-
 
 export const API_KEY = `bench-key-${randomBytes(12).toString('hex')}`;
 /** Fixed for the run, so rows seeded straight into the file decrypt under the server's key. */
@@ -59,15 +77,19 @@ export async function startControlPlane(
     bundled ??= bundleServer();
     await bundled;
   }
-  const child = await startChild(join(options.root ?? ROOT, 'server/dist/main.js'), {
-    DATABASE_URL: options.databaseUrl ?? databasePath,
-    BOOTSTRAP_API_KEY: API_KEY,
-    ENCRYPTION_KEY,
-    // info: the "listening" line is an info line; the server logs nothing per request at this level.
-    LOG_LEVEL: 'info',
-    SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
-    SQLITE_SYNCHRONOUS: settings.synchronous,
-    ...options.env,
-  }, options.nodeArgs);
+  const child = await startChild(
+    join(options.root ?? ROOT, 'server/dist/main.js'),
+    {
+      DATABASE_URL: options.databaseUrl ?? databasePath,
+      BOOTSTRAP_API_KEY: API_KEY,
+      ENCRYPTION_KEY,
+      // info: the "listening" line is an info line; the server logs nothing per request at this level.
+      LOG_LEVEL: 'info',
+      SANDBOX_STAGE_MS: String(options.stageMs ?? 3_600_000),
+      SQLITE_SYNCHRONOUS: settings.synchronous,
+      ...options.env,
+    },
+    options.nodeArgs,
+  );
   return { ...child, databasePath };
 }

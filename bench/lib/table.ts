@@ -20,12 +20,23 @@ export function loadRow(scenario: string, result: LoadResult, extra: Partial<Row
   return { scenario, rps: result.rps, p50: result.p50, p99: result.p99, max: result.max, ...(note ? { note } : {}), ...extra };
 }
 
-const fmt = (value: number | undefined, digits = 2) => (value === undefined || Number.isNaN(value) ? '' : value >= 100 ? value.toFixed(0) : value.toFixed(digits));
+const fmt = (value: number | undefined, digits = 2) =>
+  value === undefined || Number.isNaN(value) ? '' : value >= 100 ? value.toFixed(0) : value.toFixed(digits);
 
 /** The table as Markdown (it reads well in a terminal too). */
 export function renderTable(rows: Row[]): string {
   const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'vs baseline', 'target', 'verdict', 'note'];
-  const lines = rows.map((r) => [r.scenario, r.rps === undefined ? '' : Math.round(r.rps).toString(), fmt(r.p50), fmt(r.p99), fmt(r.max), r.ratio ?? '', r.target ?? '', r.verdict ?? '', r.note ?? '']);
+  const lines = rows.map((r) => [
+    r.scenario,
+    r.rps === undefined ? '' : Math.round(r.rps).toString(),
+    fmt(r.p50),
+    fmt(r.p99),
+    fmt(r.max),
+    r.ratio ?? '',
+    r.target ?? '',
+    r.verdict ?? '',
+    r.note ?? '',
+  ]);
   const all = [header, ...lines];
   const widths = header.map((_, i) => Math.max(...all.map((line) => line[i]!.length)));
   const render = (line: string[]) => `| ${line.map((cell, i) => cell.padEnd(widths[i]!)).join(' | ')} |`;

@@ -1,13 +1,13 @@
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
-import { runLoad, type LoadRequest, type LoadResult } from '../lib/load.ts';
-import { startChild, type Child } from '../lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
+import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
+import { type Child, startChild } from '../lib/processes.ts';
+import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { loadRow, type Row } from '../lib/table.ts';
 
 let uniqueCounter = 0;
-const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uniqueCounter += 1).toString(36)}`;
+const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${((uniqueCounter += 1)).toString(36)}`;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
@@ -70,14 +70,25 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     const targets = [
       await prepare('sqlite', 'SQLite, 1 process', [sqlite.url]),
       await prepare('pg1', 'PostgreSQL, 1 process', [pg1.url]),
-      await prepare('pg3', 'PostgreSQL, 3 processes', pg3.map((c) => c.url)),
+      await prepare(
+        'pg3',
+        'PostgreSQL, 3 processes',
+        pg3.map((c) => c.url),
+      ),
     ];
 
     const headers = { 'x-api-key': API_KEY };
     const requests = (m: Measure): LoadRequest[] =>
       m.op === 'get'
         ? m.target.revisionPaths.map((path) => ({ method: 'GET' as const, path, headers }))
-        : [{ method: 'POST', path: '/v2/deployments', headers, body: () => JSON.stringify(githubBody(unique(`post-${m.target.key}`), m.target.integrationId)) }];
+        : [
+            {
+              method: 'POST',
+              path: '/v2/deployments',
+              headers,
+              body: () => JSON.stringify(githubBody(unique(`post-${m.target.key}`), m.target.integrationId)),
+            },
+          ];
     /** One closed-loop run of the measure: on several processes, one autocannon each, the connections split evenly, run at once. */
     const load = async (m: Measure, seconds: number): Promise<LoadResult> => {
       const urls = m.target.urls;
@@ -130,4 +141,3 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     await postgres?.stop();
   }
 }
-

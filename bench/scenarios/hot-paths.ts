@@ -1,20 +1,32 @@
-import Database from 'better-sqlite3';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
-import { runLoad, type LoadOptions, type LoadRequest, type LoadResult } from '../lib/load.ts';
-import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPaced } from '../lib/native.ts';
-import { runPacedInChild, type PacedResult } from '../lib/paced.ts';
-import { cpuMs, sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
-import { loadRow, verdict, type Row } from '../lib/table.ts';
+import { type LoadOptions, type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
+import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPaced } from '../lib/native.ts';
+import { type PacedResult, runPacedInChild } from '../lib/paced.ts';
+import { type Child, cpuMs, sleep, startChild, tempDir } from '../lib/processes.ts';
+import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { loadRow, type Row, verdict } from '../lib/table.ts';
 
 let uniqueCounter = 0;
-const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${(uniqueCounter += 1).toString(36)}`;
+const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${((uniqueCounter += 1)).toString(36)}`;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
-type Key = 'fixed' | 'sqliteGet' | 'getRevision' | 'getDeployment' | 'sqliteCreate' | 'sqliteCreateGrouped' | 'post' | 'patch' | 'pgGetRevision' | 'pgGetDeployment' | 'pgPost' | 'pgPatch';
+type Key =
+  | 'fixed'
+  | 'sqliteGet'
+  | 'getRevision'
+  | 'getDeployment'
+  | 'sqliteCreate'
+  | 'sqliteCreateGrouped'
+  | 'post'
+  | 'patch'
+  | 'pgGetRevision'
+  | 'pgGetDeployment'
+  | 'pgPost'
+  | 'pgPatch';
 /** `on`: the process answering (its URL; its CPU time, which the paced GET revision rows report). */
 type Scenario = { key: Key; on: Child; requests: LoadRequest[] };
 
@@ -92,7 +104,11 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       { key: 'getRevision', on: server, requests: deployments.map((d) => ({ method: 'GET' as const, path: revisionPath(d), headers })) },
       { key: 'getDeployment', on: server, requests: deployments.map((d) => ({ method: 'GET' as const, path: `/v2/deployments/${d.id}`, headers })) },
       { key: 'sqliteCreate', on: sqlite, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
-      { key: 'sqliteCreateGrouped', on: sqliteGrouped, requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }] },
+      {
+        key: 'sqliteCreateGrouped',
+        on: sqliteGrouped,
+        requests: [{ method: 'POST', path: '/v2/deployments', body: createBody, bodyTemplate: createTemplate }],
+      },
       { key: 'post', on: server, requests: [{ method: 'POST', path: '/v2/deployments', headers, body: createBody, bodyTemplate: createTemplate }] },
       {
         key: 'patch',
@@ -171,7 +187,10 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     );
     // The machine's own floor under a paced p99: how late a process with nothing else to do wakes.
     const jitter = native ? await machineJitter(5) : null;
-    if (jitter) log(`  the machine, idle servers: a 200 µs sleep woke p99 ${jitter.p99Ms.toFixed(2)} ms late, at worst ${jitter.maxMs.toFixed(1)} ms; ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late`);
+    if (jitter)
+      log(
+        `  the machine, idle servers: a 200 µs sleep woke p99 ${jitter.p99Ms.toFixed(2)} ms late, at worst ${jitter.maxMs.toFixed(1)} ms; ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late`,
+      );
     const pacedRuns = new Map<Key, PacedResult[]>(scenarios.map((s) => [s.key, []]));
     // Each paced row runs at half of its own maximum, so the bare servers run at two to three times
     // GET revision's rate: their p99 is the floor at the same utilization. The floor at the same
@@ -195,7 +214,12 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
       `longest silence ${r.longestSilenceMs.toFixed(1)} ms at ${(r.longestSilenceAtMs / 1000).toFixed(2)} s${r.reconnects ? `; ${r.reconnects} connections reopened` : ''})`;
     for (let round = 0; round < settings.pacedRounds; round += 1) {
       for (const s of scenarios) {
-        const options = { connections: settings.connections, seconds: settings.openSeconds, requests: s.requests, rate: Math.max(1, Math.round(closed(s.key).rps / 2)) };
+        const options = {
+          connections: settings.connections,
+          seconds: settings.openSeconds,
+          requests: s.requests,
+          rate: Math.max(1, Math.round(closed(s.key).rps / 2)),
+        };
         const result = s.key === 'getRevision' ? await pacedBusy(s, options, 'getRevision') : await runPaced(s.on.url, options);
         pacedRuns.get(s.key)!.push(result);
         log(`  round ${round + 1}: ${s.key} at ${Math.round(result.rps)}/s: ${describe(result)}${s.key === 'getRevision' ? `; ${busy('getRevision')}` : ''}`);
@@ -214,7 +238,11 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
         return [s.key, sorted[Math.floor(sorted.length / 2)]!];
       }),
     );
-    const pacedP99s = (key: Key) => pacedRuns.get(key)!.map((r) => r.p99.toFixed(2)).join(', ');
+    const pacedP99s = (key: Key) =>
+      pacedRuns
+        .get(key)!
+        .map((r) => r.p99.toFixed(2))
+        .join(', ');
 
     const readRatio = ratio('getRevision', 'sqliteGet');
     // Judged against the baseline that commits as the server does (grouped): against one commit per
@@ -232,11 +260,17 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     const pgRows: Row[] = !settings.postgres
       ? []
       : [
-          loadRow('PostgreSQL: GET revision', closed('pgGetRevision'), { ratio: `${pct(ratio('pgGetRevision', 'getRevision'))} of the SQLite server's; ${pct(ratio('pgGetRevision', 'sqliteGet'))} of SQLite GET` }),
+          loadRow('PostgreSQL: GET revision', closed('pgGetRevision'), {
+            ratio: `${pct(ratio('pgGetRevision', 'getRevision'))} of the SQLite server's; ${pct(ratio('pgGetRevision', 'sqliteGet'))} of SQLite GET`,
+          }),
           openRow('pgGetRevision'),
-          loadRow('PostgreSQL: GET deployment', closed('pgGetDeployment'), { ratio: `${pct(ratio('pgGetDeployment', 'getDeployment'))} of the SQLite server's` }),
+          loadRow('PostgreSQL: GET deployment', closed('pgGetDeployment'), {
+            ratio: `${pct(ratio('pgGetDeployment', 'getDeployment'))} of the SQLite server's`,
+          }),
           openRow('pgGetDeployment'),
-          loadRow('PostgreSQL: POST deployment', closed('pgPost'), { ratio: `${pct(ratio('pgPost', 'post'))} of the SQLite server's; ${pct(ratio('pgPost', 'sqliteCreate'))} of the SQLite transaction` }),
+          loadRow('PostgreSQL: POST deployment', closed('pgPost'), {
+            ratio: `${pct(ratio('pgPost', 'post'))} of the SQLite server's; ${pct(ratio('pgPost', 'sqliteCreate'))} of the SQLite transaction`,
+          }),
           openRow('pgPost'),
           loadRow('PostgreSQL: PATCH creating a revision', closed('pgPatch'), { ratio: `${pct(ratio('pgPatch', 'patch'))} of the SQLite server's` }),
           openRow('pgPatch'),
@@ -260,9 +294,13 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
         { target: `p99 < ${HOT_TARGETS.getRevisionOpenP99Ms} ms`, verdict: verdict(openP99 < HOT_TARGETS.getRevisionOpenP99Ms) },
         `; the bare SQLite server at this rate: p99 ${sameRateFloor.map((r) => r.p99.toFixed(2)).join(', ')} ms` +
           `; busy while paced (CPU time / wall time, per round): the server ${busyShare.getRevision.map(pctOfCore).join(', ')}, the bare SQLite server at this rate ${busyShare.floor.map(pctOfCore).join(', ')} of a core` +
-          (jitter ? `; the machine (servers idle, 5 s): ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late, worst ${jitter.maxMs.toFixed(1)} ms` : ''),
+          (jitter
+            ? `; the machine (servers idle, 5 s): ${jitter.over2MsPerSecond.toFixed(1)} wake-ups a second ≥ 2 ms late, worst ${jitter.maxMs.toFixed(1)} ms`
+            : ''),
       ),
-      loadRow('GET deployment', closed('getDeployment'), { ratio: `${pct(ratio('getDeployment', 'sqliteGet'))} of SQLite GET; ${pct(ratio('getDeployment', 'fixed'))} of fixed` }),
+      loadRow('GET deployment', closed('getDeployment'), {
+        ratio: `${pct(ratio('getDeployment', 'sqliteGet'))} of SQLite GET; ${pct(ratio('getDeployment', 'fixed'))} of fixed`,
+      }),
       openRow('getDeployment'),
       loadRow('POST deployment', closed('post'), {
         ratio: `${pct(writeRatio)} of the same transaction, commits grouped alike; ${pct(ratio('post', 'sqliteCreate'))} of it committed per create`,

@@ -1,11 +1,11 @@
-import { holdInChild } from '../lib/hold-child.ts';
-import { holdNative, nativeLoadgen, nativeLoadgenMissing } from '../lib/native.ts';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, revisionReaches, workspaceFixtures } from '../../test/helpers/fixtures.ts';
+import { holdInChild } from '../lib/hold-child.ts';
 import { INSPECT, inspectorUrl, liveHeap } from '../lib/live-heap.ts';
+import { holdNative, nativeLoadgen, nativeLoadgenMissing } from '../lib/native.ts';
 import { rssBytes, sleep, startChild } from '../lib/processes.ts';
-import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
-import { verdict, type Row } from '../lib/table.ts';
+import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { type Row, verdict } from '../lib/table.ts';
 
 /** The long-poll's targets: memory per waiter against a bare node:http server holding the same requests, and delay after the stored change. */
 export const LONG_POLL_TARGETS = { memoryRatio: 2, lastAnsweredMs: 50 } as const;
@@ -31,10 +31,15 @@ const CLIENT_PROCESSES = 2;
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   // The C generator's holder reads the answers where it builds (bench/lib/native.ts); the Node one otherwise.
   const hold = nativeLoadgen() ? holdNative : holdInChild;
-  log(`long-poll: ${settings.waiters} waiters on one revision, held by ${nativeLoadgen() ? 'the C generator (bench/native/loadgen.c)' : `Node clients: ${nativeLoadgenMissing}`}`);
+  log(
+    `long-poll: ${settings.waiters} waiters on one revision, held by ${nativeLoadgen() ? 'the C generator (bench/native/loadgen.c)' : `Node clients: ${nativeLoadgenMissing}`}`,
+  );
   const server = await startControlPlane(settings, { env: INSPECT });
   const bare = await startChild('bench/baselines/http-fixed.mjs', INSPECT);
-  const inspectors = new Map([[server.pid, inspectorUrl(server.output())], [bare.pid, inspectorUrl(bare.output())]]);
+  const inspectors = new Map([
+    [server.pid, inspectorUrl(server.output())],
+    [bare.pid, inspectorUrl(bare.output())],
+  ]);
   try {
     const api = apiClient(server.url, API_KEY);
     const fx = await workspaceFixtures(api);
@@ -99,7 +104,9 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       const results = await held.answers;
       const wrong = results.statuses.filter((status) => status !== 200).length;
       if (wrong > 0 || results.bodies.length !== 1 || !results.bodies[0]!.includes('"INTERRUPTED"')) {
-        throw new Error(`${wrong} waiters got another status than 200, or not all the interrupted revision (bodies: ${results.bodies.slice(0, 2).join(' | ')})`);
+        throw new Error(
+          `${wrong} waiters got another status than 200, or not all the interrupted revision (bodies: ${results.bodies.slice(0, 2).join(' | ')})`,
+        );
       }
       const storedAt = Date.parse((JSON.parse(results.bodies[0]!) as { updated_at: string }).updated_at);
       lastAnswered.push(results.lastAt - storedAt);

@@ -1,9 +1,9 @@
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
-import { runLoad, type LoadRequest, type LoadResult } from '../lib/load.ts';
+import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
 import { queryPlan, seedDatabase } from '../lib/seed.ts';
-import { API_KEY, startControlPlane, type ControlPlane, type Settings } from '../lib/settings.ts';
-import { loadRow, verdict, type Row } from '../lib/table.ts';
+import { API_KEY, type ControlPlane, type Settings, startControlPlane } from '../lib/settings.ts';
+import { loadRow, type Row, verdict } from '../lib/table.ts';
 
 type Prepared = { databasePath: string; deploymentIds: string[]; revisions: Array<{ deploymentId: string; revisionId: string }>; plan: string };
 
@@ -19,7 +19,12 @@ async function prepare(count: number, settings: Settings, log: (line: string) =>
   if (template.status !== 201) throw new Error(`create: ${template.status} ${JSON.stringify(template.body)}`);
   await first.stop();
   const seededAt = performance.now();
-  const sample = seedDatabase(first.databasePath, { templateId: template.body.id, deployments: count - 1, revisionsEach: settings.scale.revisionsEach, sample: 100 });
+  const sample = seedDatabase(first.databasePath, {
+    templateId: template.body.id,
+    deployments: count - 1,
+    revisionsEach: settings.scale.revisionsEach,
+    sample: 100,
+  });
   log(`  seeded ${count - 1} deployments × ${settings.scale.revisionsEach} revisions in ${((performance.now() - seededAt) / 1000).toFixed(1)} s`);
   const plan = queryPlan(first.databasePath, 'SELECT * FROM deployments WHERE tenant_id = @tenant ORDER BY created_at DESC, rowid DESC LIMIT 20 OFFSET 0', {
     tenant: template.body.tenant_id,
@@ -62,7 +67,8 @@ export async function scale(settings: Settings, log: (line: string) => void): Pr
     servers.push(sb);
     const keys: Key[] = ['listDeployments', 'getDeployment', 'listRevisions', 'getRevision'];
     const seconds = Math.max(2, settings.seconds - 1);
-    const load = (server: ControlPlane, p: Prepared, key: Key, s: number) => runLoad(server.url, { connections: settings.connections, seconds: s, requests: requestsFor(key, p) });
+    const load = (server: ControlPlane, p: Prepared, key: Key, s: number) =>
+      runLoad(server.url, { connections: settings.connections, seconds: s, requests: requestsFor(key, p) });
     for (const key of keys) {
       await load(sa, a, key, settings.warmupSeconds);
       await load(sb, b, key, settings.warmupSeconds);
@@ -75,7 +81,9 @@ export async function scale(settings: Settings, log: (line: string) => void): Pr
         push(`a:${key}`, await load(sa, a, key, seconds));
         push(`b:${key}`, await load(sb, b, key, seconds));
       }
-      log(`  round ${round + 1}/${rounds}: ${keys.map((k) => `${k} ${Math.round(results.get(`a:${k}`)!.at(-1)!.rps)}/${Math.round(results.get(`b:${k}`)!.at(-1)!.rps)}`).join(', ')} req/s (small/large)`);
+      log(
+        `  round ${round + 1}/${rounds}: ${keys.map((k) => `${k} ${Math.round(results.get(`a:${k}`)!.at(-1)!.rps)}/${Math.round(results.get(`b:${k}`)!.at(-1)!.rps)}`).join(', ')} req/s (small/large)`,
+      );
     }
     const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
     const medianRun = (name: string) => [...results.get(name)!].sort((x, y) => x.rps - y.rps)[Math.floor(results.get(name)!.length / 2)]!;
@@ -92,10 +100,18 @@ export async function scale(settings: Settings, log: (line: string) => void): Pr
       const ratio = median(results.get(`b:${key}`)!.map((r, i) => r.rps / results.get(`a:${key}`)![i]!.rps));
       rows.push(
         loadRow(`${names[key]} @ ${label(small)} dep`, medianRun(`a:${key}`)),
-        loadRow(`${names[key]} @ ${sizes}`, medianRun(`b:${key}`), { ratio: `${Math.round(ratio * 100)}% of the ${label(small)} req/s`, target: 'within 2× of 1k', verdict: verdict(ratio >= 0.5) }),
+        loadRow(`${names[key]} @ ${sizes}`, medianRun(`b:${key}`), {
+          ratio: `${Math.round(ratio * 100)}% of the ${label(small)} req/s`,
+          target: 'within 2× of 1k',
+          verdict: verdict(ratio >= 0.5),
+        }),
       );
     }
-    rows.push({ scenario: `restart on ${sizes} (spawn → listening)`, p50: sb.startMs, note: `${sa.startMs.toFixed(0)} ms on ${label(small)}; list query plan: ${b.plan}` });
+    rows.push({
+      scenario: `restart on ${sizes} (spawn → listening)`,
+      p50: sb.startMs,
+      note: `${sa.startMs.toFixed(0)} ms on ${label(small)}; list query plan: ${b.plan}`,
+    });
     return rows;
   } finally {
     for (const server of servers) await server.stop();

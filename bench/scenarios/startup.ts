@@ -1,9 +1,9 @@
-import { apiClient } from '../../test/helpers/api.ts';
-import Database from 'better-sqlite3';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { apiClient } from '../../test/helpers/api.ts';
 import { rssBytes, sleep, startChild, tempDir } from '../lib/processes.ts';
-import { API_KEY, startControlPlane, type Settings } from '../lib/settings.ts';
-import { verdict, type Row } from '../lib/table.ts';
+import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { type Row, verdict } from '../lib/table.ts';
 
 /**
  * Start time (spawn of `node server/dist/main.js`, what `npm start` runs, → its "listening" line, on a new database, so the
@@ -38,7 +38,7 @@ export async function startup(settings: Settings, log: (line: string) => void): 
   ] as const) {
     const child = await startChild(script, env);
     try {
-      await fetch(child.url + '/').then((r) => r.text());
+      await fetch(`${child.url}/`).then((r) => r.text());
       await sleep(2000);
       floors.push(`${name} baseline ${(rssBytes(child.pid) / 2 ** 20).toFixed(1)} MB, started in ${child.startMs.toFixed(0)} ms`);
     } finally {
@@ -46,8 +46,20 @@ export async function startup(settings: Settings, log: (line: string) => void): 
     }
   }
   return [
-    { scenario: 'server start (spawn → listening, new DB)', p50: median(startMs), max: Math.max(...startMs), target: '< 1 s', verdict: verdict(median(startMs) < 1000), note: `median of ${rounds} starts (max = slowest)` },
-    { scenario: 'idle memory (RSS)', target: '< 100 MB', verdict: verdict(idleMb < 100), note: `${idleMb.toFixed(1)} MB (median of ${rounds}); ${floors.join('; ')}` },
+    {
+      scenario: 'server start (spawn → listening, new DB)',
+      p50: median(startMs),
+      max: Math.max(...startMs),
+      target: '< 1 s',
+      verdict: verdict(median(startMs) < 1000),
+      note: `median of ${rounds} starts (max = slowest)`,
+    },
+    {
+      scenario: 'idle memory (RSS)',
+      target: '< 100 MB',
+      verdict: verdict(idleMb < 100),
+      note: `${idleMb.toFixed(1)} MB (median of ${rounds}); ${floors.join('; ')}`,
+    },
   ];
 }
 

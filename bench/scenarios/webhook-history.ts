@@ -1,14 +1,14 @@
-import { Webhooks } from '@octokit/webhooks';
-import Database from 'better-sqlite3';
 import { Agent } from 'node:http';
 import { join } from 'node:path';
-import { apiClient, type Api } from '../../test/helpers/api.ts';
+import { Webhooks } from '@octokit/webhooks';
+import Database from 'better-sqlite3';
+import { type Api, apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
-import { sleep, tempDir, type Child } from '../lib/processes.ts';
+import { type Child, sleep, tempDir } from '../lib/processes.ts';
 import { seedRevisionHistory } from '../lib/seed.ts';
 import { API_KEY, type Settings } from '../lib/settings.ts';
-import { verdict, type Row } from '../lib/table.ts';
-import { BRANCH, delivery, INSTALLATION_ID, logged, REPO_URL, SECRET, send, startServer, type Delivery } from './webhook-push.ts';
+import { type Row, verdict } from '../lib/table.ts';
+import { BRANCH, type Delivery, delivery, INSTALLATION_ID, logged, REPO_URL, SECRET, send, startServer } from './webhook-push.ts';
 
 /** The history scenarios' target: a push costs the same whatever the deployment's history. */
 export const HISTORY_TARGETS = { processingRatio: 1.2, drainRatio: 1.2 } as const;
@@ -191,7 +191,9 @@ export async function webhookHistory(settings: Settings, log: (line: string) => 
     await sleep(1000);
     const idle202: number[] = [];
     await pacedDeliveries(agent, url, webhooks, 8, settings.quick ? 2 : 5, idle202);
-    log(`  drain: ${freshRate.toFixed(1)}/s over processed 5–25%, ${tailRate.toFixed(1)}/s over 75–95%; 202 p50 at 8/s: ${median(tail202).toFixed(1)} ms while draining, ${median(idle202).toFixed(1)} ms idle`);
+    log(
+      `  drain: ${freshRate.toFixed(1)}/s over processed 5–25%, ${tailRate.toFixed(1)}/s over 75–95%; 202 p50 at 8/s: ${median(tail202).toFixed(1)} ms while draining, ${median(idle202).toFixed(1)} ms idle`,
+    );
     rows.push({
       scenario: `webhook drain rate after a ${burst}-delivery burst`,
       rps: tailRate,

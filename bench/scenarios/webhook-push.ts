@@ -1,15 +1,15 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { Webhooks } from '@octokit/webhooks';
+import Database from 'better-sqlite3';
 import { normalizeRepoUrl } from '../../shared/repo-url.ts';
-import { apiClient, type Api } from '../../test/helpers/api.ts';
+import { type Api, apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
-import { sleep, startChild, tempDir, type Child } from '../lib/processes.ts';
+import { type Child, sleep, startChild, tempDir } from '../lib/processes.ts';
 import { queryPlan, seedDatabase } from '../lib/seed.ts';
 import { API_KEY, ENCRYPTION_KEY, type Settings } from '../lib/settings.ts';
-import { verdict, type Row } from '../lib/table.ts';
+import { type Row, verdict } from '../lib/table.ts';
 
 export const SECRET = `bench-webhook-${randomBytes(12).toString('hex')}`;
 export const INSTALLATION_ID = 424_242;
@@ -182,7 +182,7 @@ export async function webhookPush(settings: Settings, log: (line: string) => voi
   const matchingIds = (() => {
     const db = new Database(databasePath, { readonly: true });
     const ids = db
-      .prepare("SELECT id FROM deployments WHERE repo_url_key = ? AND repo_ref = ? AND build_on_push = 1")
+      .prepare('SELECT id FROM deployments WHERE repo_url_key = ? AND repo_ref = ? AND build_on_push = 1')
       .all(normalizeRepoUrl(REPO_URL), BRANCH)
       .map((r) => (r as { id: string }).id);
     db.close();
@@ -296,7 +296,8 @@ export async function webhookPush(settings: Settings, log: (line: string) => voi
         if (page.body.resources.length < 100) break;
       }
       const missing = [...shas].filter((s) => !found.has(s));
-      if (missing.length > 0 || found.size !== shas.size) throw new Error(`deployment ${id}: ${missing.length} commits without a revision, ${found.size - (shas.size - missing.length)} extra`);
+      if (missing.length > 0 || found.size !== shas.size)
+        throw new Error(`deployment ${id}: ${missing.length} commits without a revision, ${found.size - (shas.size - missing.length)} extra`);
     }
 
     const ms = revisionTimes.map((t) => t.ms);

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, randomFillSync, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hkdfSync, type KeyObject, randomFillSync } from 'node:crypto';
 
 const VERSION = 'v1';
 const IV_BYTES = 12;

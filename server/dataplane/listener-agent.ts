@@ -2,7 +2,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { RevisionWatch } from '../domain/revision-watch.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from '../store/agents.ts';
-import { LocalCoordination, TOPICS, type Coordination } from '../store/coordination.ts';
+import { type Coordination, LocalCoordination, TOPICS } from '../store/coordination.ts';
 import type { DeploymentRecord } from '../store/types.ts';
 import type { DataPlane } from './types.ts';
 
@@ -72,7 +72,9 @@ export class AgentDataPlane implements DataPlane {
     this.#agents
       .teardownReported(deploymentId)
       .then((reported) => reported && this.#finished(deploymentId))
-      .catch((error: unknown) => this.#log.error('reading a teardown report failed; the next sweep reads it again', { deployment_id: deploymentId, error: String(error) }));
+      .catch((error: unknown) =>
+        this.#log.error('reading a teardown report failed; the next sweep reads it again', { deployment_id: deploymentId, error: String(error) }),
+      );
   }
 
   /**

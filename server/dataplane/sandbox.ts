@@ -71,7 +71,10 @@ export class SandboxDataPlane implements DataPlane {
       stageOver: false,
       failedAs: ['AWAITING_BUILD', 'BUILDING'].includes(start.status) ? 'BUILD_FAILED' : 'DEPLOY_FAILED',
       failStage: start.secrets.find((secret) => secret.name === FAIL_STAGE_SECRET)?.value ?? null,
-      upload: deployment.source === 'internal_source' ? { deploymentId: deployment.id, objectPath: config.source_tarball_path, graphConfigPath: config.graph_config_path } : null,
+      upload:
+        deployment.source === 'internal_source'
+          ? { deploymentId: deployment.id, objectPath: config.source_tarball_path, graphConfigPath: config.graph_config_path }
+          : null,
       buildStep: start.status === 'AWAITING_BUILD' ? this.firstStep(start, deployment) : null,
       deployStep: this.firstStep({ ...start, status: 'AWAITING_DEPLOY' }, deployment),
     };
@@ -109,16 +112,31 @@ export class SandboxDataPlane implements DataPlane {
         const { deploymentId, objectPath, graphConfigPath } = plan.upload;
         const found = await this.#describeUpload(deploymentId, objectPath, graphConfigPath);
         if (!found.ok) {
-          await this.#step(plan, control, 'BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: `sandbox: ${found.message}` }], `Build failed: ${found.message}`);
+          await this.#step(
+            plan,
+            control,
+            'BUILDING',
+            'BUILD_FAILED',
+            [{ type: 'build', level: 'error', message: `sandbox: ${found.message}` }],
+            `Build failed: ${found.message}`,
+          );
           return;
         }
         await control.log(plan.id, 'build', 'info', `sandbox: ${found.message}`);
       }
       if (plan.failStage === 'build') {
-        await this.#step(plan, control, 'BUILDING', 'BUILD_FAILED', [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }], 'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).');
+        await this.#step(
+          plan,
+          control,
+          'BUILDING',
+          'BUILD_FAILED',
+          [{ type: 'build', level: 'error', message: 'sandbox: build failed on purpose (secret SANDBOX_FAIL_STAGE=build)' }],
+          'Build failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=build).',
+        );
         return;
       }
-      if (!(await this.#step(plan, control, 'BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }]))) return;
+      if (!(await this.#step(plan, control, 'BUILDING', 'AWAITING_DEPLOY', [{ type: 'build', level: 'info', message: 'sandbox: simulated build finished' }])))
+        return;
     }
     if (plan.status === 'AWAITING_DEPLOY') {
       if (!(await this.#step(plan, control, 'AWAITING_DEPLOY', plan.deployStep.to, plan.deployStep.logs))) return;
@@ -127,15 +145,31 @@ export class SandboxDataPlane implements DataPlane {
       if (!plan.stageOver) return this.#waitStage(plan, control);
       plan.stageOver = false;
       if (plan.failStage === 'deploy') {
-        await this.#step(plan, control, 'DEPLOYING', 'DEPLOY_FAILED', [{ type: 'deploy', level: 'error', message: 'sandbox: deploy failed on purpose (secret SANDBOX_FAIL_STAGE=deploy)' }], 'Deploy failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=deploy).');
+        await this.#step(
+          plan,
+          control,
+          'DEPLOYING',
+          'DEPLOY_FAILED',
+          [{ type: 'deploy', level: 'error', message: 'sandbox: deploy failed on purpose (secret SANDBOX_FAIL_STAGE=deploy)' }],
+          'Deploy failed: the sandbox was asked to fail this stage (secret SANDBOX_FAIL_STAGE=deploy).',
+        );
         return;
       }
-      await this.#step(plan, control, 'DEPLOYING', 'DEPLOYED', [{ type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' }]);
+      await this.#step(plan, control, 'DEPLOYING', 'DEPLOYED', [
+        { type: 'deploy', level: 'info', message: 'sandbox: simulated deploy finished; revision is live in the sandbox' },
+      ]);
     }
   }
 
   /** One step, a compare-and-set: false when the revision had moved on (interrupted), and then nothing more is done. */
-  async #step(plan: StagePlan, control: StageControl, from: RevisionStatus, to: RevisionStatus, logs: FirstStep['logs'], statusMessage: string | null = null): Promise<boolean> {
+  async #step(
+    plan: StagePlan,
+    control: StageControl,
+    from: RevisionStatus,
+    to: RevisionStatus,
+    logs: FirstStep['logs'],
+    statusMessage: string | null = null,
+  ): Promise<boolean> {
     const moved = await control.transition({ revisionId: plan.id, from: [from], to, statusMessage, logs });
     if (!moved) return false;
     plan.status = to;
@@ -211,7 +245,10 @@ export class SandboxDataPlane implements DataPlane {
         : `no graph config ${graphConfigPath ?? 'langgraph.json'} in it`;
       return { ok: true, message: `simulated build would use ${summary.files} files from ${objectPath}; ${config}` };
     } catch (error) {
-      return { ok: false, message: `the uploaded tarball ${objectPath} could not be read as a gzip tarball (${error instanceof Error ? error.message : String(error)})` };
+      return {
+        ok: false,
+        message: `the uploaded tarball ${objectPath} could not be read as a gzip tarball (${error instanceof Error ? error.message : String(error)})`,
+      };
     }
   }
 

@@ -39,4 +39,3 @@ export interface DataPlane {
   /** Stops timers and work in flight (shutdown); the database keeps the state to resume from. */
   stop(): void;
 }
-

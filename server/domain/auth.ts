@@ -117,7 +117,8 @@ export class Auth {
     const tenantHeader = tenantHeaderRaw?.trim().toLowerCase();
     if (!tenantHeader) return this.#principalFromMemory(record) ?? this.#principalLookingUp(record, undefined);
     if (record.workspace_id) {
-      if (tenantHeader !== record.workspace_id) throw new Forbidden('This API key belongs to one workspace and may not use the workspace named in X-Tenant-Id.');
+      if (tenantHeader !== record.workspace_id)
+        throw new Forbidden('This API key belongs to one workspace and may not use the workspace named in X-Tenant-Id.');
       return this.#principalFromMemory(record)!;
     }
     return this.#principalLookingUp(record, tenantHeader);
@@ -168,7 +169,9 @@ export class Auth {
 
   listWorkspaces(principal: Principal): Promise<Workspace[]> {
     if (!principal.organizationScoped) {
-      return this.#store.getWorkspace(principal.workspaceId).then((w) => (w ? [{ id: w.id, name: w.name, organization_id: w.organization_id, created_at: w.created_at }] : []));
+      return this.#store
+        .getWorkspace(principal.workspaceId)
+        .then((w) => (w ? [{ id: w.id, name: w.name, organization_id: w.organization_id, created_at: w.created_at }] : []));
     }
     return this.#store.listWorkspaces(principal.organizationId);
   }

@@ -1,23 +1,23 @@
-import { repositoryOnHost } from '../github/app-settings.ts';
 import {
-  isTagRef,
-  revisionConfig,
   type BulkDeleteResult,
   type Deployment,
   type DeploymentCreate,
   type DeploymentListQuery,
   type DeploymentPatch,
+  isTagRef,
   type RevisionCreate,
+  revisionConfig,
   type SourceConfig,
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
+import { repositoryOnHost } from '../github/app-settings.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
 import { urlLabel } from './names.ts';
-import { firstStage, type CreatePlan, type Pipeline } from './pipeline.ts';
+import { type CreatePlan, firstStage, type Pipeline } from './pipeline.ts';
 
 export type DeploymentsDeps = {
   store: Store;
@@ -118,13 +118,24 @@ export class Deployments {
       if (body.source_config.repo_url.startsWith('file://') && !this.#deps.allowFileRepoUrls) {
         // Reading local paths on the server's machine is for tests and experiments only.
         throw new ValidationFailed([
-          { loc: ['body', 'source_config', 'repo_url'], msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)', type: 'value_error' },
+          {
+            loc: ['body', 'source_config', 'repo_url'],
+            msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)',
+            type: 'value_error',
+          },
         ]);
       }
-      if (body.source_config.repo_url.startsWith('http://') && !(this.#deps.githubUrl?.startsWith('http://') && repositoryOnHost(body.source_config.repo_url, this.#deps.githubUrl))) {
+      if (
+        body.source_config.repo_url.startsWith('http://') &&
+        !(this.#deps.githubUrl?.startsWith('http://') && repositoryOnHost(body.source_config.repo_url, this.#deps.githubUrl))
+      ) {
         // Plain http would send tokens and code in clear: only an internal GitHub configured as http is read so.
         throw new ValidationFailed([
-          { loc: ['body', 'source_config', 'repo_url'], msg: 'http:// repository URLs are accepted only on GITHUB_URL when it is http://; use https://', type: 'value_error' },
+          {
+            loc: ['body', 'source_config', 'repo_url'],
+            msg: 'http:// repository URLs are accepted only on GITHUB_URL when it is http://; use https://',
+            type: 'value_error',
+          },
         ]);
       }
       const integration = await store.getIntegration(tenantId, body.source_config.integration_id);
@@ -142,7 +153,11 @@ export class Deployments {
         ...(body.source_config.preview ? { preview: body.source_config.preview } : {}),
         ...(options.previewOf ? { preview_of: options.previewOf } : {}),
       };
-      config = revisionConfig({ repo_ref: body.source_revision_config.repo_ref, graph_config_path: body.source_revision_config.graph_config_path, repo_commit_sha: options.commitSha ?? null });
+      config = revisionConfig({
+        repo_ref: body.source_revision_config.repo_ref,
+        graph_config_path: body.source_revision_config.graph_config_path,
+        repo_commit_sha: options.commitSha ?? null,
+      });
     } else {
       const listener = await store.getListener(tenantId, body.source_config.listener_id);
       if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
@@ -186,9 +201,20 @@ export class Deployments {
     let revision: NewRevision | null = null;
     let plan: CreatePlan | null = null;
     if (revisionId) {
-      revision = { id: revisionId, trigger: 'create', source_revision_config: config, secrets, resource_spec: sourceConfig.resource_spec, status: firstStage({ source: body.source }) };
+      revision = {
+        id: revisionId,
+        trigger: 'create',
+        source_revision_config: config,
+        secrets,
+        resource_spec: sourceConfig.resource_spec,
+        status: firstStage({ source: body.source }),
+      };
       // The data plane's first step goes into the create's own transaction: one commit per create.
-      plan = await pipeline.planCreate(tenantId, deployment, { status: revision.status!, source_revision_config: config, resource_spec: revision.resource_spec });
+      plan = await pipeline.planCreate(tenantId, deployment, {
+        status: revision.status!,
+        source_revision_config: config,
+        resource_spec: revision.resource_spec,
+      });
       if (plan.step) revision = { ...revision, status: plan.step.to, logs: plan.step.logs };
     }
     const created = await store.createDeployment({
@@ -232,7 +258,8 @@ export class Deployments {
   /** Upload URLs are for `internal_source`, push tokens for `internal_docker` deployments (400 for others). */
   refuseUnlessSource(deployment: DeploymentRecord, source: Deployment['source'], what: string): void {
     refuseWhileDeleting(deployment);
-    if (deployment.source !== source) throw new BadRequest(`${what} is for ${source} deployments; deployment ${deployment.id} has source ${deployment.source}.`);
+    if (deployment.source !== source)
+      throw new BadRequest(`${what} is for ${source} deployments; deployment ${deployment.id} has source ${deployment.source}.`);
   }
 
   /** A `source_tarball_path` must name a finished upload of this very deployment (400 otherwise). */
@@ -240,7 +267,9 @@ export class Deployments {
     if (objectPath == null) return;
     await this.get(tenantId, id);
     if (!(await this.#deps.tarballUploaded(id, objectPath))) {
-      throw new BadRequest(`source_tarball_path '${objectPath}' is not a tarball uploaded for deployment ${id}; upload one with POST /v2/deployments/${id}/upload-url first.`);
+      throw new BadRequest(
+        `source_tarball_path '${objectPath}' is not a tarball uploaded for deployment ${id}; upload one with POST /v2/deployments/${id}/upload-url first.`,
+      );
     }
   }
 
@@ -399,7 +428,9 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch | Rev
   }
   // The two client-built sources have nothing to build or run until a tarball or an image is named.
   if (source === 'internal_source' && !nextRevisionConfig.source_tarball_path) {
-    throw new BadRequest('This internal_source deployment has no uploaded tarball yet: upload one (POST …/upload-url, then PUT) and send its object_path as source_revision_config.source_tarball_path.');
+    throw new BadRequest(
+      'This internal_source deployment has no uploaded tarball yet: upload one (POST …/upload-url, then PUT) and send its object_path as source_revision_config.source_tarball_path.',
+    );
   }
   if (source === 'internal_docker' && !nextRevisionConfig.image_uri) {
     throw new BadRequest('This internal_docker deployment has no image yet: push one (POST …/push-token) and send it as source_revision_config.image_uri.');

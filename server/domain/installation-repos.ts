@@ -1,6 +1,6 @@
 import type { GithubRepository } from '../../shared/schemas/integration.ts';
-import type { Store } from '../store/types.ts';
 import type { InstallationRepo, InstallationRepoStore } from '../store/installation-repos.ts';
+import type { Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { NotFound } from './errors.ts';
 
@@ -44,11 +44,26 @@ export class InstallationRepos {
     const owner = isObject(payload.installation.account) && typeof payload.installation.account.login === 'string' ? payload.installation.account.login : null;
     if (event === 'installation') {
       if (payload.action === 'deleted') return repos.upsertRepos(installationId, [], now, true);
-      if (Array.isArray(payload.repositories)) return repos.upsertRepos(installationId, payload.repositories.flatMap((r) => listed(r, owner)), now, true);
+      if (Array.isArray(payload.repositories))
+        return repos.upsertRepos(
+          installationId,
+          payload.repositories.flatMap((r) => listed(r, owner)),
+          now,
+          true,
+        );
     } else if (event === 'installation_repositories') {
-      if (Array.isArray(payload.repositories_added)) await repos.upsertRepos(installationId, payload.repositories_added.flatMap((r) => listed(r, owner)), now, false);
+      if (Array.isArray(payload.repositories_added))
+        await repos.upsertRepos(
+          installationId,
+          payload.repositories_added.flatMap((r) => listed(r, owner)),
+          now,
+          false,
+        );
       if (Array.isArray(payload.repositories_removed)) {
-        await repos.removeRepos(installationId, payload.repositories_removed.flatMap((r) => (isObject(r) && typeof r.id === 'number' ? [r.id] : [])));
+        await repos.removeRepos(
+          installationId,
+          payload.repositories_removed.flatMap((r) => (isObject(r) && typeof r.id === 'number' ? [r.id] : [])),
+        );
       }
     } else if (event === 'push' && isObject(payload.repository)) {
       const repo = pushed(payload.repository);
@@ -69,7 +84,13 @@ function listed(value: unknown, accountLogin: string | null): InstallationRepo[]
 /** A push delivery's full repository object. */
 function pushed(value: Json): InstallationRepo | null {
   if (typeof value.id !== 'number' || typeof value.name !== 'string') return null;
-  const owner = isObject(value.owner) ? (typeof value.owner.login === 'string' ? value.owner.login : typeof value.owner.name === 'string' ? value.owner.name : null) : null;
+  const owner = isObject(value.owner)
+    ? typeof value.owner.login === 'string'
+      ? value.owner.login
+      : typeof value.owner.name === 'string'
+        ? value.owner.name
+        : null
+    : null;
   if (!owner) return null;
   const url = typeof value.html_url === 'string' ? value.html_url : `https://github.com/${owner}/${value.name}`;
   return { repo_id: value.id, name: value.name, owner, url, default_branch: typeof value.default_branch === 'string' ? value.default_branch : null };

@@ -51,7 +51,10 @@ export class LogCaps {
     if (haveLines < needLines || haveBytes < needBytes) {
       const wait = Math.max((needLines - haveLines) / lineRate, (needBytes - haveBytes) / byteRate);
       this.#buckets.set(tokenId, { lines: haveLines, bytes: haveBytes, at: nowMs });
-      throw new TooManyRequests(`This agent token writes log lines faster than ${lineRate} lines or ${byteRate} bytes a second (LOG_TOKEN_LINES_PER_SECOND, LOG_TOKEN_BYTES_PER_SECOND); retry after the Retry-After seconds.`, Math.max(1, Math.ceil(wait)));
+      throw new TooManyRequests(
+        `This agent token writes log lines faster than ${lineRate} lines or ${byteRate} bytes a second (LOG_TOKEN_LINES_PER_SECOND, LOG_TOKEN_BYTES_PER_SECOND); retry after the Retry-After seconds.`,
+        Math.max(1, Math.ceil(wait)),
+      );
     }
     this.#buckets.set(tokenId, { lines: haveLines - needLines, bytes: haveBytes - needBytes, at: nowMs });
     if (this.#buckets.size > 1000) this.#forgetIdle(nowMs);

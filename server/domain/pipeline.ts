@@ -1,14 +1,14 @@
-import { isTerminal, UNFINISHED_REVISION_STATUSES, type RevisionStatus } from '../../shared/schemas/revision.ts';
+import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionRunner, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
-import { asStorageUnavailable } from './storage-unavailable.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 import type { Readiness } from './readiness.ts';
 import type { RevisionWatch } from './revision-watch.ts';
-import { leaseFromNow } from './work-lease.ts';
+import { asStorageUnavailable } from './storage-unavailable.ts';
 import { planStart } from './store-rules.ts';
+import { leaseFromNow } from './work-lease.ts';
 
 /** Waits between attempts of a write the storage refused: doubling from the first, up to the last. */
 const RETRY_FIRST_MS = 100;
@@ -90,7 +90,8 @@ export class Pipeline {
     // stage change is a compare-and-set, so a retry never applies anything twice. Without this a
     // refused write would leave the revision in its stage, and its deployment's queue, stuck.
     this.#control = {
-      transition: async (change) => this.#ended(await this.#retrying('change a revision\'s stage', () => deps.store.transitionRevision(change, deps.clock.now()))),
+      transition: async (change) =>
+        this.#ended(await this.#retrying("change a revision's stage", () => deps.store.transitionRevision(change, deps.clock.now()))),
       log: async (revisionId, type, level, message) => {
         await this.#retrying('write a log line', () => deps.store.appendLogs(revisionId, [{ type, level, message }], deps.clock.now()));
       },
@@ -260,15 +261,24 @@ export class Pipeline {
     await this.#renew();
     const swept = await this.#sweep();
     if (swept.resumed + swept.queued + swept.deleting > 0) {
-      log.info('pipeline: resumed work left by the previous run (or by a process that stopped renewing its leases)', { revisions: swept.resumed, queued_deployments: swept.queued, deletions: swept.deleting });
+      log.info('pipeline: resumed work left by the previous run (or by a process that stopped renewing its leases)', {
+        revisions: swept.resumed,
+        queued_deployments: swept.queued,
+        deletions: swept.deleting,
+      });
     }
     if (!this.#stopped && !this.#heartbeat) {
       this.#heartbeat = setInterval(() => void this.#background('renew its leases', () => this.#renew()), Math.max(50, Math.floor(leaseMs / 3)));
       this.#heartbeat.unref();
-      this.#sweeper = setInterval(() => void this.#background('take over expired work', async () => {
-        const found = await this.#sweep();
-        if (found.resumed + found.deleting > 0) log.warn('pipeline: took over work whose process stopped renewing its lease', { revisions: found.resumed, deletions: found.deleting });
-      }), Math.max(50, Math.floor(leaseMs / 2)));
+      this.#sweeper = setInterval(
+        () =>
+          void this.#background('take over expired work', async () => {
+            const found = await this.#sweep();
+            if (found.resumed + found.deleting > 0)
+              log.warn('pipeline: took over work whose process stopped renewing its lease', { revisions: found.resumed, deletions: found.deleting });
+          }),
+        Math.max(50, Math.floor(leaseMs / 2)),
+      );
       this.#sweeper.unref();
     }
     return { resumed: swept.resumed, deleting: swept.deleting };
@@ -324,10 +334,13 @@ export class Pipeline {
     if (this.#recheck > 0) this.#recheck -= 1;
     if (lapsed) {
       // The first of the two checks; the second finds what a take-over being written during it took.
-      log.warn('pipeline: this process\'s lease had lapsed (it stalled for longer than PIPELINE_LEASE_MS); revisions another process took over meanwhile are its now', {
-        revisions_dropped: dropped,
-        revisions_kept: this.#running.size,
-      });
+      log.warn(
+        "pipeline: this process's lease had lapsed (it stalled for longer than PIPELINE_LEASE_MS); revisions another process took over meanwhile are its now",
+        {
+          revisions_dropped: dropped,
+          revisions_kept: this.#running.size,
+        },
+      );
     }
     if (this.#toRelease.size > 0) {
       const released = [...this.#toRelease];
@@ -393,7 +406,8 @@ export class Pipeline {
       },
       (error: unknown) => {
         this.#tearingDown.delete(deployment.id);
-        if (!(error instanceof PipelineStopped)) log.error('teardown could not be claimed; a repeated DELETE or another process retries it', { deployment_id: deployment.id, error: String(error) });
+        if (!(error instanceof PipelineStopped))
+          log.error('teardown could not be claimed; a repeated DELETE or another process retries it', { deployment_id: deployment.id, error: String(error) });
       },
     );
   }
@@ -401,15 +415,20 @@ export class Pipeline {
   /** The teardown itself, its lease held; a failure leaves the lease to lapse, and a sweep retries it. */
   #tearDown(deployment: DeploymentRecord): void {
     const { store, log } = this.#deps;
-    const work = () => this.#retrying('tear a deployment down', async () => {
-      const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: [...UNFINISHED_REVISION_STATUSES] });
-      for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
-      await (await this.#dataPlaneFor(deployment)).teardown(deployment);
-      await store.removeDeployment(deployment.id);
-      log.info('deployment removed', { deployment_id: deployment.id });
-    });
+    const work = () =>
+      this.#retrying('tear a deployment down', async () => {
+        const revisions = await store.listRevisions(deployment.tenant_id, deployment.id, { limit: 100, offset: 0, status: [...UNFINISHED_REVISION_STATUSES] });
+        for (const revision of revisions.resources) await this.interruptUnfinished(revision, 'Interrupted because the deployment is being deleted.');
+        await (await this.#dataPlaneFor(deployment)).teardown(deployment);
+        await store.removeDeployment(deployment.id);
+        log.info('deployment removed', { deployment_id: deployment.id });
+      });
     work()
-      .catch((error: unknown) => error instanceof PipelineStopped || log.error('teardown failed; it is retried once its lease has passed', { deployment_id: deployment.id, error: String(error) }))
+      .catch(
+        (error: unknown) =>
+          error instanceof PipelineStopped ||
+          log.error('teardown failed; it is retried once its lease has passed', { deployment_id: deployment.id, error: String(error) }),
+      )
       .finally(() => this.#tearingDown.delete(deployment.id));
   }
 
@@ -444,13 +463,15 @@ export class Pipeline {
         // matter: every step of a data plane is a compare-and-set on its status.
         const [work, deployment] = known
           ? [known.work, known.deployment]
-          : await this.#retrying('read a started revision', () => Promise.all([store.getRevisionWork(revision.id), store.getDeploymentById(revision.deployment_id)]));
+          : await this.#retrying('read a started revision', () =>
+              Promise.all([store.getRevisionWork(revision.id), store.getDeploymentById(revision.deployment_id)]),
+            );
         if (!work || !deployment || isTerminal(work.status)) {
           this.#running.delete(revision.id);
           this.#unheld.delete(revision.id);
           return;
         }
-        const dataPlane = known?.dataPlane ?? (await this.#retrying('find a started revision\'s data plane', () => this.#dataPlaneFor(deployment)));
+        const dataPlane = known?.dataPlane ?? (await this.#retrying("find a started revision's data plane", () => this.#dataPlaneFor(deployment)));
         dataPlane.run(work, deployment, this.#control);
       };
       handOver().catch((error: unknown) => {
@@ -459,7 +480,11 @@ export class Pipeline {
         this.#running.delete(revision.id);
         this.#unheld.delete(revision.id);
         this.#toRelease.add(revision.id);
-        if (!(error instanceof PipelineStopped)) log.error('pipeline: could not hand a revision to its data plane; it is taken over again once its lease passes', { revision_id: revision.id, error: String(error) });
+        if (!(error instanceof PipelineStopped))
+          log.error('pipeline: could not hand a revision to its data plane; it is taken over again once its lease passes', {
+            revision_id: revision.id,
+            error: String(error),
+          });
       });
     });
   }
@@ -497,7 +522,6 @@ export class Pipeline {
     this.#deps.listenerAgent.stop();
   }
 }
-
 
 /** `github` and `internal_source` revisions are built first; the two image sources go straight to deploy. */
 export function firstStage(revision: Pick<RevisionRecord, 'source'>): RevisionStatus {

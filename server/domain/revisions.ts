@@ -73,7 +73,14 @@ export class Revisions {
    * after registering in another (`#readIfChanged`): an async function keeps the locals of its
    * frame while it is suspended.
    */
-  async #waitForChange(tenantId: string, deploymentId: string, revisionId: string, isKnown: (etag: string) => boolean, waitMs: number, gone?: Gone): Promise<{ revision: RevisionRecord; changed: boolean }> {
+  async #waitForChange(
+    tenantId: string,
+    deploymentId: string,
+    revisionId: string,
+    isKnown: (etag: string) => boolean,
+    waitMs: number,
+    gone?: Gone,
+  ): Promise<{ revision: RevisionRecord; changed: boolean }> {
     // Register before reading again, so a change between the two reads is not missed.
     const waiter = this.#watch.wait(revisionId, waitMs, gone);
     const changedMeanwhile = await this.#readIfChanged(tenantId, deploymentId, revisionId, isKnown);
@@ -101,7 +108,13 @@ export class Revisions {
    * sends) or its tracing project's id; without `revisionId`, the deployment's live revision (the
    * latest one while none is live yet).
    */
-  async projectLogs(tenantId: string, projectId: string, revisionId: string | null, type: 'build' | 'deploy', request: ProjectLogsRequest): Promise<ProjectLogs> {
+  async projectLogs(
+    tenantId: string,
+    projectId: string,
+    revisionId: string | null,
+    type: 'build' | 'deploy',
+    request: ProjectLogsRequest,
+  ): Promise<ProjectLogs> {
     let deployment = await this.#store.getDeployment(tenantId, projectId);
     if (!deployment) {
       const project = await this.#store.getTracingProject(tenantId, projectId);

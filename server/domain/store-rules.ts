@@ -1,5 +1,5 @@
-import type { RevisionRecord } from '../store/types.ts';
 import type { QueueState, Refusal, StartPlan, StoreRules } from '../store/rules.ts';
+import type { RevisionRecord } from '../store/types.ts';
 import { Conflict, NotFound } from './errors.ts';
 
 /**

@@ -2,8 +2,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { UploadUrl } from '../../shared/schemas/deployment.ts';
 import type { Logger } from '../logger.ts';
-import type { UploadRecord, UploadStore } from '../store/uploads.ts';
 import type { WorkLease } from '../store/types.ts';
+import type { UploadRecord, UploadStore } from '../store/uploads.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './errors.ts';
 import { leaseFromNow } from './work-lease.ts';
@@ -62,12 +62,21 @@ export class Uploads {
     }
     const used = await store.workspaceUploadBytes(tenantId);
     if (used >= this.#deps.workspaceQuotaBytes) {
-      throw new BadRequest(`The workspace's stored tarballs take ${used} bytes, its quota (UPLOAD_WORKSPACE_QUOTA_BYTES) is ${this.#deps.workspaceQuotaBytes}: delete deployments or revisions it no longer needs.`);
+      throw new BadRequest(
+        `The workspace's stored tarballs take ${used} bytes, its quota (UPLOAD_WORKSPACE_QUOTA_BYTES) is ${this.#deps.workspaceQuotaBytes}: delete deployments or revisions it no longer needs.`,
+      );
     }
     const id = crypto.randomUUID();
     const expires = Date.parse(now) + ttlMs;
     const objectPath = `deployments/${deploymentId}/uploads/${id}.tar.gz`;
-    await store.createUpload({ id, deployment_id: deploymentId, tenant_id: tenantId, object_path: objectPath, expires_at: new Date(expires).toISOString(), created_at: now });
+    await store.createUpload({
+      id,
+      deployment_id: deploymentId,
+      tenant_id: tenantId,
+      object_path: objectPath,
+      expires_at: new Date(expires).toISOString(),
+      created_at: now,
+    });
     const signature = this.#sign(id, expires);
     return { upload_url: `${publicUrl()}${UPLOAD_PATH_PREFIX}${id}?expires=${expires}&signature=${signature}`, object_path: objectPath };
   }
@@ -96,7 +105,8 @@ export class Uploads {
     if (Date.parse(clock.now()) > expires) throw new Forbidden('The upload URL has expired; ask for a new one (POST …/upload-url).');
     const upload = await store.getUpload(input.id);
     if (!upload) throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
-    if (input.declaredLength !== null && input.declaredLength > maxBytes) throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
+    if (input.declaredLength !== null && input.declaredLength > maxBytes)
+      throw new PayloadTooLarge(`The tarball is larger than the limit of ${maxBytes} bytes.`);
     const claim = await store.claimUpload(input.id, this.#lease());
     if (claim === 'not_found') throw new NotFound('The upload URL is not known (its deployment may have been deleted).');
     if (claim === 'used') throw new Conflict('The upload URL has already been used; ask for a new one (POST …/upload-url).');
@@ -133,8 +143,17 @@ export class Uploads {
     let reserved = 0;
     const reserve = async (upTo: number) => {
       if (upTo <= reserved) return;
-      const fits = await store.reserveUploadBytes({ id: upload.id, tenantId: upload.tenant_id, owner: this.#deps.processId, bytes: upTo - reserved, quotaBytes: this.#deps.workspaceQuotaBytes });
-      if (!fits) throw new PayloadTooLarge(`The tarball does not fit in what is left of the workspace's upload quota (UPLOAD_WORKSPACE_QUOTA_BYTES, ${this.#deps.workspaceQuotaBytes} bytes).`);
+      const fits = await store.reserveUploadBytes({
+        id: upload.id,
+        tenantId: upload.tenant_id,
+        owner: this.#deps.processId,
+        bytes: upTo - reserved,
+        quotaBytes: this.#deps.workspaceQuotaBytes,
+      });
+      if (!fits)
+        throw new PayloadTooLarge(
+          `The tarball does not fit in what is left of the workspace's upload quota (UPLOAD_WORKSPACE_QUOTA_BYTES, ${this.#deps.workspaceQuotaBytes} bytes).`,
+        );
       reserved = upTo;
     };
     const flush = async () => {
@@ -156,7 +175,8 @@ export class Uploads {
         }
         const { done, value } = chunk;
         if (done) break;
-        if (total === 0 && value.length > 0 && value[0] !== 0x1f) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
+        if (total === 0 && value.length > 0 && value[0] !== 0x1f)
+          throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
         if (total === 1 || (total === 0 && value.length > 1)) {
           const second = total === 1 ? value[0] : value[1];
           if (second !== 0x8b) throw new BadRequest('The body is not gzip data; PUT a gzip-compressed tarball (Content-Type: application/gzip).');
@@ -226,7 +246,8 @@ export class Uploads {
   /** Checks a `fetchUrl` signature for `subject`: 403 when it does not fit or has expired. */
   checkFetch(subject: string, expires: string | undefined, signature: string | undefined): void {
     const at = Number(expires);
-    if (!signature || !Number.isSafeInteger(at) || !equal(this.#signFetch(subject, at), signature)) throw new Forbidden('The source URL signature is not valid.');
+    if (!signature || !Number.isSafeInteger(at) || !equal(this.#signFetch(subject, at), signature))
+      throw new Forbidden('The source URL signature is not valid.');
     if (Date.parse(this.#deps.clock.now()) > at) throw new Forbidden('The source URL has expired; the agent gets a new one with its next claim.');
   }
 
@@ -248,15 +269,18 @@ export class Uploads {
   async start(): Promise<void> {
     await this.releaseInterrupted();
     if (this.#timer) return;
-    this.#timer = setInterval(() => {
-      this.#deps.store
-        .renewUploadLeases(this.#lease())
-        .then(() => this.releaseInterrupted())
-        .then(
-          (released) => released > 0 && this.#deps.log.warn('uploads: released uploads whose receiving process stopped renewing them', { released }),
-          (error: unknown) => this.#deps.log.warn('uploads: renewing upload leases failed; retried shortly', { error: String(error) }),
-        );
-    }, Math.max(50, Math.floor(this.#deps.leaseMs / 3)));
+    this.#timer = setInterval(
+      () => {
+        this.#deps.store
+          .renewUploadLeases(this.#lease())
+          .then(() => this.releaseInterrupted())
+          .then(
+            (released) => released > 0 && this.#deps.log.warn('uploads: released uploads whose receiving process stopped renewing them', { released }),
+            (error: unknown) => this.#deps.log.warn('uploads: renewing upload leases failed; retried shortly', { error: String(error) }),
+          );
+      },
+      Math.max(50, Math.floor(this.#deps.leaseMs / 3)),
+    );
     this.#timer.unref();
   }
 

@@ -56,14 +56,21 @@ export function lsRemoteBranchHead(options: { timeoutMs?: number; allowFile?: bo
 
 function run(repoUrl: string, branch: string, home: string, timeoutMs: number, allowFile: boolean, token: string | undefined): Promise<string | null> {
   const args = [
-    '-c', 'credential.helper=',
-    '-c', 'protocol.allow=never',
-    '-c', 'protocol.https.allow=always',
+    '-c',
+    'credential.helper=',
+    '-c',
+    'protocol.allow=never',
+    '-c',
+    'protocol.https.allow=always',
     ...(allowFile ? ['-c', 'protocol.file.allow=always'] : []),
     // Plain http only reaches the GitHub App's own host when GITHUB_URL is http (remote-policy.ts decides).
     ...(repoUrl.startsWith('http://') ? ['-c', 'protocol.http.allow=always'] : []),
-    '-c', 'http.followRedirects=false',
-    'ls-remote', '--', repoUrl, `refs/heads/${branch}`,
+    '-c',
+    'http.followRedirects=false',
+    'ls-remote',
+    '--',
+    repoUrl,
+    `refs/heads/${branch}`,
   ];
   const child = spawn('git', args, {
     // A process group of its own, so the time limit reaches git's helpers too.

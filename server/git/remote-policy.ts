@@ -27,7 +27,9 @@ export function reconcileTarget(repoUrl: string, policy: RemotePolicy): RemoteTa
   const onGithub = policy.githubUrl ? repositoryOnHost(trimmed, policy.githubUrl) : null;
   if (onGithub) return { ok: true, url: cloneUrlOf(onGithub, policy.githubUrl!, trimmed), file: false };
   if (trimmed.startsWith('file://')) {
-    return policy.allowFileUrls ? { ok: true, url: trimmed, file: true } : { ok: false, reason: 'file:// repository URLs are not allowed on this server (ALLOW_FILE_REPO_URLS)' };
+    return policy.allowFileUrls
+      ? { ok: true, url: trimmed, file: true }
+      : { ok: false, reason: 'file:// repository URLs are not allowed on this server (ALLOW_FILE_REPO_URLS)' };
   }
   let https: URL;
   try {

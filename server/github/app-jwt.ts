@@ -1,5 +1,5 @@
-import { SignJWT } from 'jose';
 import type { KeyObject } from 'node:crypto';
+import { SignJWT } from 'jose';
 
 /**
  * An App JWT (RS256) for calls made as the App itself: `iat` 60 s back (GitHub's advice for
@@ -8,5 +8,10 @@ import type { KeyObject } from 'node:crypto';
  */
 export async function appJwt(appId: string, privateKey: KeyObject, nowMs: number): Promise<string> {
   const now = Math.floor(nowMs / 1000);
-  return new SignJWT({}).setProtectedHeader({ alg: 'RS256', typ: 'JWT' }).setIssuer(appId).setIssuedAt(now - 60).setExpirationTime(now + 9 * 60).sign(privateKey);
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'RS256', typ: 'JWT' })
+    .setIssuer(appId)
+    .setIssuedAt(now - 60)
+    .setExpirationTime(now + 9 * 60)
+    .sign(privateKey);
 }

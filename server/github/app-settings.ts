@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Config } from '../config.ts';
 import { StartupError } from '../startup-errors.ts';
 
@@ -21,7 +21,19 @@ export type GithubApp = {
  * The App settings, or null when none are set (public repositories only, no status back). A key
  * that is not an RSA private key stops the start with a sentence, not at the first build.
  */
-export function githubAppFrom(config: Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_APP_PRIVATE_KEY' | 'GITHUB_APP_PRIVATE_KEY_FILE' | 'GITHUB_APP_SLUG' | 'GITHUB_APP_CLIENT_ID' | 'GITHUB_APP_CLIENT_SECRET' | 'GITHUB_URL' | 'GITHUB_API_URL'>): GithubApp | null {
+export function githubAppFrom(
+  config: Pick<
+    Config,
+    | 'GITHUB_APP_ID'
+    | 'GITHUB_APP_PRIVATE_KEY'
+    | 'GITHUB_APP_PRIVATE_KEY_FILE'
+    | 'GITHUB_APP_SLUG'
+    | 'GITHUB_APP_CLIENT_ID'
+    | 'GITHUB_APP_CLIENT_SECRET'
+    | 'GITHUB_URL'
+    | 'GITHUB_API_URL'
+  >,
+): GithubApp | null {
   if (config.GITHUB_APP_ID === undefined) return null;
   let pem = config.GITHUB_APP_PRIVATE_KEY;
   if (pem === undefined && config.GITHUB_APP_PRIVATE_KEY_FILE !== undefined) {
@@ -36,10 +48,11 @@ export function githubAppFrom(config: Pick<Config, 'GITHUB_APP_ID' | 'GITHUB_APP
     // Environment variables often carry a PEM with literal \n: both forms are accepted.
     privateKey = createPrivateKey(pem!.includes('\\n') ? pem!.replace(/\\n/g, '\n') : pem!);
   } catch {
-    throw new StartupError('GITHUB_APP_PRIVATE_KEY is not a PEM private key (download one from the App\'s settings page).');
+    throw new StartupError("GITHUB_APP_PRIVATE_KEY is not a PEM private key (download one from the App's settings page).");
   }
   if (privateKey.asymmetricKeyType !== 'rsa') throw new StartupError('GITHUB_APP_PRIVATE_KEY must be an RSA key: GitHub signs App JWTs with RS256.');
-  const client = config.GITHUB_APP_CLIENT_ID && config.GITHUB_APP_CLIENT_SECRET ? { id: config.GITHUB_APP_CLIENT_ID, secret: config.GITHUB_APP_CLIENT_SECRET } : null;
+  const client =
+    config.GITHUB_APP_CLIENT_ID && config.GITHUB_APP_CLIENT_SECRET ? { id: config.GITHUB_APP_CLIENT_ID, secret: config.GITHUB_APP_CLIENT_SECRET } : null;
   return { appId: config.GITHUB_APP_ID, privateKey, slug: config.GITHUB_APP_SLUG ?? null, client, webUrl: config.GITHUB_URL, apiUrl: config.GITHUB_API_URL };
 }
 
@@ -79,7 +92,11 @@ export function repositoryOnHost(repoUrl: string, webUrl: string): GithubReposit
     path = parsed.pathname;
   }
   if (hostname.toLowerCase() !== host.hostname.toLowerCase() || (port !== '' && port !== host.port)) return null;
-  const parts = path.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/i, '').split('/');
+  const parts = path
+    .replace(/^\/+/, '')
+    .replace(/\/+$/, '')
+    .replace(/\.git$/i, '')
+    .split('/');
   // GitHub Enterprise Server may live under a path prefix: the repository is the last two segments.
   const prefix = host.pathname.replace(/^\/+|\/+$/g, '');
   const rest = prefix && parts.slice(0, prefix.split('/').length).join('/') === prefix ? parts.slice(prefix.split('/').length) : parts;
@@ -94,6 +111,6 @@ export function repositoryOnHost(repoUrl: string, webUrl: string): GithubReposit
  */
 export function cloneUrlOf(repository: GithubRepository, webUrl: string, repoUrl?: string): string {
   const given = repoUrl?.trim().replace(/\/+$/, '');
-  if (given && given.startsWith(`${new URL(webUrl).protocol}//`)) return given;
+  if (given?.startsWith(`${new URL(webUrl).protocol}//`)) return given;
   return `${webUrl}/${repository.owner}/${repository.name}.git`;
 }

@@ -1,5 +1,5 @@
-import type { GithubApp } from './app-settings.ts';
 import { appJwt } from './app-jwt.ts';
+import type { GithubApp } from './app-settings.ts';
 
 /** A GitHub answer that was not 2xx: its status, its message and the headers that say when to retry. */
 export class GithubApiError extends Error {
@@ -11,7 +11,11 @@ export class GithubApiError extends Error {
   constructor(method: string, path: string, status: number, headers: Headers, body: unknown) {
     // GitHub puts the reason of a 422 in `errors[].message` ("…reached the maximum number of statuses").
     const record = typeof body === 'object' && body !== null ? (body as { message?: unknown; errors?: unknown }) : {};
-    const reasons = Array.isArray(record.errors) ? record.errors.map((e) => (typeof e === 'object' && e !== null && 'message' in e ? String((e as { message: unknown }).message) : typeof e === 'string' ? e : '')).filter(Boolean) : [];
+    const reasons = Array.isArray(record.errors)
+      ? record.errors
+          .map((e) => (typeof e === 'object' && e !== null && 'message' in e ? String((e as { message: unknown }).message) : typeof e === 'string' ? e : ''))
+          .filter(Boolean)
+      : [];
     const message = [record.message === undefined ? '' : String(record.message), ...reasons].filter(Boolean).join(': ');
     super(`GitHub answered ${status} to ${method} ${path}${message ? `: ${message}` : ''}`);
     this.status = status;
@@ -53,7 +57,7 @@ export class GithubApi {
    */
   async exchangeCode(code: string): Promise<{ token: string } | { error: string }> {
     const client = this.#app.client;
-    if (!client) return { error: 'the App\'s client id and secret are not configured' };
+    if (!client) return { error: "the App's client id and secret are not configured" };
     const response = await fetch(`${this.#app.webUrl}/login/oauth/access_token`, {
       method: 'POST',
       // Form-encoded, as OAuth 2.0 (RFC 6749 §4.1.3) has token requests; JSON asked back.
@@ -64,7 +68,12 @@ export class GithubApi {
     });
     const body = (await response.json().catch(() => null)) as { access_token?: unknown; error?: unknown; error_description?: unknown } | null;
     if (response.ok && typeof body?.access_token === 'string' && body.access_token.length > 0) return { token: body.access_token };
-    return { error: typeof body?.error === 'string' ? `${body.error}${typeof body.error_description === 'string' ? `: ${body.error_description}` : ''}` : `GitHub answered ${response.status}` };
+    return {
+      error:
+        typeof body?.error === 'string'
+          ? `${body.error}${typeof body.error_description === 'string' ? `: ${body.error_description}` : ''}`
+          : `GitHub answered ${response.status}`,
+    };
   }
 
   async request<T>(request: GithubRequest): Promise<T> {

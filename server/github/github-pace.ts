@@ -30,7 +30,8 @@ export class GithubPace {
     const retryAfter = headers.get('retry-after');
     let until: number | null = null;
     if (retryAfter !== null && /^\d+$/.test(retryAfter.trim())) until = now + Number(retryAfter) * 1000;
-    else if (headers.get('x-ratelimit-remaining') === '0' && /^\d+$/.test(headers.get('x-ratelimit-reset') ?? '')) until = Number(headers.get('x-ratelimit-reset')) * 1000;
+    else if (headers.get('x-ratelimit-remaining') === '0' && /^\d+$/.test(headers.get('x-ratelimit-reset') ?? ''))
+      until = Number(headers.get('x-ratelimit-reset')) * 1000;
     if (until === null) return null;
     // Never longer than an hour: a wrong header must not silence GitHub updates for a day.
     this.#pausedUntil = Math.max(this.#pausedUntil, Math.min(until, now + 3_600_000));

@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { BadRequest } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubStore, InstallationAccount } from '../store/github.ts';
-import { GithubApiError, type GithubApi } from './github-api.ts';
+import { type GithubApi, GithubApiError } from './github-api.ts';
 
 /** How long an install URL's `state` stays usable. */
 const STATE_TTL_MS = 15 * 60_000;
@@ -55,14 +55,16 @@ export class InstallationLinks {
     const refused = (message: string, status: 400 | 502 = 400): SetupOutcome => ({ kind: 'refused', message, status });
     const [id, signature] = (query.state ?? '').split('.');
     // The signature first: junk never reaches the database, and a forged state cannot burn a real one.
-    if (!id || !signature || !this.#verify(id, signature)) return refused('This link is not one this server made (unknown state). Start again from the install URL.');
+    if (!id || !signature || !this.#verify(id, signature))
+      return refused('This link is not one this server made (unknown state). Start again from the install URL.');
     const state = await store.takeSetupState(id);
     if (!state) return refused('This link was already used. Start again from the install URL.');
     if (Date.parse(state.expires_at) <= Date.parse(clock.now())) return refused('This link expired (it lasts 15 minutes). Start again from the install URL.');
     if (query.setup_action === 'request') return { kind: 'requested' };
     const installationId = Number(query.installation_id);
     if (!Number.isSafeInteger(installationId) || installationId <= 0) return refused('GitHub sent no installation_id.');
-    if (!query.code) return refused('GitHub sent no authorization code: enable "Request user authorization (OAuth) during installation" in the App\'s settings.');
+    if (!query.code)
+      return refused('GitHub sent no authorization code: enable "Request user authorization (OAuth) during installation" in the App\'s settings.');
     try {
       const exchanged = await api.exchangeCode(query.code);
       if ('error' in exchanged) return refused(`GitHub did not authorize the installer (${exchanged.error}).`);
@@ -70,20 +72,37 @@ export class InstallationLinks {
         log.warn('github: an installation the installer cannot see was refused', { tenant_id: state.tenant_id, installation_id: installationId });
         return refused(`Installation ${installationId} is not one of yours on GitHub: nothing was linked.`);
       }
-      const installation = await api.request<{ account: { login: string; id: number; type: string } | null }>({ method: 'GET', path: `/app/installations/${installationId}`, auth: { kind: 'app' } });
+      const installation = await api.request<{ account: { login: string; id: number; type: string } | null }>({
+        method: 'GET',
+        path: `/app/installations/${installationId}`,
+        auth: { kind: 'app' },
+      });
       if (!installation.account) return refused(`GitHub reports no account for installation ${installationId}.`);
       const account = { login: installation.account.login, id: installation.account.id, type: installation.account.type };
       const now = clock.now();
       const linked = await store.linkInstallation(
-        { id: crypto.randomUUID(), tenant_id: state.tenant_id, installation_id: installationId, name: state.name ?? account.login, suspended: false, created_at: now },
+        {
+          id: crypto.randomUUID(),
+          tenant_id: state.tenant_id,
+          installation_id: installationId,
+          name: state.name ?? account.login,
+          suspended: false,
+          created_at: now,
+        },
         account,
         now,
       );
-      log.info('github: installation linked', { tenant_id: state.tenant_id, installation_id: installationId, account: account.login, integration_id: linked.id });
+      log.info('github: installation linked', {
+        tenant_id: state.tenant_id,
+        installation_id: installationId,
+        account: account.login,
+        integration_id: linked.id,
+      });
       return { kind: 'linked', integration: { id: linked.id, installation_id: linked.installation_id, name: linked.name }, account };
     } catch (error) {
       if (error instanceof GithubApiError) return refused(`GitHub could not confirm the installation (${error.message}).`, error.status >= 500 ? 502 : 400);
-      if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'TypeError')) return refused(`GitHub could not be reached (${error.message}).`, 502);
+      if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'TypeError'))
+        return refused(`GitHub could not be reached (${error.message}).`, 502);
       throw error;
     }
   }

@@ -28,7 +28,11 @@ export class InstallationTokens {
    * A token for `repository` alone through `installationId`, with `permissions` only: read-only
    * contents by default (what git needs), deployments and statuses for the status sender.
    */
-  async forRepository(installationId: number, repository: GithubRepository, permissions: Record<string, 'read' | 'write'> = { contents: 'read' }): Promise<string> {
+  async forRepository(
+    installationId: number,
+    repository: GithubRepository,
+    permissions: Record<string, 'read' | 'write'> = { contents: 'read' },
+  ): Promise<string> {
     const key = `${installationId}\n${repository.owner.toLowerCase()}/${repository.name.toLowerCase()}\n${JSON.stringify(permissions)}`;
     const cached = this.#cache.get(key);
     if (cached && cached.expiresAtMs - REUSE_MARGIN_MS > this.#now()) return cached.token;

@@ -1,6 +1,6 @@
 import type { Logger } from '../logger.ts';
 import type { IntegrationRecord, Store } from '../store/types.ts';
-import { cloneUrlOf, repositoryOnHost, type GithubApp } from './app-settings.ts';
+import { cloneUrlOf, type GithubApp, repositoryOnHost } from './app-settings.ts';
 import type { InstallationTokens } from './installation-tokens.ts';
 
 /** How git reaches a private repository: the URL the token opens and the token. */

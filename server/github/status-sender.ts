@@ -1,13 +1,13 @@
+import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../domain/clock.ts';
+import { previewOfDeployment } from '../domain/deployments.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
-import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
-import { repositoryOnHost, type GithubApp, type GithubRepository } from './app-settings.ts';
+import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
+import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
-import { GithubApiError, type GithubApi } from './github-api.ts';
 import type { InstallationTokens } from './installation-tokens.ts';
-import { previewOfDeployment } from '../domain/deployments.ts';
 import { describe, planFor, type StatusPlan } from './status-plan.ts';
 
 /** What the sender's token may do: create deployments and statuses on the one repository. */
@@ -122,14 +122,18 @@ export class GithubStatusSender {
     };
     try {
       if (event.event === 'DELETED') return finish(await this.#deleted(event));
-      const [revision, deployment] = await Promise.all([this.#deps.store.getRevisionById(event.revision_id), this.#deps.store.getDeploymentById(event.deployment_id)]);
+      const [revision, deployment] = await Promise.all([
+        this.#deps.store.getRevisionById(event.revision_id),
+        this.#deps.store.getDeploymentById(event.deployment_id),
+      ]);
       if (!revision || !deployment) return finish('the revision is gone');
       const target = await this.#target(deployment);
-      if (!target) return finish('not a repository of a proven installation on the App\'s GitHub');
+      if (!target) return finish("not a repository of a proven installation on the App's GitHub");
       const sha = revision.source_revision_config.repo_commit_sha;
       if (!sha) {
         // A revision built from a branch learns its commit once the agent checked it out.
-        if (isTerminal(revision.status as RevisionStatus) || Date.parse(clock.now()) - Date.parse(event.created_at) > COMMIT_WAIT_MS) return finish('no commit to report on');
+        if (isTerminal(revision.status as RevisionStatus) || Date.parse(clock.now()) - Date.parse(event.created_at) > COMMIT_WAIT_MS)
+          return finish('no commit to report on');
         await github.retryEvent(event.id, new Date(Date.parse(clock.now()) + 1000).toISOString(), 'waiting for the commit');
         return false;
       }
@@ -141,7 +145,13 @@ export class GithubStatusSender {
       if (!(error instanceof TryLater)) throw error;
       const backoff = Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2);
       const at = Math.max(Date.parse(clock.now()) + backoff, error.untilMs ?? 0);
-      log.warn('github: a status could not be sent; it is tried again', { revision_id: event.revision_id, event: event.event, attempts: event.attempts + 1, retry_at: new Date(at).toISOString(), reason: error.message });
+      log.warn('github: a status could not be sent; it is tried again', {
+        revision_id: event.revision_id,
+        event: event.event,
+        attempts: event.attempts + 1,
+        retry_at: new Date(at).toISOString(),
+        reason: error.message,
+      });
       await github.retryEvent(event.id, new Date(at).toISOString(), `retry: ${error.message}`);
       return false;
     }
@@ -154,9 +164,22 @@ export class GithubStatusSender {
     if (plan.deployment) {
       const record = await this.#ensureDeployment(event, revision, deployment, target, sha, logUrl);
       if (record) {
-        const body = { state: plan.deployment, log_url: logUrl, description: plan.description, auto_inactive: false, ...(environmentUrl ? { environment_url: environmentUrl } : {}) };
-        await this.#call(event, revision.id, 'deployment_status', plan.deployment, target, { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body }, () =>
-          this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === plan.deployment),
+        const body = {
+          state: plan.deployment,
+          log_url: logUrl,
+          description: plan.description,
+          auto_inactive: false,
+          ...(environmentUrl ? { environment_url: environmentUrl } : {}),
+        };
+        await this.#call(
+          event,
+          revision.id,
+          'deployment_status',
+          plan.deployment,
+          target,
+          { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
+          () =>
+            this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === plan.deployment),
         );
         await github.setGithubDeploymentState(revision.id, plan.deployment);
       }
@@ -185,27 +208,49 @@ export class GithubStatusSender {
     if (!target) return;
     await this.#paced();
     const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
-    await this.#deps.api.request({ method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, auth: { kind: 'token', token }, body: { state: 'error', context, description: describe(description) } });
+    await this.#deps.api.request({
+      method: 'POST',
+      path: `/repos/${target.path}/statuses/${sha}`,
+      auth: { kind: 'token', token },
+      body: { state: 'error', context, description: describe(description) },
+    });
   }
 
   /** `DELETED`: the revision's GitHub deployment (if it has one and is not inactive yet) becomes inactive. */
   async #deleted(event: OutboxEvent): Promise<string> {
     const record = await this.#deps.github.githubDeployment(event.revision_id);
     if (!record || record.last_state === 'inactive') return 'nothing to mark inactive';
-    await this.#inactive(event, record, { repository: { owner: record.owner, name: record.repo }, installationId: record.installation_id, path: `${record.owner}/${record.repo}` });
+    await this.#inactive(event, record, {
+      repository: { owner: record.owner, name: record.repo },
+      installationId: record.installation_id,
+      path: `${record.owner}/${record.repo}`,
+    });
     return 'sent';
   }
 
   async #inactive(event: OutboxEvent, record: GithubDeploymentRecord, target: Target): Promise<void> {
     const body = { state: 'inactive', description: 'Replaced or deleted', log_url: record.log_url ?? '', auto_inactive: false };
-    await this.#call(event, record.revision_id, 'deployment_status', 'inactive', target, { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body }, () =>
-      this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === 'inactive'),
+    await this.#call(
+      event,
+      record.revision_id,
+      'deployment_status',
+      'inactive',
+      target,
+      { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
+      () => this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === 'inactive'),
     );
     await this.#deps.github.setGithubDeploymentState(record.revision_id, 'inactive');
   }
 
   /** The revision's GitHub deployment, created (once) when it has none; null when GitHub refused it for good. */
-  async #ensureDeployment(event: OutboxEvent, revision: RevisionRecord, deployment: DeploymentRecord, target: Target, sha: string, logUrl: string): Promise<GithubDeploymentRecord | null> {
+  async #ensureDeployment(
+    event: OutboxEvent,
+    revision: RevisionRecord,
+    deployment: DeploymentRecord,
+    target: Target,
+    sha: string,
+    logUrl: string,
+  ): Promise<GithubDeploymentRecord | null> {
     const { github, clock } = this.#deps;
     const existing = await github.githubDeployment(revision.id);
     if (existing) return existing;
@@ -213,7 +258,8 @@ export class GithubStatusSender {
     // A preview reports to the transient environment `<parent>/pr-<n>` that GitHub shows in the pull request.
     const previewOf = previewOfDeployment(deployment);
     const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
-    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/pr-${previewOf.pull_request}` : deployment.name;
+    const environment =
+      previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/pr-${previewOf.pull_request}` : deployment.name;
     const body = {
       ref: sha,
       task: 'deploy',
@@ -226,13 +272,27 @@ export class GithubStatusSender {
       payload: { revision_id: revision.id, deployment_id: deployment.id },
     };
     let created: { id: number } | null = null;
-    const made = await this.#call(event, revision.id, 'deployment', 'created', target, { method: 'POST', path: `/repos/${target.path}/deployments`, body }, async () => {
-      // A creation cut off by a crash: find it by the revision id in its payload rather than make a second.
-      const listed = await this.#get<Array<{ id: number; payload: unknown }>>(target, `/repos/${target.path}/deployments?sha=${sha}&environment=${encodeURIComponent(environment)}&per_page=100`);
-      const found = listed.find((d) => typeof d.payload === 'object' && d.payload !== null && (d.payload as { revision_id?: unknown }).revision_id === revision.id);
-      if (found) created = { id: found.id };
-      return Boolean(found);
-    }, (answer) => (created = answer as { id: number }));
+    const made = await this.#call(
+      event,
+      revision.id,
+      'deployment',
+      'created',
+      target,
+      { method: 'POST', path: `/repos/${target.path}/deployments`, body },
+      async () => {
+        // A creation cut off by a crash: find it by the revision id in its payload rather than make a second.
+        const listed = await this.#get<Array<{ id: number; payload: unknown }>>(
+          target,
+          `/repos/${target.path}/deployments?sha=${sha}&environment=${encodeURIComponent(environment)}&per_page=100`,
+        );
+        const found = listed.find(
+          (d) => typeof d.payload === 'object' && d.payload !== null && (d.payload as { revision_id?: unknown }).revision_id === revision.id,
+        );
+        if (found) created = { id: found.id };
+        return Boolean(found);
+      },
+      (answer) => (created = answer as { id: number }),
+    );
     if (!made || !created) {
       await github.markSent(revision.id, 'deployment', 'refused', clock.now());
       return null;
@@ -285,7 +345,12 @@ export class GithubStatusSender {
       onAnswer?.(answer);
     } catch (error) {
       if (error instanceof GithubApiError && error.status === 422 && /maximum number of statuses/i.test(error.message)) {
-        log.warn('github: GitHub keeps no more statuses for this commit and context; this one is dropped', { revision_id: revisionId, call, state, path: request.path });
+        log.warn('github: GitHub keeps no more statuses for this commit and context; this one is dropped', {
+          revision_id: revisionId,
+          call,
+          state,
+          path: request.path,
+        });
         await github.markSent(revisionId, call, state, clock.now());
         return false;
       }

@@ -1,9 +1,9 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { Readiness } from '../domain/readiness.ts';
 import { DomainError, type DomainErrorKind, TooManyRequests, Unavailable, ValidationFailed } from '../domain/errors.ts';
-import type { Logger } from '../logger.ts';
+import type { Readiness } from '../domain/readiness.ts';
 import { asStorageUnavailable } from '../domain/storage-unavailable.ts';
+import type { Logger } from '../logger.ts';
 
 export type ErrorDeps = { log: Logger; readiness?: Readiness };
 
@@ -36,7 +36,7 @@ export function errorResponse(error: unknown, c: Context, deps: ErrorDeps): Resp
     request_id: requestId,
     method: c.req.method,
     path: c.req.path,
-    error: error instanceof Error ? error.stack ?? error.message : String(error),
+    error: error instanceof Error ? (error.stack ?? error.message) : String(error),
   });
   return c.json({ detail: 'Internal server error', request_id: requestId }, 500);
 }

@@ -1,14 +1,38 @@
 import type { Context } from 'hono';
 import { PayloadTooLarge } from '../domain/errors.ts';
-import { signalGone, type Gone } from '../domain/revision-watch.ts';
+import { type Gone, signalGone } from '../domain/revision-watch.ts';
 
-type NodeEnv = { outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown }; incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } } } | undefined;
+type NodeEnv =
+  | {
+      outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown };
+      incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } };
+    }
+  | undefined;
 
 /**
  * Headers of which Node keeps only the first when a request repeats them, where `Headers.get`
  * joins them all: for these the raw list is read, so both paths answer the same.
  */
-const FIRST_ONLY = new Set(['authorization', 'content-type', 'content-length', 'user-agent', 'referer', 'host', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards', 'proxy-authorization', 'age', 'expires', 'etag', 'last-modified', 'server', 'retry-after']);
+const FIRST_ONLY = new Set([
+  'authorization',
+  'content-type',
+  'content-length',
+  'user-agent',
+  'referer',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'from',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'age',
+  'expires',
+  'etag',
+  'last-modified',
+  'server',
+  'retry-after',
+]);
 
 /**
  * A request header, read from Node's own parsed headers when the request came over a socket.

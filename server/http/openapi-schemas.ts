@@ -73,7 +73,9 @@ export class SchemaComponents {
     const body = (id: string, io: Io) => this.#defs.get(`${id}@${io}`);
     // A schema reads differently in the two directions if its bodies differ (placeholders aside),
     // or if it refers to one that does.
-    const split = new Set([...ids].filter((id) => body(id, 'input') && body(id, 'output') && !isDeepStrictEqual(withoutIo(body(id, 'input')), withoutIo(body(id, 'output')))));
+    const split = new Set(
+      [...ids].filter((id) => body(id, 'input') && body(id, 'output') && !isDeepStrictEqual(withoutIo(body(id, 'input')), withoutIo(body(id, 'output')))),
+    );
     for (let changed = true; changed; ) {
       changed = false;
       for (const id of ids) {
@@ -117,7 +119,9 @@ function withoutIo(value: unknown): unknown {
 }
 
 function resolve(value: unknown, nameOf: (placeholder: string) => string): unknown {
-  return mapRefs(value, (ref) => (ref.startsWith(PLACEHOLDER_PREFIX) && /@(input|output)$/.test(ref) ? `${PLACEHOLDER_PREFIX}${nameOf(ref.slice(PLACEHOLDER_PREFIX.length))}` : ref));
+  return mapRefs(value, (ref) =>
+    ref.startsWith(PLACEHOLDER_PREFIX) && /@(input|output)$/.test(ref) ? `${PLACEHOLDER_PREFIX}${nameOf(ref.slice(PLACEHOLDER_PREFIX.length))}` : ref,
+  );
 }
 
 function refsIn(value: unknown, found: string[] = []): string[] {
@@ -132,7 +136,9 @@ function refsIn(value: unknown, found: string[] = []): string[] {
 function mapRefs(value: unknown, change: (ref: string) => string): unknown {
   if (Array.isArray(value)) return value.map((item) => mapRefs(item, change));
   if (!value || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).map(([key, child]) => [key, key === '$ref' && typeof child === 'string' ? change(child) : mapRefs(child, change)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([key, child]) => [key, key === '$ref' && typeof child === 'string' ? change(child) : mapRefs(child, change)]),
+  );
 }
 
 /** A copy of `schema` without `additionalProperties: false` anywhere. */

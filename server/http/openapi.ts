@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { ErrorDetail, HTTPValidationError } from '../../shared/schemas/common.ts';
 import { HOSTED_OPERATION_IDS, HOSTED_TAGS, hostedOperationKey } from './hosted-operation-ids.ts';
 import { SchemaComponents } from './openapi-schemas.ts';
@@ -84,15 +84,16 @@ const ERROR_HEADERS: Record<number, Record<string, string>> = {
 /** What each tag groups, for the document's `tags` list (a tag not listed here goes without). */
 const TAG_DESCRIPTIONS: Record<string, string> = {
   health: 'Liveness, readiness and this document (no API key)',
-  workspaces: 'Workspaces of the caller\'s organization',
-  'api-keys': 'API keys of the caller\'s organization',
+  workspaces: "Workspaces of the caller's organization",
+  'api-keys': "API keys of the caller's organization",
   'Deployments (v2)': 'Deployments of agent servers, their revisions, pipeline and logs',
   'Listeners (v2)': 'Where deployments run',
   'Integrations (v1)': 'GitHub App installations linked to the workspace',
   'tracing-projects': 'Tracing projects (one per deployment)',
   webhooks: 'GitHub push webhooks and the delivery log',
   'Auth Service (v2)': 'OAuth helper: providers, tokens, authorization flows',
-  'github-trust': 'Keyless CI: GitHub repositories a workspace trusts, and the exchange of their Actions OIDC ID tokens for short-lived keys (docs/keyless-ci.md)',
+  'github-trust':
+    'Keyless CI: GitHub repositories a workspace trusts, and the exchange of their Actions OIDC ID tokens for short-lived keys (docs/keyless-ci.md)',
   'listener-agent': 'The listener-agent protocol: what an agent running where deployments run calls, with its listener token (docs/listener-protocol.md)',
 };
 
@@ -174,7 +175,8 @@ export class OpenApiRegistry {
       info: {
         title: 'Deployment control plane',
         version: '0.1.0',
-        description: 'Deployments of agent servers, their revisions and pipeline, listeners, GitHub integrations and webhooks, tracing projects, workspaces and API keys, and the OAuth helper. Generated from the zod schemas the server validates with.',
+        description:
+          'Deployments of agent servers, their revisions and pipeline, listeners, GitHub integrations and webhooks, tracing projects, workspaces and API keys, and the OAuth helper. Generated from the zod schemas the server validates with.',
         license: { name: 'MIT', identifier: 'MIT' },
       },
       ...(serverUrl ? { servers: [{ url: serverUrl, description: 'This server (PUBLIC_URL)' }] } : {}),
@@ -183,9 +185,18 @@ export class OpenApiRegistry {
         // Component keys must match ^[a-zA-Z0-9.\-_]+$; the seed's names (with spaces) stay in the descriptions.
         securitySchemes: {
           ApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: 'API Key: an organization- or workspace-scoped API key.' },
-          TenantId: { type: 'apiKey', in: 'header', name: 'X-Tenant-Id', description: 'Tenant ID: the workspace to act in (optional; the key\'s default workspace otherwise).' },
+          TenantId: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-Tenant-Id',
+            description: "Tenant ID: the workspace to act in (optional; the key's default workspace otherwise).",
+          },
           BearerAuth: { type: 'http', scheme: 'bearer', description: 'Bearer Auth: the API key as `Authorization: Bearer <key>`.' },
-          ListenerToken: { type: 'http', scheme: 'bearer', description: "A listener agent's token (`POST /v2/listeners/{id}/tokens`), on its own listener's agent routes only." },
+          ListenerToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: "A listener agent's token (`POST /v2/listeners/{id}/tokens`), on its own listener's agent routes only.",
+          },
         },
       },
       // Either key header, each with or without X-Tenant-Id.
@@ -218,15 +229,25 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
     }
   }
   for (const header of route.headers ?? []) {
-    parameters.push({ name: header.name, in: 'header', required: header.required ?? false, description: header.description, schema: header.schema ? schemas.schema(header.schema, 'input') : { type: 'string' } });
+    parameters.push({
+      name: header.name,
+      in: 'header',
+      required: header.required ?? false,
+      description: header.description,
+      schema: header.schema ? schemas.schema(header.schema, 'input') : { type: 'string' },
+    });
   }
 
   const responses: Record<string, unknown> = {};
   // The API's JSON routes name each unknown body field they ignored in a Warning header (contract §2);
   // the routes without an API key (webhook) take foreign bodies as they are.
-  const success: ResponseDoc = route.body && route.auth !== false
-    ? { ...route.response, headers: { Warning: 'One `299 - "Unknown field ignored: body.<path>"` value per unknown field that was ignored', ...route.response.headers } }
-    : route.response;
+  const success: ResponseDoc =
+    route.body && route.auth !== false
+      ? {
+          ...route.response,
+          headers: { Warning: 'One `299 - "Unknown field ignored: body.<path>"` value per unknown field that was ignored', ...route.response.headers },
+        }
+      : route.response;
   for (const answer of [success, ...(route.responses ?? [])]) responses[String(answer.status)] = response(answer, schemas);
   for (const status of route.errors ?? derivedErrors(route)) {
     if (responses[String(status)]) continue;
@@ -239,7 +260,16 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
     ...(route.description ? { description: route.description } : {}),
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.body || route.bodyContentType
-      ? { requestBody: { required: true, content: { [route.bodyContentType ?? 'application/json']: { schema: route.body ? schemas.schema(route.body, 'input') : { type: 'string', contentMediaType: route.bodyContentType } } } } }
+      ? {
+          requestBody: {
+            required: true,
+            content: {
+              [route.bodyContentType ?? 'application/json']: {
+                schema: route.body ? schemas.schema(route.body, 'input') : { type: 'string', contentMediaType: route.bodyContentType },
+              },
+            },
+          },
+        }
       : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
     ...(route.security ? { security: route.security } : route.auth === false ? { security: [] } : {}),

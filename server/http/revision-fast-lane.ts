@@ -58,17 +58,19 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
             return responseGone(res)(cancel);
           }
         : undefined;
-      revisions.getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone).then(
-        ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision, revisionBody(revision)) : notModified(res, revision))),
-        // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
-        // wait (the re-read a change from another process asks for) is answered at once: the client
-        // already waited, and one that has gone gets nothing.
-        () => {
-          if (res.destroyed || res.writableEnded) return;
-          if (waited) withoutHeader(req, 'prefer');
-          fallback(req, res);
-        },
-      );
+      revisions
+        .getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone)
+        .then(
+          ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision, revisionBody(revision)) : notModified(res, revision))),
+          // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
+          // wait (the re-read a change from another process asks for) is answered at once: the client
+          // already waited, and one that has gone gets nothing.
+          () => {
+            if (res.destroyed || res.writableEnded) return;
+            if (waited) withoutHeader(req, 'prefer');
+            fallback(req, res);
+          },
+        );
       return;
     }
     revisions.find(principal.workspaceId, deploymentId, revisionId).then(

@@ -9,7 +9,6 @@ export { readLimited };
 
 type Where = 'body' | 'query' | 'path' | 'header';
 
-
 export const API_BODY_LIMIT = 1024 * 1024;
 /** JSON nested deeper than this is refused: no legitimate body needs it, and deep values cost stack later. */
 const MAX_JSON_DEPTH = 64;
@@ -57,10 +56,18 @@ export function toValidationIssues(error: z.ZodError, where: Where, input: unkno
         issues.push({ loc, msg: formatMessage(issue.format, issue.message), type: formatType(issue.format) });
         break;
       case 'too_small':
-        issues.push({ loc, msg: issue.message, type: issue.origin === 'string' ? 'string_too_short' : issue.origin === 'array' ? 'too_short' : 'greater_than_equal' });
+        issues.push({
+          loc,
+          msg: issue.message,
+          type: issue.origin === 'string' ? 'string_too_short' : issue.origin === 'array' ? 'too_short' : 'greater_than_equal',
+        });
         break;
       case 'too_big':
-        issues.push({ loc, msg: issue.message, type: issue.origin === 'string' ? 'string_too_long' : issue.origin === 'array' ? 'too_long' : 'less_than_equal' });
+        issues.push({
+          loc,
+          msg: issue.message,
+          type: issue.origin === 'string' ? 'string_too_long' : issue.origin === 'array' ? 'too_long' : 'less_than_equal',
+        });
         break;
       default: {
         // A refinement may name its pydantic type (e.g. `missing` for a field required only sometimes).
@@ -217,11 +224,13 @@ function shapeProblem(root: unknown, refuseNul: boolean): ValidationIssue | null
     const [value, path] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
     if (path.length >= MAX_JSON_DEPTH) return { loc: ['body'], msg: `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`, type: 'json_invalid' };
-    if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return { loc: ['body', ...path, '__proto__'], msg: 'The key __proto__ is not allowed', type: 'value_error' };
+    if (!Array.isArray(value) && Object.hasOwn(value, '__proto__'))
+      return { loc: ['body', ...path, '__proto__'], msg: 'The key __proto__ is not allowed', type: 'value_error' };
     const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((child, index) => [index, child]) : Object.entries(value);
     for (const [key, child] of entries) {
       // Keys are never reported text: a NUL in one is refused in either mode.
-      if ((typeof key === 'string' && key.includes('\0')) || (refuseNul && typeof child === 'string' && child.includes('\0'))) return nulIssue(['body', ...path, key]);
+      if ((typeof key === 'string' && key.includes('\0')) || (refuseNul && typeof child === 'string' && child.includes('\0')))
+        return nulIssue(['body', ...path, key]);
       if (child !== null && typeof child === 'object') stack.push([child, [...path, key]]);
     }
   }

@@ -22,7 +22,11 @@ export type ReadLimitedOptions = {
  * Reads at most `limit` bytes of a request or response body, refusing more even when no length
  * was declared. The `PayloadTooLarge` error's `drained` says whether the body was read to its end.
  */
-export async function readLimited(message: { body: ReadableStream<Uint8Array> | null; headers?: Headers }, limit: number, options: ReadLimitedOptions = {}): Promise<Uint8Array> {
+export async function readLimited(
+  message: { body: ReadableStream<Uint8Array> | null; headers?: Headers },
+  limit: number,
+  options: ReadLimitedOptions = {},
+): Promise<Uint8Array> {
   if (!message.body) return new Uint8Array();
   const { budget } = options;
   const reader = message.body.getReader();
@@ -34,7 +38,10 @@ export async function readLimited(message: { body: ReadableStream<Uint8Array> | 
     if (!budget || upTo <= reserved) return;
     if (!budget.take(upTo - reserved)) {
       await reader.cancel().catch(() => undefined);
-      throw new Unavailable('Too many request bodies are being received at once; retry shortly.', { retryAfterSeconds: BUDGET_RETRY_AFTER_SECONDS, closeConnection: true });
+      throw new Unavailable('Too many request bodies are being received at once; retry shortly.', {
+        retryAfterSeconds: BUDGET_RETRY_AFTER_SECONDS,
+        closeConnection: true,
+      });
     }
     reserved = upTo;
   };

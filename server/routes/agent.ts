@@ -35,47 +35,115 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
   // Not behind the API key: the listener token is checked here, so the errors are listed rather than derived.
   const doc = { tag, auth: false, security: [{ ListenerToken: [] }], errors: [400, 401, 404, 409, 413, 415, 422, 503] };
 
-  route(ctx, { ...doc, method: 'post', path: `${base}/heartbeat`, summary: 'Agent heartbeat: version and capacity (listener token)', body: AgentHeartbeat, response: { status: 200, schema: AgentHeartbeatAck } }, async (c) => {
-    const agent = await agentOf(c);
-    return c.json(await protocol.heartbeat(agent, await readJson(c, AgentHeartbeat)));
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${base}/heartbeat`,
+      summary: 'Agent heartbeat: version and capacity (listener token)',
+      body: AgentHeartbeat,
+      response: { status: 200, schema: AgentHeartbeatAck },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      return c.json(await protocol.heartbeat(agent, await readJson(c, AgentHeartbeat)));
+    },
+  );
 
-  route(ctx, { ...doc, method: 'post', path: `${base}/claim`, summary: 'Long-poll for work and claim it with a lease; {"work": null} when none came in time (listener token)', body: ClaimRequest, response: { status: 200, schema: ClaimResponse } }, async (c) => {
-    const agent = await agentOf(c);
-    const body = await readJson(c, ClaimRequest);
-    return c.json({ work: await protocol.claim(agent, body.agent_id, body.wait_seconds * 1000, c.req.raw.signal) });
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${base}/claim`,
+      summary: 'Long-poll for work and claim it with a lease; {"work": null} when none came in time (listener token)',
+      body: ClaimRequest,
+      response: { status: 200, schema: ClaimResponse },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      const body = await readJson(c, ClaimRequest);
+      return c.json({ work: await protocol.claim(agent, body.agent_id, body.wait_seconds * 1000, c.req.raw.signal) });
+    },
+  );
 
   const claimPath = `${base}/claims/:claim_id`;
-  route(ctx, { ...doc, method: 'post', path: `${claimPath}/renew`, summary: "Renew a claim's lease; 409 when it was lost or its revision ended (listener token)", response: { status: 200, schema: LeaseRenewed } }, async (c) => {
-    const agent = await agentOf(c);
-    return c.json(await protocol.renew(agent, pathId(c, 'claim_id')));
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${claimPath}/renew`,
+      summary: "Renew a claim's lease; 409 when it was lost or its revision ended (listener token)",
+      response: { status: 200, schema: LeaseRenewed },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      return c.json(await protocol.renew(agent, pathId(c, 'claim_id')));
+    },
+  );
 
-  route(ctx, { ...doc, method: 'post', path: `${claimPath}/transition`, summary: 'Move the claimed revision on (compare-and-set); 409 names the current status (listener token)', body: AgentTransition, response: { status: 200, schema: Revision } }, async (c) => {
-    const agent = await agentOf(c);
-    const claimId = pathId(c, 'claim_id');
-    return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition, REPORTED_TEXT))));
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${claimPath}/transition`,
+      summary: 'Move the claimed revision on (compare-and-set); 409 names the current status (listener token)',
+      body: AgentTransition,
+      response: { status: 200, schema: Revision },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      const claimId = pathId(c, 'claim_id');
+      return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition, REPORTED_TEXT))));
+    },
+  );
 
-  route(ctx, { ...doc, method: 'post', path: `${claimPath}/logs`, summary: 'Append build or deploy log lines of the claimed revision (listener token)', body: AgentLogAppend, response: { status: 204, schema: null } }, async (c) => {
-    const agent = await agentOf(c);
-    const claimId = pathId(c, 'claim_id');
-    await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend, REPORTED_TEXT));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${claimPath}/logs`,
+      summary: 'Append build or deploy log lines of the claimed revision (listener token)',
+      body: AgentLogAppend,
+      response: { status: 204, schema: null },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      const claimId = pathId(c, 'claim_id');
+      await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend, REPORTED_TEXT));
+      return c.body(null, 204);
+    },
+  );
 
-  route(ctx, { ...doc, method: 'post', path: `${claimPath}/done`, summary: 'Report a claimed teardown finished: the deployment is removed (listener token)', response: { status: 204, schema: null } }, async (c) => {
-    const agent = await agentOf(c);
-    await protocol.teardownDone(agent, pathId(c, 'claim_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: `${claimPath}/done`,
+      summary: 'Report a claimed teardown finished: the deployment is removed (listener token)',
+      response: { status: 204, schema: null },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      await protocol.teardownDone(agent, pathId(c, 'claim_id'));
+      return c.body(null, 204);
+    },
+  );
 
-  route(ctx, { ...doc, method: 'delete', path: claimPath, summary: 'Give a claim back before its lease ends (listener token)', response: { status: 204, schema: null } }, async (c) => {
-    const agent = await agentOf(c);
-    await protocol.release(agent, pathId(c, 'claim_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    { ...doc, method: 'delete', path: claimPath, summary: 'Give a claim back before its lease ends (listener token)', response: { status: 204, schema: null } },
+    async (c) => {
+      const agent = await agentOf(c);
+      await protocol.release(agent, pathId(c, 'claim_id'));
+      return c.body(null, 204);
+    },
+  );
 
   // The signature alone is not enough: the token must be the claiming listener's and the claim still held.
   route(
@@ -84,16 +152,27 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       ...doc,
       method: 'get',
       path: `${claimPath}/source`,
-      summary: "Download the uploaded source tarball of the claimed internal_source revision, from the signed URL in the work item (listener token and signature)",
+      summary:
+        'Download the uploaded source tarball of the claimed internal_source revision, from the signed URL in the work item (listener token and signature)',
       query: SourceQuery,
-      response: { status: 200, schema: z.string(), contentType: 'application/gzip', description: 'The gzip tarball, streamed', headers: { 'Content-Length': 'Size of the tarball in bytes' } },
+      response: {
+        status: 200,
+        schema: z.string(),
+        contentType: 'application/gzip',
+        description: 'The gzip tarball, streamed',
+        headers: { 'Content-Length': 'Size of the tarball in bytes' },
+      },
       errors: [400, 401, 403, 404, 409, 422, 503],
     },
     async (c) => {
       const agent = await agentOf(c);
       const { size, stream } = await protocol.openSource(agent, pathId(c, 'claim_id'), c.req.query('expires'), c.req.query('signature'));
       // Streamed from the chunk rows as the agent reads: the tarball is never held whole here.
-      return c.body(Readable.toWeb(stream) as ReadableStream<Uint8Array>, 200, { 'content-type': 'application/gzip', 'content-length': String(size), 'cache-control': 'no-store' });
+      return c.body(Readable.toWeb(stream) as ReadableStream<Uint8Array>, 200, {
+        'content-type': 'application/gzip',
+        'content-length': String(size),
+        'cache-control': 'no-store',
+      });
     },
   );
 
@@ -103,7 +182,8 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       ...doc,
       method: 'post',
       path: `${base}/revisions/:revision_id/runtime-logs`,
-      summary: "Append what a live revision's agent server printed after DEPLOYED to its deploy log, rate-limited per deployment and per token, capped per revision (listener token)",
+      summary:
+        "Append what a live revision's agent server printed after DEPLOYED to its deploy log, rate-limited per deployment and per token, capped per revision (listener token)",
       body: RuntimeLogAppend,
       response: { status: 200, schema: RuntimeLogsStored },
     },
@@ -113,10 +193,20 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
     },
   );
 
-  route(ctx, { ...doc, method: 'get', path: `${base}/live`, summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)", response: { status: 200, schema: LiveDeployments } }, async (c) => {
-    const agent = await agentOf(c);
-    return c.json(await protocol.live(agent));
-  });
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'get',
+      path: `${base}/live`,
+      summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)",
+      response: { status: 200, schema: LiveDeployments },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      return c.json(await protocol.live(agent));
+    },
+  );
 }
 
 /** Log lines and status messages quote build output: the protocol sanitises their text rather than refuse it. */
@@ -131,4 +221,3 @@ function bearerOf(headers: Headers): string | undefined {
   const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
   return bearer?.[1] ?? (headers.get('x-api-key') ? 'x-api-key' : undefined);
 }
-

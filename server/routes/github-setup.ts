@@ -33,9 +33,17 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
   const describe = (outcome: SetupOutcome): { status: 200 | 400 | 502; title: string; message: string } => {
     switch (outcome.kind) {
       case 'linked':
-        return { status: 200, title: 'GitHub installation linked', message: `The installation on ${outcome.account.login} is linked as integration ${outcome.integration.id}. You can close this window.` };
+        return {
+          status: 200,
+          title: 'GitHub installation linked',
+          message: `The installation on ${outcome.account.login} is linked as integration ${outcome.integration.id}. You can close this window.`,
+        };
       case 'requested':
-        return { status: 200, title: 'Installation requested', message: 'An owner of the GitHub organization must approve the installation; link it again from a new install URL once they have.' };
+        return {
+          status: 200,
+          title: 'Installation requested',
+          message: 'An owner of the GitHub organization must approve the installation; link it again from a new install URL once they have.',
+        };
       case 'refused':
         return { status: outcome.status, title: 'Nothing was linked', message: outcome.message };
     }
@@ -48,16 +56,33 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
       summary: "The GitHub App's setup URL: links the installation once the state and the installer's authorization prove it (HTML page; no API key)",
       tag,
       auth: false,
-      query: z.object({ installation_id: z.string().optional(), setup_action: z.string().optional(), state: z.string().optional(), code: z.string().optional() }),
+      query: z.object({
+        installation_id: z.string().optional(),
+        setup_action: z.string().optional(),
+        state: z.string().optional(),
+        code: z.string().optional(),
+      }),
       response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: linked, or requested from an organization owner' },
       responses: [
-        { status: 400, schema: z.string(), contentType: 'text/html', description: 'HTML page: unknown, used or expired state, no code, or an installation the installer cannot see' },
+        {
+          status: 400,
+          schema: z.string(),
+          contentType: 'text/html',
+          description: 'HTML page: unknown, used or expired state, no code, or an installation the installer cannot see',
+        },
         { status: 502, schema: z.string(), contentType: 'text/html', description: 'HTML page: GitHub could not be reached' },
       ],
       errors: [],
     },
     async (c) => {
-      const { status, title, message } = describe(await links.complete({ installation_id: c.req.query('installation_id'), setup_action: c.req.query('setup_action'), state: c.req.query('state'), code: c.req.query('code') }));
+      const { status, title, message } = describe(
+        await links.complete({
+          installation_id: c.req.query('installation_id'),
+          setup_action: c.req.query('setup_action'),
+          state: c.req.query('state'),
+          code: c.req.query('code'),
+        }),
+      );
       return c.html(callbackPage(title, message), status, CALLBACK_PAGE_HEADERS);
     },
   );

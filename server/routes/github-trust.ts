@@ -14,7 +14,8 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
       method: 'post',
       path,
       summary: 'Trust a GitHub repository (by numeric id) to exchange its Actions ID tokens for keys of this workspace',
-      description: 'Every field the entry sets must equal the token\'s claim exactly. Unknown fields are refused (a misspelt field would widen the trust silently).',
+      description:
+        "Every field the entry sets must equal the token's claim exactly. Unknown fields are refused (a misspelt field would widen the trust silently).",
       tag: 'github-trust',
       body: GithubTrustCreate,
       response: { status: 201, schema: GithubTrust },
@@ -25,12 +26,20 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
       return c.json(await entries.create(c.get('principal'), workspaceId, body), 201);
     },
   );
-  route(ctx, { method: 'get', path, summary: "List the workspace's GitHub trust entries", tag: 'github-trust', response: { status: 200, schema: z.array(GithubTrust) } }, async (c) =>
-    c.json(await entries.list(c.get('principal'), pathId(c, 'workspace_id'))),
+  route(
+    ctx,
+    { method: 'get', path, summary: "List the workspace's GitHub trust entries", tag: 'github-trust', response: { status: 200, schema: z.array(GithubTrust) } },
+    async (c) => c.json(await entries.list(c.get('principal'), pathId(c, 'workspace_id'))),
   );
   route(
     ctx,
-    { method: 'delete', path: `${path}/:trust_id`, summary: 'Remove a GitHub trust entry (keys already minted stay until they expire or are revoked)', tag: 'github-trust', response: { status: 204, schema: null } },
+    {
+      method: 'delete',
+      path: `${path}/:trust_id`,
+      summary: 'Remove a GitHub trust entry (keys already minted stay until they expire or are revoked)',
+      tag: 'github-trust',
+      response: { status: 204, schema: null },
+    },
     async (c) => {
       await entries.remove(c.get('principal'), pathId(c, 'workspace_id'), pathId(c, 'trust_id'));
       return c.body(null, 204);

@@ -1,4 +1,4 @@
-import { Hono, type Context } from 'hono';
+import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { ErrorDetail } from '../../shared/schemas/common.ts';
 import type { Readiness } from '../domain/readiness.ts';
@@ -17,7 +17,11 @@ async function readyz(c: Context, readiness: Readiness) {
 
 export function healthRoutes(ctx: RouteContext): void {
   const Status = z.object({ status: z.string() });
-  route(ctx, { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } }, healthz);
+  route(
+    ctx,
+    { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } },
+    healthz,
+  );
   route(
     ctx,
     {
@@ -27,16 +31,33 @@ export function healthRoutes(ctx: RouteContext): void {
       tag: 'health',
       auth: false,
       response: { status: 200, schema: Status },
-      responses: [{ status: 503, schema: ErrorDetail, description: 'The database does not take writes (the detail names the problem)', headers: { 'Retry-After': 'Seconds to wait before asking again' } }],
+      responses: [
+        {
+          status: 503,
+          schema: ErrorDetail,
+          description: 'The database does not take writes (the detail names the problem)',
+          headers: { 'Retry-After': 'Seconds to wait before asking again' },
+        },
+      ],
     },
-    (c) =>
-    readyz(c, ctx.services.readiness),
+    (c) => readyz(c, ctx.services.readiness),
   );
   let document: Record<string, unknown> | undefined;
-  route(ctx, { method: 'get', path: '/openapi.json', summary: 'This OpenAPI document', tag: 'health', auth: false, response: { status: 200, schema: z.looseObject({ openapi: z.string() }), description: 'An OpenAPI 3.1 document' } }, (c) => {
-    document ??= ctx.docs.document();
-    return c.json(document);
-  });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/openapi.json',
+      summary: 'This OpenAPI document',
+      tag: 'health',
+      auth: false,
+      response: { status: 200, schema: z.looseObject({ openapi: z.string() }), description: 'An OpenAPI 3.1 document' },
+    },
+    (c) => {
+      document ??= ctx.docs.document();
+      return c.json(document);
+    },
+  );
 }
 
 /**

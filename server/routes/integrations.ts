@@ -7,13 +7,32 @@ import { pathId, readJson } from '../http/validation.ts';
 export function integrationRoutes(ctx: RouteContext): void {
   const { integrations, installationRepos } = ctx.services;
   const tag = 'integrations';
-  route(ctx, { method: 'get', path: '/v1/integrations/github/install', summary: 'List the GitHub integrations of the workspace', tag, response: { status: 200, schema: z.array(GithubIntegration) } }, async (c) =>
-    c.json(await integrations.list(c.get('principal').workspaceId)),
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v1/integrations/github/install',
+      summary: 'List the GitHub integrations of the workspace',
+      tag,
+      response: { status: 200, schema: z.array(GithubIntegration) },
+    },
+    async (c) => c.json(await integrations.list(c.get('principal').workspaceId)),
   );
-  route(ctx, { method: 'post', path: '/v1/integrations/github', summary: 'Link a GitHub App installation to the workspace', tag, body: GithubIntegrationCreate, response: { status: 201, schema: GithubIntegration } }, async (c) => {
-    const body = await readJson(c, GithubIntegrationCreate);
-    return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: '/v1/integrations/github',
+      summary: 'Link a GitHub App installation to the workspace',
+      tag,
+      body: GithubIntegrationCreate,
+      response: { status: 201, schema: GithubIntegration },
+    },
+    async (c) => {
+      const body = await readJson(c, GithubIntegrationCreate);
+      return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
+    },
+  );
   route(
     ctx,
     {
@@ -25,8 +44,12 @@ export function integrationRoutes(ctx: RouteContext): void {
     },
     async (c) => c.json(await installationRepos.list(c.get('principal').workspaceId, pathId(c, 'integration_id'))),
   );
-  route(ctx, { method: 'delete', path: '/v1/integrations/github/:integration_id', summary: 'Unlink a GitHub integration', tag, response: { status: 204, schema: null } }, async (c) => {
-    await integrations.delete(c.get('principal').workspaceId, pathId(c, 'integration_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    { method: 'delete', path: '/v1/integrations/github/:integration_id', summary: 'Unlink a GitHub integration', tag, response: { status: 204, schema: null } },
+    async (c) => {
+      await integrations.delete(c.get('principal').workspaceId, pathId(c, 'integration_id'));
+      return c.body(null, 204);
+    },
+  );
 }

@@ -9,13 +9,31 @@ import { pathId } from '../http/validation.ts';
 export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): void {
   const tag = 'listeners';
   const base = '/v2/listeners/:listener_id/tokens';
-  route(ctx, { method: 'post', path: base, summary: 'Create an agent token for the listener (shown once)', tag, response: { status: 201, schema: ListenerTokenCreated } }, async (c) => {
-    const created = await tokens.create(c.get('principal').workspaceId, pathId(c, 'listener_id'));
-    c.header('cache-control', 'no-store');
-    return c.json(created, 201);
-  });
-  route(ctx, { method: 'get', path: base, summary: "List the listener's agent tokens (without their values)", tag, response: { status: 200, schema: z.array(ListenerToken) } }, async (c) =>
-    c.json(await tokens.list(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: base,
+      summary: 'Create an agent token for the listener (shown once)',
+      tag,
+      response: { status: 201, schema: ListenerTokenCreated },
+    },
+    async (c) => {
+      const created = await tokens.create(c.get('principal').workspaceId, pathId(c, 'listener_id'));
+      c.header('cache-control', 'no-store');
+      return c.json(created, 201);
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: base,
+      summary: "List the listener's agent tokens (without their values)",
+      tag,
+      response: { status: 200, schema: z.array(ListenerToken) },
+    },
+    async (c) => c.json(await tokens.list(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
   );
   route(ctx, { method: 'delete', path: `${base}/:token_id`, summary: 'Revoke an agent token', tag, response: { status: 204, schema: null } }, async (c) => {
     await tokens.revoke(c.get('principal').workspaceId, pathId(c, 'listener_id'), pathId(c, 'token_id'));

@@ -1,4 +1,4 @@
-import { page, PageQuery } from '../../shared/schemas/common.ts';
+import { PageQuery, page } from '../../shared/schemas/common.ts';
 import { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
@@ -7,24 +7,47 @@ import { pathId, readJson, readQuery } from '../http/validation.ts';
 export function listenerRoutes(ctx: RouteContext): void {
   const { listeners } = ctx.services;
   const tag = 'listeners';
-  route(ctx, { method: 'get', path: '/v2/listeners', summary: 'List listeners', tag, query: PageQuery, response: { status: 200, schema: page(Listener) } }, async (c) => {
-    const query = readQuery(c, PageQuery);
-    return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
-  });
-  route(ctx, { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, response: { status: 201, schema: Listener } }, async (c) => {
-    const body = await readJson(c, ListenerCreate);
-    return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
-  });
+  route(
+    ctx,
+    { method: 'get', path: '/v2/listeners', summary: 'List listeners', tag, query: PageQuery, response: { status: 200, schema: page(Listener) } },
+    async (c) => {
+      const query = readQuery(c, PageQuery);
+      return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
+    },
+  );
+  route(
+    ctx,
+    { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, response: { status: 201, schema: Listener } },
+    async (c) => {
+      const body = await readJson(c, ListenerCreate);
+      return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
+    },
+  );
   route(ctx, { method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } }, async (c) =>
     c.json(await listeners.get(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
   );
-  route(ctx, { method: 'patch', path: '/v2/listeners/:listener_id', summary: 'Update a listener', tag, body: ListenerPatch, response: { status: 200, schema: Listener } }, async (c) => {
-    const id = pathId(c, 'listener_id');
-    const body = await readJson(c, ListenerPatch);
-    return c.json(await listeners.patch(c.get('principal').workspaceId, id, body));
-  });
-  route(ctx, { method: 'delete', path: '/v2/listeners/:listener_id', summary: 'Delete a listener no deployment uses', tag, response: { status: 204, schema: null } }, async (c) => {
-    await listeners.delete(c.get('principal').workspaceId, pathId(c, 'listener_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    {
+      method: 'patch',
+      path: '/v2/listeners/:listener_id',
+      summary: 'Update a listener',
+      tag,
+      body: ListenerPatch,
+      response: { status: 200, schema: Listener },
+    },
+    async (c) => {
+      const id = pathId(c, 'listener_id');
+      const body = await readJson(c, ListenerPatch);
+      return c.json(await listeners.patch(c.get('principal').workspaceId, id, body));
+    },
+  );
+  route(
+    ctx,
+    { method: 'delete', path: '/v2/listeners/:listener_id', summary: 'Delete a listener no deployment uses', tag, response: { status: 204, schema: null } },
+    async (c) => {
+      await listeners.delete(c.get('principal').workspaceId, pathId(c, 'listener_id'));
+      return c.body(null, 204);
+    },
+  );
 }

@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import { z } from 'zod';
 import { CallbackFinalize, ProviderSlug } from '../../shared/schemas/oauth.ts';
-import type { CallbackOutcome, CallbackQuery, OAuthFlows } from '../domain/oauth/flows.ts';
 import { ValidationFailed } from '../domain/errors.ts';
+import type { CallbackOutcome, CallbackQuery, OAuthFlows } from '../domain/oauth/flows.ts';
 import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { formNulProblem, readJson, readLimited, validate } from '../http/validation.ts';
@@ -40,7 +40,11 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
         return { status: 400, title: 'Authorization failed', message: outcome.message };
       case 'failed': {
         const detail = outcome.description ? `${outcome.error}: ${outcome.description}` : outcome.error;
-        return { status: outcome.providerUnavailable ? 502 : 400, title: 'Authorization failed', message: `No token was obtained (${detail}). You can close this window.` };
+        return {
+          status: outcome.providerUnavailable ? 502 : 400,
+          title: 'Authorization failed',
+          message: `No token was obtained (${detail}). You can close this window.`,
+        };
       }
     }
   };
@@ -78,15 +82,31 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
     auth: false,
     response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: authorization complete' },
     responses: [
-      { status: 400, schema: z.string(), contentType: 'text/html', description: 'HTML page: unknown, used or expired state, a provider error, or a token answer that is not usable' },
-      { status: 502, schema: z.string(), contentType: 'text/html', description: "HTML page: the provider's token endpoint could not be reached or may not be contacted" },
+      {
+        status: 400,
+        schema: z.string(),
+        contentType: 'text/html',
+        description: 'HTML page: unknown, used or expired state, a provider error, or a token answer that is not usable',
+      },
+      {
+        status: 502,
+        schema: z.string(),
+        contentType: 'text/html',
+        description: "HTML page: the provider's token endpoint could not be reached or may not be contacted",
+      },
     ],
     errors: [],
   };
-  const callbackQuery = z.object({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional(), error_description: z.string().optional() });
+  const callbackQuery = z.object({
+    state: z.string().optional(),
+    code: z.string().optional(),
+    error: z.string().optional(),
+    error_description: z.string().optional(),
+  });
   route(ctx, { method: 'get', path: OAUTH_CALLBACK_PATH, ...callbackDoc, query: callbackQuery }, async (c) => page(c, await flows.callback(fromQuery(c))));
   route(ctx, { method: 'post', path: OAUTH_CALLBACK_PATH, ...callbackDoc }, async (c) => posted(c, null));
-  route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc, ...slugParam, query: callbackQuery }, async (c) => page(c, await flows.callback(fromQuery(c), providerRef(c))));
+  route(ctx, { method: 'get', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc, ...slugParam, query: callbackQuery }, async (c) =>
+    page(c, await flows.callback(fromQuery(c), providerRef(c))),
+  );
   route(ctx, { method: 'post', path: `${OAUTH_CALLBACK_PATH}/:provider_id`, ...callbackDoc, ...slugParam }, async (c) => posted(c, providerRef(c)));
-
 }

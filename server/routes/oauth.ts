@@ -44,62 +44,170 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
    */
   const slugParam = { pathParams: { provider_id: ProviderSlug } };
 
-  route(ctx, { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } }, async (c) => {
-    requireOrganizationScope(c.get('principal'), 'create OAuth providers');
-    const body = await readJson(c, OAuthProviderCreate);
-    return c.json(await providers.create(org(c), body), 200);
-  });
-  route(ctx, { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } }, async (c) =>
-    c.json(await providers.list(org(c))),
+  route(
+    ctx,
+    { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } },
+    async (c) => {
+      requireOrganizationScope(c.get('principal'), 'create OAuth providers');
+      const body = await readJson(c, OAuthProviderCreate);
+      return c.json(await providers.create(org(c), body), 200);
+    },
   );
-  route(ctx, { method: 'get', path: `${base}/:provider_id`, ...slugParam, summary: 'Get an OAuth provider by its provider_id (or id)', tag, response: { status: 200, schema: OAuthProvider } }, async (c) =>
-    c.json(await providers.get(org(c), providerRef(c))),
+  route(
+    ctx,
+    { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } },
+    async (c) => c.json(await providers.list(org(c))),
   );
-  route(ctx, { method: 'patch', path: `${base}/:provider_id`, ...slugParam, summary: 'Update an OAuth provider (a new client secret may be set)', tag, body: OAuthProviderPatch, response: { status: 200, schema: OAuthProvider } }, async (c) => {
-    requireOrganizationScope(c.get('principal'), 'change OAuth providers');
-    const body = await readJson(c, OAuthProviderPatch);
-    return c.json(await providers.patch(org(c), providerRef(c), body));
-  });
-  route(ctx, { method: 'delete', path: `${base}/:provider_id`, ...slugParam, summary: 'Delete an OAuth provider with its flows and tokens', tag, response: { status: 200, schema: OAuthMessage } }, async (c) => {
-    requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
-    const deleted = await providers.delete(org(c), providerRef(c));
-    return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
-  });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: `${base}/:provider_id`,
+      ...slugParam,
+      summary: 'Get an OAuth provider by its provider_id (or id)',
+      tag,
+      response: { status: 200, schema: OAuthProvider },
+    },
+    async (c) => c.json(await providers.get(org(c), providerRef(c))),
+  );
+  route(
+    ctx,
+    {
+      method: 'patch',
+      path: `${base}/:provider_id`,
+      ...slugParam,
+      summary: 'Update an OAuth provider (a new client secret may be set)',
+      tag,
+      body: OAuthProviderPatch,
+      response: { status: 200, schema: OAuthProvider },
+    },
+    async (c) => {
+      requireOrganizationScope(c.get('principal'), 'change OAuth providers');
+      const body = await readJson(c, OAuthProviderPatch);
+      return c.json(await providers.patch(org(c), providerRef(c), body));
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'delete',
+      path: `${base}/:provider_id`,
+      ...slugParam,
+      summary: 'Delete an OAuth provider with its flows and tokens',
+      tag,
+      response: { status: 200, schema: OAuthMessage },
+    },
+    async (c) => {
+      requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
+      const deleted = await providers.delete(org(c), providerRef(c));
+      return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
+    },
+  );
 
-  route(ctx, { method: 'get', path: '/v2/auth/tokens', summary: "The workspace's stored tokens (no token values)", tag, query: TokensQuery, response: { status: 200, schema: OAuthTokenList } }, async (c) => {
-    const query = readQuery(c, TokensQuery);
-    return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
-  });
-  route(ctx, { method: 'delete', path: '/v2/auth/tokens', summary: "Forget the workspace's tokens of a provider", tag, query: TokensDeleteQuery, response: { status: 200, schema: TokensDeleteResponse } }, async (c) => {
-    const query = readQuery(c, TokensDeleteQuery);
-    const { provider, deleted } = await tokens.deleteForProvider(org(c), ws(c), query.provider_id);
-    return c.json({ message: `Deleted ${deleted} token(s) of OAuth provider '${provider.provider_id}'.`, deleted });
-  });
-  route(ctx, { method: 'get', path: '/v2/auth/tokens/exists', summary: 'Whether the workspace holds a token of a provider', tag, query: TokensExistsQuery, response: { status: 200, schema: TokensExistsResponse } }, async (c) => {
-    const query = readQuery(c, TokensExistsQuery);
-    const exists = await tokens.exists(org(c), ws(c), query.provider_id, { userId: query.user_id, agentId: query.agent_id });
-    return c.json({ exists, has_token: exists });
-  });
-  route(ctx, { method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } }, async (c) => {
-    await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
-    return c.body(null, 204);
-  });
-  route(ctx, { method: 'patch', path: '/v2/auth/tokens/:token_id/metadata', summary: "Change a token's label or default mark", tag, body: OAuthTokenMetadataPatch, response: { status: 200, schema: OAuthTokenSummary } }, async (c) => {
-    const id = pathId(c, 'token_id');
-    const body = await readJson(c, OAuthTokenMetadataPatch);
-    return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
-  });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v2/auth/tokens',
+      summary: "The workspace's stored tokens (no token values)",
+      tag,
+      query: TokensQuery,
+      response: { status: 200, schema: OAuthTokenList },
+    },
+    async (c) => {
+      const query = readQuery(c, TokensQuery);
+      return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'delete',
+      path: '/v2/auth/tokens',
+      summary: "Forget the workspace's tokens of a provider",
+      tag,
+      query: TokensDeleteQuery,
+      response: { status: 200, schema: TokensDeleteResponse },
+    },
+    async (c) => {
+      const query = readQuery(c, TokensDeleteQuery);
+      const { provider, deleted } = await tokens.deleteForProvider(org(c), ws(c), query.provider_id);
+      return c.json({ message: `Deleted ${deleted} token(s) of OAuth provider '${provider.provider_id}'.`, deleted });
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v2/auth/tokens/exists',
+      summary: 'Whether the workspace holds a token of a provider',
+      tag,
+      query: TokensExistsQuery,
+      response: { status: 200, schema: TokensExistsResponse },
+    },
+    async (c) => {
+      const query = readQuery(c, TokensExistsQuery);
+      const exists = await tokens.exists(org(c), ws(c), query.provider_id, { userId: query.user_id, agentId: query.agent_id });
+      return c.json({ exists, has_token: exists });
+    },
+  );
+  route(
+    ctx,
+    { method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } },
+    async (c) => {
+      await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
+      return c.body(null, 204);
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'patch',
+      path: '/v2/auth/tokens/:token_id/metadata',
+      summary: "Change a token's label or default mark",
+      tag,
+      body: OAuthTokenMetadataPatch,
+      response: { status: 200, schema: OAuthTokenSummary },
+    },
+    async (c) => {
+      const id = pathId(c, 'token_id');
+      const body = await readJson(c, OAuthTokenMetadataPatch);
+      return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
+    },
+  );
 
-  route(ctx, { method: 'post', path: '/v2/auth/authenticate', summary: 'Get a token, or start an authorization flow', tag, body: AuthenticateRequest, response: { status: 200, schema: AuthenticateResponse } }, async (c) => {
-    const body = await readJson(c, AuthenticateRequest);
-    return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: '/v2/auth/authenticate',
+      summary: 'Get a token, or start an authorization flow',
+      tag,
+      body: AuthenticateRequest,
+      response: { status: 200, schema: AuthenticateResponse },
+    },
+    async (c) => {
+      const body = await readJson(c, AuthenticateRequest);
+      return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
+    },
+  );
 
   oauthCallbackRoutes(ctx, flows, tag);
 
-  route(ctx, { method: 'get', path: '/v2/auth/wait/:auth_id', summary: 'Wait until an authorization flow completes or fails', tag, query: WaitQuery, response: { status: 200, schema: WaitResponse } }, async (c) => {
-    const authId = pathId(c, 'auth_id');
-    const query = readQuery(c, WaitQuery);
-    return c.json(await flows.wait(ws(c), authId, query.timeout, c.req.raw.signal));
-  });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v2/auth/wait/:auth_id',
+      summary: 'Wait until an authorization flow completes or fails',
+      tag,
+      query: WaitQuery,
+      response: { status: 200, schema: WaitResponse },
+    },
+    async (c) => {
+      const authId = pathId(c, 'auth_id');
+      const query = readQuery(c, WaitQuery);
+      return c.json(await flows.wait(ws(c), authId, query.timeout, c.req.raw.signal));
+    },
+  );
 }

@@ -14,14 +14,36 @@ export function projectLogRoutes(ctx: RouteContext): void {
     return readJson(c, ProjectLogsRequest);
   };
   for (const type of ['build', 'deploy'] as const) {
-    route(ctx, { method: 'post', path: `${base}/revisions/:revision_id/${type}_logs`, summary: `${type === 'build' ? 'Build' : 'Deploy'} log lines of a revision (langgraph deploy logs)`, tag, body: ProjectLogsRequest, response: { status: 200, schema: ProjectLogs } }, async (c) => {
-      const projectId = pathId(c, 'project_id');
-      const revisionId = pathId(c, 'revision_id');
-      return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, revisionId, type, await body(c)));
-    });
+    route(
+      ctx,
+      {
+        method: 'post',
+        path: `${base}/revisions/:revision_id/${type}_logs`,
+        summary: `${type === 'build' ? 'Build' : 'Deploy'} log lines of a revision (langgraph deploy logs)`,
+        tag,
+        body: ProjectLogsRequest,
+        response: { status: 200, schema: ProjectLogs },
+      },
+      async (c) => {
+        const projectId = pathId(c, 'project_id');
+        const revisionId = pathId(c, 'revision_id');
+        return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, revisionId, type, await body(c)));
+      },
+    );
   }
-  route(ctx, { method: 'post', path: `${base}/deploy_logs`, summary: "Deploy log lines of the deployment's live revision (langgraph deploy logs)", tag, body: ProjectLogsRequest, response: { status: 200, schema: ProjectLogs } }, async (c) => {
-    const projectId = pathId(c, 'project_id');
-    return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, null, 'deploy', await body(c)));
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: `${base}/deploy_logs`,
+      summary: "Deploy log lines of the deployment's live revision (langgraph deploy logs)",
+      tag,
+      body: ProjectLogsRequest,
+      response: { status: 200, schema: ProjectLogs },
+    },
+    async (c) => {
+      const projectId = pathId(c, 'project_id');
+      return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, null, 'deploy', await body(c)));
+    },
+  );
 }

@@ -14,19 +14,34 @@ export function revisionRoutes(ctx: RouteContext): void {
   const tag = 'revisions';
   const base = '/v2/deployments/:deployment_id/revisions';
 
-  route(ctx, { method: 'get', path: base, summary: 'List revisions, newest first', tag, query: RevisionListQuery, response: { status: 200, schema: page(Revision) } }, async (c) => {
-    const deploymentId = pathId(c, 'deployment_id');
-    const query = readQuery(c, RevisionListQuery);
-    const result = await revisions.list(c.get('principal').workspaceId, deploymentId, query);
-    return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
-  });
+  route(
+    ctx,
+    { method: 'get', path: base, summary: 'List revisions, newest first', tag, query: RevisionListQuery, response: { status: 200, schema: page(Revision) } },
+    async (c) => {
+      const deploymentId = pathId(c, 'deployment_id');
+      const query = readQuery(c, RevisionListQuery);
+      const result = await revisions.list(c.get('principal').workspaceId, deploymentId, query);
+      return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
+    },
+  );
 
-  route(ctx, { method: 'post', path: base, summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config", tag, body: RevisionCreate, response: { status: 201, schema: Revision } }, async (c) => {
-    const deploymentId = pathId(c, 'deployment_id');
-    const empty = !c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0';
-    const body = empty ? {} : await readJson(c, RevisionCreate);
-    return c.json(publicRevision(await deployments.createRevision(c.get('principal').workspaceId, deploymentId, body)), 201);
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: base,
+      summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config",
+      tag,
+      body: RevisionCreate,
+      response: { status: 201, schema: Revision },
+    },
+    async (c) => {
+      const deploymentId = pathId(c, 'deployment_id');
+      const empty = !c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0';
+      const body = empty ? {} : await readJson(c, RevisionCreate);
+      return c.json(publicRevision(await deployments.createRevision(c.get('principal').workspaceId, deploymentId, body)), 201);
+    },
+  );
 
   route(
     ctx,
@@ -37,10 +52,20 @@ export function revisionRoutes(ctx: RouteContext): void {
       tag,
       headers: [
         { name: 'If-None-Match', description: 'An ETag this client has (a list, `W/` and `*` accepted): 304 while the revision still has it' },
-        { name: 'Prefer', description: '`wait=<seconds>` (at most 60) with If-None-Match: hold the request until the revision changes (200) or the time passes (304)' },
+        {
+          name: 'Prefer',
+          description: '`wait=<seconds>` (at most 60) with If-None-Match: hold the request until the revision changes (200) or the time passes (304)',
+        },
       ],
-      response: { status: 200, schema: Revision, headers: { ETag: 'The revision\'s current entity tag, for If-None-Match', 'Cache-Control': '`no-cache`' } },
-      responses: [{ status: 304, schema: null, description: 'Not changed (within the wait, if one was asked for)', headers: { ETag: 'The revision\'s current entity tag', 'Cache-Control': '`no-cache`' } }],
+      response: { status: 200, schema: Revision, headers: { ETag: "The revision's current entity tag, for If-None-Match", 'Cache-Control': '`no-cache`' } },
+      responses: [
+        {
+          status: 304,
+          schema: null,
+          description: 'Not changed (within the wait, if one was asked for)',
+          headers: { ETag: "The revision's current entity tag", 'Cache-Control': '`no-cache`' },
+        },
+      ],
     },
     // The Action's hot path (polled by every deploy): headers read from Node's request and the
     // answer's headers given as a plain object, so no `Headers` object is built either way.
@@ -52,7 +77,14 @@ export function revisionRoutes(ctx: RouteContext): void {
       if (known) {
         const waitMs = preferredWaitMs(requestHeader(c, 'prefer'));
         const isKnown = (etag: string) => matchesCurrent(known, etag);
-        const { revision, changed } = await revisions.getWhenChanged(tenantId, deploymentId, revisionId, isKnown, waitMs ?? 0, waitMs ? clientGone(c) : undefined);
+        const { revision, changed } = await revisions.getWhenChanged(
+          tenantId,
+          deploymentId,
+          revisionId,
+          isKnown,
+          waitMs ?? 0,
+          waitMs ? clientGone(c) : undefined,
+        );
         if (!changed) return new Response(null, { status: 304, headers: revisionHeaders(revision) });
         return jsonResponse(revisionBody(revision), 200, revisionHeaders(revision));
       }
@@ -61,23 +93,54 @@ export function revisionRoutes(ctx: RouteContext): void {
     },
   );
 
-  route(ctx, { method: 'post', path: `${base}/:revision_id/redeploy`, summary: 'Deploy an earlier revision again (rollback): a new revision with its config and secrets', tag, response: { status: 200, schema: Deployment } }, async (c) => {
-    const deployment = await deployments.redeploy(c.get('principal').workspaceId, pathId(c, 'deployment_id'), pathId(c, 'revision_id'));
-    return c.json(publicDeployment(deployment));
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: `${base}/:revision_id/redeploy`,
+      summary: 'Deploy an earlier revision again (rollback): a new revision with its config and secrets',
+      tag,
+      response: { status: 200, schema: Deployment },
+    },
+    async (c) => {
+      const deployment = await deployments.redeploy(c.get('principal').workspaceId, pathId(c, 'deployment_id'), pathId(c, 'revision_id'));
+      return c.json(publicDeployment(deployment));
+    },
+  );
 
-  route(ctx, { method: 'post', path: `${base}/:revision_id/interrupt`, summary: 'Interrupt a revision that has not ended', tag, response: { status: 200, schema: Revision } }, async (c) => {
-    const tenantId = c.get('principal').workspaceId;
-    const deploymentId = pathId(c, 'deployment_id');
-    const revisionId = pathId(c, 'revision_id');
-    await revisions.get(tenantId, deploymentId, revisionId);
-    return c.json(publicRevision(await pipeline.interrupt(tenantId, deploymentId, revisionId)));
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: `${base}/:revision_id/interrupt`,
+      summary: 'Interrupt a revision that has not ended',
+      tag,
+      response: { status: 200, schema: Revision },
+    },
+    async (c) => {
+      const tenantId = c.get('principal').workspaceId;
+      const deploymentId = pathId(c, 'deployment_id');
+      const revisionId = pathId(c, 'revision_id');
+      await revisions.get(tenantId, deploymentId, revisionId);
+      return c.json(publicRevision(await pipeline.interrupt(tenantId, deploymentId, revisionId)));
+    },
+  );
 
-  route(ctx, { method: 'get', path: `${base}/:revision_id/logs`, summary: 'Build or deploy log lines of a revision', tag, query: RevisionLogsQuery, response: { status: 200, schema: RevisionLogs } }, async (c) => {
-    const deploymentId = pathId(c, 'deployment_id');
-    const revisionId = pathId(c, 'revision_id');
-    const query = readQuery(c, RevisionLogsQuery);
-    return c.json(await revisions.logs(c.get('principal').workspaceId, deploymentId, revisionId, query));
-  });
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: `${base}/:revision_id/logs`,
+      summary: 'Build or deploy log lines of a revision',
+      tag,
+      query: RevisionLogsQuery,
+      response: { status: 200, schema: RevisionLogs },
+    },
+    async (c) => {
+      const deploymentId = pathId(c, 'deployment_id');
+      const revisionId = pathId(c, 'revision_id');
+      const query = readQuery(c, RevisionLogsQuery);
+      return c.json(await revisions.logs(c.get('principal').workspaceId, deploymentId, revisionId, query));
+    },
+  );
 }

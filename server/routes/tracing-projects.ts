@@ -7,10 +7,21 @@ import { pathId, readQuery } from '../http/validation.ts';
 export function tracingProjectRoutes(ctx: RouteContext): void {
   const { tracingProjects } = ctx.services;
   const tag = 'tracing-projects';
-  route(ctx, { method: 'get', path: '/v1/tracing-projects', summary: 'List tracing projects', tag, query: TracingProjectListQuery, response: { status: 200, schema: page(TracingProject) } }, async (c) =>
-    c.json(await tracingProjects.list(c.get('principal').workspaceId, readQuery(c, TracingProjectListQuery))),
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v1/tracing-projects',
+      summary: 'List tracing projects',
+      tag,
+      query: TracingProjectListQuery,
+      response: { status: 200, schema: page(TracingProject) },
+    },
+    async (c) => c.json(await tracingProjects.list(c.get('principal').workspaceId, readQuery(c, TracingProjectListQuery))),
   );
-  route(ctx, { method: 'get', path: '/v1/tracing-projects/:project_id', summary: 'Get a tracing project', tag, response: { status: 200, schema: TracingProject } }, async (c) =>
-    c.json(await tracingProjects.get(c.get('principal').workspaceId, pathId(c, 'project_id'))),
+  route(
+    ctx,
+    { method: 'get', path: '/v1/tracing-projects/:project_id', summary: 'Get a tracing project', tag, response: { status: 200, schema: TracingProject } },
+    async (c) => c.json(await tracingProjects.get(c.get('principal').workspaceId, pathId(c, 'project_id'))),
   );
 }

@@ -73,10 +73,20 @@ async function receiveDelivery(c: Context, intake: WebhookIntake, address: Deliv
 /** What both delivery routes document alike: the signed body, GitHub's headers, the answers, the errors the intake gives. */
 function deliveryDoc(secret: string, events: string) {
   return {
-    body: z.object({}).catchall(z.unknown()).meta({ description: `The GitHub event payload (${events}, …), as GitHub sends it` }),
+    body: z
+      .object({})
+      .catchall(z.unknown())
+      .meta({ description: `The GitHub event payload (${events}, …), as GitHub sends it` }),
     headers: [
       { name: 'X-Hub-Signature-256', required: true, description: `\`sha256=<hex HMAC-SHA256 of the raw body with ${secret}>\`` },
-      { name: 'X-GitHub-Event', required: true, description: `The event name (${events.split(', ').map((e) => `\`${e}\``).join(', ')}, …)` },
+      {
+        name: 'X-GitHub-Event',
+        required: true,
+        description: `The event name (${events
+          .split(', ')
+          .map((e) => `\`${e}\``)
+          .join(', ')}, …)`,
+      },
       { name: 'X-GitHub-Delivery', required: true, description: 'The delivery id; a delivery sent again has the same one' },
     ],
     response: { status: 202, schema: WebhookAccepted, description: 'Stored (or already stored), processed after the answer' },
@@ -97,7 +107,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       tag,
       auth: false,
       operationId: 'receive_github_webhook',
-      description: 'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
+      description:
+        'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
       ...deliveryDoc('the webhook secret', 'push, installation, ping'),
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'app' }),
@@ -111,7 +122,8 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       summary: "Receive a repository webhook's delivery for one workspace, signed with that workspace's secret; it builds only that workspace's deployments",
       tag,
       auth: false,
-      description: "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
+      description:
+        "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
       // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
       pathParams: { workspace_id: z.string() },
       ...deliveryDoc("the workspace's secret", 'push, ping'),

@@ -6,8 +6,19 @@ import { pathId, readJson } from '../http/validation.ts';
 
 /** `PATCH /v1/workspaces/{id}`: the workspace's default listener. */
 export function workspaceSettingsRoutes(ctx: RouteContext, defaults: DefaultListener): void {
-  route(ctx, { method: 'patch', path: '/v1/workspaces/:workspace_id', summary: "Set the workspace's default listener (null: back to its sandbox listener)", tag: 'workspaces', body: WorkspacePatch, response: { status: 200, schema: Workspace } }, async (c) => {
-    const id = pathId(c, 'workspace_id');
-    return c.json(await defaults.patch(c.get('principal'), id, await readJson(c, WorkspacePatch, { unknownFields: 'refuse' })));
-  });
+  route(
+    ctx,
+    {
+      method: 'patch',
+      path: '/v1/workspaces/:workspace_id',
+      summary: "Set the workspace's default listener (null: back to its sandbox listener)",
+      tag: 'workspaces',
+      body: WorkspacePatch,
+      response: { status: 200, schema: Workspace },
+    },
+    async (c) => {
+      const id = pathId(c, 'workspace_id');
+      return c.json(await defaults.patch(c.get('principal'), id, await readJson(c, WorkspacePatch, { unknownFields: 'refuse' })));
+    },
+  );
 }

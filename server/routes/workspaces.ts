@@ -15,23 +15,59 @@ const STRICT = { unknownFields: 'refuse' } as const;
 /** Workspaces and API keys of the caller's organization. */
 export function workspaceRoutes(ctx: RouteContext): void {
   const { auth } = ctx.services;
-  route(ctx, { method: 'post', path: '/v1/workspaces', summary: 'Create a workspace', tag: 'workspaces', body: WorkspaceCreate, response: { status: 201, schema: Workspace } }, async (c) => {
-    const body = await readJson(c, WorkspaceCreate, STRICT);
-    return c.json(await auth.createWorkspace(c.get('principal'), body.name), 201);
-  });
-  route(ctx, { method: 'get', path: '/v1/workspaces', summary: 'List workspaces', tag: 'workspaces', response: { status: 200, schema: z.array(Workspace) } }, async (c) =>
-    c.json(await auth.listWorkspaces(c.get('principal'))),
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: '/v1/workspaces',
+      summary: 'Create a workspace',
+      tag: 'workspaces',
+      body: WorkspaceCreate,
+      response: { status: 201, schema: Workspace },
+    },
+    async (c) => {
+      const body = await readJson(c, WorkspaceCreate, STRICT);
+      return c.json(await auth.createWorkspace(c.get('principal'), body.name), 201);
+    },
   );
-  route(ctx, { method: 'post', path: '/v1/api-keys', summary: 'Create an API key (its value is shown once)', tag: 'api-keys', body: ApiKeyCreate, response: { status: 201, schema: ApiKeyCreated } }, async (c) => {
-    const body = await readJson(c, ApiKeyCreate, STRICT);
-    c.header('cache-control', 'no-store');
-    return c.json(await auth.createApiKey(c.get('principal'), body), 201);
-  });
-  route(ctx, { method: 'get', path: '/v1/api-keys', summary: 'List API keys (without their values)', tag: 'api-keys', response: { status: 200, schema: z.array(ApiKey) } }, async (c) =>
-    c.json(await auth.listApiKeys(c.get('principal'))),
+  route(
+    ctx,
+    { method: 'get', path: '/v1/workspaces', summary: 'List workspaces', tag: 'workspaces', response: { status: 200, schema: z.array(Workspace) } },
+    async (c) => c.json(await auth.listWorkspaces(c.get('principal'))),
   );
-  route(ctx, { method: 'delete', path: '/v1/api-keys/:key_id', summary: 'Revoke an API key', tag: 'api-keys', response: { status: 204, schema: null } }, async (c) => {
-    await auth.revokeApiKey(c.get('principal'), pathId(c, 'key_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    {
+      method: 'post',
+      path: '/v1/api-keys',
+      summary: 'Create an API key (its value is shown once)',
+      tag: 'api-keys',
+      body: ApiKeyCreate,
+      response: { status: 201, schema: ApiKeyCreated },
+    },
+    async (c) => {
+      const body = await readJson(c, ApiKeyCreate, STRICT);
+      c.header('cache-control', 'no-store');
+      return c.json(await auth.createApiKey(c.get('principal'), body), 201);
+    },
+  );
+  route(
+    ctx,
+    {
+      method: 'get',
+      path: '/v1/api-keys',
+      summary: 'List API keys (without their values)',
+      tag: 'api-keys',
+      response: { status: 200, schema: z.array(ApiKey) },
+    },
+    async (c) => c.json(await auth.listApiKeys(c.get('principal'))),
+  );
+  route(
+    ctx,
+    { method: 'delete', path: '/v1/api-keys/:key_id', summary: 'Revoke an API key', tag: 'api-keys', response: { status: 204, schema: null } },
+    async (c) => {
+      await auth.revokeApiKey(c.get('principal'), pathId(c, 'key_id'));
+      return c.body(null, 204);
+    },
+  );
 }

@@ -1,9 +1,7 @@
-import type { Db } from './db.ts';
+import type { Db, Row } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
 import { columns } from './rows.ts';
 import type { ListenerRecord } from './types.ts';
-
-import type { Row } from './db.ts';
 
 /** Revision statuses an agent works on (the stages between queued and an end). */
 export const AGENT_STAGES = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING'] as const;
@@ -79,7 +77,13 @@ export class SqlAgentStore implements AgentStore {
   // ------------------------------------------------------------ tokens
 
   async createToken(input: { id: string; listenerId: string; tenantId: string; tokenHash: string; now: string }): Promise<void> {
-    await this.#sql.run('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)', [input.id, input.listenerId, input.tenantId, input.tokenHash, input.now]);
+    await this.#sql.run('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)', [
+      input.id,
+      input.listenerId,
+      input.tenantId,
+      input.tokenHash,
+      input.now,
+    ]);
   }
 
   async findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null> {
@@ -88,23 +92,35 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async listTokens(listenerId: string): Promise<ListenerTokenRecord[]> {
-    return (await this.#sql.rows('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at', [listenerId])).map(toListenerToken);
+    return (await this.#sql.rows('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at', [listenerId])).map(
+      toListenerToken,
+    );
   }
 
   async revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean> {
-    return (await this.#sql.run('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL', [now, tokenId, listenerId])) > 0;
+    return (
+      (await this.#sql.run('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL', [now, tokenId, listenerId])) > 0
+    );
   }
 
   // ------------------------------------------------------------ which listener serves what
 
   async servingListener(deploymentId: string): Promise<ListenerRecord | null> {
-    const row = await this.#sql.row(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`, [deploymentId]);
+    const row = await this.#sql.row(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`, [
+      deploymentId,
+    ]);
     return row ? ({ id: row.id, compute_type: row.compute_type } as ListenerRecord) : null;
   }
 
   async setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean> {
     const sandbox = `(SELECT l.id FROM listeners l WHERE l.tenant_id = ? AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1)`;
-    return (await this.#sql.run(`UPDATE workspaces SET default_listener_id = COALESCE(CAST(? AS TEXT), ${sandbox}) WHERE id = ?`, [listenerId, workspaceId, workspaceId])) > 0;
+    return (
+      (await this.#sql.run(`UPDATE workspaces SET default_listener_id = COALESCE(CAST(? AS TEXT), ${sandbox}) WHERE id = ?`, [
+        listenerId,
+        workspaceId,
+        workspaceId,
+      ])) > 0
+    );
   }
 
   // ------------------------------------------------------------ claims
@@ -117,7 +133,14 @@ export class SqlAgentStore implements AgentStore {
     for (let round = 0; round < 5; round++) {
       const claim = await this.#findFree(input.listenerId, input.now);
       if (!claim) return null;
-      const full: ClaimRecord = { ...claim, claim_id: input.claimId, listener_id: input.listenerId, agent_id: input.agentId, lease_expires_at: input.leaseUntil, claimed_at: input.now };
+      const full: ClaimRecord = {
+        ...claim,
+        claim_id: input.claimId,
+        listener_id: input.listenerId,
+        agent_id: input.agentId,
+        lease_expires_at: input.leaseUntil,
+        claimed_at: input.now,
+      };
       const taken = await this.#sql.run(
         `INSERT INTO agent_claims (work_key, claim_id, listener_id, kind, revision_id, deployment_id, agent_id, lease_expires_at, claimed_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -125,7 +148,18 @@ export class SqlAgentStore implements AgentStore {
            revision_id = excluded.revision_id, deployment_id = excluded.deployment_id, agent_id = excluded.agent_id,
            lease_expires_at = excluded.lease_expires_at, claimed_at = excluded.claimed_at
          WHERE agent_claims.lease_expires_at <= ?`,
-        [full.work_key, full.claim_id, full.listener_id, full.kind, full.revision_id, full.deployment_id, full.agent_id, full.lease_expires_at, full.claimed_at, input.now],
+        [
+          full.work_key,
+          full.claim_id,
+          full.listener_id,
+          full.kind,
+          full.revision_id,
+          full.deployment_id,
+          full.agent_id,
+          full.lease_expires_at,
+          full.claimed_at,
+          input.now,
+        ],
       );
       if (taken === 1) return full;
     }
@@ -141,7 +175,13 @@ export class SqlAgentStore implements AgentStore {
        ORDER BY r.seq LIMIT 1`,
       [listenerId, now],
     );
-    if (revision) return { work_key: `revision:${revision.id as string}`, kind: 'revision', revision_id: revision.id as string, deployment_id: revision.deployment_id as string };
+    if (revision)
+      return {
+        work_key: `revision:${revision.id as string}`,
+        kind: 'revision',
+        revision_id: revision.id as string,
+        deployment_id: revision.deployment_id as string,
+      };
     const teardown = await this.#sql.row(
       `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = ?
          AND ${free("'teardown:' || d.id")}
@@ -166,7 +206,10 @@ export class SqlAgentStore implements AgentStore {
 
   async recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void> {
     await this.#sql.tx(async (tx) => {
-      await tx.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [now, deploymentId]);
+      await tx.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [
+        now,
+        deploymentId,
+      ]);
       if (claimId !== undefined) await tx.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
     });
   }
@@ -178,12 +221,22 @@ export class SqlAgentStore implements AgentStore {
   async setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void> {
     await this.#sql.tx(async (tx) => {
       // Set in the stored text (parse, set, print), so the key order stays as SQLite's json_set keeps it.
-      const revision = await tx.row<{ source_revision_config: string }>(`SELECT source_revision_config FROM revisions WHERE id = ?${tx.dialect.forUpdate}`, [revisionId]);
+      const revision = await tx.row<{ source_revision_config: string }>(`SELECT source_revision_config FROM revisions WHERE id = ?${tx.dialect.forUpdate}`, [
+        revisionId,
+      ]);
       if (revision) {
-        await tx.run('UPDATE revisions SET source_revision_config = ?, version = version + 1, updated_at = ? WHERE id = ?', [withCommit(revision.source_revision_config, sha), now, revisionId]);
+        await tx.run('UPDATE revisions SET source_revision_config = ?, version = version + 1, updated_at = ? WHERE id = ?', [
+          withCommit(revision.source_revision_config, sha),
+          now,
+          revisionId,
+        ]);
       }
-      const deployments = await tx.rows<{ id: string; source_revision_config: string }>(`SELECT id, source_revision_config FROM deployments WHERE latest_revision_id = ?${tx.dialect.forUpdate}`, [revisionId]);
-      for (const d of deployments) await tx.run('UPDATE deployments SET source_revision_config = ? WHERE id = ?', [withCommit(d.source_revision_config, sha), d.id]);
+      const deployments = await tx.rows<{ id: string; source_revision_config: string }>(
+        `SELECT id, source_revision_config FROM deployments WHERE latest_revision_id = ?${tx.dialect.forUpdate}`,
+        [revisionId],
+      );
+      for (const d of deployments)
+        await tx.run('UPDATE deployments SET source_revision_config = ? WHERE id = ?', [withCommit(d.source_revision_config, sha), d.id]);
     });
   }
 
@@ -217,10 +270,13 @@ export class SqlAgentStore implements AgentStore {
       } else {
         await tx.run('UPDATE listeners SET last_seen_at = ? WHERE id = ?', [input.now, input.listenerId]);
       }
-      const back = (await tx.rows(this.#lease.servedInStatus, { listener: input.listenerId, status: 'UNKNOWN' })).filter((row) => row.active_revision_id !== null);
+      const back = (await tx.rows(this.#lease.servedInStatus, { listener: input.listenerId, status: 'UNKNOWN' })).filter(
+        (row) => row.active_revision_id !== null,
+      );
       const moved: string[] = [];
       for (const row of back) {
-        if ((await tx.run("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'", [input.now, row.id])) === 1) moved.push(row.id as string);
+        if ((await tx.run("UPDATE deployments SET status = 'READY', updated_at = ? WHERE id = ? AND status = 'UNKNOWN'", [input.now, row.id])) === 1)
+          moved.push(row.id as string);
       }
       return moved;
     });
@@ -232,7 +288,8 @@ export class SqlAgentStore implements AgentStore {
       const moved: string[] = [];
       for (const listener of await tx.rows(this.#lease.silentAgentListeners, { cutoff })) {
         for (const row of await tx.rows(this.#lease.servedInStatus, { listener: listener.id, status: 'READY' })) {
-          if ((await tx.run("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'", [now, row.id])) === 1) moved.push(row.id as string);
+          if ((await tx.run("UPDATE deployments SET status = 'UNKNOWN', updated_at = ? WHERE id = ? AND status = 'READY'", [now, row.id])) === 1)
+            moved.push(row.id as string);
         }
       }
       return moved;

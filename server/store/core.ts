@@ -1,7 +1,7 @@
+import { normalizeRepoUrl } from '../../shared/repo-url.ts';
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
 import type { DeploymentListQuery, SourceConfig, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ComputeConfig, ComputeType, Listener } from '../../shared/schemas/listener.ts';
-import { normalizeRepoUrl } from '../../shared/repo-url.ts';
 import type { LogEntry, LogFilter, LogLevel, LogType, RevisionListQuery, RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
@@ -12,7 +12,7 @@ import { escapeLike } from './dialect.ts';
 import { hotQueries, SET_RECONCILE_HEAD } from './queries/hot-paths.ts';
 import { leaseQueries } from './queries/leases.ts';
 import { TERMINAL } from './queries/statuses.ts';
-import { sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace, type Row } from './rows.ts';
+import { type Row, sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from './rows.ts';
 import { NO_RULES, type StartRules, type StoreRules } from './rules.ts';
 import type {
   ApiKeyRecord,
@@ -150,12 +150,16 @@ export class CoreStore implements Store {
   }
 
   async listApiKeys(organizationId: string): Promise<ApiKey[]> {
-    const rows = await this.sql.rows('SELECT * FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, rowid DESC', [organizationId]);
+    const rows = await this.sql.rows('SELECT * FROM api_keys WHERE organization_id = ? AND revoked_at IS NULL ORDER BY created_at DESC, rowid DESC', [
+      organizationId,
+    ]);
     return rows.map(toApiKey);
   }
 
   async revokeApiKey(organizationId: string, id: string, now: string): Promise<boolean> {
-    return (await this.sql.run('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL', [now, id, organizationId])) === 1;
+    return (
+      (await this.sql.run('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND organization_id = ? AND revoked_at IS NULL', [now, id, organizationId])) === 1
+    );
   }
 
   async getWorkspace(id: string): Promise<(Workspace & { is_default: boolean }) | null> {
@@ -171,7 +175,12 @@ export class CoreStore implements Store {
   async createWorkspace(input: Workspace): Promise<void> {
     try {
       await this.sql.tx(async (tx) => {
-        await tx.run('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)', [input.id, input.organization_id, input.name, input.created_at]);
+        await tx.run('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)', [
+          input.id,
+          input.organization_id,
+          input.name,
+          input.created_at,
+        ]);
         // Every workspace can deploy to the sandbox from its first minute, as the default one can.
         await tx.run(SANDBOX_LISTENER, [crypto.randomUUID(), input.id, input.created_at, input.created_at]);
       });
@@ -194,7 +203,8 @@ export class CoreStore implements Store {
     try {
       await this.sql.tx(async (tx) => {
         for (const statement of statements) {
-          if (statement === statements.revision) revisionHeld = (await tx.row<{ runner_id: string | null }>(statement.sql, statement.params))!.runner_id !== null;
+          if (statement === statements.revision)
+            revisionHeld = (await tx.row<{ runner_id: string | null }>(statement.sql, statement.params))!.runner_id !== null;
           else await tx.run(statement.sql, statement.params);
         }
       });
@@ -234,7 +244,15 @@ export class CoreStore implements Store {
       },
     ];
     if (revision) {
-      const insert = this.revisionStatements(d.id, d.tenant_id, d.source, revision, d.created_at, sealedIfSame(revision.secrets, d.secrets, cols.secrets), runner);
+      const insert = this.revisionStatements(
+        d.id,
+        d.tenant_id,
+        d.source,
+        revision,
+        d.created_at,
+        sealedIfSame(revision.secrets, d.secrets, cols.secrets),
+        runner,
+      );
       statements.revision = insert[0];
       statements.push(...insert);
     }
@@ -263,7 +281,15 @@ export class CoreStore implements Store {
    * A new revision and the log lines written with it; the first statement answers `runner_id`.
    * `sealedSecrets`: the revision's secrets already encrypted (the deployment's, in the same write).
    */
-  protected revisionStatements(deploymentId: string, tenantId: string, source: string, revision: NewRevision, now: string, sealedSecrets?: string, runner?: RevisionRunner): Statement[] {
+  protected revisionStatements(
+    deploymentId: string,
+    tenantId: string,
+    source: string,
+    revision: NewRevision,
+    now: string,
+    sealedSecrets?: string,
+    runner?: RevisionRunner,
+  ): Statement[] {
     return [
       {
         sql: this.hot.insertRevision,
@@ -326,7 +352,10 @@ export class CoreStore implements Store {
       where.push(dialect.inList('id', '@ids'));
       params.ids = dialect.list(query.deployment_ids);
     }
-    const rows = await this.sql.rows(`SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`, params);
+    const rows = await this.sql.rows(
+      `SELECT * FROM deployments WHERE ${where.join(' AND ')} ORDER BY created_at DESC, rowid DESC LIMIT @limit OFFSET @offset`,
+      params,
+    );
     return { resources: rows.map((row) => toDeployment(row, this.box)), offset: query.offset + rows.length };
   }
 
@@ -351,21 +380,36 @@ export class CoreStore implements Store {
          WHERE id = @id`,
         { id, now, latest_revision_id: change.revision?.id ?? null, ...cols },
       );
-      if (change.revision) await this.#insertRevision(tx, id, tenantId, row.source as string, change.revision, now, sealedIfSame(change.revision.secrets, change.secrets, cols.secrets));
+      if (change.revision)
+        await this.#insertRevision(
+          tx,
+          id,
+          tenantId,
+          row.source as string,
+          change.revision,
+          now,
+          sealedIfSame(change.revision.secrets, change.secrets, cols.secrets),
+        );
       const updated = await tx.row(this.hot.deploymentById, [id]);
       const revision = change.revision ? await tx.row(this.hot.revisionById, [change.revision.id]) : undefined;
       return { deployment: toDeployment(updated!, this.box), revision: revision ? toRevision(revision) : null };
     });
   }
 
-  async markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null> {
+  async markDeploymentDeleting(
+    tenantId: string,
+    id: string,
+    deleteTracingProject: boolean,
+    now: string,
+  ): Promise<{ deployment: DeploymentRecord; marked: boolean } | null> {
     return this.sql.tx(async (tx) => {
       const row = await tx.row(`${this.hot.deployment}${tx.dialect.forUpdate}`, [id, tenantId]);
       if (!row) return null;
       // Once asked for, the tracing project's deletion stays asked for.
       if (deleteTracingProject) await tx.run('UPDATE deployments SET delete_tracing_project = 1 WHERE id = ?', [id]);
       // Only one DELETE moves it: concurrent ones see it marked and start no second teardown.
-      const marked = (await tx.run("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'", [now, id])) === 1;
+      const marked =
+        (await tx.run("UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = ? WHERE id = ? AND status <> 'AWAITING_DELETE'", [now, id])) === 1;
       return { deployment: toDeployment((await tx.row(this.hot.deploymentById, [id]))!, this.box), marked };
     });
   }
@@ -392,7 +436,11 @@ export class CoreStore implements Store {
 
   async renewTeardownLeases(deploymentIds: readonly string[], lease: WorkLease): Promise<string[]> {
     if (deploymentIds.length === 0) return [];
-    const rows = await this.sql.rows<{ id: string }>(this.lease.renewTeardownLeases, { owner: lease.owner, until: lease.until, ids: this.sql.dialect.list(deploymentIds) });
+    const rows = await this.sql.rows<{ id: string }>(this.lease.renewTeardownLeases, {
+      owner: lease.owner,
+      until: lease.until,
+      ids: this.sql.dialect.list(deploymentIds),
+    });
     return rows.map((row) => row.id);
   }
 
@@ -417,7 +465,9 @@ export class CoreStore implements Store {
   }
 
   async listBuildOnPushDeployments(): Promise<DeploymentRecord[]> {
-    const rows = await this.sql.rows("SELECT * FROM deployments WHERE build_on_push = 1 AND source = 'github' AND status <> 'AWAITING_DELETE' ORDER BY created_at, rowid");
+    const rows = await this.sql.rows(
+      "SELECT * FROM deployments WHERE build_on_push = 1 AND source = 'github' AND status <> 'AWAITING_DELETE' ORDER BY created_at, rowid",
+    );
     return rows.map((row) => toDeployment(row, this.box));
   }
 
@@ -438,7 +488,13 @@ export class CoreStore implements Store {
           deployment.id,
           deployment.tenant_id,
           deployment.source,
-          { id: input.revisionId, trigger: 'push', source_revision_config: config, secrets: deployment.secrets, resource_spec: deployment.source_config.resource_spec ?? null },
+          {
+            id: input.revisionId,
+            trigger: 'push',
+            source_revision_config: config,
+            secrets: deployment.secrets,
+            resource_spec: deployment.source_config.resource_spec ?? null,
+          },
           input.now,
         );
         await tx.run(this.hot.deploymentOnPush, [JSON.stringify(config), input.revisionId, input.now, deployment.id]);
@@ -491,7 +547,13 @@ export class CoreStore implements Store {
 
   async transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null> {
     const applied = await this.sql.tx(async (tx) => {
-      const changed = await tx.run(this.hot.transition, { id: change.revisionId, to: change.to, status_message: change.statusMessage ?? null, from: tx.dialect.list(change.from), now });
+      const changed = await tx.run(this.hot.transition, {
+        id: change.revisionId,
+        to: change.to,
+        status_message: change.statusMessage ?? null,
+        from: tx.dialect.list(change.from),
+        now,
+      });
       if (changed !== 1) return false;
       if (change.to === 'DEPLOYED') {
         const row = (await tx.row(this.hot.revisionById, [change.revisionId]))!;
@@ -539,7 +601,8 @@ export class CoreStore implements Store {
         taken.push(...rows);
         if (rows.length < wanted) await tx.run(this.lease.forgetProcess, { dead });
       }
-      if (taken.length < limit) taken.push(...(await tx.rows<Taken>(this.lease.takeOverUnheld, { owner, stale_before: staleBefore, limit: limit - taken.length })));
+      if (taken.length < limit)
+        taken.push(...(await tx.rows<Taken>(this.lease.takeOverUnheld, { owner, stale_before: staleBefore, limit: limit - taken.length })));
       return taken;
     });
   }
@@ -570,7 +633,12 @@ export class CoreStore implements Store {
     return rows.map((row) => row.deployment_id);
   }
 
-  async appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string, cap?: RevisionLogCap): Promise<{ stored: number; dropped: number }> {
+  async appendLogs(
+    revisionId: string,
+    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    now: string,
+    cap?: RevisionLogCap,
+  ): Promise<{ stored: number; dropped: number }> {
     if (entries.length === 0) return { stored: 0, dropped: 0 };
     if (!cap) {
       await this.sql.tx(async (tx) => {
@@ -606,18 +674,35 @@ export class CoreStore implements Store {
       const newlyDropped = entries.length - stored;
       let markerSeq = counts.log_marker_seq === null ? null : Number(counts.log_marker_seq);
       if (newlyDropped > 0 && markerSeq === null) {
-        const marker = await tx.row<{ seq: number | string }>(`${INSERT_LOG} RETURNING seq`, [revisionId, firstDropped!.type, 'warn', cap.marker(dropped), now]);
+        const marker = await tx.row<{ seq: number | string }>(`${INSERT_LOG} RETURNING seq`, [
+          revisionId,
+          firstDropped!.type,
+          'warn',
+          cap.marker(dropped),
+          now,
+        ]);
         markerSeq = Number(marker!.seq);
       } else if (newlyDropped > 0) {
         await tx.run('UPDATE revision_logs SET message = ? WHERE seq = ?', [cap.marker(dropped), markerSeq]);
       }
-      await tx.run('UPDATE revisions SET log_lines = ?, log_bytes = ?, log_dropped = ?, log_marker_seq = ? WHERE id = ?', [lines, bytes, dropped, markerSeq, revisionId]);
+      await tx.run('UPDATE revisions SET log_lines = ?, log_bytes = ?, log_dropped = ?, log_marker_seq = ? WHERE id = ?', [
+        lines,
+        bytes,
+        dropped,
+        markerSeq,
+        revisionId,
+      ]);
       return { stored, dropped: newlyDropped };
     });
   }
 
   async readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }> {
-    const rows = await this.sql.rows<{ seq: number; timestamp: string; level: LogLevel; message: string }>(this.hot.readLogs, [revisionId, type, afterSeq, limit + 1]);
+    const rows = await this.sql.rows<{ seq: number; timestamp: string; level: LogLevel; message: string }>(this.hot.readLogs, [
+      revisionId,
+      type,
+      afterSeq,
+      limit + 1,
+    ]);
     const page = rows.slice(0, limit);
     return {
       logs: page.map(({ timestamp, level, message }) => ({ timestamp, level, message })),
@@ -657,7 +742,16 @@ export class CoreStore implements Store {
       await this.sql.run(
         `INSERT INTO listeners (id, tenant_id, version, compute_type, compute_id, compute_config, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        [input.id, input.tenant_id, input.version ?? null, input.compute_type, input.compute_id, JSON.stringify(input.compute_config), input.created_at, input.updated_at],
+        [
+          input.id,
+          input.tenant_id,
+          input.version ?? null,
+          input.compute_type,
+          input.compute_id,
+          JSON.stringify(input.compute_config),
+          input.created_at,
+          input.updated_at,
+        ],
       );
     } catch (error) {
       if (this.sql.dialect.isUniqueViolation(error)) throw this.rules.refusal({ kind: 'listener_compute_id_taken', computeId: input.compute_id });
@@ -681,18 +775,19 @@ export class CoreStore implements Store {
   }
 
   async listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>> {
-    const rows = await this.sql.rows('SELECT * FROM listeners WHERE tenant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?', [tenantId, limit, offset]);
+    const rows = await this.sql.rows('SELECT * FROM listeners WHERE tenant_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?', [
+      tenantId,
+      limit,
+      offset,
+    ]);
     return { resources: rows.map(toListener), offset: offset + rows.length };
   }
 
   async updateListener(tenantId: string, id: string, computeConfig: ComputeConfig, now: string, version?: string | null): Promise<ListenerRecord | null> {
-    const changed = await this.sql.run('UPDATE listeners SET compute_config = ?, version = coalesce(?, version), updated_at = ? WHERE id = ? AND tenant_id = ?', [
-      JSON.stringify(computeConfig),
-      version ?? null,
-      now,
-      id,
-      tenantId,
-    ]);
+    const changed = await this.sql.run(
+      'UPDATE listeners SET compute_config = ?, version = coalesce(?, version), updated_at = ? WHERE id = ? AND tenant_id = ?',
+      [JSON.stringify(computeConfig), version ?? null, now, id, tenantId],
+    );
     return changed === 1 ? this.getListener(tenantId, id) : null;
   }
 

@@ -56,7 +56,16 @@ export interface Dialect {
    * picked by `key` in `order`, and RETURNING `returning`. PostgreSQL locks the picked rows in a CTE
    * (a subquery under IN may be run again per row and pick more); SQLite's single writer needs none.
    */
-  updatePicked(input: { table: string; key: string; set: string; where: string; limit: string; order?: string; skipLocked?: boolean; returning: string }): string;
+  updatePicked(input: {
+    table: string;
+    key: string;
+    set: string;
+    where: string;
+    limit: string;
+    order?: string;
+    skipLocked?: boolean;
+    returning: string;
+  }): string;
   /**
    * Serializes the transactions that pass the same `key` until they end: an advisory lock on
    * PostgreSQL; nothing on SQLite, where a write transaction already excludes every other.

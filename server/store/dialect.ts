@@ -52,7 +52,10 @@ export const postgresDialect: Dialect = {
   updatePicked: ({ table, key, set, where, limit, order, skipLocked, returning }) =>
     `WITH picked AS (SELECT ${key} FROM ${table} WHERE ${where}${order ? ` ORDER BY ${order}` : ''} LIMIT ${limit} FOR UPDATE${skipLocked ? ' SKIP LOCKED' : ''})
      UPDATE ${table} SET ${set} FROM picked WHERE ${table}.${key} = picked.${key} AND ${where}
-     RETURNING ${returning.split(',').map((column) => (column.trim() === '*' ? `${table}.*` : `${table}.${column.trim()}`)).join(', ')}`,
+     RETURNING ${returning
+       .split(',')
+       .map((column) => (column.trim() === '*' ? `${table}.*` : `${table}.${column.trim()}`))
+       .join(', ')}`,
   serialize: async (tx: Db, key: string) => {
     await tx.row("SELECT pg_advisory_xact_lock(hashtextextended('control-plane:' || CAST(? AS text), 0))", [key]);
   },

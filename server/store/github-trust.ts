@@ -1,5 +1,5 @@
-import type { GithubTrust } from '../../shared/schemas/github-trust.ts';
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import type { GithubTrust } from '../../shared/schemas/github-trust.ts';
 import type { Db } from './db.ts';
 
 /** A key minted from an ID token, as stored: its hash, when it ends, and the claims (JSON) it was minted for. */
@@ -56,7 +56,17 @@ const TRUST_SQL = {
 } as const;
 
 function trustValues(entry: GithubTrust): unknown[] {
-  return [entry.id, entry.workspace_id, String(entry.repository_id), String(entry.repository_owner_id), entry.ref, entry.environment, entry.job_workflow_ref, entry.description, entry.created_at];
+  return [
+    entry.id,
+    entry.workspace_id,
+    String(entry.repository_id),
+    String(entry.repository_owner_id),
+    entry.ref,
+    entry.environment,
+    entry.job_workflow_ref,
+    entry.description,
+    entry.created_at,
+  ];
 }
 
 function keyValues(key: MintedKeyRow): unknown[] {

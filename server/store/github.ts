@@ -1,7 +1,7 @@
 import type { Db, Row } from './db.ts';
 import { toIntegration } from './rows.ts';
-import type { IntegrationRecord } from './types.ts';
 import { NO_RULES, type StoreRules } from './rules.ts';
+import type { IntegrationRecord } from './types.ts';
 
 /** The single-use `state` of an install URL, bound to a workspace. */
 export type SetupState = { id: string; tenant_id: string; name: string | null; expires_at: string; created_at: string };
@@ -10,7 +10,15 @@ export type SetupState = { id: string; tenant_id: string; name: string | null; e
 export type InstallationAccount = { login: string; id: number; type: string };
 
 /** A revision's change (a status, or `DELETED` for its deployment) waiting to be told to GitHub. */
-export type OutboxEvent = { id: number; revision_id: string; deployment_id: string; event: string; attempts: number; outcome: string | null; created_at: string };
+export type OutboxEvent = {
+  id: number;
+  revision_id: string;
+  deployment_id: string;
+  event: string;
+  attempts: number;
+  outcome: string | null;
+  created_at: string;
+};
 
 /** The GitHub deployment made for a revision. */
 export type GithubDeploymentRecord = {
@@ -29,7 +37,14 @@ export type GithubDeploymentRecord = {
 };
 
 /** A pull-request preview: the child deployment, its parent and pull request. */
-export type PreviewRecord = { deployment_id: string; parent_deployment_id: string; tenant_id: string; pull_request: number; last_activity_at: string; created_at: string };
+export type PreviewRecord = {
+  deployment_id: string;
+  parent_deployment_id: string;
+  tenant_id: string;
+  pull_request: number;
+  last_activity_at: string;
+  created_at: string;
+};
 
 /** Storage of the GitHub round trip (contract §12): setup states, proven installations, the status outbox, previews. */
 export interface GithubStore {
@@ -104,7 +119,13 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async createSetupState(state: SetupState): Promise<void> {
-    await this.#sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [state.id, state.tenant_id, state.name, state.expires_at, state.created_at]);
+    await this.#sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
+      state.id,
+      state.tenant_id,
+      state.name,
+      state.expires_at,
+      state.created_at,
+    ]);
   }
 
   async takeSetupState(id: string): Promise<SetupState | null> {
@@ -115,10 +136,16 @@ export class SqlGithubStore implements GithubStore {
     return this.#sql.tx(async (tx) => {
       // The same key as linking by a bare id: links of one installation are made one at a time.
       await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
-      const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [integration.installation_id, integration.tenant_id]);
+      const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [
+        integration.installation_id,
+        integration.tenant_id,
+      ]);
       if (others.some((o) => o.proven)) throw this.#rules.refusal({ kind: 'installation_linked_elsewhere', installationId: integration.installation_id });
       for (const other of others) await tx.run('DELETE FROM github_integrations WHERE id = ?', [other.id]);
-      let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [integration.tenant_id, integration.installation_id]);
+      let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [
+        integration.tenant_id,
+        integration.installation_id,
+      ]);
       if (!row) {
         await tx.run('INSERT INTO github_integrations (id, tenant_id, installation_id, name, suspended_at, created_at) VALUES (?, ?, ?, ?, NULL, ?)', [
           integration.id,
@@ -174,7 +201,12 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async markSent(revisionId: string, call: string, state: string, now: string): Promise<void> {
-    await this.#sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [revisionId, call, state, now]);
+    await this.#sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [
+      revisionId,
+      call,
+      state,
+      now,
+    ]);
   }
 
   async githubDeployment(revisionId: string): Promise<GithubDeploymentRecord | null> {
@@ -186,7 +218,20 @@ export class SqlGithubStore implements GithubStore {
     await this.#sql.run(
       `INSERT INTO github_deployments (revision_id, deployment_id, github_deployment_id, installation_id, owner, repo, sha, environment, environment_url, log_url, last_state, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [r.revision_id, r.deployment_id, r.github_deployment_id, r.installation_id, r.owner, r.repo, r.sha, r.environment, r.environment_url, r.log_url, r.last_state, r.created_at],
+      [
+        r.revision_id,
+        r.deployment_id,
+        r.github_deployment_id,
+        r.installation_id,
+        r.owner,
+        r.repo,
+        r.sha,
+        r.environment,
+        r.environment_url,
+        r.log_url,
+        r.last_state,
+        r.created_at,
+      ],
     );
   }
 
@@ -195,7 +240,9 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {
-    return (await this.#sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(toGithubDeployment);
+    return (await this.#sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(
+      toGithubDeployment,
+    );
   }
 
   async recordPreview(p: PreviewRecord): Promise<void> {
@@ -206,12 +253,17 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
-    const row = await this.#sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [parentDeploymentId, pullRequest]);
+    const row = await this.#sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [
+      parentDeploymentId,
+      pullRequest,
+    ]);
     return row ? toPreview(row) : null;
   }
 
   async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
-    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(toPreview);
+    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(
+      toPreview,
+    );
   }
 
   async allPreviews(): Promise<PreviewRecord[]> {

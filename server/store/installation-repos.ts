@@ -34,7 +34,10 @@ export class SqlInstallationRepoStore implements InstallationRepoStore {
   }
 
   async removeRepos(installationId: number, repoIds: number[]): Promise<void> {
-    await this.#sql.run(`DELETE FROM github_installation_repos WHERE installation_id = ? AND ${this.#sql.dialect.inList('repo_id', '?', 'bigint')}`, [installationId, this.#sql.dialect.list(repoIds)]);
+    await this.#sql.run(`DELETE FROM github_installation_repos WHERE installation_id = ? AND ${this.#sql.dialect.inList('repo_id', '?', 'bigint')}`, [
+      installationId,
+      this.#sql.dialect.list(repoIds),
+    ]);
   }
 
   async listRepos(installationId: number): Promise<InstallationRepo[]> {

@@ -1,7 +1,8 @@
 import { FORMER_POSTGRES_VERSIONS, MIGRATIONS, type Migration } from './migrations/index.ts';
 
 /** The table of applied versions, the same on both databases. */
-export const SCHEMA_MIGRATIONS_TABLE = 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)';
+export const SCHEMA_MIGRATIONS_TABLE =
+  'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)';
 
 /**
  * A PostgreSQL database still numbered by PostgreSQL's former history: its first version made the
@@ -17,7 +18,11 @@ export const FORMER_POSTGRES_HISTORY_CHECK = "SELECT 1 FROM pg_indexes WHERE sch
 export function adoptedVersions(formerVersions: Iterable<number>): Array<[number, string, string]> {
   const last = Math.max(...[...formerVersions].map((version) => FORMER_POSTGRES_VERSIONS.get(version) ?? 0));
   const now = new Date().toISOString();
-  return MIGRATIONS.filter((migration) => migration.version <= last).map((migration) => [migration.version, `${migration.name} (adopted from the former PostgreSQL history)`, now]);
+  return MIGRATIONS.filter((migration) => migration.version <= last).map((migration) => [
+    migration.version,
+    `${migration.name} (adopted from the former PostgreSQL history)`,
+    now,
+  ]);
 }
 
 /** The migrations a database that lists `applied` versions lacks, in order. */

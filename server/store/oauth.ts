@@ -1,8 +1,7 @@
+import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
 import type { Db, Row } from './db.ts';
 import { columns } from './rows.ts';
-import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
 import { NO_RULES, type StoreRules } from './rules.ts';
-
 
 /** A provider as stored; the client secret stays sealed until a token request needs it. */
 export type ProviderRecord = {
@@ -96,7 +95,11 @@ export interface OAuthStore {
   listTokens(workspaceId: string, providerRef: string | null): Promise<TokenRecord[]>;
   /** Deletes the workspace's tokens of a provider; how many. */
   deleteTokens(workspaceId: string, providerRef: string): Promise<number>;
-  updateTokenMetadata(id: string, workspaceId: string, fields: { is_default: boolean; provider_account_label: string | null; updated_at: string }): Promise<boolean>;
+  updateTokenMetadata(
+    id: string,
+    workspaceId: string,
+    fields: { is_default: boolean; provider_account_label: string | null; updated_at: string },
+  ): Promise<boolean>;
   /** Replaces the token's secrets and expiry after a refresh. */
   updateToken(token: TokenRecord): Promise<void>;
   deleteToken(id: string): Promise<void>;
@@ -118,7 +121,22 @@ export class SqlOAuthStore implements OAuthStore {
         `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url,
            uses_pkce, code_challenge_method, token_endpoint_auth_method, provider_type, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [p.id, p.organization_id, p.provider_id, p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.provider_type, p.created_at, p.updated_at],
+        [
+          p.id,
+          p.organization_id,
+          p.provider_id,
+          p.name,
+          p.client_id,
+          p.client_secret_sealed,
+          p.auth_url,
+          p.token_url,
+          p.uses_pkce ? 1 : 0,
+          p.code_challenge_method,
+          p.token_endpoint_auth_method,
+          p.provider_type,
+          p.created_at,
+          p.updated_at,
+        ],
       );
     } catch (error) {
       if (this.#sql.dialect.isUniqueViolation(error)) throw this.#rules.refusal({ kind: 'oauth_provider_taken', providerId: p.provider_id });
@@ -127,7 +145,9 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async listProviders(organizationId: string): Promise<ProviderRecord[]> {
-    return (await this.#sql.rows('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC', [organizationId])).map(toProvider);
+    return (await this.#sql.rows('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC', [organizationId])).map(
+      toProvider,
+    );
   }
 
   async getProvider(organizationId: string, id: string): Promise<ProviderRecord | null> {
@@ -145,7 +165,20 @@ export class SqlOAuthStore implements OAuthStore {
       `UPDATE oauth_providers SET name = ?, client_id = ?, client_secret_sealed = ?, auth_url = ?, token_url = ?, uses_pkce = ?,
          code_challenge_method = ?, token_endpoint_auth_method = ?, provider_type = ?, updated_at = ?
        WHERE id = ? AND organization_id = ?`,
-      [p.name, p.client_id, p.client_secret_sealed, p.auth_url, p.token_url, p.uses_pkce ? 1 : 0, p.code_challenge_method, p.token_endpoint_auth_method, p.provider_type, p.updated_at, p.id, p.organization_id],
+      [
+        p.name,
+        p.client_id,
+        p.client_secret_sealed,
+        p.auth_url,
+        p.token_url,
+        p.uses_pkce ? 1 : 0,
+        p.code_challenge_method,
+        p.token_endpoint_auth_method,
+        p.provider_type,
+        p.updated_at,
+        p.id,
+        p.organization_id,
+      ],
     );
     return changed === 1;
   }
@@ -162,7 +195,26 @@ export class SqlOAuthStore implements OAuthStore {
         `INSERT INTO oauth_flows (id, organization_id, workspace_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
            is_default, status, error, error_description, token_ref, created_at, expires_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [f.id, f.organization_id, f.workspace_id, f.provider_ref, f.state_hash, f.user_id, f.agent_id, JSON.stringify(f.scopes), f.redirect_uri, f.code_verifier_sealed, f.is_default ? 1 : 0, f.status, f.error, f.error_description_sealed, f.token_ref, f.created_at, f.expires_at, f.updated_at],
+        [
+          f.id,
+          f.organization_id,
+          f.workspace_id,
+          f.provider_ref,
+          f.state_hash,
+          f.user_id,
+          f.agent_id,
+          JSON.stringify(f.scopes),
+          f.redirect_uri,
+          f.code_verifier_sealed,
+          f.is_default ? 1 : 0,
+          f.status,
+          f.error,
+          f.error_description_sealed,
+          f.token_ref,
+          f.created_at,
+          f.expires_at,
+          f.updated_at,
+        ],
       );
     });
   }
@@ -179,7 +231,13 @@ export class SqlOAuthStore implements OAuthStore {
 
   async claimFlow(id: string, now: string): Promise<boolean> {
     // One statement: of two callbacks racing, exactly one moves the flow from pending.
-    return (await this.#sql.run("UPDATE oauth_flows SET status = 'exchanging', updated_at = ? WHERE id = ? AND status = 'pending' AND expires_at > ?", [now, id, now])) === 1;
+    return (
+      (await this.#sql.run("UPDATE oauth_flows SET status = 'exchanging', updated_at = ? WHERE id = ? AND status = 'pending' AND expires_at > ?", [
+        now,
+        id,
+        now,
+      ])) === 1
+    );
   }
 
   async completeFlow(flowId: string, t: TokenRecord, now: string): Promise<TokenRecord> {
@@ -193,11 +251,30 @@ export class SqlOAuthStore implements OAuthStore {
            refresh_token_sealed = excluded.refresh_token_sealed, token_type = excluded.token_type,
            expires_at = excluded.expires_at, is_default = excluded.is_default, updated_at = excluded.updated_at
          RETURNING *`,
-        [t.id, t.organization_id, t.workspace_id, t.provider_ref, t.user_id, t.agent_id, JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.is_default ? 1 : 0, t.provider_account_label, t.created_at, t.updated_at],
+        [
+          t.id,
+          t.organization_id,
+          t.workspace_id,
+          t.provider_ref,
+          t.user_id,
+          t.agent_id,
+          JSON.stringify(t.scopes),
+          t.access_token_sealed,
+          t.refresh_token_sealed,
+          t.token_type,
+          t.expires_at,
+          t.is_default ? 1 : 0,
+          t.provider_account_label,
+          t.created_at,
+          t.updated_at,
+        ],
       );
       const stored = toToken(row!);
       // The verifier has done its job: drop it with the flow's completion.
-      await tx.run("UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status = 'exchanging'", [stored.id, now, flowId]);
+      await tx.run(
+        "UPDATE oauth_flows SET status = 'completed', token_ref = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status = 'exchanging'",
+        [stored.id, now, flowId],
+      );
       return stored;
     });
   }
@@ -210,7 +287,12 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async getToken(providerRef: string, workspaceId: string, userId: string, agentId: string): Promise<TokenRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?', [providerRef, workspaceId, userId, agentId]);
+    const row = await this.#sql.row('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?', [
+      providerRef,
+      workspaceId,
+      userId,
+      agentId,
+    ]);
     return row ? toToken(row) : null;
   }
 
@@ -223,7 +305,10 @@ export class SqlOAuthStore implements OAuthStore {
     const rows =
       providerRef === null
         ? await this.#sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC', [workspaceId])
-        : await this.#sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ? ORDER BY created_at DESC, rowid DESC', [workspaceId, providerRef]);
+        : await this.#sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ? ORDER BY created_at DESC, rowid DESC', [
+            workspaceId,
+            providerRef,
+          ]);
     return rows.map(toToken);
   }
 
@@ -231,20 +316,27 @@ export class SqlOAuthStore implements OAuthStore {
     return this.#sql.run('DELETE FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ?', [workspaceId, providerRef]);
   }
 
-  async updateTokenMetadata(id: string, workspaceId: string, f: { is_default: boolean; provider_account_label: string | null; updated_at: string }): Promise<boolean> {
-    return (await this.#sql.run('UPDATE oauth_tokens SET is_default = ?, provider_account_label = ?, updated_at = ? WHERE id = ? AND workspace_id = ?', [f.is_default ? 1 : 0, f.provider_account_label, f.updated_at, id, workspaceId])) === 1;
+  async updateTokenMetadata(
+    id: string,
+    workspaceId: string,
+    f: { is_default: boolean; provider_account_label: string | null; updated_at: string },
+  ): Promise<boolean> {
+    return (
+      (await this.#sql.run('UPDATE oauth_tokens SET is_default = ?, provider_account_label = ?, updated_at = ? WHERE id = ? AND workspace_id = ?', [
+        f.is_default ? 1 : 0,
+        f.provider_account_label,
+        f.updated_at,
+        id,
+        workspaceId,
+      ])) === 1
+    );
   }
 
   async updateToken(t: TokenRecord): Promise<void> {
-    await this.#sql.run('UPDATE oauth_tokens SET scopes = ?, access_token_sealed = ?, refresh_token_sealed = ?, token_type = ?, expires_at = ?, updated_at = ? WHERE id = ?', [
-      JSON.stringify(t.scopes),
-      t.access_token_sealed,
-      t.refresh_token_sealed,
-      t.token_type,
-      t.expires_at,
-      t.updated_at,
-      t.id,
-    ]);
+    await this.#sql.run(
+      'UPDATE oauth_tokens SET scopes = ?, access_token_sealed = ?, refresh_token_sealed = ?, token_type = ?, expires_at = ?, updated_at = ? WHERE id = ?',
+      [JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.updated_at, t.id],
+    );
   }
 
   async deleteToken(id: string): Promise<void> {
@@ -254,7 +346,16 @@ export class SqlOAuthStore implements OAuthStore {
 
 export function toProvider(row: Row): ProviderRecord {
   return {
-    ...columns(row, { id: 'text', organization_id: 'text', provider_id: 'text', name: 'text', client_id: 'text', client_secret_sealed: 'text?', auth_url: 'text', token_url: 'text' }),
+    ...columns(row, {
+      id: 'text',
+      organization_id: 'text',
+      provider_id: 'text',
+      name: 'text',
+      client_id: 'text',
+      client_secret_sealed: 'text?',
+      auth_url: 'text',
+      token_url: 'text',
+    }),
     uses_pkce: row.uses_pkce === 1,
     code_challenge_method: row.code_challenge_method as CodeChallengeMethod,
     token_endpoint_auth_method: row.token_endpoint_auth_method as TokenEndpointAuthMethod,

@@ -1,16 +1,15 @@
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
+import { type Deployment, revisionConfig, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { GithubMintClaims } from '../../shared/schemas/github-trust.ts';
-import { revisionConfig, type Deployment, type SourceConfig, type SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
+import type { WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import type { DeploymentRecord, IntegrationRecord, ListenerRecord, NewRevision, RevisionRecord, RevisionWork } from './types.ts';
-import type { WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
-import type { DeliveryResultLine, DeliveryStatus, StoredDelivery, StoredOutcome } from './webhooks.ts';
-
 import type { Row } from './db.ts';
+import type { DeploymentRecord, IntegrationRecord, ListenerRecord, NewRevision, RevisionRecord, RevisionWork } from './types.ts';
+import type { DeliveryResultLine, DeliveryStatus, StoredDelivery, StoredOutcome } from './webhooks.ts';
 
 export type { Row };
 
@@ -152,7 +151,15 @@ export function toStoredDelivery(row: Row, lines: Row[]): StoredDelivery {
 
 function toResultLine(line: Row): DeliveryResultLine {
   return {
-    ...columns(line, { tenant_id: 'text', deployment_id: 'text?', deployment_name: 'text?', integration_id: 'text?', result: 'text', revision_id: 'text?', reason: 'text?' }),
+    ...columns(line, {
+      tenant_id: 'text',
+      deployment_id: 'text?',
+      deployment_name: 'text?',
+      integration_id: 'text?',
+      result: 'text',
+      revision_id: 'text?',
+      reason: 'text?',
+    }),
     result: line.result as WebhookDeliveryResultKind,
   };
 }

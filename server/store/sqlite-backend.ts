@@ -1,8 +1,8 @@
 import { SqlAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
-import { SqlGithubTrustStore } from './github-trust.ts';
 import { SqlGithubStore } from './github.ts';
+import { SqlGithubTrustStore } from './github-trust.ts';
 import { SqlInstallationRepoStore } from './installation-repos.ts';
 import { SqlOAuthStore } from './oauth.ts';
 import { openSqliteStore, type SqliteStore } from './sqlite.ts';

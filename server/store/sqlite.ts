@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { CoreStore } from './core.ts';
-import { GroupCommit } from './group-commit.ts';
 import { sqliteDialect } from './dialect.ts';
+import { GroupCommit } from './group-commit.ts';
 import { appliedRow, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrate.ts';
 import { TERMINAL } from './queries/statuses.ts';
 import type { StoreRules } from './rules.ts';
@@ -61,7 +61,9 @@ function expireLeftLeases(db: Database.Database): void {
     // Every process lease is a previous run's; revisions it started but never held are named after
     // that run too, so the start's sweep takes them at once instead of a lease later.
     db.prepare('UPDATE process_leases SET lease_expires_at = ?').run(LONG_AGO);
-    const unheld = db.prepare(`UPDATE revisions SET runner_id = ? WHERE runner_id IS NULL AND status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`).run(PREVIOUS_RUN);
+    const unheld = db
+      .prepare(`UPDATE revisions SET runner_id = ? WHERE runner_id IS NULL AND status NOT IN (${TERMINAL}) AND status <> 'QUEUED'`)
+      .run(PREVIOUS_RUN);
     if (unheld.changes > 0) db.prepare('INSERT OR REPLACE INTO process_leases (process_id, lease_expires_at) VALUES (?, ?)').run(PREVIOUS_RUN, LONG_AGO);
     db.prepare("UPDATE deployments SET teardown_lease_expires_at = ? WHERE status = 'AWAITING_DELETE' AND teardown_owner IS NOT NULL").run(LONG_AGO);
     db.prepare("UPDATE webhook_deliveries SET claimed_by = NULL, claim_expires_at = NULL WHERE status = 'pending' AND claim_expires_at IS NOT NULL").run();
@@ -101,7 +103,6 @@ export class SqliteStore extends CoreStore {
       return held;
     });
   }
-
 
   override close(): void {
     this.db.close();

@@ -98,7 +98,11 @@ export function postgresConnectionFailure(error: unknown): unknown {
   const message = (error as { message?: unknown }).message;
   let problem = typeof code === 'string' ? PG_CONNECTION_PROBLEMS[code] : undefined;
   // The driver's own words when a pooled connection dies or the pool cannot connect in time.
-  if (!problem && typeof message === 'string' && /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/.test(message)) {
+  if (
+    !problem &&
+    typeof message === 'string' &&
+    /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/.test(message)
+  ) {
     problem = 'The connection to the database server failed.';
   }
   return problem ? new StorageFailure(problem) : error;

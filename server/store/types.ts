@@ -3,16 +3,7 @@ import type { Deployment, DeploymentListQuery, SourceConfig, SourceRevisionConfi
 import type { GithubIntegration } from '../../shared/schemas/integration.ts';
 import type { ComputeConfig, ComputeType, Listener } from '../../shared/schemas/listener.ts';
 import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
-import type {
-  LogEntry,
-  LogFilter,
-  LogLevel,
-  LogType,
-  Revision,
-  RevisionListQuery,
-  RevisionStatus,
-  RevisionTrigger,
-} from '../../shared/schemas/revision.ts';
+import type { LogEntry, LogFilter, LogLevel, LogType, Revision, RevisionListQuery, RevisionStatus, RevisionTrigger } from '../../shared/schemas/revision.ts';
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
@@ -159,7 +150,12 @@ export interface Store {
     now: string,
   ): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }>;
   /** Marks the deployment AWAITING_DELETE; `marked` is false when it already was (or null when it does not exist). */
-  markDeploymentDeleting(tenantId: string, id: string, deleteTracingProject: boolean, now: string): Promise<{ deployment: DeploymentRecord; marked: boolean } | null>;
+  markDeploymentDeleting(
+    tenantId: string,
+    id: string,
+    deleteTracingProject: boolean,
+    now: string,
+  ): Promise<{ deployment: DeploymentRecord; marked: boolean } | null>;
   listDeletingDeployments(): Promise<DeploymentRecord[]>;
   /**
    * Makes `lease.owner` the one process tearing the deployment down: true when it is being deleted
@@ -235,7 +231,12 @@ export interface Store {
    * it: lines past it are dropped (and every later one), and one marker line (`cap.marker`) says
    * how many, rewritten as more are dropped. Without, every line is stored (the server's own lines).
    */
-  appendLogs(revisionId: string, entries: Array<{ type: LogType; level: LogLevel; message: string }>, now: string, cap?: RevisionLogCap): Promise<{ stored: number; dropped: number }>;
+  appendLogs(
+    revisionId: string,
+    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    now: string,
+    cap?: RevisionLogCap,
+  ): Promise<{ stored: number; dropped: number }>;
   readLogs(revisionId: string, type: LogType, afterSeq: number, limit: number): Promise<{ logs: LogEntry[]; lastSeq: number | null; more: boolean }>;
   /** Log lines with filters and either order, each with its sequence number (the cursor). */
   searchLogs(revisionId: string, filter: LogFilter): Promise<{ logs: Array<LogEntry & { seq: number }>; more: boolean }>;

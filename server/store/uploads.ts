@@ -59,9 +59,9 @@ export interface UploadStore {
   openUploadCount(deploymentId: string, now: string): Promise<number>;
 }
 
-
 /** What a workspace's quota counts: its complete tarballs, and what its PUTs in progress reserved. */
-const USED_BYTES = "SELECT coalesce(sum(CASE WHEN state = 'complete' THEN size ELSE reserved_bytes END), 0) AS n FROM uploads WHERE tenant_id = ? AND state IN ('complete', 'receiving')";
+const USED_BYTES =
+  "SELECT coalesce(sum(CASE WHEN state = 'complete' THEN size ELSE reserved_bytes END), 0) AS n FROM uploads WHERE tenant_id = ? AND state IN ('complete', 'receiving')";
 
 /** Uploaded source tarballs in chunk rows (a BLOB on SQLite, `bytea` on PostgreSQL), on either database. */
 export class SqlUploadStore implements UploadStore {
@@ -91,7 +91,11 @@ export class SqlUploadStore implements UploadStore {
       if (!row) return 'not_found';
       if (row.state === 'complete') return 'used';
       if (row.state === 'receiving') return 'in_use';
-      await tx.run("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'", [lease.owner, lease.until, id]);
+      await tx.run("UPDATE uploads SET state = 'receiving', receiver_id = ?, receive_lease_expires_at = ? WHERE id = ? AND state = 'issued'", [
+        lease.owner,
+        lease.until,
+        id,
+      ]);
       return 'claimed';
     });
   }
@@ -121,12 +125,20 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
-    return (await this.#sql.run("UPDATE uploads SET state = 'complete', size = ?, reserved_bytes = 0, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [size, now, id, owner])) === 1;
+    return (
+      (await this.#sql.run(
+        "UPDATE uploads SET state = 'complete', size = ?, reserved_bytes = 0, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?",
+        [size, now, id, owner],
+      )) === 1
+    );
   }
 
   async releaseUpload(id: string, owner: string): Promise<void> {
     await this.#sql.tx(async (tx) => {
-      const released = await tx.run("UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE id = ? AND state = 'receiving' AND receiver_id = ?", [id, owner]);
+      const released = await tx.run(
+        "UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE id = ? AND state = 'receiving' AND receiver_id = ?",
+        [id, owner],
+      );
       if (released === 1) await tx.run('DELETE FROM upload_chunks WHERE upload_id = ?', [id]);
     });
   }
@@ -141,7 +153,10 @@ export class SqlUploadStore implements UploadStore {
       if (gone.length === 0) return 0;
       const ids = gone.map((row) => row.id);
       await tx.run(`DELETE FROM upload_chunks WHERE ${tx.dialect.inList('upload_id', '?')}`, [tx.dialect.list(ids)]);
-      return tx.run(`UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE ${tx.dialect.inList('id', '?')}`, [tx.dialect.list(ids)]);
+      return tx.run(
+        `UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE ${tx.dialect.inList('id', '?')}`,
+        [tx.dialect.list(ids)],
+      );
     });
   }
 
@@ -177,7 +192,10 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async openUploadCount(deploymentId: string, now: string): Promise<number> {
-    const row = await this.#sql.row<{ n: string | number }>("SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?", [deploymentId, now]);
+    const row = await this.#sql.row<{ n: string | number }>(
+      "SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?",
+      [deploymentId, now],
+    );
     return Number(row?.n ?? 0);
   }
 }

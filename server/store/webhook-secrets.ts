@@ -30,8 +30,10 @@ export class SqlWebhookSecretStore implements WebhookSecretStore {
 
   async get(tenantId: string): Promise<StoredWebhookSecret | null> {
     return (
-      (await this.#sql.row<StoredWebhookSecret>('SELECT secret_enc, previous_secret_enc, previous_valid_until, created_at FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId])) ??
-      null
+      (await this.#sql.row<StoredWebhookSecret>(
+        'SELECT secret_enc, previous_secret_enc, previous_valid_until, created_at FROM webhook_workspace_secrets WHERE tenant_id = ?',
+        [tenantId],
+      )) ?? null
     );
   }
 

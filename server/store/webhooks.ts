@@ -82,7 +82,10 @@ export interface WebhookStore {
    * A workspace's view: deliveries visible to it, newest first, with only its own result lines;
    * `deliveryKeys` narrows it to those keys.
    */
-  listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }>;
+  listForTenant(
+    tenantId: string,
+    query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] },
+  ): Promise<{ resources: StoredDelivery[]; offset: number }>;
   /** Removes processed deliveries received before `before`; pending ones are always kept. */
   pruneDeliveries(before: string): Promise<number>;
 
@@ -147,7 +150,13 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]> {
-    const rows = await this.#sql.rows<PendingDelivery & { seq: number }>(this.#hot.claimPendingDeliveries, { owner: lease.owner, until: lease.until, now: lease.now, due_by: dueBy, limit });
+    const rows = await this.#sql.rows<PendingDelivery & { seq: number }>(this.#hot.claimPendingDeliveries, {
+      owner: lease.owner,
+      until: lease.until,
+      now: lease.now,
+      due_by: dueBy,
+      limit,
+    });
     return inOrder(rows);
   }
 
@@ -155,7 +164,10 @@ export class SqlWebhookStore implements WebhookStore {
     return (await this.#sql.row<{ at: string | null }>(this.#hot.oldestPendingDelivery))?.at ?? null;
   }
 
-  async completeDelivery(deliveryId: string, done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string }): Promise<void> {
+  async completeDelivery(
+    deliveryId: string,
+    done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string },
+  ): Promise<void> {
     await this.#sql.tx(async (tx) => {
       // A delivery processed again after a crash replaces what the interrupted attempt wrote.
       await tx.run(this.#hot.deleteDeliveryResults, [deliveryId]);
@@ -183,7 +195,10 @@ export class SqlWebhookStore implements WebhookStore {
     }
   }
 
-  async listForTenant(tenantId: string, query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] }): Promise<{ resources: StoredDelivery[]; offset: number }> {
+  async listForTenant(
+    tenantId: string,
+    query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] },
+  ): Promise<{ resources: StoredDelivery[]; offset: number }> {
     const { dialect } = this.#sql;
     const rows = await this.#sql.rows(
       `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
@@ -193,7 +208,10 @@ export class SqlWebhookStore implements WebhookStore {
     );
     const resources: StoredDelivery[] = [];
     for (const row of rows) {
-      const lines = await this.#sql.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [row.delivery_id, tenantId]);
+      const lines = await this.#sql.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [
+        row.delivery_id,
+        tenantId,
+      ]);
       resources.push(toStoredDelivery(row, lines));
     }
     return { resources, offset: query.offset + rows.length };
@@ -221,4 +239,3 @@ export class SqlWebhookStore implements WebhookStore {
 export function inOrder(rows: Array<PendingDelivery & { seq: number }>): PendingDelivery[] {
   return rows.sort((a, b) => a.seq - b.seq).map(({ seq: _seq, ...delivery }) => delivery);
 }
-

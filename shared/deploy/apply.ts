@@ -1,6 +1,6 @@
 import type { ApiClient } from '../client.ts';
 import type { Deployment, DeploymentCreate, DeploymentPatch, Source } from '../schemas/deployment.ts';
-import { InputError, type DeployOptions } from './options.ts';
+import { type DeployOptions, InputError } from './options.ts';
 
 export type ApplyAction = 'created' | 'patched' | 'unchanged';
 
@@ -56,8 +56,16 @@ const NOT_FOR: Record<Source, Array<[keyof DeployOptions, string]>> = {
  * Creates the deployment, or PATCHes the existing one (found by id, or by exact name), and answers
  * which revision this run created. A PATCH that carries no revision field creates none, and says so.
  */
-export async function applyDeployment(client: ApiClient, options: DeployOptions, signal?: AbortSignal, info: (message: string) => void = () => {}): Promise<Applied> {
-  const existing = options.target.kind === 'id' ? await client.getDeployment(options.target.deploymentId, signal) : await client.findDeploymentByName(options.target.name, signal);
+export async function applyDeployment(
+  client: ApiClient,
+  options: DeployOptions,
+  signal?: AbortSignal,
+  info: (message: string) => void = () => {},
+): Promise<Applied> {
+  const existing =
+    options.target.kind === 'id'
+      ? await client.getDeployment(options.target.deploymentId, signal)
+      : await client.findDeploymentByName(options.target.name, signal);
   if (!existing) {
     const body = await createBody(client, options, signal, info);
     const deployment = await client.createDeployment(body, signal);
@@ -65,7 +73,9 @@ export async function applyDeployment(client: ApiClient, options: DeployOptions,
   }
 
   if (options.source && options.source !== existing.source) {
-    throw new InputError(`Deployment ${existing.name} has source ${existing.source}, which cannot change, but the inputs (source, or the source-specific inputs given) are for ${options.source}.`);
+    throw new InputError(
+      `Deployment ${existing.name} has source ${existing.source}, which cannot change, but the inputs (source, or the source-specific inputs given) are for ${options.source}.`,
+    );
   }
   for (const [field, input] of NOT_FOR[existing.source]) {
     if (options[field] !== undefined) throw new InputError(`Input ${input} does not apply to deployment ${existing.name}, whose source is ${existing.source}.`);
@@ -103,20 +113,44 @@ export function patchBody(source: Source, options: DeployOptions): DeploymentPat
   return Object.keys(body).length ? body : null;
 }
 
-async function createBody(client: ApiClient, options: DeployOptions, signal: AbortSignal | undefined, info: (message: string) => void): Promise<DeploymentCreate> {
+async function createBody(
+  client: ApiClient,
+  options: DeployOptions,
+  signal: AbortSignal | undefined,
+  info: (message: string) => void,
+): Promise<DeploymentCreate> {
   if (options.target.kind === 'id') throw new Error('unreachable: a deployment given by id exists or the GET failed');
   const name = options.target.name;
   if (options.source === 'github') {
-    const integrationId = options.integrationId ?? (await onlyOne('integration-id', 'GitHub integration', (await client.listIntegrations(signal)).map((i) => i.id), info));
+    const integrationId =
+      options.integrationId ??
+      (await onlyOne(
+        'integration-id',
+        'GitHub integration',
+        (await client.listIntegrations(signal)).map((i) => i.id),
+        info,
+      ));
     return {
       name,
       source: 'github',
-      source_config: compact({ integration_id: integrationId, repo_url: options.repoUrl!, deployment_type: options.deploymentType, build_on_push: options.buildOnPush }),
+      source_config: compact({
+        integration_id: integrationId,
+        repo_url: options.repoUrl!,
+        deployment_type: options.deploymentType,
+        build_on_push: options.buildOnPush,
+      }),
       source_revision_config: { repo_ref: (options.repoRef ?? options.defaultRepoRef)!, graph_config_path: options.graphConfigPath! },
       secrets: options.secrets ?? [],
     };
   }
-  const listenerId = options.listenerId ?? (await onlyOne('listener-id', 'listener', (await client.listListeners(signal)).map((l) => l.id), info));
+  const listenerId =
+    options.listenerId ??
+    (await onlyOne(
+      'listener-id',
+      'listener',
+      (await client.listListeners(signal)).map((l) => l.id),
+      info,
+    ));
   return {
     name,
     source: 'external_docker',

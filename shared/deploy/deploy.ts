@@ -1,9 +1,9 @@
-import { ApiError, ResponseShapeError, TransientError, type ApiClient } from '../client.ts';
+import { type ApiClient, ApiError, ResponseShapeError, TransientError } from '../client.ts';
 import type { Deployment } from '../schemas/deployment.ts';
 import { FAILED_REVISION_STATUSES, type LogEntry, type Revision, type RevisionStatus } from '../schemas/revision.ts';
-import { applyDeployment, type ApplyAction } from './apply.ts';
-import { InputError, type DeployOptions } from './options.ts';
-import { waitForRevision, type Transition } from './wait.ts';
+import { type ApplyAction, applyDeployment } from './apply.ts';
+import { type DeployOptions, InputError } from './options.ts';
+import { type Transition, waitForRevision } from './wait.ts';
 
 /**
  * How a run ended:
@@ -49,7 +49,19 @@ export type WaitTarget = { deploymentId: string; revisionId: string };
 const LOG_LINES = 20;
 
 function emptyResult(): DeployResult {
-  return { outcome: 'error', errorKind: null, deployment: null, action: null, revisionId: null, status: null, url: null, reason: null, supersededBy: null, transitions: [], logs: { build: [], deploy: [] } };
+  return {
+    outcome: 'error',
+    errorKind: null,
+    deployment: null,
+    action: null,
+    revisionId: null,
+    status: null,
+    url: null,
+    reason: null,
+    supersededBy: null,
+    transitions: [],
+    logs: { build: [], deploy: [] },
+  };
 }
 
 /** The address the deployment answers on, when it has one. */
@@ -71,7 +83,9 @@ export async function deployAndWait(client: ApiClient, options: DeployOptions, h
     result.url = deploymentUrl(applied.deployment);
     hooks.onDeployment?.(applied.deployment, applied.action);
     if (applied.revisionId === null) {
-      hooks.onInfo?.(`Deployment ${applied.deployment.name}: this ${applied.action === 'unchanged' ? 'run had nothing to change' : 'PATCH changed no revision field'}, so no revision was created; nothing to wait for.`);
+      hooks.onInfo?.(
+        `Deployment ${applied.deployment.name}: this ${applied.action === 'unchanged' ? 'run had nothing to change' : 'PATCH changed no revision field'}, so no revision was created; nothing to wait for.`,
+      );
       result.outcome = 'unchanged';
       return result;
     }
@@ -91,7 +105,13 @@ export async function deployAndWait(client: ApiClient, options: DeployOptions, h
 }
 
 /** Waits on a revision that already exists (the CLI's `wait`), with the same result as a deploy. */
-export async function waitOnly(client: ApiClient, target: WaitTarget, options: Pick<DeployOptions, 'waitTimeoutMs' | 'pollIntervalMs'>, hooks: DeployHooks = {}, signal?: AbortSignal): Promise<DeployResult> {
+export async function waitOnly(
+  client: ApiClient,
+  target: WaitTarget,
+  options: Pick<DeployOptions, 'waitTimeoutMs' | 'pollIntervalMs'>,
+  hooks: DeployHooks = {},
+  signal?: AbortSignal,
+): Promise<DeployResult> {
   const result = emptyResult();
   try {
     result.deployment = await client.getDeployment(target.deploymentId, signal);

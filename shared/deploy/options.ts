@@ -1,10 +1,11 @@
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ResourceName, Uuid } from '../schemas/common.ts';
-import { DeploymentType, isTagRef, RepoRef, RepoUrl, Source } from '../schemas/deployment.ts';
+import { DeploymentType, isTagRef, RepoRef, RepoUrl, type Source } from '../schemas/deployment.ts';
 
 /** The sources this client can create: the two others are made by `langgraph deploy` (upload or push first). */
 const CreatableSource = z.enum(['github', 'external_docker']);
+
 import { ResourceSpec } from '../schemas/resource-spec.ts';
 import { SECRET_NAME, type Secret } from '../schemas/secret.ts';
 
@@ -161,13 +162,19 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
   // Keyless CI: the key is minted from a GitHub Actions OIDC token after the inputs are checked ('' until then).
   const apiKey = get('api-key') ?? (defaults.keyFromGithubOidc ? '' : undefined);
   if (apiKey === undefined) {
-    throw new InputError('Input api-key is required: an API key of the control plane (keep it in a repository secret), unless the job may request a GitHub OIDC token (permissions: id-token: write) from a workspace that trusts the repository.');
+    throw new InputError(
+      'Input api-key is required: an API key of the control plane (keep it in a repository secret), unless the job may request a GitHub OIDC token (permissions: id-token: write) from a workspace that trusts the repository.',
+    );
   }
 
   const deploymentId = check(Uuid, get('deployment-id'), 'deployment-id', 'a deployment id (a UUID)');
   const name = check(ResourceName, get('name'), 'name', '1-63 characters of letters, digits, - and _, starting with a letter or digit');
-  if (deploymentId && name) throw new InputError('Inputs deployment-id and name are both set: give one of them (name finds, or creates, the deployment with that name).');
-  if (!deploymentId && !name) throw new InputError('Input name or deployment-id is required: name creates the deployment or updates the one with that name; deployment-id updates an existing one.');
+  if (deploymentId && name)
+    throw new InputError('Inputs deployment-id and name are both set: give one of them (name finds, or creates, the deployment with that name).');
+  if (!deploymentId && !name)
+    throw new InputError(
+      'Input name or deployment-id is required: name creates the deployment or updates the one with that name; deployment-id updates an existing one.',
+    );
   const target: DeployTarget = deploymentId ? { kind: 'id', deploymentId } : { kind: 'name', name: name! };
 
   // The source: as given, else what the source-specific inputs imply.
@@ -175,9 +182,12 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
   const githubInputs = GITHUB_ONLY.filter(given);
   const dockerInputs = DOCKER_ONLY.filter(given);
   if (source === 'github' && dockerInputs.length) throw new InputError(`Input ${dockerInputs[0]} applies to source external_docker, but source is github.`);
-  if (source === 'external_docker' && githubInputs.length) throw new InputError(`Input ${githubInputs[0]} applies to source github, but source is external_docker.`);
+  if (source === 'external_docker' && githubInputs.length)
+    throw new InputError(`Input ${githubInputs[0]} applies to source github, but source is external_docker.`);
   if (!source && githubInputs.length && dockerInputs.length) {
-    throw new InputError(`Inputs ${githubInputs[0]} (source github) and ${dockerInputs[0]} (source external_docker) cannot be used together; set source to say which one you mean.`);
+    throw new InputError(
+      `Inputs ${githubInputs[0]} (source github) and ${dockerInputs[0]} (source external_docker) cannot be used together; set source to say which one you mean.`,
+    );
   }
   source ??= githubInputs.length ? 'github' : dockerInputs.length ? 'external_docker' : undefined;
 
@@ -204,7 +214,15 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
     buildOnPush,
     imageUri: check(z.string().regex(/^\S+$/), get('image-uri'), 'image-uri', 'an image reference without white space'),
     listenerId: check(Uuid, get('listener-id'), 'listener-id', 'a listener id (a UUID)'),
-    k8sNamespace: check(z.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/), get('k8s-namespace'), 'k8s-namespace', 'a Kubernetes namespace (a DNS label)'),
+    k8sNamespace: check(
+      z
+        .string()
+        .max(63)
+        .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/),
+      get('k8s-namespace'),
+      'k8s-namespace',
+      'a Kubernetes namespace (a DNS label)',
+    ),
     customUrl: check(z.url({ protocol: /^https?$/ }), get('custom-url'), 'custom-url', 'an http(s) URL'),
     secrets: given('secrets') ? parseSecrets(get('secrets')!) : undefined,
     resourceSpec: given('resource-spec') ? parseResourceSpec(get('resource-spec')!) : undefined,
@@ -218,11 +236,15 @@ export function parseDeployOptions(raw: RawInputs, defaults: { repoRef?: string 
 
   // With a name the step may have to create the deployment, so what a create needs must be there.
   if (target.kind === 'name') {
-    if (!source) throw new InputError(`Input source is required with name (github or external_docker), since the deployment ${target.name} may have to be created.`);
+    if (!source)
+      throw new InputError(`Input source is required with name (github or external_docker), since the deployment ${target.name} may have to be created.`);
     if (source === 'github') {
       if (!options.repoUrl) throw new InputError('Input repo-url is required for source github (the deployment may have to be created).');
       if (!options.graphConfigPath) throw new InputError('Input graph-config-path is required for source github (e.g. langgraph.json).');
-      if (!effectiveRef) throw new InputError('Input repo-ref is required for source github outside a workflow run (in a workflow it defaults to the branch that triggered it).');
+      if (!effectiveRef)
+        throw new InputError(
+          'Input repo-ref is required for source github outside a workflow run (in a workflow it defaults to the branch that triggered it).',
+        );
     } else if (!options.imageUri) {
       throw new InputError('Input image-uri is required for source external_docker.');
     }

@@ -1,4 +1,4 @@
-import { abortableSleep, TransientError, type ApiClient } from '../client.ts';
+import { type ApiClient, abortableSleep, TransientError } from '../client.ts';
 import { isTerminal, type Revision, type RevisionStatus } from '../schemas/revision.ts';
 
 /** One status the revision was seen in: `at` is the revision's `updated_at` (when it moved there). */
@@ -39,7 +39,8 @@ export async function waitForRevision(client: ApiClient, deploymentId: string, r
   // A holder rather than a `let`: TypeScript does not follow assignments made inside `see`.
   const seen: { current: Revision | null } = { current: null };
   const see = (revision: Revision) => {
-    if (seen.current?.status !== revision.status) options.onStatus?.({ status: revision.status, at: revision.updated_at, message: revision.status_message }, revision);
+    if (seen.current?.status !== revision.status)
+      options.onStatus?.({ status: revision.status, at: revision.updated_at, message: revision.status_message }, revision);
     seen.current = revision;
   };
 

@@ -11,7 +11,11 @@ export const ListenerToken = z.object({ id: Uuid, listener_id: Uuid, created_at:
 export type ListenerToken = z.infer<typeof ListenerToken>;
 
 /** Names one running agent process; a second agent on the same listener has another id. */
-const AgentId = z.string().min(1).max(100).regex(/^[A-Za-z0-9._:-]+$/, { message: 'agent_id must be 1-100 characters of A-Z a-z 0-9 . _ : -' });
+const AgentId = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9._:-]+$/, { message: 'agent_id must be 1-100 characters of A-Z a-z 0-9 . _ : -' });
 
 export const AgentHeartbeat = z.strictObject({
   agent_id: AgentId,
@@ -25,9 +29,13 @@ export const AgentHeartbeat = z.strictObject({
   public_url: z
     .string()
     .max(500)
-    .refine((template) => template.includes('{name}') && /^https?:\/\/[^/\s]+/.test(template.replaceAll('{name}', 'x')) && URL.canParse(template.replaceAll('{name}', 'x')), {
-      message: 'public_url must be an http(s) URL template containing {name}',
-    })
+    .refine(
+      (template) =>
+        template.includes('{name}') && /^https?:\/\/[^/\s]+/.test(template.replaceAll('{name}', 'x')) && URL.canParse(template.replaceAll('{name}', 'x')),
+      {
+        message: 'public_url must be an http(s) URL template containing {name}',
+      },
+    )
     .nullish(),
 });
 export type AgentHeartbeat = z.infer<typeof AgentHeartbeat>;
@@ -128,7 +136,10 @@ export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
 
 /** `POST …/agent/revisions/{revision_id}/runtime-logs`: what a live revision's agent server printed after `DEPLOYED`. */
 export const RuntimeLogAppend = z.strictObject({
-  lines: z.array(z.strictObject({ level: LogLevel.default('info'), message: z.string().max(16_000) })).min(1).max(1000),
+  lines: z
+    .array(z.strictObject({ level: LogLevel.default('info'), message: z.string().max(16_000) }))
+    .min(1)
+    .max(1000),
   /** Lines the agent itself dropped since its last send (its own rate limit or queue bound): stored as one line saying so. */
   dropped: z.int().min(0).default(0),
 });

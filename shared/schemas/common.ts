@@ -11,11 +11,9 @@ export const Timestamp = z.iso.datetime();
  * API's own example creates `my_deployment`). Where a DNS-safe form is needed it is derived
  * (`dnsSafeName` in server/domain/names.ts).
  */
-export const ResourceName = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
-    message: 'Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit',
-  });
+export const ResourceName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
+  message: 'Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit',
+});
 
 /** The `{resources, offset}` envelope every list route answers with. */
 export function page<T extends z.ZodType>(item: T) {

@@ -48,11 +48,7 @@ export function isTagRef(ref: string | null | undefined): boolean {
 const GraphConfigPath = z.string().min(1).max(1024);
 /** What `POST …/upload-url` answered as `object_path`; checked against the uploads of the deployment. */
 const SourceTarballPath = z.string().min(1).max(1024);
-const ImageUri = z
-  .string()
-  .min(1)
-  .max(1024)
-  .regex(/^\S+$/, { message: 'image_uri must not contain white space' });
+const ImageUri = z.string().min(1).max(1024).regex(/^\S+$/, { message: 'image_uri must not contain white space' });
 const Command = z.string().max(4096);
 const CustomUrl = z.url({ protocol: /^https?$/, message: 'custom_url must be an http(s) URL' });
 
@@ -131,16 +127,28 @@ function configPathRule(required: boolean) {
   return (value: ConfigPathFields, ctx: z.RefinementCtx) => {
     const { graph_config_path: seed, langgraph_config_path: hosted } = value;
     if (seed != null && hosted != null && seed !== hosted) {
-      ctx.addIssue({ code: 'custom', path: ['langgraph_config_path'], message: 'graph_config_path and langgraph_config_path are one field; they were given different values' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['langgraph_config_path'],
+        message: 'graph_config_path and langgraph_config_path are one field; they were given different values',
+      });
     }
     if (required && seed == null && hosted == null) {
-      ctx.addIssue({ code: 'custom', path: ['graph_config_path'], message: 'Field required (graph_config_path or langgraph_config_path)', params: { type: 'missing' } });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['graph_config_path'],
+        message: 'Field required (graph_config_path or langgraph_config_path)',
+        params: { type: 'missing' },
+      });
     }
   };
 }
 
 /** Folds `langgraph_config_path` into `graph_config_path`, the name the server keeps. */
-function mergeConfigPath<T extends ConfigPathFields>({ langgraph_config_path, ...rest }: T): Omit<T, 'langgraph_config_path'> & { graph_config_path: string | null } {
+function mergeConfigPath<T extends ConfigPathFields>({
+  langgraph_config_path,
+  ...rest
+}: T): Omit<T, 'langgraph_config_path'> & { graph_config_path: string | null } {
   return { ...rest, graph_config_path: rest.graph_config_path ?? langgraph_config_path ?? null };
 }
 

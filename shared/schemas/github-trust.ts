@@ -17,7 +17,9 @@ const FullRef = z
 const JobWorkflowRef = z
   .string()
   .max(1024)
-  .regex(/^[^\s/]+\/[^\s/]+\/\S+@\S+$/, { message: 'job_workflow_ref must be OWNER/REPO/PATH@REF, e.g. acme/agent/.github/workflows/deploy.yml@refs/heads/main' });
+  .regex(/^[^\s/]+\/[^\s/]+\/\S+@\S+$/, {
+    message: 'job_workflow_ref must be OWNER/REPO/PATH@REF, e.g. acme/agent/.github/workflows/deploy.yml@refs/heads/main',
+  });
 
 /** One repository (and optionally one ref, environment, workflow) a workspace lets deploy without a key. */
 export const GithubTrustCreate = z.strictObject({
@@ -45,7 +47,10 @@ export type GithubTrust = z.infer<typeof GithubTrust>;
 
 /** `POST /v1/auth/github-actions/token`: a GitHub Actions OIDC ID token, and optionally which workspace. */
 export const GithubTokenExchange = z.strictObject({
-  token: z.string().min(1).max(16 * 1024),
+  token: z
+    .string()
+    .min(1)
+    .max(16 * 1024),
   /** Needed only when more than one workspace trusts the token's repository. */
   workspace_id: Uuid.optional(),
 });

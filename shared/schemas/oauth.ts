@@ -54,8 +54,15 @@ function checkClientAuth(
   ctx: z.RefinementCtx,
 ): void {
   if (value.token_endpoint_auth_method === 'none') {
-    if (value.client_secret != null) ctx.addIssue({ code: 'custom', path: ['client_secret'], message: 'A public client (token_endpoint_auth_method none) has no client_secret', input: value.client_secret });
-    if (value.uses_pkce === false) ctx.addIssue({ code: 'custom', path: ['uses_pkce'], message: 'A public client (token_endpoint_auth_method none) must use PKCE', input: value.uses_pkce });
+    if (value.client_secret != null)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['client_secret'],
+        message: 'A public client (token_endpoint_auth_method none) has no client_secret',
+        input: value.client_secret,
+      });
+    if (value.uses_pkce === false)
+      ctx.addIssue({ code: 'custom', path: ['uses_pkce'], message: 'A public client (token_endpoint_auth_method none) must use PKCE', input: value.uses_pkce });
   }
 }
 
@@ -75,7 +82,12 @@ export const OAuthProviderCreate = z
   .superRefine((value, ctx) => {
     checkClientAuth(value, ctx);
     if (value.token_endpoint_auth_method !== 'none' && value.client_secret == null) {
-      ctx.addIssue({ code: 'custom', path: ['client_secret'], message: `client_secret is required with token_endpoint_auth_method ${value.token_endpoint_auth_method}`, input: value.client_secret });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['client_secret'],
+        message: `client_secret is required with token_endpoint_auth_method ${value.token_endpoint_auth_method}`,
+        input: value.client_secret,
+      });
     }
   });
 export type OAuthProviderCreate = z.infer<typeof OAuthProviderCreate>;
@@ -127,7 +139,9 @@ export const OAuthMessage = z.object({ message: z.string() });
 export type OAuthMessage = z.infer<typeof OAuthMessage>;
 
 /** RFC 6749 §3.3 scope-token: printable ASCII without space, `"` or `\`. */
-const ScopeToken = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/, { message: 'A scope must be 1-256 printable ASCII characters without spaces, " or \\' });
+const ScopeToken = z
+  .string()
+  .regex(/^[\x21\x23-\x5B\x5D-\x7E]{1,256}$/, { message: 'A scope must be 1-256 printable ASCII characters without spaces, " or \\' });
 
 const OwnerId = z.string().min(1).max(255);
 

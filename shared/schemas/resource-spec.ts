@@ -9,12 +9,9 @@ export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** A C identifier: the names a process can read back as environment variables. */
 export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-const DnsLabel = z
-  .string({ error: 'name must be a string' })
-  .max(63, { error: 'name must be at most 63 characters (a DNS label)' })
-  .regex(DNS_LABEL, {
-    error: 'name must be a DNS label: a-z, 0-9 and -, starting and ending with a letter or digit',
-  });
+const DnsLabel = z.string({ error: 'name must be a string' }).max(63, { error: 'name must be at most 63 characters (a DNS label)' }).regex(DNS_LABEL, {
+  error: 'name must be a DNS label: a-z, 0-9 and -, starting and ending with a letter or digit',
+});
 
 /**
  * The seed leaves these Kubernetes objects open ("free-form object"); the data plane hands them to
@@ -35,7 +32,10 @@ function count(field: string) {
 /** Fields the seed lists but marks "not to be used": accepted so clients that send them still work. */
 /** CPU in cores: a number ≥ 0 (`0.5` is half a core), as the hosted API has it (the seed's table says integer). */
 function cores(field: string) {
-  return z.number({ error: `${field} must be a number` }).min(0, { error: `${field} must be 0 or more` }).nullish();
+  return z
+    .number({ error: `${field} must be a number` })
+    .min(0, { error: `${field} must be 0 or more` })
+    .nullish();
 }
 
 function unused(field: string) {
@@ -87,9 +87,7 @@ export type VolumeMount = z.infer<typeof VolumeMount>;
  */
 export const EnvVar = z
   .strictObject({
-    name: z
-      .string({ error: 'name must be a string' })
-      .regex(C_IDENTIFIER, { error: 'name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)' }),
+    name: z.string({ error: 'name must be a string' }).regex(C_IDENTIFIER, { error: 'name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)' }),
     value: z.string({ error: 'value must be a string' }).nullish(),
     valueFrom: FreeForm.nullish(),
   })
@@ -115,9 +113,7 @@ export type ResourceRequirements = z.infer<typeof ResourceRequirements>;
 export const Container = z.strictObject({
   name: DnsLabel,
   image: z.string({ error: 'image must be a string' }).min(1, { error: 'image must not be empty' }),
-  imagePullPolicy: z
-    .enum(['Always', 'Never', 'IfNotPresent'], { error: 'imagePullPolicy must be one of Always, Never, IfNotPresent' })
-    .nullish(),
+  imagePullPolicy: z.enum(['Always', 'Never', 'IfNotPresent'], { error: 'imagePullPolicy must be one of Always, Never, IfNotPresent' }).nullish(),
   command: z.array(z.string({ error: 'command items must be strings' })).nullish(),
   args: z.array(z.string({ error: 'args items must be strings' })).nullish(),
   workingDir: z.string({ error: 'workingDir must be a string' }).nullish(),
@@ -165,7 +161,9 @@ export const ResourceSpec = z
     queue_memory_mb: count('queue_memory_mb'),
     queue_memory_limit_mb: count('queue_memory_limit_mb'),
     orchestrator_cpu: cores('orchestrator_cpu').describe('orchestrator_cpu is present in the interface but not to be used; it is stored and ignored.'),
-    orchestrator_cpu_limit: cores('orchestrator_cpu_limit').describe('orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored.'),
+    orchestrator_cpu_limit: cores('orchestrator_cpu_limit').describe(
+      'orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored.',
+    ),
     orchestrator_memory_mb: unused('orchestrator_memory_mb'),
     orchestrator_memory_limit_mb: unused('orchestrator_memory_limit_mb'),
     orchestrator_min_scale: unused('orchestrator_min_scale'),
@@ -187,10 +185,7 @@ export const ResourceSpec = z
     init_containers: z.array(Container).nullish(),
     sidecars: z.array(Container).nullish(),
     db_cpu: z.number({ error: 'db_cpu must be a number' }).min(0, { error: 'db_cpu must be 0 or more' }).nullish(),
-    db_cpu_limit: z
-      .number({ error: 'db_cpu_limit must be a number' })
-      .min(0, { error: 'db_cpu_limit must be 0 or more' })
-      .nullish(),
+    db_cpu_limit: z.number({ error: 'db_cpu_limit must be a number' }).min(0, { error: 'db_cpu_limit must be 0 or more' }).nullish(),
     db_memory_mb: count('db_memory_mb'),
     db_memory_limit_mb: count('db_memory_limit_mb'),
     db_storage_gi: count('db_storage_gi'),

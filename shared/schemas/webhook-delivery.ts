@@ -2,13 +2,7 @@ import { z } from 'zod';
 import { PageQuery, Timestamp, Uuid } from './common.ts';
 
 /** What a delivery did to one deployment (push) or one linked integration (installation). */
-export const WebhookDeliveryResultKind = z.enum([
-  'revision_created',
-  'skipped',
-  'integration_removed',
-  'integration_suspended',
-  'integration_unsuspended',
-]);
+export const WebhookDeliveryResultKind = z.enum(['revision_created', 'skipped', 'integration_removed', 'integration_suspended', 'integration_unsuspended']);
 export type WebhookDeliveryResultKind = z.infer<typeof WebhookDeliveryResultKind>;
 
 export const WebhookDeliveryResult = z.object({

@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { readBody, runAction, startFlakyProxy } from './harness.ts';
 
 describe('the bundled Action against a real server', () => {
@@ -23,7 +23,13 @@ describe('the bundled Action against a real server', () => {
 
   it('creates a deployment, waits for DEPLOYED and writes the outputs and the summary; a second run PATCHes it by name', async () => {
     const name = uniqueName('act');
-    const first = await runAction({ ...base(), name, 'image-uri': 'registry.example.com/acme/agent:1', 'listener-id': fx.listenerId, secrets: 'OPENAI_API_KEY=sk-very-secret-1\n\n# a comment\nOTHER=x=y' });
+    const first = await runAction({
+      ...base(),
+      name,
+      'image-uri': 'registry.example.com/acme/agent:1',
+      'listener-id': fx.listenerId,
+      secrets: 'OPENAI_API_KEY=sk-very-secret-1\n\n# a comment\nOTHER=x=y',
+    });
     expect(first.code, first.stdout + first.stderr).toBe(0);
     expect(first.outputs.status).toBe('DEPLOYED');
     const deploymentId = first.outputs['deployment-id']!;
@@ -121,7 +127,13 @@ describe('the bundled Action against a real server', () => {
   it('falls back to polling every poll-interval when something on the way does not hold requests', async () => {
     const proxy = await startFlakyProxy(server.url, 0, { stripPrefer: true });
     try {
-      const run = await runAction({ ...base(), 'api-url': proxy.url, name: uniqueName('nohold'), 'image-uri': 'registry.example.com/acme/agent:1', 'poll-interval': '100ms' });
+      const run = await runAction({
+        ...base(),
+        'api-url': proxy.url,
+        name: uniqueName('nohold'),
+        'image-uri': 'registry.example.com/acme/agent:1',
+        'poll-interval': '100ms',
+      });
       expect(run.code, run.stdout + run.stderr).toBe(0);
       expect(run.outputs.status).toBe('DEPLOYED');
       // How many requests it took depends on timing; test/action/wait.test.ts pins the fallback down.
@@ -162,7 +174,8 @@ describe('the bundled Action against a real server', () => {
       const body = (await readBody(req)) as { environment?: string; state?: string };
       calls.push({ method: req.method!, url: req.url!, body, auth: req.headers.authorization });
       if (refuse) return res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'Resource not accessible by integration' }));
-      if (req.url === '/repos/acme/agent/deployments') return res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 77, environment: body.environment }));
+      if (req.url === '/repos/acme/agent/deployments')
+        return res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 77, environment: body.environment }));
       res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ id: calls.length, state: body.state }));
     });
     await new Promise<void>((r) => github.listen(0, '127.0.0.1', r));
@@ -174,7 +187,11 @@ describe('the bundled Action against a real server', () => {
         { GITHUB_API_URL: githubUrl },
       );
       expect(ok.code, ok.stdout + ok.stderr).toBe(0);
-      expect(calls.map((c) => `${c.method} ${c.url}`)).toEqual(['POST /repos/acme/agent/deployments', 'POST /repos/acme/agent/deployments/77/statuses', 'POST /repos/acme/agent/deployments/77/statuses']);
+      expect(calls.map((c) => `${c.method} ${c.url}`)).toEqual([
+        'POST /repos/acme/agent/deployments',
+        'POST /repos/acme/agent/deployments/77/statuses',
+        'POST /repos/acme/agent/deployments/77/statuses',
+      ]);
       expect(calls[0]!.body).toMatchObject({ ref: '0123456789abcdef0123456789abcdef01234567', environment: name });
       expect(calls[0]!.auth).toBe('token ghs_test_token');
       expect(calls[1]!.body).toMatchObject({ state: 'in_progress', log_url: 'https://github.com/acme/agent/actions/runs/4242' });
@@ -183,7 +200,10 @@ describe('the bundled Action against a real server', () => {
 
       refuse = true;
       calls.length = 0;
-      const refused = await runAction({ ...base(), name, 'image-uri': 'x:2', 'github-deployment': 'true', 'github-token': 'ghs_test_token' }, { GITHUB_API_URL: githubUrl });
+      const refused = await runAction(
+        { ...base(), name, 'image-uri': 'x:2', 'github-deployment': 'true', 'github-token': 'ghs_test_token' },
+        { GITHUB_API_URL: githubUrl },
+      );
       expect(refused.code, refused.stdout + refused.stderr).toBe(0);
       expect(refused.outputs.status).toBe('DEPLOYED');
       expect(refused.stdout).toMatch(/::warning::Could not create a GitHub deployment \(GitHub answered 403\)/);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { runAction, startAction } from './harness.ts';
 
 /**
@@ -29,7 +29,12 @@ describe('the bundled Action while revisions are on their way', () => {
 
   it('fails when its revision is superseded, and names the newer revision', async () => {
     const name = uniqueName('sup');
-    const created = await api.post('/v2/deployments', { name, source: 'external_docker', source_config: { listener_id: k8sListener }, source_revision_config: { image_uri: 'img:1' } });
+    const created = await api.post('/v2/deployments', {
+      name,
+      source: 'external_docker',
+      source_config: { listener_id: k8sListener },
+      source_revision_config: { image_uri: 'img:1' },
+    });
     expect(created.status).toBe(201);
     const deploymentId = created.body.id as string;
     const first = created.body.latest_revision_id as string;

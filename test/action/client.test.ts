@@ -4,16 +4,29 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ApiClient, ApiError, ResponseShapeError, retryAfterMs, TransientError } from '../../shared/client.ts';
 
 type Reply = (req: IncomingMessage, res: ServerResponse) => void;
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Reply => (_req, res) => {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
-};
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}): Reply =>
+  (_req, res) => {
+    res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+  };
 
 const deployment = {
   id: '7d0a3f4e-6a43-4c33-9f5e-3f8a3b8a1c11',
   tenant_id: '7d0a3f4e-6a43-4c33-9f5e-3f8a3b8a1c12',
   name: 'agent',
   source: 'external_docker',
-  source_config: { integration_id: null, repo_url: null, deployment_type: null, build_on_push: null, custom_url: null, resource_spec: null, listener_id: null, listener_config: null, install_command: null, build_command: null },
+  source_config: {
+    integration_id: null,
+    repo_url: null,
+    deployment_type: null,
+    build_on_push: null,
+    custom_url: null,
+    resource_spec: null,
+    listener_id: null,
+    listener_config: null,
+    install_command: null,
+    build_command: null,
+  },
   source_revision_config: { repo_ref: null, graph_config_path: null, image_uri: 'img', repo_commit_sha: null },
   secrets: [],
   created_at: '2026-11-22T10:00:00.000Z',
@@ -31,7 +44,8 @@ describe('the REST client', () => {
   let script: Reply[];
   let seen: string[];
   let sleeps: number[];
-  const client = (retries = 4) => new ApiClient({ baseUrl: url, apiKey: 'key', workspaceId: '7d0a3f4e-6a43-4c33-9f5e-3f8a3b8a1c12', retries, sleep: async (ms) => void sleeps.push(ms) });
+  const client = (retries = 4) =>
+    new ApiClient({ baseUrl: url, apiKey: 'key', workspaceId: '7d0a3f4e-6a43-4c33-9f5e-3f8a3b8a1c12', retries, sleep: async (ms) => void sleeps.push(ms) });
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -77,7 +91,12 @@ describe('the REST client', () => {
   });
 
   it('sends a POST again after 503 (not acted on) but never after a 500 (it may have acted)', async () => {
-    const body = { name: 'agent', source: 'external_docker' as const, source_config: { listener_id: deployment.tenant_id }, source_revision_config: { image_uri: 'img' } };
+    const body = {
+      name: 'agent',
+      source: 'external_docker' as const,
+      source_config: { listener_id: deployment.tenant_id },
+      source_revision_config: { image_uri: 'img' },
+    };
     script = [json(503, {}), json(201, deployment)];
     expect((await client().createDeployment(body)).id).toBe(deployment.id);
     script = [json(500, { detail: 'Internal server error' })];
@@ -108,7 +127,12 @@ describe('the REST client', () => {
 
   it('long-polls with If-None-Match and Prefer: wait, and reads 304 as "no change"', async () => {
     let headers: IncomingMessage['headers'] = {};
-    script = [(req, res) => { headers = req.headers; res.writeHead(304, { etag: '"r.1"' }).end(); }];
+    script = [
+      (req, res) => {
+        headers = req.headers;
+        res.writeHead(304, { etag: '"r.1"' }).end();
+      },
+    ];
     const poll = await client().pollRevision(deployment.id, deployment.tenant_id, '"r.1"', 12.5);
     expect(poll).toEqual({ changed: false, etag: '"r.1"' });
     expect(headers['if-none-match']).toBe('"r.1"');

@@ -13,7 +13,9 @@ describe('generated files are up to date', () => {
     const committed = readFileSync(DIST_FILE, 'utf8');
     const rebuilt = readFileSync(fresh, 'utf8');
     // A boolean, so a mismatch does not print two megabytes.
-    expect(rebuilt.length === committed.length && rebuilt === committed, 'action/dist/index.js is out of date: run `npm run build:action` and commit it').toBe(true);
+    expect(rebuilt.length === committed.length && rebuilt === committed, 'action/dist/index.js is out of date: run `npm run build:action` and commit it').toBe(
+      true,
+    );
   });
 
   it('docs/action.md has the inputs and outputs of action.yml (run `npm run docs:action`)', () => {

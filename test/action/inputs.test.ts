@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { ACTION_INPUTS, readInputs, workflowRef } from '../../action/inputs.ts';
 import { patchBody } from '../../shared/deploy/apply.ts';
-import { InputError, parseDeployOptions, parseDuration, parseResourceSpec, parseSecrets, type DeployInput } from '../../shared/deploy/options.ts';
+import { type DeployInput, InputError, parseDeployOptions, parseDuration, parseResourceSpec, parseSecrets } from '../../shared/deploy/options.ts';
 import { ROOT } from './harness.ts';
 
 const base: Record<string, string> = { 'api-url': 'https://deploy.example.com', 'api-key': 'k' };
@@ -47,8 +47,12 @@ describe('deploy inputs', () => {
   it('infers the source, and refuses inputs of two sources or of the other source', () => {
     expect(options({ name: 'a', 'image-uri': 'img' }).source).toBe('external_docker');
     expect(options({ name: 'a', 'repo-url': 'https://github.com/a/b', 'graph-config-path': 'g.json' }, { repoRef: 'main' }).source).toBe('github');
-    expect(() => options({ name: 'a', source: 'github', 'image-uri': 'img' })).toThrow('Input image-uri applies to source external_docker, but source is github.');
-    expect(() => options({ name: 'a', source: 'external_docker', 'image-uri': 'i', 'build-on-push': 'true' })).toThrow('Input build-on-push applies to source github, but source is external_docker.');
+    expect(() => options({ name: 'a', source: 'github', 'image-uri': 'img' })).toThrow(
+      'Input image-uri applies to source external_docker, but source is github.',
+    );
+    expect(() => options({ name: 'a', source: 'external_docker', 'image-uri': 'i', 'build-on-push': 'true' })).toThrow(
+      'Input build-on-push applies to source github, but source is external_docker.',
+    );
   });
 
   it('requires what a create needs when the deployment is given by name, but not by id', () => {
@@ -67,7 +71,9 @@ describe('deploy inputs', () => {
     expect(() => options({ name: 'a', 'image-uri': 'i', 'api-url': 'ftp://x' })).toThrow(/Input api-url must be an http\(s\) URL/);
     expect(() => options({ name: 'a', 'image-uri': 'i', 'api-key': '' })).toThrow(/Input api-key is required/);
     expect(() => options({ name: 'a', 'image-uri': 'i', wait: 'yes' })).toThrow(/Input wait must be true or false/);
-    expect(() => options({ name: 'a', 'repo-url': 'https://github.com/a/b', 'graph-config-path': 'g', 'repo-ref': 'refs/tags/v1', 'build-on-push': 'true' })).toThrow(/Input build-on-push cannot be true when repo-ref is a tag/);
+    expect(() =>
+      options({ name: 'a', 'repo-url': 'https://github.com/a/b', 'graph-config-path': 'g', 'repo-ref': 'refs/tags/v1', 'build-on-push': 'true' }),
+    ).toThrow(/Input build-on-push cannot be true when repo-ref is a tag/);
     expect(() => options({ name: 'a', 'image-uri': 'i', 'deployment-type': 'prod' })).toThrow(/deployment-type .*source github/);
   });
 

@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { ROOT, runAction } from './harness.ts';
 
 /**
@@ -24,7 +24,9 @@ describe('the bundled Action without an api-key (keyless CI)', () => {
     api = apiClient(server.url, server.apiKey);
     listenerId = (await workspaceFixtures(api)).listenerId;
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id;
-    expect((await api.post(`/v1/workspaces/${workspaceId}/github-trust`, { repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main' })).status).toBe(201);
+    expect(
+      (await api.post(`/v1/workspaces/${workspaceId}/github-trust`, { repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main' })).status,
+    ).toBe(201);
   });
   afterAll(async () => {
     await server?.kill();
@@ -37,7 +39,10 @@ describe('the bundled Action without an api-key (keyless CI)', () => {
     const runId = '9090901';
     issuer.runnerClaims = { run_id: runId };
     const name = uniqueName('keyless');
-    const run = await runAction({ 'api-url': server.url, 'oidc-audience': issuer.audience, name, 'image-uri': 'registry.example.com/acme/agent:1', 'listener-id': listenerId }, runnerEnv());
+    const run = await runAction(
+      { 'api-url': server.url, 'oidc-audience': issuer.audience, name, 'image-uri': 'registry.example.com/acme/agent:1', 'listener-id': listenerId },
+      runnerEnv(),
+    );
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.outputs.status).toBe('DEPLOYED');
     expect(issuer.runnerAudiences.at(-1)).toBe(issuer.audience);
@@ -57,9 +62,12 @@ describe('the bundled Action without an api-key (keyless CI)', () => {
     expect((await apiClient(server.url, key).get(`/v2/deployments/${run.outputs['deployment-id']}`)).body.name).toBe(name);
   });
 
-  it('fails the step with the server\'s reason when the token is refused (the audience defaults to api-url)', async () => {
+  it("fails the step with the server's reason when the token is refused (the audience defaults to api-url)", async () => {
     issuer.runnerClaims = {};
-    const run = await runAction({ 'api-url': server.url, name: uniqueName('keyless'), 'image-uri': 'registry.example.com/acme/agent:1', 'listener-id': listenerId }, runnerEnv());
+    const run = await runAction(
+      { 'api-url': server.url, name: uniqueName('keyless'), 'image-uri': 'registry.example.com/acme/agent:1', 'listener-id': listenerId },
+      runnerEnv(),
+    );
     expect(run.code).toBe(1);
     expect(issuer.runnerAudiences.at(-1)).toBe(server.url);
     expect(run.stdout).toMatch(/::error::The control plane refused the workflow's GitHub OIDC token: .*HTTP 401.*\baud\b/);
@@ -75,10 +83,29 @@ describe('the bundled Action without an api-key (keyless CI)', () => {
   it('the CLI deploys with --github-oidc-token, never printing the key, and a token is good for one exchange', async () => {
     const token = await issuer.token();
     const cli = (extra: string[]) =>
-      spawnSync(process.execPath, [join(ROOT, 'cli/main.ts'), 'deploy', '--api-url', server.url, '--github-oidc-token', token, '--name', uniqueName('cli-keyless'), '--image-uri', 'registry.example.com/acme/agent:1', '--listener-id', listenerId, '--json', ...extra], {
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
-      });
+      spawnSync(
+        process.execPath,
+        [
+          join(ROOT, 'cli/main.ts'),
+          'deploy',
+          '--api-url',
+          server.url,
+          '--github-oidc-token',
+          token,
+          '--name',
+          uniqueName('cli-keyless'),
+          '--image-uri',
+          'registry.example.com/acme/agent:1',
+          '--listener-id',
+          listenerId,
+          '--json',
+          ...extra,
+        ],
+        {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+        },
+      );
     const first = cli([]);
     expect(first.status, first.stderr).toBe(0);
     expect(JSON.parse(first.stdout)).toMatchObject({ outcome: 'deployed', status: 'DEPLOYED' });

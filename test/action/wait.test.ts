@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TransientError, type ApiClient, type RevisionPoll } from '../../shared/client.ts';
+import { type ApiClient, type RevisionPoll, TransientError } from '../../shared/client.ts';
 import { waitForRevision } from '../../shared/deploy/wait.ts';
 import type { Revision, RevisionStatus } from '../../shared/schemas/revision.ts';
 
@@ -11,7 +11,14 @@ const revision = (status: RevisionStatus, version: number): Revision => ({
   status,
   status_message: null,
   source: 'external_docker',
-  source_revision_config: { repo_ref: null, graph_config_path: null, image_uri: 'i', repo_commit_sha: null, langgraph_config_path: null, source_tarball_path: null },
+  source_revision_config: {
+    repo_ref: null,
+    graph_config_path: null,
+    image_uri: 'i',
+    repo_commit_sha: null,
+    langgraph_config_path: null,
+    source_tarball_path: null,
+  },
   trigger: 'create',
 });
 
@@ -73,7 +80,11 @@ describe('waiting on a revision', () => {
   });
 
   it('keeps waiting through transient errors, and never holds past the deadline', async () => {
-    const h = harness([new TransientError('down'), { hold: 30_000, answer: { changed: false, etag: '"r.0"' } }, { hold: 27_000, answer: { changed: false, etag: '"r.0"' } }]);
+    const h = harness([
+      new TransientError('down'),
+      { hold: 30_000, answer: { changed: false, etag: '"r.0"' } },
+      { hold: 27_000, answer: { changed: false, etag: '"r.0"' } },
+    ]);
     const result = await waitForRevision(h.client, 'd', 'r', { ...h.options, deadline: 59_000 });
     expect(result).toMatchObject({ timedOut: true, revision: { status: 'QUEUED' } });
     expect(h.sleeps).toEqual([2000]);

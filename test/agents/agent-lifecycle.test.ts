@@ -1,12 +1,12 @@
-import { serve, type ServerType } from '@hono/node-server';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentClient } from '../../agent/client.ts';
 import { markBuilt, stateDirOf } from '../../agent/build-records.ts';
+import { AgentClient } from '../../agent/client.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -61,7 +61,7 @@ describe('the local agent process: signals and its state', () => {
     }
     // SIGTERM leaves the proxy (and live servers) for a next agent: none comes here.
     for (const dir of workDirs) killLeftoverServers(dir);
-    (server as import("node:http").Server).closeAllConnections();
+    (server as import('node:http').Server).closeAllConnections();
     await new Promise<void>((done) => server.close(() => done()));
     t.close();
   });
@@ -90,8 +90,13 @@ describe('the local agent process: signals and its state', () => {
     mkdirSync(join(api, 'cli'), { recursive: true });
     writeFileSync(join(buildDir, 'langgraph.json'), JSON.stringify({ node_version: '20', graphs: { agent: './graph.js:graph' } }));
     writeFileSync(join(api, 'preload.mjs'), '');
-    const serve = options.healthy ? `require('node:http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1');` : 'setInterval(() => {}, 1000);';
-    writeFileSync(join(api, 'cli', 'entrypoint.mjs'), `import { createRequire } from 'node:module';\nimport { writeFileSync } from 'node:fs';\nconst require = createRequire(import.meta.url);\nwriteFileSync(${JSON.stringify(pidFile)}, String(process.pid));\nconsole.log('simulated agent server starting');\n${serve}\n`);
+    const serve = options.healthy
+      ? `require('node:http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1');`
+      : 'setInterval(() => {}, 1000);';
+    writeFileSync(
+      join(api, 'cli', 'entrypoint.mjs'),
+      `import { createRequire } from 'node:module';\nimport { writeFileSync } from 'node:fs';\nconst require = createRequire(import.meta.url);\nwriteFileSync(${JSON.stringify(pidFile)}, String(process.pid));\nconsole.log('simulated agent server starting');\n${serve}\n`,
+    );
     void chmodSync;
     if (options.built ?? true) markBuilt(buildDir, { sha: null, graph_config_path: 'langgraph.json' });
     return buildDir;
@@ -108,7 +113,21 @@ describe('the local agent process: signals and its state', () => {
   const spawnAgent = (workDir: string) => {
     const child = spawn(
       process.execPath,
-      [resolve(ROOT, 'agent/main.ts'), '--url', url, '--listener', listener.listenerId, '--work-dir', workDir, '--proxy-port', '0', '--start-timeout', '120', '--sandbox', 'none'],
+      [
+        resolve(ROOT, 'agent/main.ts'),
+        '--url',
+        url,
+        '--listener',
+        listener.listenerId,
+        '--work-dir',
+        workDir,
+        '--proxy-port',
+        '0',
+        '--start-timeout',
+        '120',
+        '--sandbox',
+        'none',
+      ],
       { cwd: ROOT, env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: listener.token }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     children.push(child);
@@ -153,9 +172,12 @@ describe('the local agent process: signals and its state', () => {
     await eventually(async () => (alive(serverPid) ? undefined : true), 10_000);
   });
 
-  const serving = (agent: ReturnType<typeof spawnAgent>) => eventually(async () => (agent.output().includes('agent: serving listener') ? true : undefined), 30_000);
+  const serving = (agent: ReturnType<typeof spawnAgent>) =>
+    eventually(async () => (agent.output().includes('agent: serving listener') ? true : undefined), 30_000);
 
-  it('takes no file of the checked-out tree for its state: a committed `.agent-built` is not a finished build, a committed pid file kills nothing', { timeout: 60_000 }, async () => {
+  it('takes no file of the checked-out tree for its state: a committed `.agent-built` is not a finished build, a committed pid file kills nothing', {
+    timeout: 60_000,
+  }, async () => {
     const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-state-'));
     const { deploymentId, revisionId } = await liveDeployment();
     const pidFile = join(workDir, 'server.pid');
@@ -174,7 +196,9 @@ describe('the local agent process: signals and its state', () => {
     expect(alive(unrelated)).toBe(true);
   });
 
-  it('a restarted agent takes over the server it left running, and never touches a process that merely has the recorded pid now', { timeout: 90_000 }, async () => {
+  it('a restarted agent takes over the server it left running, and never touches a process that merely has the recorded pid now', {
+    timeout: 90_000,
+  }, async () => {
     const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-orphan-'));
     const { deploymentId, revisionId } = await liveDeployment();
     const pidFile = join(workDir, 'server.pid');

@@ -32,7 +32,10 @@ describe('what the local agent reads from a repository', () => {
       writeFileSync(join(dir, 'langgraph.json'), JSON.stringify(config));
       return join(dir, 'langgraph.json');
     };
-    expect(readGraphConfig(write({ node_version: '20', graphs: { agent: './src/graph.ts:graph' } }))).toMatchObject({ language: 'javascript', graphs: ['agent'] });
+    expect(readGraphConfig(write({ node_version: '20', graphs: { agent: './src/graph.ts:graph' } }))).toMatchObject({
+      language: 'javascript',
+      graphs: ['agent'],
+    });
     expect(readGraphConfig(write({ graphs: { agent: './agent.py:graph' }, dependencies: ['.'] }))).toMatchObject({ language: 'python', graphs: ['agent'] });
     expect(readGraphConfig(write({ python_version: '3.12', graphs: { a: { path: './a.py:g' } } })).language).toBe('python');
     expect(() => readGraphConfig(write({ graphs: {} }))).toThrow(/declares no graphs/);

@@ -2,10 +2,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
 
 type LogLine = { timestamp: string; message: string; level: string };
 
@@ -27,7 +27,9 @@ describe('a graph that does not load', () => {
     killLeftoverServers(workDir);
   });
 
-  it('is DEPLOY_FAILED within 10 s with its error line (a syntax error, a missing graph file), and the previous revision keeps serving', { timeout: 600_000 }, async () => {
+  it('is DEPLOY_FAILED within 10 s with its error line (a syntax error, a missing graph file), and the previous revision keeps serving', {
+    timeout: 600_000,
+  }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
     const api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
@@ -37,7 +39,9 @@ describe('a graph that does not load', () => {
     const repo = graphRepo();
     const created = await api.post(
       '/v2/deployments',
-      githubBody(uniqueName('fails'), integrationId, { source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false } }),
+      githubBody(uniqueName('fails'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
+      }),
     );
     expect(created.status).toBe(201);
     const deploymentId = created.body.id as string;
@@ -66,12 +70,20 @@ describe('a graph that does not load', () => {
     expect(syntax.deployLog.some((l) => l.level === 'error' && /SyntaxError/.test(l.message))).toBe(true);
     expect((await runGraph(agent.proxyPort, host)).body.answer).toBe('the first answer');
 
-    const missing = await broken({ 'src/graph.mjs': repo.read('src/graph.mjs').replace('export const graph = ;\n', ''), 'langgraph.json': JSON.stringify({ node_version: '20', graphs: { agent: './src/missing.mjs:graph' } }) }, 'A graph file that is not there');
+    const missing = await broken(
+      {
+        'src/graph.mjs': repo.read('src/graph.mjs').replace('export const graph = ;\n', ''),
+        'langgraph.json': JSON.stringify({ node_version: '20', graphs: { agent: './src/missing.mjs:graph' } }),
+      },
+      'A graph file that is not there',
+    );
     expect(missing.failed.status, missing.deployLog.map((l) => l.message).join('\n')).toBe('DEPLOY_FAILED');
     expect(missing.seconds).toBeLessThan(10);
     expect(missing.failed.status_message.split('\n')[0]).toMatch(/Cannot find module|ERR_MODULE_NOT_FOUND|missing\.mjs/);
     expect(missing.failed.status_message).not.toMatch(/\x1b\[|^\s+at /m);
     expect((await runGraph(agent.proxyPort, host)).body.answer).toBe('the first answer');
-    console.log(`fast failure: syntax error ${syntax.seconds} s, missing file ${missing.seconds} s; messages: ${JSON.stringify([syntax.failed.status_message, missing.failed.status_message])}`);
+    console.log(
+      `fast failure: syntax error ${syntax.seconds} s, missing file ${missing.seconds} s; messages: ${JSON.stringify([syntax.failed.status_message, missing.failed.status_message])}`,
+    );
   });
 });

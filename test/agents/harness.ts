@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -11,7 +11,10 @@ export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
 export const SHARED_TEST_CACHE = join(tmpdir(), 'cp-agent-test-package-cache');
 
 function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
+  return execFileSync('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', '-c', 'init.defaultBranch=main', ...args], {
+    cwd,
+    encoding: 'utf8',
+  }).trim();
 }
 
 /**
@@ -49,7 +52,18 @@ export type AgentProcess = {
 };
 
 /** Starts the real agent (`node agent/main.ts`) and waits until it serves its listener. */
-export async function startAgent(options: { url: string; token: string; listenerId: string; workDir: string; agentId?: string; env?: Record<string, string>; args?: string[]; cacheDir?: string; inheritedFd?: boolean; proxyPort?: number }): Promise<AgentProcess> {
+export async function startAgent(options: {
+  url: string;
+  token: string;
+  listenerId: string;
+  workDir: string;
+  agentId?: string;
+  env?: Record<string, string>;
+  args?: string[];
+  cacheDir?: string;
+  inheritedFd?: boolean;
+  proxyPort?: number;
+}): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [
@@ -73,7 +87,14 @@ export async function startAgent(options: { url: string; token: string; listener
     {
       cwd: ROOT,
       // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).
-      env: { ...process.env, CONTROL_PLANE_AGENT_TOKEN: options.token, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', ...options.env },
+      env: {
+        ...process.env,
+        CONTROL_PLANE_AGENT_TOKEN: options.token,
+        npm_config_prefer_offline: 'true',
+        npm_config_audit: 'false',
+        npm_config_fund: 'false',
+        ...options.env,
+      },
       // A descriptor the agent inherits open (as from a supervisor or shell): it must not reach any command it runs.
       stdio: options.inheritedFd ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     },
@@ -133,7 +154,9 @@ export function killLeftoverServers(workDir: string): void {
   } catch {
     // no proxy left
   }
-  for (const deployment of readdirSync(workDir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name)) {
+  for (const deployment of readdirSync(workDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)) {
     const dir = join(workDir, deployment);
     for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
       if (!entry.endsWith('.agent') || !existsSync(join(dir, entry, 'server.json'))) continue;
@@ -148,28 +171,40 @@ export function killLeftoverServers(workDir: string): void {
 
 /** Runs the graph through the deployment's URL (the agent's proxy, by Host): POST /runs/wait. */
 export async function runGraph(proxyPort: number, host: string): Promise<{ status: number; body: any }> {
-  const response = await hostFetch(proxyPort, host, '/runs/wait', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input: {} }) });
+  const response = await hostFetch(proxyPort, host, '/runs/wait', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ assistant_id: 'agent', input: {} }),
+  });
   return response;
 }
 
 /** An HTTP request to the proxy on loopback with a chosen Host header (as curl http://<host>:<port> would send). */
-export async function hostFetch(proxyPort: number, host: string, path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<{ status: number; body: any }> {
+export async function hostFetch(
+  proxyPort: number,
+  host: string,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: any }> {
   const { request } = await import('node:http');
   return new Promise((resolvePromise, reject) => {
-    const req = request({ host: '127.0.0.1', port: proxyPort, path, method: init.method ?? 'GET', headers: { ...init.headers, host: `${host}:${proxyPort}` } }, (res) => {
-      let text = '';
-      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      res.on('end', () => {
-        let body: unknown = text;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          // not JSON
-        }
-        resolvePromise({ status: res.statusCode ?? 0, body });
-      });
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: '127.0.0.1', port: proxyPort, path, method: init.method ?? 'GET', headers: { ...init.headers, host: `${host}:${proxyPort}` } },
+      (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        res.on('end', () => {
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // not JSON
+          }
+          resolvePromise({ status: res.statusCode ?? 0, body });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(init.body);
   });

@@ -5,8 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { ROOT } from '../helpers/listening-child.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
 
 type Probe = { found: string[]; reached: string[]; wrote: string[]; env: string[] };
 
@@ -33,7 +33,9 @@ describe('a hostile repository next to another workspace on one machine', () => 
     killLeftoverServers(attackerWork);
   });
 
-  it('finds nothing of the other workspace, the agents or the control plane, writes nothing outside its own checkout, and sees its own secret only in its server', { timeout: 600_000 }, async () => {
+  it('finds nothing of the other workspace, the agents or the control plane, writes nothing outside its own checkout, and sees its own secret only in its server', {
+    timeout: 600_000,
+  }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
     const owner = apiClient(server.url, server.apiKey);
     const attackerWs = (await owner.get('/v1/workspaces')).body[0].id as string;
@@ -46,7 +48,13 @@ describe('a hostile repository next to another workspace on one machine', () => 
     // The victim: the fixture app with its secret, served by its own workspace's agent.
     const victimSecret = `victim-secret-${crypto.randomUUID()}`;
     const victimListener = await localListener(victimApi, victimWs);
-    const victimAgent = await startAgent({ url: server.url, token: victimListener.token, listenerId: victimListener.listenerId, workDir: victimWork, env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN } });
+    const victimAgent = await startAgent({
+      url: server.url,
+      token: victimListener.token,
+      listenerId: victimListener.listenerId,
+      workDir: victimWork,
+      env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
+    });
     agents.push(victimAgent);
     const victimFx = await workspaceFixtures(victimApi);
     const victimRepo = graphRepo();
@@ -58,7 +66,13 @@ describe('a hostile repository next to another workspace on one machine', () => 
       }),
     );
     expect(victim.status).toBe(201);
-    const victimRevision = await revisionReaches(victimApi, victim.body.id, victim.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
+    const victimRevision = await revisionReaches(
+      victimApi,
+      victim.body.id,
+      victim.body.latest_revision_id,
+      ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
+      300_000,
+    );
     expect(victimRevision.status, `${victimRevision.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
     const victimDeployment = (await victimApi.get(`/v2/deployments/${victim.body.id}`)).body;
     const victimHost = new URL(victimDeployment.source_config.custom_url).hostname;
@@ -100,8 +114,26 @@ describe('a hostile repository next to another workspace on one machine', () => 
     const targets = {
       needles,
       ownCheckout: null,
-      unreachable: [server.databasePath, keyFile, dataDir, victimWork, victimCheckout, join(victimCheckout, 'src/graph.mjs'), `${victimCheckout}.agent`, join(victimWork, victim.body.id, 'state'), attackerWork, homedir(), ROOT, '/work'],
-      writes: [join(victimCheckout, 'src/graph.mjs'), join(victimWork, victim.body.id, 'state', 'planted.json'), join(dataDir, 'planted'), join(homedir(), 'planted-by-hostile')],
+      unreachable: [
+        server.databasePath,
+        keyFile,
+        dataDir,
+        victimWork,
+        victimCheckout,
+        join(victimCheckout, 'src/graph.mjs'),
+        `${victimCheckout}.agent`,
+        join(victimWork, victim.body.id, 'state'),
+        attackerWork,
+        homedir(),
+        ROOT,
+        '/work',
+      ],
+      writes: [
+        join(victimCheckout, 'src/graph.mjs'),
+        join(victimWork, victim.body.id, 'state', 'planted.json'),
+        join(dataDir, 'planted'),
+        join(homedir(), 'planted-by-hostile'),
+      ],
     };
     hostileRepo.commit(
       {
@@ -117,13 +149,27 @@ describe('a hostile repository next to another workspace on one machine', () => 
     const created = await attackerApi.post(
       '/v2/deployments',
       githubBody(attackerName, attackerFx.integrationId, {
-        source_config: { integration_id: attackerFx.integrationId, repo_url: hostileRepo.url, deployment_type: 'dev', build_on_push: false, build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"' },
+        source_config: {
+          integration_id: attackerFx.integrationId,
+          repo_url: hostileRepo.url,
+          deployment_type: 'dev',
+          build_on_push: false,
+          build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+        },
         secrets: [{ name: 'GREETING', value: attackerSecret }],
       }),
     );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const hostile = await revisionReaches(attackerApi, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
-    const buildLog = ((await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map((l) => l.message);
+    const hostile = await revisionReaches(
+      attackerApi,
+      created.body.id,
+      created.body.latest_revision_id,
+      ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
+      300_000,
+    );
+    const buildLog = (
+      (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
+    ).map((l) => l.message);
     expect(hostile.status, `${hostile.status_message}\n${buildLog.join('\n')}\n${attackerAgent.output()}`).toBe('DEPLOYED');
 
     // The install script's search: nothing found, nothing reached, nothing written, no secret.
@@ -141,7 +187,10 @@ describe('a hostile repository next to another workspace on one machine', () => 
     expect(fds?.trim()).toBe('FDS 0 1 2 3');
 
     // The graph's search, run by the agent server: the same, and its own secret visible to it.
-    const answer = await runGraph(attackerAgent.proxyPort, new URL((await attackerApi.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url).hostname);
+    const answer = await runGraph(
+      attackerAgent.proxyPort,
+      new URL((await attackerApi.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url).hostname,
+    );
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     const served = answer.body.probe as Probe;
     expect(served.found).toEqual([]);

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload, revisionsOf } from '../webhooks/github.ts';
-import { graphRepo, hostFetch, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from './harness.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
 
 const SECRET = 'e2e-webhook-secret';
 
@@ -26,7 +26,9 @@ describe('the local agent, end to end', () => {
     killLeftoverServers(workDir);
   });
 
-  it('builds a github deployment, serves it at its URL, swaps on a signed push with no failed request, and keeps serving when an install fails', { timeout: 600_000 }, async () => {
+  it('builds a github deployment, serves it at its URL, swaps on a signed push with no failed request, and keeps serving when an install fails', {
+    timeout: 600_000,
+  }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', AGENT_LEASE_MS: '10000' });
     const api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
@@ -48,8 +50,14 @@ describe('the local agent, end to end', () => {
     const deploymentId = created.body.id as string;
     const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     const deployedMs = Date.now() - started;
-    const buildLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${first.id}/logs?type=build&limit=1000`)).body.logs as Array<{ timestamp: string; message: string }>;
-    const deployLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${first.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{ timestamp: string; message: string }>;
+    const buildLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${first.id}/logs?type=build&limit=1000`)).body.logs as Array<{
+      timestamp: string;
+      message: string;
+    }>;
+    const deployLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${first.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{
+      timestamp: string;
+      message: string;
+    }>;
     expect(first.status, `${first.status_message}\n${buildLog.map((l) => l.message).join('\n')}\n${agent.output()}`).toBe('DEPLOYED');
     expect(first.source_revision_config.repo_commit_sha).toBe(repo.first);
     expect(buildLog.some((l) => l.message === '$ npm ci')).toBe(true);
@@ -93,7 +101,10 @@ describe('the local agent, end to end', () => {
     const htmlUrl = repo.url.replace(/\.git$/, '');
     const push = await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after: second, htmlUrl, installationId }), { secret: SECRET });
     expect(push.status).toBe(202);
-    const pushed = await eventually(async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === second), 30_000);
+    const pushed = await eventually(
+      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === second),
+      30_000,
+    );
     const swapped = await revisionReaches(api, deploymentId, pushed.id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(swapped.status, swapped.status_message).toBe('DEPLOYED');
     await eventually(async () => (answers.has('the second answer') ? true : undefined), 10_000);
@@ -109,14 +120,24 @@ describe('the local agent, end to end', () => {
     const manifest = JSON.parse(repo.read('package.json')) as { dependencies: Record<string, string> };
     manifest.dependencies['left-pad'] = '1.3.0';
     const broken = repo.commit({ 'package.json': JSON.stringify(manifest, null, 2) }, 'Add a dependency without updating the lock file');
-    expect((await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after: broken, htmlUrl, installationId }), { secret: SECRET })).status).toBe(202);
-    const brokenRevision = await eventually(async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === broken), 30_000);
+    expect((await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after: broken, htmlUrl, installationId }), { secret: SECRET })).status).toBe(
+      202,
+    );
+    const brokenRevision = await eventually(
+      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === broken),
+      30_000,
+    );
     const failed = await revisionReaches(api, deploymentId, brokenRevision.id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(failed.status).toBe('BUILD_FAILED');
     expect(failed.status_message).toMatch(/install_command `npm ci` failed with exit code [1-9]/);
-    const failedLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${failed.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>;
+    const failedLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${failed.id}/logs?type=build&limit=1000`)).body.logs as Array<{
+      message: string;
+    }>;
     // npm's own words (its error lines), not a summary of ours.
-    expect(failedLog.some((l) => /^npm (error|ERR!) /.test(l.message)), failedLog.map((l) => l.message).join('\n')).toBe(true);
+    expect(
+      failedLog.some((l) => /^npm (error|ERR!) /.test(l.message)),
+      failedLog.map((l) => l.message).join('\n'),
+    ).toBe(true);
     expect((await runGraph(agent.proxyPort, host)).body.answer).toBe('the second answer');
     const after = (await api.get(`/v2/deployments/${deploymentId}`)).body;
     expect(after.active_revision_id).toBe(swapped.id);

@@ -1,5 +1,5 @@
-import { serve, type ServerType } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
 import { batchesOf, LogStream, MAX_BATCH_BYTES, MAX_LINE } from '../../agent/log-stream.ts';
@@ -41,7 +41,9 @@ describe('the local agent’s log stream', () => {
   const storedLines = async (deploymentId: string, revisionId: string) => {
     const messages: string[] = [];
     for (let offset: number | null = 0; offset !== null; ) {
-      const page: { status: number; body: any } = await t.api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000&offset=${offset}`);
+      const page: { status: number; body: any } = await t.api.get(
+        `/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000&offset=${offset}`,
+      );
       expect(page.status).toBe(200);
       messages.push(...(page.body.logs as Array<{ message: string }>).map((l) => l.message));
       offset = page.body.logs.length === 0 ? null : page.body.next_offset;
@@ -54,7 +56,13 @@ describe('the local agent’s log stream', () => {
     const { deploymentId, revisionId, claimId } = await claimed(client);
     const reports: string[] = [];
     const gone: unknown[] = [];
-    const logs = new LogStream(client, claimId, (error) => gone.push(error), 60_000, (message) => reports.push(message));
+    const logs = new LogStream(
+      client,
+      claimId,
+      (error) => gone.push(error),
+      60_000,
+      (message) => reports.push(message),
+    );
     // Multi-byte characters too: the limit is on bytes, not characters.
     for (let i = 0; i < 500; i += 1) logs.line('deploy', `${String(i).padStart(3, '0')} ${(i % 2 ? 'x' : 'é').repeat(MAX_LINE - 4)}`);
     // One line far over the per-line limit: kept, cut, and marked as cut.
@@ -71,7 +79,11 @@ describe('the local agent’s log stream', () => {
   });
 
   it('keeps every batch under the byte budget, whatever the lines', () => {
-    const lines = Array.from({ length: 2000 }, (_, i) => ({ type: 'build' as const, level: 'info' as const, message: '\u0001'.repeat(i % 7 === 0 ? MAX_LINE : 40) }));
+    const lines = Array.from({ length: 2000 }, (_, i) => ({
+      type: 'build' as const,
+      level: 'info' as const,
+      message: '\u0001'.repeat(i % 7 === 0 ? MAX_LINE : 40),
+    }));
     const batches = batchesOf(lines);
     expect(batches.flat().length).toBe(2000);
     for (const batch of batches) {
@@ -89,7 +101,13 @@ describe('the local agent’s log stream', () => {
     const revoked = new AgentClient({ url, token: other.body.token as string, listenerId: listener.listenerId });
     expect((await t.api.delete(`/v2/listeners/${listener.listenerId}/tokens/${other.body.id}`)).status).toBe(204);
     const reports: string[] = [];
-    const logs = new LogStream(revoked, claimId, () => undefined, 60_000, (message) => reports.push(message));
+    const logs = new LogStream(
+      revoked,
+      claimId,
+      () => undefined,
+      60_000,
+      (message) => reports.push(message),
+    );
     logs.line('build', 'npm ERR! something');
     logs.line('build', 'another line');
     await logs.flush();

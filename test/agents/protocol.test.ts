@@ -1,15 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
 import { agentCall } from '../helpers/agent-call.ts';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
-import { ROOT } from '../helpers/listening-child.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, killLeftoverServers, localListener, processesIn, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
-import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localListener, processesIn, runGraph, serverPidOf, startAgent } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -38,7 +37,7 @@ describe('the listener-agent protocol (in process)', () => {
   };
 
   it('keeps tokens hashed at rest and accepts them only on their own listener’s agent routes', async () => {
-    const rows = await t.sql.prepare('SELECT * FROM listener_tokens').all() as Array<Record<string, unknown>>;
+    const rows = (await t.sql.prepare('SELECT * FROM listener_tokens').all()) as Array<Record<string, unknown>>;
     expect(rows.length).toBe(2);
     for (const row of rows) expect(JSON.stringify(row)).not.toContain(a.token.slice(4));
     // A's token: not on B's agent routes, not on any API route.
@@ -63,10 +62,18 @@ describe('the listener-agent protocol (in process)', () => {
     const live = await agentCall(t.app, a.listenerId, a.token, '/live', undefined, 'GET');
     expect(JSON.stringify(live.body)).not.toContain('secret-of-b');
     const claimed = await agentCall(t.app, b.listenerId, b.token, '/claim', { agent_id: 'b1', wait_seconds: 0 });
-    expect(claimed.body.work).toMatchObject({ kind: 'revision', deployment: { id: onB.id }, revision: { id: onB.latest_revision_id, status: 'AWAITING_DEPLOY', secrets: [{ name: 'API_TOKEN', value: 'secret-of-b' }] } });
+    expect(claimed.body.work).toMatchObject({
+      kind: 'revision',
+      deployment: { id: onB.id },
+      revision: { id: onB.latest_revision_id, status: 'AWAITING_DEPLOY', secrets: [{ name: 'API_TOKEN', value: 'secret-of-b' }] },
+    });
     const claimId = claimed.body.work.claim_id as string;
     // A's token cannot touch B's claim through its own listener's path.
-    for (const [path, body] of [['/renew', undefined], ['/transition', { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' }], ['/logs', { lines: [{ type: 'deploy', message: 'x' }] }]] as const) {
+    for (const [path, body] of [
+      ['/renew', undefined],
+      ['/transition', { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' }],
+      ['/logs', { lines: [{ type: 'deploy', message: 'x' }] }],
+    ] as const) {
       expect((await agentCall(t.app, a.listenerId, a.token, `/claims/${claimId}${path}`, body)).status).toBe(409);
     }
     expect((await t.api.get(`/v2/deployments/${onB.id}/revisions/${onB.latest_revision_id}`)).body.status).toBe('AWAITING_DEPLOY');
@@ -93,9 +100,15 @@ describe('the listener-agent protocol (in process)', () => {
     for (;;) {
       first = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 1 })).body.work;
       if (first.deployment.id === created.id) break;
-      await agentCall(t.app, a.listenerId, a.token, `/claims/${first.claim_id}/transition`, { from: first.revision.status, to: 'DEPLOY_FAILED', status_message: 'not this test' });
+      await agentCall(t.app, a.listenerId, a.token, `/claims/${first.claim_id}/transition`, {
+        from: first.revision.status,
+        to: 'DEPLOY_FAILED',
+        status_message: 'not this test',
+      });
     }
-    expect((await agentCall(t.app, a.listenerId, a.token, `/claims/${first.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' })).status).toBe(200);
+    expect((await agentCall(t.app, a.listenerId, a.token, `/claims/${first.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' })).status).toBe(
+      200,
+    );
     const second = await eventually(async () => {
       const work = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a2', wait_seconds: 0 })).body.work;
       return work?.deployment.id === created.id ? work : undefined;
@@ -144,7 +157,11 @@ describe('the listener-agent protocol (in process)', () => {
     };
     try {
       const sha = 'a'.repeat(40);
-      const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+      const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, {
+        from: 'AWAITING_DEPLOY',
+        to: 'DEPLOYING',
+        repo_commit_sha: sha,
+      });
       expect(raced).toBe(true);
       expect(moved.status).toBe(409);
     } finally {
@@ -163,11 +180,19 @@ describe('the listener-agent protocol (in process)', () => {
       return w?.deployment.id === created.id ? w : undefined;
     }, 5000);
     const sha = 'b'.repeat(40);
-    const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING', repo_commit_sha: sha });
+    const moved = await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, {
+      from: 'AWAITING_DEPLOY',
+      to: 'DEPLOYING',
+      repo_commit_sha: sha,
+    });
     expect(moved.status).toBe(200);
     expect(moved.body.source_revision_config.repo_commit_sha).toBe(sha);
     expect((await t.api.get(`/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).body.source_revision_config.repo_commit_sha).toBe(sha);
-    await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'done with this test' });
+    await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, {
+      from: 'DEPLOYING',
+      to: 'DEPLOY_FAILED',
+      status_message: 'done with this test',
+    });
   });
 
   it('shows last_seen_at and the agent version; a silent listener’s deployments are UNKNOWN until it is heard again', async () => {
@@ -179,7 +204,10 @@ describe('the listener-agent protocol (in process)', () => {
     let work: any;
     do {
       work = (await agentCall(t.app, b.listenerId, b.token, '/claim', { agent_id: 'b1', wait_seconds: 1 })).body.work;
-      for (const step of [['AWAITING_DEPLOY', 'DEPLOYING'], ['DEPLOYING', 'DEPLOYED']] as const) {
+      for (const step of [
+        ['AWAITING_DEPLOY', 'DEPLOYING'],
+        ['DEPLOYING', 'DEPLOYED'],
+      ] as const) {
         await agentCall(t.app, b.listenerId, b.token, `/claims/${work.claim_id}/transition`, { from: step[0], to: step[1] });
       }
     } while (work.deployment.id !== created.id);
@@ -310,9 +338,13 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     return created.body as { id: string; name: string; latest_revision_id: string; source_config: { custom_url: string } };
   };
   const buildLog = async (d: { id: string; latest_revision_id: string }) =>
-    ((await api.get(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map((l) => l.message);
+    ((await api.get(`/v2/deployments/${d.id}/revisions/${d.latest_revision_id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map(
+      (l) => l.message,
+    );
 
-  it('an agent SIGKILLed mid-build: its lease lapses and a second agent finishes; silent past its lease the deployment is UNKNOWN, READY when an agent is back', { timeout: 240_000 }, async () => {
+  it('an agent SIGKILLed mid-build: its lease lapses and a second agent finishes; silent past its lease the deployment is UNKNOWN, READY when an agent is back', {
+    timeout: 240_000,
+  }, async () => {
     const first = await agent('agent-one');
     const d = await deploy(`${linkModules} && echo installing slowly && sleep 4`);
     await eventually(async () => ((await buildLog(d)).includes('installing slowly') ? true : undefined), 60_000);
@@ -350,7 +382,9 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect((await runGraph(third.proxyPort, current)).status).toBe(404);
   });
 
-  it('a claim that lapsed while its agent was paused comes back to that agent: the lapsed attempt, still stopping, leaves the new one’s checkout alone', { timeout: 120_000 }, async () => {
+  it('a claim that lapsed while its agent was paused comes back to that agent: the lapsed attempt, still stopping, leaves the new one’s checkout alone', {
+    timeout: 120_000,
+  }, async () => {
     // Only this agent pulls work, so the lapsed claim comes back to it.
     for (const running of agents.splice(0)) await running.stop('SIGTERM');
     const paused = await agent('agent-paused');
@@ -388,7 +422,10 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect(failed.status).toBe('DEPLOY_FAILED');
     expect(failed.status_message).toContain('A container engine is needed');
 
-    repo.commit({ 'python/langgraph.json': JSON.stringify({ python_version: '3.11', graphs: { agent: './agent.py:graph' } }), 'python/agent.py': 'graph = None\n' }, 'A Python graph');
+    repo.commit(
+      { 'python/langgraph.json': JSON.stringify({ python_version: '3.11', graphs: { agent: './agent.py:graph' } }), 'python/agent.py': 'graph = None\n' },
+      'A Python graph',
+    );
     const python = await deploy('true', 'python/langgraph.json');
     const built = await revisionReaches(api, python.id, python.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 60_000);
     expect(built.status).toBe('BUILD_FAILED');

@@ -1,8 +1,8 @@
-import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually } from '../helpers/api.ts';
 import { DeploymentProxy } from '../../agent/proxy.ts';
+import { eventually } from '../helpers/api.ts';
 
 /**
  * The agent's reverse proxy in front of a real upstream on loopback that streams server-sent events
@@ -14,7 +14,7 @@ describe('the local agent’s reverse proxy', () => {
   let proxyPort: number;
   let open = 0;
   beforeAll(async () => {
-    upstream = createServer((req, res) => {
+    upstream = createServer((_req, res) => {
       open += 1;
       res.on('close', () => (open -= 1));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -36,12 +36,15 @@ describe('the local agent’s reverse proxy', () => {
   /** Opens a stream through the proxy, reads its first event, then the client goes away. */
   const openAndDrop = () =>
     new Promise<void>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port: proxyPort, path: '/runs/stream', method: 'POST', headers: { host: `streamer.localhost:${proxyPort}` } }, (res: IncomingMessage) => {
-        res.once('data', () => {
-          req.destroy();
-          resolve();
-        });
-      });
+      const req = request(
+        { host: '127.0.0.1', port: proxyPort, path: '/runs/stream', method: 'POST', headers: { host: `streamer.localhost:${proxyPort}` } },
+        (res: IncomingMessage) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        },
+      );
       req.on('error', (error: NodeJS.ErrnoException) => (error.code === 'ECONNRESET' ? undefined : reject(error)));
       req.end('{}');
     });

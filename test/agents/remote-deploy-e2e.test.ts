@@ -4,9 +4,9 @@ import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { gzipTarball } from '../helpers/tarball.ts';
-import { FIXTURE, hostFetch, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent, type AgentProcess } from './harness.ts';
+import { type AgentProcess, FIXTURE, hostFetch, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent } from './harness.ts';
 
 /** The files of the fixture LangGraph app (the one local-e2e builds from git), as `langgraph deploy` packs its directory. */
 function fixtureFiles(dir = FIXTURE, files: Record<string, Buffer> = {}): Record<string, Buffer> {
@@ -55,7 +55,9 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
     killLeftoverServers(workDir);
   });
 
-  it('create → upload-url → PUT → PATCH → revisions?limit=1 → poll to DEPLOYED with build logs → custom_url answers a run → delete stops the server and removes its directory', { timeout: 900_000 }, async () => {
+  it('create → upload-url → PUT → PATCH → revisions?limit=1 → poll to DEPLOYED with build logs → custom_url answers a run → delete stops the server and removes its directory', {
+    timeout: 900_000,
+  }, async () => {
     server = await startServerProcess({ RECONCILE_INTERVAL_MS: '0', AGENT_LEASE_MS: '10000' });
     const admin = apiClient(server.url, server.apiKey);
     const workspaceId = (await admin.get('/v1/workspaces')).body[0].id as string;
@@ -69,7 +71,13 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
       const found = await request('GET', `/v2/deployments?name_contains=${encodeURIComponent(name)}`);
       let id: string | undefined = found.resources.find((d: { name: string }) => d.name === name)?.id;
       if (!id) {
-        const created = await request('POST', '/v2/deployments', { name, source: 'internal_source', source_config: { deployment_type: 'dev' }, source_revision_config: { langgraph_config_path: 'langgraph.json' }, secrets });
+        const created = await request('POST', '/v2/deployments', {
+          name,
+          source: 'internal_source',
+          source_config: { deployment_type: 'dev' },
+          source_revision_config: { langgraph_config_path: 'langgraph.json' },
+          secrets,
+        });
         id = created.id as string;
       }
       const { upload_url, object_path } = await request('POST', `/v2/deployments/${id}/upload-url`);
@@ -98,7 +106,15 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
         const revision = await request('GET', `/v2/deployments/${id}/revisions/${revisionId}`);
         seenAt[revision.status] ??= Date.now() - patchedAt;
         if (revision.status === 'AWAITING_BUILD' || revision.status === 'BUILDING') {
-          const logs = await request('POST', `/v1/projects/${id}/revisions/${revisionId}/build_logs`, { limit: 100, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null });
+          const logs = await request('POST', `/v1/projects/${id}/revisions/${revisionId}/build_logs`, {
+            limit: 100,
+            order: 'desc',
+            offset: null,
+            level: null,
+            query: null,
+            start_time: null,
+            end_time: null,
+          });
           for (const line of logs.logs) buildLogs.add(line.message as string);
         }
         if (TERMINAL.includes(revision.status)) return { id, revision, buildLogs: [...buildLogs], uploadMs, seenAt };
@@ -118,7 +134,10 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
     const tarball = await gzipTarball(fixtureFiles());
     const started = Date.now();
     const { id, revision, buildLogs, uploadMs, seenAt } = await deployRemote(uniqueName('remote'), tarball);
-    const fullBuildLog = (await admin.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=build&limit=1000`)).body.logs as Array<{ timestamp: string; message: string }>;
+    const fullBuildLog = (await admin.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=build&limit=1000`)).body.logs as Array<{
+      timestamp: string;
+      message: string;
+    }>;
     expect(revision.status, `${revision.status_message}\n${fullBuildLog.map((l) => l.message).join('\n')}\n${agent.output()}`).toBe('DEPLOYED');
     // Tarballs carry no commit.
     expect(revision.source_revision_config.repo_commit_sha).toBeNull();
@@ -159,7 +178,10 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
     const pid = serverPidOf(buildDir);
     expect(isAlive(pid)).toBe(true);
     await request('DELETE', `/v2/deployments/${id}`);
-    await eventually(async () => ((await fetch(`${server!.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server!.apiKey } })).status === 404 ? true : undefined), 60_000);
+    await eventually(
+      async () => ((await fetch(`${server!.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server!.apiKey } })).status === 404 ? true : undefined),
+      60_000,
+    );
     await eventually(async () => (!isAlive(pid) ? true : undefined), 20_000);
     expect(existsSync(join(workDir, id))).toBe(false);
     expect((await hostFetch(agent.proxyPort, host, '/ok')).status).not.toBe(200);

@@ -3,10 +3,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, hostFetch, killLeftoverServers, localListener, processesIn, startAgent, type AgentProcess } from './harness.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, processesIn, startAgent } from './harness.ts';
 
 /** A graph whose state counts the runs of a thread: a thread continued on another revision or server counts on. */
 const counting = (answer: string) => `import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
@@ -48,7 +48,9 @@ describe('restarts of the local agent, and threads that survive them', () => {
     killLeftoverServers(workDir);
   });
 
-  it('SIGTERM + restart under 20 requests/s fails none; a thread created on revision 1 is read and continued after the restart, on revision 2, and after a kill -9 mid-install leaves no process of that build', { timeout: 600_000 }, async () => {
+  it('SIGTERM + restart under 20 requests/s fails none; a thread created on revision 1 is read and continued after the restart, on revision 2, and after a kill -9 mid-install leaves no process of that build', {
+    timeout: 600_000,
+  }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0', AGENT_LEASE_MS: '4000' });
     const api: Api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
@@ -59,16 +61,27 @@ describe('restarts of the local agent, and threads that survive them', () => {
     const first = await start();
     const repo = graphRepo();
     repo.commit({ 'src/graph.mjs': counting('revision one') }, 'A counting graph');
-    const created = await api.post('/v2/deployments', githubBody(uniqueName('threads'), integrationId, { source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false } }));
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('threads'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
+      }),
+    );
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     const one = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(one.status, one.status_message).toBe('DEPLOYED');
     const host = new URL((await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url).hostname;
-    const call = (method: string, path: string, body?: unknown) => hostFetch(proxyPort, host, path, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const call = (method: string, path: string, body?: unknown) =>
+      hostFetch(proxyPort, host, path, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     const thread = (await call('POST', '/threads', {})).body.thread_id as string;
     expect(thread).toMatch(/^[0-9a-f-]{36}$/);
-    const runOnThread = async () => (await call('POST', `/threads/${thread}/runs/wait`, { assistant_id: 'agent', input: {} })).body as { count: number; answer: string };
+    const runOnThread = async () =>
+      (await call('POST', `/threads/${thread}/runs/wait`, { assistant_id: 'agent', input: {} })).body as { count: number; answer: string };
     expect(await runOnThread()).toMatchObject({ count: 1, answer: 'revision one' });
 
     // 20 requests a second through the proxy while the agent is stopped with SIGTERM and a new one started.
@@ -123,13 +136,20 @@ describe('restarts of the local agent, and threads that survive them', () => {
     await new Promise((r) => setTimeout(r, 3500));
     // package.json changes (not the lock file's packages): the stored packages do not fit, npm ci runs.
     const manifest = JSON.parse(repo.read('package.json')) as Record<string, unknown>;
-    repo.commit({ 'src/graph.mjs': counting('revision three'), 'package.json': JSON.stringify({ ...manifest, description: 'revision three' }, null, 2) }, 'Revision three');
+    repo.commit(
+      { 'src/graph.mjs': counting('revision three'), 'package.json': JSON.stringify({ ...manifest, description: 'revision three' }, null, 2) },
+      'Revision three',
+    );
     const third = await api.post(`/v2/deployments/${id}/revisions`, {});
     const buildDir = join(workDir, id, third.body.id as string);
-    await eventually(async () => {
-      const logs = (await api.get(`/v2/deployments/${id}/revisions/${third.body.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>;
-      return logs.some((l) => l.message === '$ npm ci') && processesIn(buildDir).length > 0 ? true : undefined;
-    }, 120_000, 20);
+    await eventually(
+      async () => {
+        const logs = (await api.get(`/v2/deployments/${id}/revisions/${third.body.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>;
+        return logs.some((l) => l.message === '$ npm ci') && processesIn(buildDir).length > 0 ? true : undefined;
+      },
+      120_000,
+      20,
+    );
     await second.stop('SIGKILL');
     await eventually(async () => (processesIn(buildDir).length === 0 ? true : undefined), 10_000);
     // A new agent takes the revision over once the lease lapsed; the build log says an attempt was lost.

@@ -1,17 +1,16 @@
-import { readFileSync } from 'node:fs';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer as createNetServer } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { dnsSafeName } from '../../shared/dns-safe-name.ts';
 import { afterAll, describe, expect, it } from 'vitest';
 import { splitLines } from '../../agent/processes.ts';
 import { RuntimeLogLimits } from '../../server/domain/agents/runtime-log-limits.ts';
+import { dnsSafeName } from '../../shared/dns-safe-name.ts';
 import { apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { graphRepo, hostFetch, killLeftoverServers, localListener, startAgent, type AgentProcess } from './harness.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, startAgent } from './harness.ts';
 
 function rssMb(pid: number): number {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
@@ -49,7 +48,9 @@ describe('runtime logs of a live revision', () => {
     killLeftoverServers(workDir);
   });
 
-  it('answers at the custom_url its agent reports (by path, no DNS), shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', { timeout: 600_000 }, async () => {
+  it('answers at the custom_url its agent reports (by path, no DNS), shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', {
+    timeout: 600_000,
+  }, async () => {
     server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
     const api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
@@ -67,7 +68,9 @@ describe('runtime logs of a live revision', () => {
     repo.commit({ 'src/graph.mjs': LOUD_GRAPH }, 'A graph that prints');
     const created = await api.post(
       '/v2/deployments',
-      githubBody(uniqueName('loud'), integrationId, { source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false } }),
+      githubBody(uniqueName('loud'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
+      }),
     );
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -78,7 +81,12 @@ describe('runtime logs of a live revision', () => {
     expect(customUrl).toBe(`http://127.0.0.1:${proxyPort}/d/${dnsSafeName(created.body.name)}`);
     expect((await fetch(`${customUrl}/ok`)).status).toBe(200);
     const host = `${dnsSafeName(created.body.name)}.localhost`;
-    const run = (input: Record<string, unknown>) => hostFetch(agent!.proxyPort, host, '/runs/wait', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ assistant_id: 'agent', input }) });
+    const run = (input: Record<string, unknown>) =>
+      hostFetch(agent!.proxyPort, host, '/runs/wait', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ assistant_id: 'agent', input }),
+      });
 
     const tag = crypto.randomUUID();
     expect((await run({ tag })).status).toBe(200);
@@ -138,7 +146,10 @@ describe('bounds on output lines and runtime logs', () => {
 
   it('admits a deployment its burst then its rate, shares a token budget, and caps a revision', () => {
     let now = 0;
-    const limits = new RuntimeLogLimits({ perDeploymentPerSecond: 10, deploymentBurst: 20, perTokenPerSecond: 15, tokenBurst: 30, maxLinesPerRevision: 50 }, () => now);
+    const limits = new RuntimeLogLimits(
+      { perDeploymentPerSecond: 10, deploymentBurst: 20, perTokenPerSecond: 15, tokenBurst: 30, maxLinesPerRevision: 50 },
+      () => now,
+    );
     const admit = (deploymentId: string, revisionId: string, wanted: number) => limits.admit({ deploymentId, revisionId, tokenId: 't', wanted });
     expect(admit('a', 'ra', 100)).toBe(20);
     expect(admit('a', 'ra', 100)).toBe(0);

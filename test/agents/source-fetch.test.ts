@@ -56,7 +56,10 @@ describe('the signed source URL of a claimed internal_source revision', () => {
     const uploadUrl = new URL(issued.body.upload_url as string);
     const put = await t.app.request(uploadUrl.pathname + uploadUrl.search, { method: 'PUT', headers: { 'content-type': 'application/gzip' }, body: bytes });
     expect(put.status).toBe(200);
-    const patched = await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_source', source_revision_config: { source_tarball_path: issued.body.object_path, langgraph_config_path: 'langgraph.json' } });
+    const patched = await t.api.patch(`/v2/deployments/${id}`, {
+      revision_source: 'internal_source',
+      source_revision_config: { source_tarball_path: issued.body.object_path, langgraph_config_path: 'langgraph.json' },
+    });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
 
     const work = await claim('a');
@@ -102,13 +105,19 @@ describe('the signed source URL of a claimed internal_source revision', () => {
     expect(((await expired.json()) as { detail: string }).detail).toMatch(/expired/);
 
     // A claim given back: its URL (even a fresh one) no longer serves; the next claim has its own.
-    const release = await t.app.request(`/v2/listeners/${listeners.a.listenerId}/agent/claims/${work.claim_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${listeners.a.token}` } });
+    const release = await t.app.request(`/v2/listeners/${listeners.a.listenerId}/agent/claims/${work.claim_id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${listeners.a.token}` },
+    });
     expect(release.status).toBe(204);
     const again = await claim('a');
     expect(again.claim_id).not.toBe(work.claim_id);
     const fresh = again.revision.source.url as string;
     expect((await fetchAs(fresh, listeners.a.token)).status).toBe(200);
-    await t.app.request(`/v2/listeners/${listeners.a.listenerId}/agent/claims/${again.claim_id}`, { method: 'DELETE', headers: { authorization: `Bearer ${listeners.a.token}` } });
+    await t.app.request(`/v2/listeners/${listeners.a.listenerId}/agent/claims/${again.claim_id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${listeners.a.token}` },
+    });
     expect((await fetchAs(fresh, listeners.a.token)).status).toBe(409);
   });
 

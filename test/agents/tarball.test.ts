@@ -1,10 +1,10 @@
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { pack, type Header } from 'tar-stream';
+import { type Header, pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkGone } from '../../agent/client.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, TarballRefused, unpackTarball } from '../../agent/tarball.ts';
@@ -65,7 +65,10 @@ describe('unpacking an uploaded tarball', () => {
   });
 
   it('refuses an entry that climbs out with .., naming it, and writes nothing outside', async () => {
-    const { message, root } = await refusal([{ name: 'ok.txt', content: 'fine' }, { name: '../evil', content: 'pwned' }]);
+    const { message, root } = await refusal([
+      { name: 'ok.txt', content: 'fine' },
+      { name: '../evil', content: 'pwned' },
+    ]);
     expect(message).toContain('"../evil"');
     expect(message).toMatch(/\.\./);
     expect(existsSync(join(root, 'evil'))).toBe(false);
@@ -127,7 +130,12 @@ describe('unpacking an uploaded tarball', () => {
   });
 
   it('a tarball of one directory holding the config is built from that directory; otherwise nothing moves', async () => {
-    const nested = place(await tarball([{ name: 'my-app/langgraph.json', content: '{}' }, { name: 'my-app/src/graph.mjs', content: 'x' }]));
+    const nested = place(
+      await tarball([
+        { name: 'my-app/langgraph.json', content: '{}' },
+        { name: 'my-app/src/graph.mjs', content: 'x' },
+      ]),
+    );
     await unpackTarball(nested.file, nested.dir);
     expect(hoistSingleDirectory(nested.dir, 'langgraph.json')).toBe('my-app');
     expect(readdirSync(nested.dir).sort()).toEqual(['langgraph.json', 'src']);
@@ -142,7 +150,10 @@ describe('unpacking an uploaded tarball', () => {
   });
 
   it('names the entry when writing it fails (a hard link to a directory)', async () => {
-    const { message } = await refusal([{ name: 'sub/', type: 'directory' }, { name: 'hard', type: 'link', linkname: 'sub' }]);
+    const { message } = await refusal([
+      { name: 'sub/', type: 'directory' },
+      { name: 'hard', type: 'link', linkname: 'sub' },
+    ]);
     expect(message).toContain('"hard" is a hard link to "sub", which is not a file of the tarball');
   });
 
@@ -186,7 +197,9 @@ describe('downloading a tarball from the control plane', () => {
     expect(await downloadTarball(`${base}/ok`, 'lat_token', join(dir, 'a.tar.gz'))).toBe(body.length);
     expect(readFileSync(join(dir, 'a.tar.gz')).equals(body)).toBe(true);
     expect(seen.at(-1)).toBe('Bearer lat_token');
-    await expect(downloadTarball(`${base}/ok`, 't', join(dir, 'b.tar.gz'), { maxBytes: 100_000 })).rejects.toThrow(/300000 bytes, more than the limit of 100000/);
+    await expect(downloadTarball(`${base}/ok`, 't', join(dir, 'b.tar.gz'), { maxBytes: 100_000 })).rejects.toThrow(
+      /300000 bytes, more than the limit of 100000/,
+    );
     await expect(downloadTarball(`${base}/chunked`, 't', join(dir, 'c.tar.gz'), { maxBytes: 200_000 })).rejects.toThrow(/more than the limit of 200000 bytes/);
     await expect(downloadTarball(`${base}/gone`, 't', join(dir, 'd.tar.gz'))).rejects.toBeInstanceOf(WorkGone);
     await expect(downloadTarball(`${base}/forbidden`, 't', join(dir, 'e.tar.gz'))).rejects.toThrow(/403: The source URL signature is not valid/);

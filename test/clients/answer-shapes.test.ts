@@ -9,7 +9,18 @@ const oldDeployment = {
   tenant_id: '4f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f',
   name: 'agent',
   source: 'github',
-  source_config: { integration_id: null, repo_url: 'https://github.com/a/b', deployment_type: 'dev', build_on_push: false, custom_url: null, resource_spec: null, listener_id: null, listener_config: null, install_command: null, build_command: null },
+  source_config: {
+    integration_id: null,
+    repo_url: 'https://github.com/a/b',
+    deployment_type: 'dev',
+    build_on_push: false,
+    custom_url: null,
+    resource_spec: null,
+    listener_id: null,
+    listener_config: null,
+    install_command: null,
+    build_command: null,
+  },
   source_revision_config: oldRevisionConfig,
   secrets: [],
   created_at: '2026-11-22T10:00:00.000Z',
@@ -25,9 +36,27 @@ describe('answer shapes the project client reads', () => {
   it('an answer of a server that predates langgraph_config_path, source_tarball_path and listener version still parses', () => {
     const deployment = Deployment.parse(oldDeployment);
     expect(deployment.source_revision_config).toMatchObject({ graph_config_path: 'langgraph.json', langgraph_config_path: null, source_tarball_path: null });
-    const revision = Revision.parse({ id: oldDeployment.id, deployment_id: oldDeployment.id, created_at: oldDeployment.created_at, updated_at: oldDeployment.updated_at, status: 'DEPLOYED', status_message: null, source: 'github', source_revision_config: oldRevisionConfig, trigger: 'create' });
+    const revision = Revision.parse({
+      id: oldDeployment.id,
+      deployment_id: oldDeployment.id,
+      created_at: oldDeployment.created_at,
+      updated_at: oldDeployment.updated_at,
+      status: 'DEPLOYED',
+      status_message: null,
+      source: 'github',
+      source_revision_config: oldRevisionConfig,
+      trigger: 'create',
+    });
     expect(revision.source_revision_config.source_tarball_path).toBeNull();
-    const listener = Listener.parse({ id: oldDeployment.id, tenant_id: oldDeployment.tenant_id, compute_type: 'sandbox', compute_id: 'sandbox', compute_config: { k8s_namespaces: [] }, created_at: oldDeployment.created_at, updated_at: oldDeployment.updated_at });
+    const listener = Listener.parse({
+      id: oldDeployment.id,
+      tenant_id: oldDeployment.tenant_id,
+      compute_type: 'sandbox',
+      compute_id: 'sandbox',
+      compute_config: { k8s_namespaces: [] },
+      created_at: oldDeployment.created_at,
+      updated_at: oldDeployment.updated_at,
+    });
     expect(listener.version).toBeNull();
   });
 
@@ -36,7 +65,12 @@ describe('answer shapes the project client reads', () => {
       ...oldDeployment,
       name: 'my_deployment',
       source: 'internal_source',
-      source_revision_config: { ...oldRevisionConfig, repo_ref: null, langgraph_config_path: 'langgraph.json', source_tarball_path: 'deployments/x/uploads/y.tar.gz' },
+      source_revision_config: {
+        ...oldRevisionConfig,
+        repo_ref: null,
+        langgraph_config_path: 'langgraph.json',
+        source_tarball_path: 'deployments/x/uploads/y.tar.gz',
+      },
     });
     expect(deployment.source).toBe('internal_source');
     expect(Deployment.safeParse({ ...oldDeployment, source: 'gitlab' }).success).toBe(false);

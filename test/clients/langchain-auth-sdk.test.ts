@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { startAuthorizationServer, type AuthorizationServer, type TestClient } from '../oauth/authorization-server.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AuthorizationServer, startAuthorizationServer, type TestClient } from '../oauth/authorization-server.ts';
 import { Browser } from '../oauth/browser.ts';
 
 /**
@@ -79,7 +79,18 @@ class LangchainAuthClient {
   }
 }
 
-type Provider = { id: string; organization_id: string; provider_id: string; name: string; client_id: string; auth_url: string; token_url: string; uses_pkce: boolean; created_at: string; updated_at: string };
+type Provider = {
+  id: string;
+  organization_id: string;
+  provider_id: string;
+  name: string;
+  client_id: string;
+  auth_url: string;
+  token_url: string;
+  uses_pkce: boolean;
+  created_at: string;
+  updated_at: string;
+};
 
 /** The SDK builds its provider object from exactly these keys. */
 function readProvider(data: unknown): Provider {
@@ -99,7 +110,8 @@ function readProvider(data: unknown): Provider {
 }
 
 function need<T extends 'string' | 'boolean'>(data: Record<string, unknown>, key: string, type: T): T extends 'string' ? string : boolean {
-  if (data === null || typeof data !== 'object' || typeof data[key] !== type) throw new TypeError(`the answer has no ${type} '${key}': ${JSON.stringify(data)}`);
+  if (data === null || typeof data !== 'object' || typeof data[key] !== type)
+    throw new TypeError(`the answer has no ${type} '${key}': ${JSON.stringify(data)}`);
   return data[key] as T extends 'string' ? string : boolean;
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 
 /**
@@ -40,7 +40,15 @@ async function waitForRevision(api: ReturnType<typeof hostBackend>, deploymentId
     const revision = await api.request('GET', `/v2/deployments/${deploymentId}/revisions/${revisionId}`);
     if (seen.at(-1) !== revision.status) seen.push(revision.status);
     if (withBuildLogs && (revision.status === 'AWAITING_BUILD' || revision.status === 'BUILDING')) {
-      const logs = await api.request('POST', `/v1/projects/${deploymentId}/revisions/${revisionId}/build_logs`, { limit: 100, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null });
+      const logs = await api.request('POST', `/v1/projects/${deploymentId}/revisions/${revisionId}/build_logs`, {
+        limit: 100,
+        order: 'desc',
+        offset: null,
+        level: null,
+        query: null,
+        start_time: null,
+        end_time: null,
+      });
       for (const line of logs.logs) buildLogs.push(line.message);
     }
     if (TERMINAL.includes(revision.status)) return { revision, buildLogs, seen };
@@ -118,7 +126,9 @@ describe('langgraph deploy against this server', () => {
     expect(deployment.active_revision_id).toBe(first.wait.revision.id);
 
     // A second deploy of the same name: found, not created; the newest revision is the new one.
-    const second = await deployRemote(await gzipTarball({ ...agentProject({ agent: './agent.py:graph', helper: './helper.py:g' }), 'helper.py': 'g = None\n' }));
+    const second = await deployRemote(
+      await gzipTarball({ ...agentProject({ agent: './agent.py:graph', helper: './helper.py:g' }), 'helper.py': 'g = None\n' }),
+    );
     expect(second.created).toBe(false);
     expect(second.deploymentId).toBe(id);
     expect(second.wait.revision.id).not.toBe(first.wait.revision.id);
@@ -129,15 +139,33 @@ describe('langgraph deploy against this server', () => {
     expect(list.resources.map((d: { id: string }) => d.id)).toContain(id);
     const revisions = await api.request('GET', `/v2/deployments/${id}/revisions?limit=5`);
     expect(revisions.resources.map((r: { id: string }) => r.id)).toEqual([second.wait.revision.id, first.wait.revision.id]);
-    const buildLogs = await api.request('POST', `/v1/projects/${id}/revisions/${second.wait.revision.id}/build_logs`, { limit: 50, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null });
+    const buildLogs = await api.request('POST', `/v1/projects/${id}/revisions/${second.wait.revision.id}/build_logs`, {
+      limit: 50,
+      order: 'desc',
+      offset: null,
+      level: null,
+      query: null,
+      start_time: null,
+      end_time: null,
+    });
     expect(buildLogs.logs.map((l: { message: string }) => l.message).join('\n')).toContain('graph config langgraph.json found (graphs: agent, helper)');
     for (const line of buildLogs.logs) expect(Object.keys(line).sort()).toEqual(['id', 'level', 'message', 'timestamp']);
-    const deployLogs = await api.request('POST', `/v1/projects/${id}/deploy_logs`, { limit: 50, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null });
+    const deployLogs = await api.request('POST', `/v1/projects/${id}/deploy_logs`, {
+      limit: 50,
+      order: 'desc',
+      offset: null,
+      level: null,
+      query: null,
+      start_time: null,
+      end_time: null,
+    });
     expect(deployLogs.logs.length).toBeGreaterThan(0);
     expect(deployLogs).toHaveProperty('next_offset');
 
     await api.request('DELETE', `/v2/deployments/${id}`);
-    await eventually(async () => ((await fetch(`${server.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server.apiKey } })).status === 404 ? true : undefined));
+    await eventually(async () =>
+      (await fetch(`${server.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server.apiKey } })).status === 404 ? true : undefined,
+    );
     expect(api.calls.filter((call) => call.startsWith('POST /v1/projects/'))).not.toHaveLength(0);
     // The signed URLs authorize an upload: they are never written to the log.
     expect(signatures).toHaveLength(2);
@@ -147,14 +175,25 @@ describe('langgraph deploy against this server', () => {
   it('--image: create (internal_docker) → push-token → (docker push, simulated) → PATCH image_uri → DEPLOYED; the token is never logged', async () => {
     const api = hostBackend(server.url, server.apiKey);
     const name = uniqueName('image');
-    const deployment = await api.request('POST', '/v2/deployments', { name, source: 'internal_docker', source_config: { deployment_type: 'prod' }, source_revision_config: {}, secrets: [] });
+    const deployment = await api.request('POST', '/v2/deployments', {
+      name,
+      source: 'internal_docker',
+      source_config: { deployment_type: 'prod' },
+      source_revision_config: {},
+      secrets: [],
+    });
     expect(deployment.latest_revision_id).toBeNull();
     const { token, registry_url } = await api.request('POST', `/v2/deployments/${deployment.id}/push-token`);
     expect(token).toBe(pushSecret);
     expect(registry_url).toBe('registry.example.test/acme');
     // SIMULATED: `docker login -p <token> <registry_url>` and `docker push` happen outside this server; the digest is made up here.
     const imageUri = `${registry_url}/${name}@sha256:${'ab'.repeat(32)}`;
-    await api.request('PATCH', `/v2/deployments/${deployment.id}`, { revision_source: 'internal_docker', source_revision_config: { image_uri: imageUri }, secrets: [], tracked_packages: [{ name: 'langgraph' }] });
+    await api.request('PATCH', `/v2/deployments/${deployment.id}`, {
+      revision_source: 'internal_docker',
+      source_revision_config: { image_uri: imageUri },
+      secrets: [],
+      tracked_packages: [{ name: 'langgraph' }],
+    });
     const { revision, seen } = await waitForRevision(api, deployment.id, false);
     expect(revision.status).toBe('DEPLOYED');
     expect(seen).not.toContain('BUILDING');
@@ -166,8 +205,17 @@ describe('langgraph deploy against this server', () => {
 
   it('--image against a server without a registry: push-token is a 400 that names the missing settings', async () => {
     const api = hostBackend(bare.url, bare.apiKey);
-    const deployment = await api.request('POST', '/v2/deployments', { name: uniqueName('image'), source: 'internal_docker', source_config: { deployment_type: 'dev' }, source_revision_config: {}, secrets: [] });
-    const response = await fetch(`${bare.url}/v2/deployments/${deployment.id}/push-token`, { method: 'POST', headers: { 'X-Api-Key': bare.apiKey, Accept: 'application/json' } });
+    const deployment = await api.request('POST', '/v2/deployments', {
+      name: uniqueName('image'),
+      source: 'internal_docker',
+      source_config: { deployment_type: 'dev' },
+      source_revision_config: {},
+      secrets: [],
+    });
+    const response = await fetch(`${bare.url}/v2/deployments/${deployment.id}/push-token`, {
+      method: 'POST',
+      headers: { 'X-Api-Key': bare.apiKey, Accept: 'application/json' },
+    });
     expect(response.status).toBe(400);
     expect(((await response.json()) as { detail: string }).detail).toMatch(/REGISTRY_URL and REGISTRY_PUSH_TOKEN/);
   });

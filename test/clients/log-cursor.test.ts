@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackendKind } from '../helpers/backends.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 /**
  * The log cursor of contract §4, through the loops `langgraph deploy` runs, against a real server
@@ -16,7 +16,10 @@ import { startServerProcess, type ServerProcess } from '../helpers/server-proces
 async function call(server: ServerProcess, method: string, path: string, body?: unknown, bearer?: string): Promise<any> {
   const response = await fetch(server.url + path, {
     method,
-    headers: { ...(bearer ? { authorization: `Bearer ${bearer}` } : { 'X-Api-Key': server.apiKey }), ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}) },
+    headers: {
+      ...(bearer ? { authorization: `Bearer ${bearer}` } : { 'X-Api-Key': server.apiKey }),
+      ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();
@@ -76,7 +79,14 @@ describe(`langgraph deploy's log followers (${testBackendKind()})`, () => {
       source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
     });
     const claim = (await call(server, 'POST', `/v2/listeners/${listener.id}/agent/claim`, { agent_id: 'follow', wait_seconds: 5 }, token)).work;
-    const append = (messages: string[]) => call(server, 'POST', `/v2/listeners/${listener.id}/agent/claims/${claim.claim_id}/logs`, { lines: messages.map((message) => ({ type: 'deploy', message })) }, token);
+    const append = (messages: string[]) =>
+      call(
+        server,
+        'POST',
+        `/v2/listeners/${listener.id}/agent/claims/${claim.claim_id}/logs`,
+        { lines: messages.map((message) => ({ type: 'deploy', message })) },
+        token,
+      );
     // One append is one write: its lines share one timestamp.
     const first = Array.from({ length: 7 }, (_, i) => `first ${i}`);
     await append(first);
@@ -96,19 +106,32 @@ describe(`langgraph deploy's log followers (${testBackendKind()})`, () => {
   it('the v2 log route hands back a cursor on its last page too, so a follower of it reads each line once', async () => {
     const listeners = await call(server, 'GET', '/v2/listeners');
     const sandbox = listeners.resources.find((l: { compute_type: string }) => l.compute_type === 'sandbox').id as string;
-    const created = await call(server, 'POST', '/v2/deployments', { name: uniqueName('v2logs'), source: 'external_docker', source_config: { listener_id: sandbox }, source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' } });
+    const created = await call(server, 'POST', '/v2/deployments', {
+      name: uniqueName('v2logs'),
+      source: 'external_docker',
+      source_config: { listener_id: sandbox },
+      source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
+    });
     const printed: string[] = [];
     let offset: number | null = null;
     let status = '';
     while (status !== 'DEPLOYED') {
       status = (await call(server, 'GET', `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`)).status;
-      const page = await call(server, 'GET', `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}/logs?type=deploy&limit=1${offset === null ? '' : `&offset=${offset}`}`);
+      const page = await call(
+        server,
+        'GET',
+        `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}/logs?type=deploy&limit=1${offset === null ? '' : `&offset=${offset}`}`,
+      );
       printed.push(...page.logs.map((l: { message: string }) => l.message));
       offset = page.next_offset || offset;
       await new Promise((r) => setTimeout(r, 50));
     }
     for (let i = 0; i < 5; i++) {
-      const page = await call(server, 'GET', `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}/logs?type=deploy&limit=1${offset === null ? '' : `&offset=${offset}`}`);
+      const page = await call(
+        server,
+        'GET',
+        `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}/logs?type=deploy&limit=1${offset === null ? '' : `&offset=${offset}`}`,
+      );
       printed.push(...page.logs.map((l: { message: string }) => l.message));
       offset = page.next_offset || offset;
     }

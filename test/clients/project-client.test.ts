@@ -11,7 +11,12 @@ describe('the typed client and the hosted API routes', () => {
   beforeAll(async () => {
     t = await inProcessApp({ env: { REGISTRY_URL: 'registry.local', REGISTRY_PUSH_TOKEN: 'tok' } });
     integrationId = (await workspaceFixtures(t.api)).integrationId;
-    client = new ApiClient({ baseUrl: '', apiKey: t.apiKey, retries: 0, fetch: ((url: string, init: RequestInit) => t.app.request(url, init)) as typeof fetch });
+    client = new ApiClient({
+      baseUrl: '',
+      apiKey: t.apiKey,
+      retries: 0,
+      fetch: ((url: string, init: RequestInit) => t.app.request(url, init)) as typeof fetch,
+    });
   });
   afterAll(() => t.close());
 

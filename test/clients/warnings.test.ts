@@ -2,12 +2,12 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../cli/main.ts';
-import { ApiClient, warningTexts, type WarningEvent } from '../../shared/client.ts';
+import { ApiClient, type WarningEvent, warningTexts } from '../../shared/client.ts';
+import { runAction } from '../action/harness.ts';
 import { apiClient } from '../helpers/api.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { runAction } from '../action/harness.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 /**
  * A loopback proxy in front of the real server that adds `"tracked_packages"` to every JSON body
@@ -34,10 +34,11 @@ async function startFieldAddingProxy(target: string): Promise<{ url: string; clo
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -54,11 +55,19 @@ describe('Warning headers reach the user of the project client, CLI and Action',
     try {
       const fx = await workspaceFixtures(t.api);
       const seen: WarningEvent[] = [];
-      const client = new ApiClient({ baseUrl: '', apiKey: t.apiKey, fetch: ((url: string, init: RequestInit) => t.app.request(url, init)) as typeof fetch, onWarning: (event) => seen.push(event) });
+      const client = new ApiClient({
+        baseUrl: '',
+        apiKey: t.apiKey,
+        fetch: ((url: string, init: RequestInit) => t.app.request(url, init)) as typeof fetch,
+        onWarning: (event) => seen.push(event),
+      });
       const body = { ...dockerBody(uniqueName(), fx.listenerId), tracked_packages: ['x'], source_config: { listener_id: fx.listenerId, extra: 1 } };
       const created = await client.createDeployment(body as never);
       expect(created.source).toBe('external_docker');
-      expect(seen.map((event) => event.text).sort()).toEqual(['Unknown field ignored: body.source_config.extra', 'Unknown field ignored: body.tracked_packages']);
+      expect(seen.map((event) => event.text).sort()).toEqual([
+        'Unknown field ignored: body.source_config.extra',
+        'Unknown field ignored: body.tracked_packages',
+      ]);
       expect(seen[0]!.what).toBe(`POST deployment ${body.name}`);
       seen.length = 0;
       await client.getDeployment(created.id);
@@ -85,13 +94,37 @@ describe('Warning headers reach the user of the project client, CLI and Action',
     it('the CLI prints every Warning on stderr', async () => {
       const stderr: string[] = [];
       const name = uniqueName('cli');
-      const code = await main(['deploy', '--api-url', proxy.url, '--api-key', server.apiKey, '--name', name, '--image-uri', 'registry.example.com/a:1', '--listener-id', listenerId, '--no-wait'], {}, { stdout: () => {}, stderr: (text) => stderr.push(text) });
+      const code = await main(
+        [
+          'deploy',
+          '--api-url',
+          proxy.url,
+          '--api-key',
+          server.apiKey,
+          '--name',
+          name,
+          '--image-uri',
+          'registry.example.com/a:1',
+          '--listener-id',
+          listenerId,
+          '--no-wait',
+        ],
+        {},
+        { stdout: () => {}, stderr: (text) => stderr.push(text) },
+      );
       expect(code, stderr.join('\n')).toBe(0);
       expect(stderr).toContain(`warning: POST deployment ${name}: Unknown field ignored: body.tracked_packages`);
     });
 
     it('the Action turns every Warning into a workflow warning', async () => {
-      const run = await runAction({ 'api-url': proxy.url, 'api-key': server.apiKey, name: uniqueName('action'), 'image-uri': 'registry.example.com/a:1', 'listener-id': listenerId, wait: 'false' });
+      const run = await runAction({
+        'api-url': proxy.url,
+        'api-key': server.apiKey,
+        name: uniqueName('action'),
+        'image-uri': 'registry.example.com/a:1',
+        'listener-id': listenerId,
+        wait: 'false',
+      });
       expect(run.code, run.stdout + run.stderr).toBe(0);
       expect(run.stdout).toMatch(/::warning::POST deployment .*: Unknown field ignored: body\.tracked_packages/);
     });

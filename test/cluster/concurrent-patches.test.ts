@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { expectQueueRanOneAtATime } from '../helpers/queue-history.ts';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
 
 const TERMINAL = new Set(['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'CREATE_FAILED', 'SKIPPED', 'INTERRUPTED']);
 /** Statuses of a revision the data plane is working on (QUEUED waits; terminal ones have ended). */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
 
 // The harness itself: three processes started together on one PostgreSQL database (they race for
 // the migrations and the bootstrap), each serving the whole API over the same data.

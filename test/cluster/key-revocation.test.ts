@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 
 const KEYS = 6;
 
@@ -30,7 +30,10 @@ describe('an API key revoked through one process (contract §3, §10)', () => {
       answers.forEach((a, n) => outcomes.push(`key ${k} revoked via ${revoker}: process ${others[n]} → ${a.status}`));
       expect((await cluster.api(revoker, key).get('/v2/deployments')).status).toBe(401);
     }
-    expect(outcomes.filter((o) => !o.endsWith('→ 401')), outcomes.join('\n')).toEqual([]);
+    expect(
+      outcomes.filter((o) => !o.endsWith('→ 401')),
+      outcomes.join('\n'),
+    ).toEqual([]);
     // The bootstrap key still works everywhere: only the revoked keys are refused.
     for (let i = 0; i < 3; i += 1) expect((await cluster.api(i).get('/v2/deployments')).status).toBe(200);
   });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
 
 /** Keyless CI on three server processes sharing one PostgreSQL database (contract §10, §13). */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
 
 /** Each simulated stage lasts this long: nothing but the change made through another process can end the wait early. */
 const STAGE_MS = 8000;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Api } from '../helpers/api.ts';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { workspaceFixtures } from '../helpers/fixtures.ts';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf } from '../webhooks/github.ts';
 import { pushDeployment } from '../webhooks/shared-setup.ts';
 
@@ -47,7 +47,11 @@ describe('the same push delivered to three processes under six delivery ids (con
       const summary = JSON.stringify(entries.map((e) => [e.outcome, ...(e.results as Result[]).map((r) => `${r.result}: ${r.reason}`)]));
       // ... once: a delivery processed twice records the deployment twice, or has its first result
       // (the revision it made) overwritten by the second run's "already has a revision".
-      for (const entry of entries) expect((entry.results as Result[]).map((r) => r.deployment_id), summary).toEqual([deployment.id]);
+      for (const entry of entries)
+        expect(
+          (entry.results as Result[]).map((r) => r.deployment_id),
+          summary,
+        ).toEqual([deployment.id]);
       const made = entries.flatMap((e) => (e.results as Result[]).filter((r) => r.result === 'revision_created'));
       expect(made, summary).toHaveLength(1);
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
+import { type Cluster, startCluster } from '../helpers/cluster.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startCluster, type Cluster } from '../helpers/cluster.ts';
 
 /** Each simulated stage (build, deploy) lasts this long: long enough to kill a process in the middle of one. */
 const STAGE_MS = 1500;
@@ -35,16 +35,23 @@ describe('SIGKILL of a process with revisions mid-pipeline (contract §5, §10)'
     await eventually(async () => ((await statuses()).every((s) => MID_PIPELINE.has(s)) ? true : undefined), 3 * STAGE_MS, 20);
     const atKill = await statuses();
     await cluster.kill(0, 'SIGKILL');
-    expect(atKill.every((s) => MID_PIPELINE.has(s)), atKill.join(', ')).toBe(true);
+    expect(
+      atKill.every((s) => MID_PIPELINE.has(s)),
+      atKill.join(', '),
+    ).toBe(true);
 
     // Within a few lease lengths (plus the stages still to run), the other two processes have
     // finished every one of them. Polled through both survivors in turn.
     const deadline = 4 * LEASE_MS + 4 * STAGE_MS + 5000;
     let last: string[] = [];
-    const ended = await eventually(async () => {
-      last = await statuses(cluster.random());
-      return last.every((s) => s === 'DEPLOYED') ? last : undefined;
-    }, deadline, 100).catch(() => last);
+    const ended = await eventually(
+      async () => {
+        last = await statuses(cluster.random());
+        return last.every((s) => s === 'DEPLOYED') ? last : undefined;
+      },
+      deadline,
+      100,
+    ).catch(() => last);
     expect(ended, `statuses ${deadline} ms after the SIGKILL (at the kill: ${atKill.join(', ')})`).toEqual(revisions.map(() => 'DEPLOYED'));
     for (const r of revisions) {
       const deployment = await cluster.random().get(`/v2/deployments/${r.deploymentId}`);

@@ -32,7 +32,7 @@ describe('compatibility with the hosted API', () => {
         '299 - "Unknown field ignored: body.secrets.0.comment"',
       ].sort(),
     );
-    const row = await t.sql.prepare('SELECT * FROM deployments WHERE id = ?').get(created.body.id) as Record<string, string>;
+    const row = (await t.sql.prepare('SELECT * FROM deployments WHERE id = ?').get(created.body.id)) as Record<string, string>;
     expect(JSON.stringify(row)).not.toMatch(/surprise|tracked_packages|secret_references/);
     const read = await t.api.get(`/v2/deployments/${created.body.id}`);
     expect(JSON.stringify(read.body)).not.toMatch(/surprise|tracked_packages|secret_references|comment/);
@@ -42,7 +42,10 @@ describe('compatibility with the hosted API', () => {
     const before = (await t.api.get(`/v2/deployments/${created.body.id}/revisions`)).body.resources.length;
     const patched = await t.api.patch(`/v2/deployments/${created.body.id}`, { tracked_packages: ['x'], source_revision_config: { weird: 1 } });
     expect(patched.status).toBe(200);
-    expect(warnings(patched.headers).sort()).toEqual(['299 - "Unknown field ignored: body.source_revision_config.weird"', '299 - "Unknown field ignored: body.tracked_packages"']);
+    expect(warnings(patched.headers).sort()).toEqual([
+      '299 - "Unknown field ignored: body.source_revision_config.weird"',
+      '299 - "Unknown field ignored: body.tracked_packages"',
+    ]);
     expect((await t.api.get(`/v2/deployments/${created.body.id}/revisions`)).body.resources.length).toBe(before);
   });
 
@@ -78,7 +81,13 @@ describe('compatibility with the hosted API', () => {
       };
       return JSON.stringify(inline(root));
     };
-    for (const [path, method] of [['/v2/deployments', 'post'], ['/v2/deployments/{deployment_id}', 'patch'], ['/v2/listeners', 'post'], ['/v1/projects/{project_id}/deploy_logs', 'post'], ['/v1/api-keys', 'post']] as const) {
+    for (const [path, method] of [
+      ['/v2/deployments', 'post'],
+      ['/v2/deployments/{deployment_id}', 'patch'],
+      ['/v2/listeners', 'post'],
+      ['/v1/projects/{project_id}/deploy_logs', 'post'],
+      ['/v1/api-keys', 'post'],
+    ] as const) {
       const body = expanded(doc.paths[path]![method]!.requestBody);
       expect(body, `${method} ${path}`).toContain('"properties"');
       // Every route ignores unknown fields with a Warning (contract section 2), so no request schema forbids them.
@@ -100,27 +109,38 @@ describe('compatibility with the hosted API', () => {
   });
 
   it('graph_config_path and langgraph_config_path are one field, in requests and answers', async () => {
-    const hostedName = githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main', langgraph_config_path: 'graphs/langgraph.json' } });
+    const hostedName = githubBody(uniqueName(), fx.integrationId, {
+      source_revision_config: { repo_ref: 'main', langgraph_config_path: 'graphs/langgraph.json' },
+    });
     const created = await t.api.post('/v2/deployments', hostedName);
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body.source_revision_config).toMatchObject({ graph_config_path: 'graphs/langgraph.json', langgraph_config_path: 'graphs/langgraph.json' });
     const revision = await t.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
     expect(revision.body.source_revision_config).toMatchObject({ graph_config_path: 'graphs/langgraph.json', langgraph_config_path: 'graphs/langgraph.json' });
 
-    const both = githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main', graph_config_path: 'a.json', langgraph_config_path: 'a.json' } });
+    const both = githubBody(uniqueName(), fx.integrationId, {
+      source_revision_config: { repo_ref: 'main', graph_config_path: 'a.json', langgraph_config_path: 'a.json' },
+    });
     expect((await t.api.post('/v2/deployments', both)).status).toBe(201);
-    const differ = githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main', graph_config_path: 'a.json', langgraph_config_path: 'b.json' } });
+    const differ = githubBody(uniqueName(), fx.integrationId, {
+      source_revision_config: { repo_ref: 'main', graph_config_path: 'a.json', langgraph_config_path: 'b.json' },
+    });
     const refused = await t.api.post('/v2/deployments', differ);
     expect(refused.status).toBe(422);
     expect(refused.body.detail[0].loc).toEqual(['body', 'source_revision_config', 'langgraph_config_path']);
     const neither = githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main' } });
-    expect((await t.api.post('/v2/deployments', neither)).body.detail[0]).toMatchObject({ loc: ['body', 'source_revision_config', 'graph_config_path'], type: 'missing' });
+    expect((await t.api.post('/v2/deployments', neither)).body.detail[0]).toMatchObject({
+      loc: ['body', 'source_revision_config', 'graph_config_path'],
+      type: 'missing',
+    });
 
     const patched = await t.api.patch(`/v2/deployments/${created.body.id}`, { source_revision_config: { langgraph_config_path: 'other.json' } });
     expect(patched.status).toBe(200);
     expect(patched.body.source_revision_config).toMatchObject({ graph_config_path: 'other.json', langgraph_config_path: 'other.json' });
     expect(patched.body.latest_revision_id).not.toBe(created.body.latest_revision_id);
-    const conflicting = await t.api.patch(`/v2/deployments/${created.body.id}`, { source_revision_config: { graph_config_path: 'x.json', langgraph_config_path: 'y.json' } });
+    const conflicting = await t.api.patch(`/v2/deployments/${created.body.id}`, {
+      source_revision_config: { graph_config_path: 'x.json', langgraph_config_path: 'y.json' },
+    });
     expect(conflicting.status).toBe(422);
     const listed = await t.api.get(`/v2/deployments/${created.body.id}/revisions`);
     for (const item of listed.body.resources) expect(item.source_revision_config.langgraph_config_path).toBe(item.source_revision_config.graph_config_path);
@@ -158,7 +178,9 @@ describe('compatibility with the hosted API', () => {
     expect(some.body.failed).toEqual([{ id: missing, detail: `Deployment ID ${missing} not found.` }]);
     // Another workspace's deployment is "not found" too.
     const ws = await t.api.post('/v1/workspaces', { name: uniqueName('ws') });
-    const other = await t.client(t.apiKey, { 'x-tenant-id': ws.body.id }).post('/v2/deployments', githubBody(uniqueName(), (await workspaceFixtures(t.client(t.apiKey, { 'x-tenant-id': ws.body.id }))).integrationId));
+    const other = await t
+      .client(t.apiKey, { 'x-tenant-id': ws.body.id })
+      .post('/v2/deployments', githubBody(uniqueName(), (await workspaceFixtures(t.client(t.apiKey, { 'x-tenant-id': ws.body.id }))).integrationId));
     const cross = await t.api.delete(`/v2/deployments?deployment_ids=${other.body.id}`);
     expect(cross.status).toBe(207);
     expect(cross.body.deleted).toEqual([]);
@@ -173,10 +195,19 @@ describe('compatibility with the hosted API', () => {
     const created = await t.api.post('/v2/deployments', githubBody(uniqueName(), fx.integrationId));
     const { id, latest_revision_id: rid } = created.body;
     await revisionReaches(t.api, id, rid, ['DEPLOYED']);
-    const build = await t.api.post(`/v1/projects/${id}/revisions/${rid}/build_logs`, { limit: 100, order: 'desc', offset: null, level: null, query: null, start_time: null, end_time: null });
+    const build = await t.api.post(`/v1/projects/${id}/revisions/${rid}/build_logs`, {
+      limit: 100,
+      order: 'desc',
+      offset: null,
+      level: null,
+      query: null,
+      start_time: null,
+      end_time: null,
+    });
     expect(build.status).toBe(200);
     expect(build.body.logs.length).toBeGreaterThanOrEqual(2);
-    for (const line of build.body.logs) expect(line).toEqual({ id: expect.any(String), timestamp: expect.any(String), level: expect.any(String), message: expect.any(String) });
+    for (const line of build.body.logs)
+      expect(line).toEqual({ id: expect.any(String), timestamp: expect.any(String), level: expect.any(String), message: expect.any(String) });
     const ids = build.body.logs.map((line: { id: string }) => Number(line.id));
     expect(ids).toEqual([...ids].sort((x, y) => y - x)); // desc: newest first
     const asc = await t.api.post(`/v1/projects/${id}/revisions/${rid}/build_logs`, { order: 'asc', limit: 1 });
@@ -205,7 +236,12 @@ describe('compatibility with the hosted API', () => {
   });
 
   it('listeners carry version', async () => {
-    const created = await t.api.post('/v2/listeners', { version: '0.4.2', compute_type: 'k8s', compute_id: uniqueName('cluster'), compute_config: { k8s_namespaces: [] } });
+    const created = await t.api.post('/v2/listeners', {
+      version: '0.4.2',
+      compute_type: 'k8s',
+      compute_id: uniqueName('cluster'),
+      compute_config: { k8s_namespaces: [] },
+    });
     expect(created.status).toBe(201);
     expect(created.body.version).toBe('0.4.2');
     const patched = await t.api.patch(`/v2/listeners/${created.body.id}`, { version: '0.5.0' });
@@ -217,7 +253,13 @@ describe('compatibility with the hosted API', () => {
   });
 
   it('internal_docker: created without a revision; push-token names missing settings; PATCH with image_uri deploys on the sandbox', async () => {
-    const created = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_docker', source_config: { deployment_type: 'dev' }, source_revision_config: {}, secrets: [] });
+    const created = await t.api.post('/v2/deployments', {
+      name: uniqueName(),
+      source: 'internal_docker',
+      source_config: { deployment_type: 'dev' },
+      source_revision_config: {},
+      secrets: [],
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body.latest_revision_id).toBeNull();
     expect(created.body.source_config.custom_url).toMatch(/^https:\/\//);
@@ -227,9 +269,16 @@ describe('compatibility with the hosted API', () => {
     expect(token.status).toBe(400);
     expect(token.body.detail).toContain('REGISTRY_URL and REGISTRY_PUSH_TOKEN');
     expect((await t.api.post(`/v2/deployments/${id}/upload-url`)).status).toBe(400);
-    expect((await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_source', source_revision_config: { image_uri: 'r/x@sha256:1' } })).status).toBe(400);
+    expect(
+      (await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_source', source_revision_config: { image_uri: 'r/x@sha256:1' } })).status,
+    ).toBe(400);
     expect((await t.api.patch(`/v2/deployments/${id}`, { secrets: [{ name: 'A', value: 'b' }] })).status).toBe(400); // nothing to deploy yet
-    const patched = await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_docker', source_revision_config: { image_uri: 'registry.local/agent@sha256:abc' }, secrets: [], tracked_packages: ['langgraph'] });
+    const patched = await t.api.patch(`/v2/deployments/${id}`, {
+      revision_source: 'internal_docker',
+      source_revision_config: { image_uri: 'registry.local/agent@sha256:abc' },
+      secrets: [],
+      tracked_packages: ['langgraph'],
+    });
     expect(patched.status).toBe(200);
     expect(patched.headers.get('warning')).toBe('299 - "Unknown field ignored: body.tracked_packages"');
     const revision = await revisionReaches(t.api, id, patched.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED']);
@@ -240,7 +289,11 @@ describe('compatibility with the hosted API', () => {
     expect((await t.api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=build`)).body.logs).toEqual([]);
     expect((await t.api.patch(`/v2/deployments/${id}`, { source_config: { custom_url: 'https://mine.example.com' } })).body.detail).toContain('read-only');
     // An image on create makes the first revision at once.
-    const withImage = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_docker', source_revision_config: { image_uri: 'registry.local/a:1' } });
+    const withImage = await t.api.post('/v2/deployments', {
+      name: uniqueName(),
+      source: 'internal_docker',
+      source_revision_config: { image_uri: 'registry.local/a:1' },
+    });
     expect(withImage.status).toBe(201);
     expect(withImage.body.latest_revision_id).not.toBeNull();
     expect((await revisionReaches(t.api, withImage.body.id, withImage.body.latest_revision_id, ['DEPLOYED'])).trigger).toBe('create');
@@ -266,10 +319,30 @@ describe('compatibility with the hosted API', () => {
   it('integration repos: recorded from installation, installation_repositories and push deliveries; scoped to the workspace', async () => {
     const installation = { id: fx.installationId, account: { login: 'acme' } };
     const repos = t.services.installationRepos;
-    await repos.recordFromDelivery('installation', { action: 'created', installation, repositories: [{ id: 1, name: 'agent', full_name: 'acme/agent' }, { id: 2, name: 'tools', full_name: 'acme/tools' }] });
-    await repos.recordFromDelivery('installation_repositories', { action: 'added', installation, repositories_added: [{ id: 3, name: 'extra', full_name: 'acme/extra' }], repositories_removed: [] });
-    await repos.recordFromDelivery('installation_repositories', { action: 'removed', installation, repositories_added: [], repositories_removed: [{ id: 2, name: 'tools', full_name: 'acme/tools' }] });
-    await repos.recordFromDelivery('push', { installation: { id: fx.installationId }, repository: { id: 1, name: 'agent', owner: { login: 'acme' }, html_url: 'https://github.com/acme/agent', default_branch: 'trunk' } });
+    await repos.recordFromDelivery('installation', {
+      action: 'created',
+      installation,
+      repositories: [
+        { id: 1, name: 'agent', full_name: 'acme/agent' },
+        { id: 2, name: 'tools', full_name: 'acme/tools' },
+      ],
+    });
+    await repos.recordFromDelivery('installation_repositories', {
+      action: 'added',
+      installation,
+      repositories_added: [{ id: 3, name: 'extra', full_name: 'acme/extra' }],
+      repositories_removed: [],
+    });
+    await repos.recordFromDelivery('installation_repositories', {
+      action: 'removed',
+      installation,
+      repositories_added: [],
+      repositories_removed: [{ id: 2, name: 'tools', full_name: 'acme/tools' }],
+    });
+    await repos.recordFromDelivery('push', {
+      installation: { id: fx.installationId },
+      repository: { id: 1, name: 'agent', owner: { login: 'acme' }, html_url: 'https://github.com/acme/agent', default_branch: 'trunk' },
+    });
     await repos.recordFromDelivery('push', 'not an object');
     const listed = await t.api.get(`/v1/integrations/github/${fx.integrationId}/repos`);
     expect(listed.status).toBe(200);

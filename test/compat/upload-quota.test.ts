@@ -1,7 +1,7 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -88,7 +88,10 @@ describe('upload quota, open-URL cap and sweep', () => {
     const id = await deployment();
     const issued = (await issue(id)).body;
     expect((await put(issued.upload_url, blob(100))).status).toBe(200);
-    const patched = await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_source', source_revision_config: { source_tarball_path: issued.object_path, langgraph_config_path: 'langgraph.json' } });
+    const patched = await t.api.patch(`/v2/deployments/${id}`, {
+      revision_source: 'internal_source',
+      source_revision_config: { source_tarball_path: issued.object_path, langgraph_config_path: 'langgraph.json' },
+    });
     expect(patched.status).toBe(200);
     await new Promise((r) => setTimeout(r, 1100));
     await t.services.uploads.sweep();

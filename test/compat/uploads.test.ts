@@ -1,7 +1,7 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
@@ -85,7 +85,13 @@ describe('internal_source uploads', () => {
   const state = async (uploadId: string) => ((await t.sql.get('SELECT state FROM uploads WHERE id = ?', uploadId)) as { state: string } | undefined)?.state;
 
   async function newDeployment(): Promise<string> {
-    const created = await t.api.post('/v2/deployments', { name: uniqueName(), source: 'internal_source', source_config: { deployment_type: 'dev' }, source_revision_config: {}, secrets: [] });
+    const created = await t.api.post('/v2/deployments', {
+      name: uniqueName(),
+      source: 'internal_source',
+      source_config: { deployment_type: 'dev' },
+      source_revision_config: {},
+      secrets: [],
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body.latest_revision_id).toBeNull();
     return created.body.id;
@@ -113,7 +119,12 @@ describe('internal_source uploads', () => {
     for await (const chunk of stream!) back.push(chunk as Buffer);
     expect(createHash('sha256').update(Buffer.concat(back)).digest('hex')).toBe(createHash('sha256').update(tarball).digest('hex'));
 
-    const patched = await t.api.patch(`/v2/deployments/${id}`, { revision_source: 'internal_source', source_revision_config: { source_tarball_path: target.objectPath, langgraph_config_path: 'langgraph.json' }, source_config: { install_command: null, build_command: null }, secrets: [] });
+    const patched = await t.api.patch(`/v2/deployments/${id}`, {
+      revision_source: 'internal_source',
+      source_revision_config: { source_tarball_path: target.objectPath, langgraph_config_path: 'langgraph.json' },
+      source_config: { install_command: null, build_command: null },
+      secrets: [],
+    });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     expect(patched.body.source_revision_config).toMatchObject({ source_tarball_path: target.objectPath, langgraph_config_path: 'langgraph.json' });
     const revision = await revisionReaches(t.api, id, patched.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED']);
@@ -129,7 +140,10 @@ describe('internal_source uploads', () => {
     const b = await newDeployment();
     const target = await uploadUrl(a);
     expect((await put(target.url, [await gzipTarball(agentProject())])).status).toBe(200);
-    const cross = await t.api.patch(`/v2/deployments/${b}`, { revision_source: 'internal_source', source_revision_config: { source_tarball_path: target.objectPath } });
+    const cross = await t.api.patch(`/v2/deployments/${b}`, {
+      revision_source: 'internal_source',
+      source_revision_config: { source_tarball_path: target.objectPath },
+    });
     expect(cross.status).toBe(400);
     const invented = await t.api.patch(`/v2/deployments/${a}`, { source_revision_config: { source_tarball_path: `deployments/${a}/uploads/nothing.tar.gz` } });
     expect(invented.status).toBe(400);
@@ -145,7 +159,10 @@ describe('internal_source uploads', () => {
     const tarball = await gzipTarball(agentProject());
     const url = new URL(target.url);
     const forged = new URL(url);
-    forged.searchParams.set('signature', url.searchParams.get('signature')!.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')));
+    forged.searchParams.set(
+      'signature',
+      url.searchParams.get('signature')!.replace(/^./, (c) => (c === 'A' ? 'B' : 'A')),
+    );
     expect((await put(forged.toString(), [tarball])).status).toBe(403);
     const later = new URL(url);
     later.searchParams.set('expires', String(Number(url.searchParams.get('expires')) + 3_600_000));
@@ -157,7 +174,7 @@ describe('internal_source uploads', () => {
     otherId.pathname = otherId.pathname.replace(target.id, crypto.randomUUID());
     expect((await put(otherId.toString(), [tarball])).status).toBe(403);
     expect((await chunkCount(target.id)).n).toBe(0);
-    expect((await state(target.id))).toBe('issued');
+    expect(await state(target.id)).toBe('issued');
     expect((await put(target.url, [tarball])).status).toBe(200);
   });
 
@@ -210,13 +227,16 @@ describe('internal_source uploads', () => {
     expect(almost.status).toBe(400);
     expect((await put(target.url, [])).status).toBe(400);
     expect((await chunkCount(target.id)).n).toBe(0);
-    expect((await state(target.id))).toBe('issued');
+    expect(await state(target.id)).toBe('issued');
   });
 
   it('over the cap, declared or streamed: 413 and nothing stored', async () => {
     const id = await newDeployment();
     const target = await uploadUrl(id);
-    const declared = await put(target.url, [Buffer.from([0x1f, 0x8b])], { declared: cap + 1 }).catch((error: NodeJS.ErrnoException) => ({ status: -1, body: error.code }));
+    const declared = await put(target.url, [Buffer.from([0x1f, 0x8b])], { declared: cap + 1 }).catch((error: NodeJS.ErrnoException) => ({
+      status: -1,
+      body: error.code,
+    }));
     expect(declared.status).toBe(413);
     expect((await chunkCount(target.id)).n).toBe(0);
 
@@ -240,13 +260,13 @@ describe('internal_source uploads', () => {
         // 2 MiB + 2 bytes sent, the request still open: two full chunks must already be rows.
         await eventually(async () => ((await chunkCount(target.id)).n >= 2 ? true : undefined), 5000);
         seenWhileOpen.push((await chunkCount(target.id)).n);
-        expect((await state(target.id))).toBe('receiving');
+        expect(await state(target.id)).toBe('receiving');
       },
     });
     expect(seenWhileOpen[0]).toBeGreaterThanOrEqual(2);
     // Not a real gzip stream, but the magic bytes are right: it is stored; a build would fail on it.
     expect(response.status).toBe(200);
-    const sizes = await t.sql.prepare('SELECT length(data) AS n FROM upload_chunks WHERE upload_id = ? ORDER BY seq').all(target.id) as Array<{ n: number }>;
+    const sizes = (await t.sql.prepare('SELECT length(data) AS n FROM upload_chunks WHERE upload_id = ? ORDER BY seq').all(target.id)) as Array<{ n: number }>;
     expect(sizes.map((s) => s.n)).toEqual([1024 * 1024, 1024 * 1024, 12]);
     const patched = await t.api.patch(`/v2/deployments/${id}`, { source_revision_config: { source_tarball_path: target.objectPath } });
     const revision = await revisionReaches(t.api, id, patched.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED']);
@@ -262,7 +282,7 @@ describe('internal_source uploads', () => {
     expect((await t.api.delete(`/v2/deployments/${id}`)).status).toBe(204);
     await eventually(async () => ((await t.api.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined));
     expect((await chunkCount(target.id)).n).toBe(0);
-    expect((await state(target.id))).toBeUndefined();
+    expect(await state(target.id)).toBeUndefined();
     expect((await put(target.url, [await gzipTarball(agentProject())])).status).toBe(404);
   });
 });
@@ -279,7 +299,7 @@ describe('upload URLs expire', () => {
       const response = await put(`${http.url}${issued.pathname}${issued.search}`, [await gzipTarball(agentProject())]);
       expect(response.status).toBe(403);
       expect(response.body.detail).toContain('expired');
-      expect((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(0);
+      expect(((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get()) as { n: number }).n).toBe(0);
     } finally {
       await http.close();
       t.close();
@@ -302,10 +322,12 @@ describe('upload URLs expire', () => {
       expect((await t.api.patch(`/v2/deployments/${id}`, { source_revision_config: { source_tarball_path: named } })).status).toBe(200);
       await new Promise((r) => setTimeout(r, 1100));
       await t.api.post(`/v2/deployments/${id}/upload-url`);
-      const kept = (await t.sql.prepare("SELECT object_path FROM uploads WHERE deployment_id = ? AND state = 'complete'").all(id) as Array<{ object_path: string }>).map((r) => r.object_path);
+      const kept = (
+        (await t.sql.prepare("SELECT object_path FROM uploads WHERE deployment_id = ? AND state = 'complete'").all(id)) as Array<{ object_path: string }>
+      ).map((r) => r.object_path);
       expect(kept).toEqual([named]);
       expect(unused).not.toBe(named);
-      expect((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get() as { n: number }).n).toBe(1);
+      expect(((await t.sql.prepare('SELECT count(*) AS n FROM upload_chunks').get()) as { n: number }).n).toBe(1);
     } finally {
       await http.close();
       t.close();
@@ -314,7 +336,7 @@ describe('upload URLs expire', () => {
 });
 
 describe('a crash in the middle of a PUT', () => {
-  it('leaves nothing stored: the next start drops the chunks (on PostgreSQL, once the dead process\'s lease has passed), and the URL can be used again', async () => {
+  it("leaves nothing stored: the next start drops the chunks (on PostgreSQL, once the dead process's lease has passed), and the URL can be used again", async () => {
     // On PostgreSQL another live process may be receiving an upload, so a start releases only
     // uploads whose receiver's lease has passed: a short lease keeps this test short.
     const server = await startServerProcess({ PIPELINE_LEASE_MS: '1000' });
@@ -327,19 +349,26 @@ describe('a crash in the middle of a PUT', () => {
       const db = openRawSql(server.databaseUrl, { readonly: true });
       const chunks = async () => ((await db.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)) as { n: number }).n;
       const megabyte = Buffer.alloc(1024 * 1024, 3);
-      const cut = put(`${server.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]), megabyte, megabyte], {
-        between: async (index) => {
-          if (index !== 1) return;
-          await eventually(async () => ((await chunks()) >= 2 ? true : undefined), 5000);
-          await server.kill('SIGKILL'); // the crash, while the body is still arriving
+      const cut = put(
+        `${server.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`,
+        [Buffer.concat([Buffer.from([0x1f, 0x8b]), megabyte]), megabyte, megabyte],
+        {
+          between: async (index) => {
+            if (index !== 1) return;
+            await eventually(async () => ((await chunks()) >= 2 ? true : undefined), 5000);
+            await server.kill('SIGKILL'); // the crash, while the body is still arriving
+          },
         },
-      }).catch(() => null);
+      ).catch(() => null);
       await cut;
       expect(await chunks()).toBeGreaterThanOrEqual(2);
       await db.close();
       restarted = await server.restart();
       const after = openRawSql(server.databaseUrl, { readonly: true });
-      await eventually(async () => ((await after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)) as { state: string }).state === 'issued' || undefined, 10_000);
+      await eventually(
+        async () => ((await after.prepare('SELECT state FROM uploads WHERE id = ?').get(uploadId)) as { state: string }).state === 'issued' || undefined,
+        10_000,
+      );
       expect(await after.prepare('SELECT count(*) AS n FROM upload_chunks WHERE upload_id = ?').get(uploadId)).toEqual({ n: 0 });
       await after.close();
       const again = await put(`${restarted.url}${new URL(uploadUrl).pathname}${new URL(uploadUrl).search}`, [await gzipTarball(agentProject())]);

@@ -46,7 +46,9 @@ describe('docs/examples: three replicas on one PostgreSQL', () => {
       PUBLIC_URL: 'https://control-plane.example.com',
     };
     const compose = parse(interpolate(read('docs/examples/compose.yaml'), dotEnv), { merge: true, maxAliasCount: 100 });
-    const replicas = Object.entries(compose.services as Record<string, { environment?: Record<string, string> }>).filter(([, s]) => s.environment?.DATABASE_URL);
+    const replicas = Object.entries(compose.services as Record<string, { environment?: Record<string, string> }>).filter(
+      ([, s]) => s.environment?.DATABASE_URL,
+    );
     expect(replicas.map(([name]) => name)).toEqual(['control-plane-1', 'control-plane-2', 'control-plane-3']);
     for (const [name, service] of replicas) {
       const env = Object.fromEntries(Object.entries(service.environment!).map(([k, v]) => [k, String(v)]));
@@ -87,7 +89,8 @@ describe('docs/examples: three replicas on one PostgreSQL', () => {
     }
     // The placeholder key is not base64 of 32 bytes; the server checks that at start, not the schema.
     checkSettings('kubernetes Deployment', env);
-    for (const name of ['DATABASE_URL', 'ENCRYPTION_KEY', 'BOOTSTRAP_API_KEY']) expect(container.env.find((e: { name: string }) => e.name === name).valueFrom, `${name} comes from the Secret`).toBeDefined();
+    for (const name of ['DATABASE_URL', 'ENCRYPTION_KEY', 'BOOTSTRAP_API_KEY'])
+      expect(container.env.find((e: { name: string }) => e.name === name).valueFrom, `${name} comes from the Secret`).toBeDefined();
 
     const ports = Object.fromEntries((container.ports as Array<{ name: string; containerPort: number }>).map((p) => [p.name, p.containerPort]));
     expect(ports.http).toBe(Number(env.PORT));

@@ -1,7 +1,7 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { connect } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
@@ -9,7 +9,18 @@ import { inProcessApp } from '../helpers/in-process.ts';
 function chunked(port: number, path: string, key: string, chunks: Buffer[]): Promise<number> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1', () => {
-      socket.write([`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', `X-Api-Key: ${key}`, 'Content-Type: application/json', 'Transfer-Encoding: chunked', 'Connection: close', '', ''].join('\r\n'));
+      socket.write(
+        [
+          `POST ${path} HTTP/1.1`,
+          'Host: 127.0.0.1',
+          `X-Api-Key: ${key}`,
+          'Content-Type: application/json',
+          'Transfer-Encoding: chunked',
+          'Connection: close',
+          '',
+          '',
+        ].join('\r\n'),
+      );
       for (const chunk of chunks) socket.write(`${chunk.length.toString(16)}\r\n${chunk.toString('latin1')}\r\n`, 'latin1');
       socket.write('0\r\n\r\n');
     });
@@ -87,7 +98,17 @@ describe('request bodies over a socket are read as in process', () => {
   it('a client that goes away mid-body leaves the server answering the next request', async () => {
     await new Promise<void>((resolve, reject) => {
       const socket = connect(port, '127.0.0.1', () => {
-        socket.write([`POST /v2/deployments HTTP/1.1`, 'Host: 127.0.0.1', `X-Api-Key: ${t.apiKey}`, 'Content-Type: application/json', 'Content-Length: 1000', '', '{"name":'].join('\r\n'));
+        socket.write(
+          [
+            `POST /v2/deployments HTTP/1.1`,
+            'Host: 127.0.0.1',
+            `X-Api-Key: ${t.apiKey}`,
+            'Content-Type: application/json',
+            'Content-Length: 1000',
+            '',
+            '{"name":',
+          ].join('\r\n'),
+        );
         setTimeout(() => {
           socket.destroy();
           resolve();

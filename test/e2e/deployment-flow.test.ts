@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 describe('the whole flow against a real server on a loopback port', () => {
   let server: ServerProcess;
@@ -57,7 +57,9 @@ describe('the whole flow against a real server on a loopback port', () => {
 
     // The sandbox wrote honest build and deploy logs.
     const buildLogs = await api.get(`/v2/deployments/${deployment.id}/revisions/${first.id}/logs?type=build`);
-    expect(buildLogs.body.logs.map((l: { message: string }) => l.message).join('\n')).toMatch(/sandbox: simulated build of https:\/\/github.com\/acme\/agent@main/);
+    expect(buildLogs.body.logs.map((l: { message: string }) => l.message).join('\n')).toMatch(
+      /sandbox: simulated build of https:\/\/github.com\/acme\/agent@main/,
+    );
     const deployLogs = await api.get(`/v2/deployments/${deployment.id}/revisions/${first.id}/logs?type=deploy`);
     expect(deployLogs.body.logs.length).toBeGreaterThan(0);
 
@@ -76,7 +78,10 @@ describe('the whole flow against a real server on a loopback port', () => {
       [{ source_revision_config: { repo_ref: 'release' } }, { repo_ref: 'release', graph_config_path: 'langgraph.json' }],
       [{ source_revision_config: { graph_config_path: 'agents/graph.json' } }, { repo_ref: 'release', graph_config_path: 'agents/graph.json' }],
       [{ secrets: [{ name: 'NEW_SECRET', value: 'v2' }] }, { repo_ref: 'release', graph_config_path: 'agents/graph.json' }],
-      [{ source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' }, secrets: [{ name: 'A', value: 'b' }] }, { repo_ref: 'main', graph_config_path: 'langgraph.json' }],
+      [
+        { source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' }, secrets: [{ name: 'A', value: 'b' }] },
+        { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+      ],
     ];
     let previousLatest = deployment.latest_revision_id;
     for (const [body, expectedConfig] of cases) {
@@ -161,13 +166,19 @@ describe('the whole flow against a real server on a loopback port', () => {
     const answers = await Promise.all([1, 2, 3].map(() => api.delete(`/v2/deployments/${id}`)));
     expect(answers.map((a) => a.status)).toEqual([204, 204, 204]);
     await eventually(async () => ((await api.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined));
-    const teardowns = server.output().split('\n').filter((line) => line.includes('simulated teardown') && line.includes(id));
+    const teardowns = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('simulated teardown') && line.includes(id));
     expect(teardowns).toHaveLength(1);
     expect(queued).not.toBe(created.body.latest_revision_id);
   });
 
   it('fails a stage on request and says why', async () => {
-    const created = await api.post('/v2/deployments', githubBody(uniqueName('fail'), fixtures.integrationId, { secrets: [{ name: 'SANDBOX_FAIL_STAGE', value: 'build' }] }));
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('fail'), fixtures.integrationId, { secrets: [{ name: 'SANDBOX_FAIL_STAGE', value: 'build' }] }),
+    );
     const failed = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['BUILD_FAILED', 'DEPLOYED']);
     expect(failed.status).toBe('BUILD_FAILED');
     expect(failed.status_message).toMatch(/SANDBOX_FAIL_STAGE=build/);

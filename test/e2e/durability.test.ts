@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 const TERMINAL = ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'CREATE_FAILED', 'SKIPPED', 'INTERRUPTED'];
 
@@ -22,7 +22,10 @@ describe('durability across SIGKILL', () => {
 
     const acknowledged: Array<{ deploymentId: string; revisionId: string }> = [];
     for (let i = 0; i < 4; i += 1) {
-      const created = await api.post('/v2/deployments', i % 2 === 0 ? githubBody(uniqueName('dur'), fx.integrationId) : dockerBody(uniqueName('dur'), fx.listenerId));
+      const created = await api.post(
+        '/v2/deployments',
+        i % 2 === 0 ? githubBody(uniqueName('dur'), fx.integrationId) : dockerBody(uniqueName('dur'), fx.listenerId),
+      );
       expect(created.status).toBe(201);
       acknowledged.push({ deploymentId: created.body.id, revisionId: created.body.latest_revision_id });
       // A second revision queues behind the first.

@@ -1,8 +1,8 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { createServer, type ServerOptions } from 'node:http';
 import { connect } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revisionFastPath, type NodeListener } from '../../server/http/revision-fast-lane.ts';
+import { type NodeListener, revisionFastPath } from '../../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
@@ -54,10 +54,13 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
     path = `/v2/deployments/${deploymentId}/revisions/${revisionId}`;
     await new Promise((r) => setTimeout(r, 50));
     const withFastPath = ((options: ServerOptions, listener: NodeListener) =>
-      createServer(options, revisionFastPath(t.services, (req, res) => {
-        fellBack += 1;
-        listener(req, res);
-      }))) as typeof createServer;
+      createServer(
+        options,
+        revisionFastPath(t.services, (req, res) => {
+          fellBack += 1;
+          listener(req, res);
+        }),
+      )) as typeof createServer;
     fast = await listen(withFastPath);
     plain = await listen();
     fastPort = (fast.address() as { port: number }).port;
@@ -143,7 +146,11 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
       ['an id that is no UUID', [`GET /v2/deployments/${deploymentId}/revisions/not-a-uuid HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 422],
       ['a query string', [`GET ${path}?x=1 HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 200],
       ['a trailing slash', [`GET ${path}/ HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 404],
-      ['If-None-Match of an unknown revision', [`GET /v2/deployments/${deploymentId}/revisions/${crypto.randomUUID()} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`, `If-None-Match: ${etag}`, 'Prefer: wait=5'], 404],
+      [
+        'If-None-Match of an unknown revision',
+        [`GET /v2/deployments/${deploymentId}/revisions/${crypto.randomUUID()} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`, `If-None-Match: ${etag}`, 'Prefer: wait=5'],
+        404,
+      ],
       ['HEAD', [`HEAD ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 200],
       ['a body on the GET', [`GET ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`, 'Content-Length: 2'], 200, '{}'],
       ['another method', [`DELETE ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 404],
@@ -173,10 +180,13 @@ describe('the fast path holds long-polls and answers them on a change as Hono do
             new Promise<ServerType>((resolve) => {
               const createServerOption = withFast
                 ? (((options: ServerOptions, listener: NodeListener) =>
-                    createServer(options, revisionFastPath(t.services, (req, res) => {
-                      fellBack += 1;
-                      listener(req, res);
-                    }))) as typeof createServer)
+                    createServer(
+                      options,
+                      revisionFastPath(t.services, (req, res) => {
+                        fellBack += 1;
+                        listener(req, res);
+                      }),
+                    )) as typeof createServer)
                 : undefined;
               const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1', createServer: createServerOption }, () => resolve(s));
             }),

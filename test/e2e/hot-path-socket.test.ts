@@ -1,5 +1,5 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { connect } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
@@ -63,7 +63,16 @@ describe('GET revision over a real socket answers as in process', () => {
     // Node keeps only the first Authorization; `Headers.get` joins both, which is not one bearer token.
     const repeated = [`GET ${path} HTTP/1.1`, `Authorization: Bearer ${t.apiKey}`, 'Authorization: Bearer other'];
     expect((await rawRequest(port, repeated)).status).toBe(401);
-    expect((await t.app.request(path, { headers: [['authorization', `Bearer ${t.apiKey}`], ['authorization', 'Bearer other']] })).status).toBe(401);
+    expect(
+      (
+        await t.app.request(path, {
+          headers: [
+            ['authorization', `Bearer ${t.apiKey}`],
+            ['authorization', 'Bearer other'],
+          ],
+        })
+      ).status,
+    ).toBe(401);
   });
 
   it('a revoked key is refused on its very next request, though its hash was cached', async () => {
@@ -82,7 +91,7 @@ describe('GET revision over a real socket answers as in process', () => {
     expect((await apiClient(`http://127.0.0.1:${port}`, created.body.key, { 'x-tenant-id': t.workspaceId.toUpperCase() }).get(path)).status).toBe(200);
   });
 
-  it('a held long-poll is released when its client goes away (Node\'s close, not the Request signal), and many are woken by one change', async () => {
+  it("a held long-poll is released when its client goes away (Node's close, not the Request signal), and many are woken by one change", async () => {
     const etag = (await fetch(`http://127.0.0.1:${port}${path}`, { headers: { 'x-api-key': t.apiKey } })).headers.get('etag')!;
     const held = { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=30' };
     const before = t.services.watch.size;

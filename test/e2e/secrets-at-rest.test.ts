@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 describe('secrets and keys at rest and in logs', () => {
   let server: ServerProcess | undefined;

@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 const TERMINAL = ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'CREATE_FAILED', 'SKIPPED', 'INTERRUPTED'];
 const TERMINAL_SQL = TERMINAL.map((s) => `'${s}'`).join(',');
@@ -87,7 +87,9 @@ describe('SIGKILL under load', () => {
     expect(integrityCheck(first.databasePath)).toBe('ok');
     const unfinished = unfinishedRevisionIds(first.databasePath);
     expect(unfinished.length).toBeGreaterThan(0);
-    console.log(`crash under load: killed after ${client.count()} acknowledged writes on ${acknowledged.length} deployments; ${unfinished.length} revisions unfinished in the file`);
+    console.log(
+      `crash under load: killed after ${client.count()} acknowledged writes on ${acknowledged.length} deployments; ${unfinished.length} revisions unfinished in the file`,
+    );
 
     const second = await first.restart({ SANDBOX_STAGE_MS: '20' });
     servers.push(second);
@@ -119,7 +121,9 @@ describe('SIGKILL under load', () => {
     for (const { id } of all) {
       const revisions = await eventually(async () => {
         const page = await after.get(`/v2/deployments/${id}/revisions?limit=100`);
-        return page.body.resources.every((r: { status: string }) => TERMINAL.includes(r.status)) ? (page.body.resources as Array<{ id: string; status: string }>) : undefined;
+        return page.body.resources.every((r: { status: string }) => TERMINAL.includes(r.status))
+          ? (page.body.resources as Array<{ id: string; status: string }>)
+          : undefined;
       }, 20_000);
       const ack = client.acknowledged.get(id);
       if (ack) for (const revisionId of ack.revisionIds) expect(revisions.map((r) => r.id)).toContain(revisionId);

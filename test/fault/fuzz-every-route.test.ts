@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { breakBody, type RawBody } from './fuzz/break.ts';
 import { arbitraryFor, inlineSchemaRefs, type JsonSchema } from './fuzz/json-schema-arbitrary.ts';
 
@@ -23,12 +23,26 @@ const RUNS = 2000;
  * Lease columns: the process renews the leases of the work it holds every third of a
  * lease, in the background, whatever the requests; what a request changes is everything else.
  */
-const LEASE_COLUMNS = new Set(['runner_id', 'lease_expires_at', 'teardown_owner', 'teardown_lease_expires_at', 'claimed_by', 'claim_expires_at', 'receiver_id', 'receive_lease_expires_at']);
+const LEASE_COLUMNS = new Set([
+  'runner_id',
+  'lease_expires_at',
+  'teardown_owner',
+  'teardown_lease_expires_at',
+  'claimed_by',
+  'claim_expires_at',
+  'receiver_id',
+  'receive_lease_expires_at',
+]);
 
 function fingerprint(db: Database.Database): string {
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
   const withoutLeases = (row: Record<string, unknown>) => Object.fromEntries(Object.entries(row).filter(([column]) => !LEASE_COLUMNS.has(column)));
-  return tables.map(({ name }) => `${name}:${JSON.stringify((db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all() as Array<Record<string, unknown>>).map(withoutLeases))}`).join('\n');
+  return tables
+    .map(
+      ({ name }) =>
+        `${name}:${JSON.stringify((db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all() as Array<Record<string, unknown>>).map(withoutLeases))}`,
+    )
+    .join('\n');
 }
 
 describe('fuzzing every route with broken requests', () => {
@@ -79,7 +93,10 @@ describe('fuzzing every route with broken requests', () => {
         { weight: 3, arbitrary: fc.constantFrom(...(realIds[name] ?? allIds)) },
         { weight: 2, arbitrary: fc.uuid() },
         { weight: 2, arbitrary: fc.string({ maxLength: 50 }) },
-        { weight: 1, arbitrary: fc.constantFrom('..', '%', 'null', '0', '-1', 'x'.repeat(5000), '00000000-0000-0000-0000-000000000000', allIds[0]!.toUpperCase()) },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom('..', '%', 'null', '0', '-1', 'x'.repeat(5000), '00000000-0000-0000-0000-000000000000', allIds[0]!.toUpperCase()),
+        },
       );
     const queryValue = (schema: JsonSchema | undefined) =>
       fc.oneof(
@@ -87,7 +104,10 @@ describe('fuzzing every route with broken requests', () => {
         fc.string({ maxLength: 30 }),
         fc.constantFrom('-1', '0', '101', '1e9', '99999999999999999999', 'NaN', '', 'true', '[]', 'x'.repeat(10_000), 'DEPLOYED,NOPE'),
       );
-    const headerValue = fc.oneof(fc.string({ maxLength: 40 }).map((s) => s.replace(/[^\x20-\x7e]/g, '')), fc.constantFrom('wait=1', 'wait=-1', 'wait=abc', 'wait=0.01', '"x.1"', '*', 'W/"a"'));
+    const headerValue = fc.oneof(
+      fc.string({ maxLength: 40 }).map((s) => s.replace(/[^\x20-\x7e]/g, '')),
+      fc.constantFrom('wait=1', 'wait=-1', 'wait=abc', 'wait=0.01', '"x.1"', '*', 'W/"a"'),
+    );
 
     const caseFor = (op: Operation): fc.Arbitrary<Case> => {
       const pathParams = op.parameters.filter((p) => p.in === 'path');
@@ -97,7 +117,9 @@ describe('fuzzing every route with broken requests', () => {
           params: fc.tuple(...pathParams.map((p) => pathValue(p.name))),
           query: fc.tuple(...queryParams.map((p) => fc.option(queryValue(p.schema), { nil: undefined }))),
           extraQuery: fc.option(fc.tuple(fc.string({ minLength: 1, maxLength: 10 }), fc.string({ maxLength: 10 })), { nil: undefined }),
-          body: op.body ? fc.option(breakBody(arbitraryFor(op.body, allIds)), { nil: undefined, freq: 10 }) : fc.option(breakBody(fc.jsonValue({ maxDepth: 2 })), { nil: undefined, freq: 2 }),
+          body: op.body
+            ? fc.option(breakBody(arbitraryFor(op.body, allIds)), { nil: undefined, freq: 10 })
+            : fc.option(breakBody(fc.jsonValue({ maxDepth: 2 })), { nil: undefined, freq: 2 }),
           auth: fc.constantFrom('key', 'key', 'key', 'key', 'key', 'bearer', 'none', 'wrong'),
           tenant: fc.oneof({ weight: 8, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.oneof(fc.uuid(), headerValue) }),
           conditional: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.tuple(headerValue, headerValue) }),
@@ -146,7 +168,12 @@ describe('fuzzing every route with broken requests', () => {
         const url = `${server.url}${c.path}${c.query ? `?${c.query}` : ''}`;
         let status: number;
         try {
-          const response = await fetch(url, { method, headers: c.headers, body: method === 'GET' || method === 'HEAD' ? undefined : c.body?.bytes, signal: AbortSignal.timeout(10_000) });
+          const response = await fetch(url, {
+            method,
+            headers: c.headers,
+            body: method === 'GET' || method === 'HEAD' ? undefined : c.body?.bytes,
+            signal: AbortSignal.timeout(10_000),
+          });
           await response.arrayBuffer();
           status = response.status;
         } catch (error) {
@@ -168,7 +195,9 @@ describe('fuzzing every route with broken requests', () => {
     const health = await fetch(`${server.url}/healthz`);
     expect(health.status).toBe(200);
     expect(server.output()).not.toMatch(/"level":"error"/);
-    console.log(`fuzz: ${tried} requests over ${operations.length} routes; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
+    console.log(
+      `fuzz: ${tried} requests over ${operations.length} routes; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`,
+    );
     expect(tried).toBe(RUNS);
   });
 });

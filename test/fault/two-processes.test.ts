@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { createLogger, type Logger } from '../../server/logger.ts';
 import { agentCall } from '../helpers/agent-call.ts';
-import { eventually, type Api } from '../helpers/api.ts';
+import { type Api, eventually } from '../helpers/api.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { createLogger, type Logger } from '../../server/logger.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 import { pushPayload, sha, signature } from '../webhooks/github.ts';
@@ -74,11 +74,20 @@ describe('two server processes on one PostgreSQL database', () => {
     expect((await a.api.delete(`/v2/deployments/${ids[3]}`)).status).toBe(204);
     await eventually(async () => ((await teardownOwner(a, ids[3]!)) === 'process-a' ? true : undefined), 10_000);
     // The teardown interrupts the deleted deployment's revision after it claimed the deletion.
-    await eventually(async () => ((await a.sql.get<{ status: string }>('SELECT status FROM revisions WHERE deployment_id = ?', ids[3]))?.status === 'INTERRUPTED' ? true : undefined), 10_000);
-    const started = await a.sql.all<{ id: string; status: string }>("SELECT id, status FROM revisions WHERE status NOT IN ('QUEUED', 'INTERRUPTED') ORDER BY seq");
+    await eventually(
+      async () =>
+        (await a.sql.get<{ status: string }>('SELECT status FROM revisions WHERE deployment_id = ?', ids[3]))?.status === 'INTERRUPTED' ? true : undefined,
+      10_000,
+    );
+    const started = await a.sql.all<{ id: string; status: string }>(
+      "SELECT id, status FROM revisions WHERE status NOT IN ('QUEUED', 'INTERRUPTED') ORDER BY seq",
+    );
     expect(started.map((r) => r.status)).toEqual(['DEPLOYING', 'DEPLOYING', 'DEPLOYING']);
     // A renews its leases while it lives.
-    await eventually(async () => ((await a.sql.all("SELECT 1 FROM revisions WHERE runner_id = 'process-a' AND status = 'DEPLOYING'")).length === 3 ? true : undefined), 10_000);
+    await eventually(
+      async () => ((await a.sql.all("SELECT 1 FROM revisions WHERE runner_id = 'process-a' AND status = 'DEPLOYING'")).length === 3 ? true : undefined),
+      10_000,
+    );
 
     await die(a);
     const b = await processOn(url, 'process-b', 20);
@@ -109,12 +118,14 @@ describe('two server processes on one PostgreSQL database', () => {
     const listenerId = await sandboxListener(a.api);
     const revisionIds: string[] = [];
     for (let i = 0; i < 3; i++) revisionIds.push((await a.api.post('/v2/deployments', dockerBody(uniqueName('stall'), listenerId))).body.latest_revision_id);
-    const runners = async () => (await a.sql.all<{ runner_id: string | null; status: string }>(`SELECT runner_id, status FROM revisions WHERE id IN (?, ?, ?)`, ...revisionIds));
+    const runners = async () =>
+      await a.sql.all<{ runner_id: string | null; status: string }>(`SELECT runner_id, status FROM revisions WHERE id IN (?, ?, ?)`, ...revisionIds);
     await eventually(async () => ((await runners()).every((r) => r.runner_id === 'process-a') ? true : undefined), 15_000);
     await processOn(url, 'process-b', 20);
     // A stall as the others see it: A's lease runs out. It is made to, just after one of A's renewals,
     // so that B (sweeping every 300 ms) takes the revisions over before A's next renewal, 5 s later.
-    const leaseOfA = async () => (await a.sql.get<{ lease_expires_at: string }>("SELECT lease_expires_at FROM process_leases WHERE process_id = 'process-a'"))!.lease_expires_at;
+    const leaseOfA = async () =>
+      (await a.sql.get<{ lease_expires_at: string }>("SELECT lease_expires_at FROM process_leases WHERE process_id = 'process-a'"))!.lease_expires_at;
     const current = await leaseOfA();
     await eventually(async () => ((await leaseOfA()) !== current ? true : undefined), 15_000, 10);
     await a.sql.run("UPDATE process_leases SET lease_expires_at = '1970-01-01T00:00:00.000Z' WHERE process_id = 'process-a'");
@@ -207,12 +218,20 @@ describe('two server processes on one PostgreSQL database', () => {
     expect(created.status).toBe(201);
     const revisionId = created.body.latest_revision_id as string;
     // No agent has claimed it: it waits in its first stage, the lease A renews being all that is written.
-    await eventually(async () => ((await a.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-a' ? true : undefined), 10_000);
+    await eventually(
+      async () =>
+        (await a.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-a' ? true : undefined,
+      10_000,
+    );
     const before = await a.sql.get<{ status: string; version: number }>('SELECT status, version FROM revisions WHERE id = ?', revisionId);
     expect(before!.status).toBe('AWAITING_DEPLOY');
     await die(a);
     const b = await processOn(url, 'process-b', 20);
-    await eventually(async () => ((await b.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-b' ? true : undefined), 10_000);
+    await eventually(
+      async () =>
+        (await b.sql.get<{ runner_id: string }>('SELECT runner_id FROM revisions WHERE id = ?', revisionId))?.runner_id === 'process-b' ? true : undefined,
+      10_000,
+    );
     // Well past the take-over: still the agents' work, in the same stage, and no claim made for it.
     await new Promise((resolve) => setTimeout(resolve, 700));
     expect(await b.sql.get('SELECT status, version FROM revisions WHERE id = ?', revisionId)).toEqual(before);
@@ -220,7 +239,7 @@ describe('two server processes on one PostgreSQL database', () => {
     expect(await b.sql.all("SELECT message FROM revision_logs WHERE revision_id = ? AND message LIKE 'sandbox%'", revisionId)).toEqual([]);
   });
 
-  it('a second process starting while the first lives does not run the first one\'s revisions again', async () => {
+  it("a second process starting while the first lives does not run the first one's revisions again", async () => {
     const url = await testDatabaseUrl('postgres');
     // Each stage lasts longer than the lease: only A's renewals keep its revisions its own.
     const a = await processOn(url, 'process-a', 2500, LIVE_LEASE);
@@ -239,7 +258,10 @@ describe('two server processes on one PostgreSQL database', () => {
     for (const revision of revisions) {
       expect(revision).toMatchObject({ runner_id: 'process-a', status: 'DEPLOYED' });
       // One line per stage change: the create's start of the deploy, and its end.
-      const lines = await a.sql.all<{ message: string }>("SELECT message FROM revision_logs WHERE revision_id = ? AND type = 'deploy' ORDER BY seq", revision.id);
+      const lines = await a.sql.all<{ message: string }>(
+        "SELECT message FROM revision_logs WHERE revision_id = ? AND type = 'deploy' ORDER BY seq",
+        revision.id,
+      );
       expect(lines.map((l) => l.message.replace(/ of .*|;.*/, ''))).toEqual(['sandbox: simulated deploy', 'sandbox: simulated deploy finished']);
     }
   });
@@ -255,7 +277,10 @@ describe('two server processes on one PostgreSQL database', () => {
     let samples = 0;
     const sampler = (async () => {
       while (sampling) {
-        const row = await a.sql.get<{ n: number }>(`SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`, deploymentId);
+        const row = await a.sql.get<{ n: number }>(
+          `SELECT count(*) AS n FROM revisions WHERE deployment_id = ? AND status IN (${IN_PROGRESS.map((s) => `'${s}'`).join(',')})`,
+          deploymentId,
+        );
         worst = Math.max(worst, row!.n);
         samples += 1;
       }
@@ -288,9 +313,12 @@ describe('two server processes on one PostgreSQL database', () => {
     expect(hook.status).toBe(201);
     const path = new URL(hook.body.payload_url).pathname;
     const repo = `acme/${uniqueName('six')}`;
-    const created = await a.api.post('/v2/deployments', githubBody(uniqueName('six'), fx.integrationId, {
-      source_config: { integration_id: fx.integrationId, repo_url: `https://github.com/${repo}`, deployment_type: 'dev', build_on_push: true },
-    }));
+    const created = await a.api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('six'), fx.integrationId, {
+        source_config: { integration_id: fx.integrationId, repo_url: `https://github.com/${repo}`, deployment_type: 'dev', build_on_push: true },
+      }),
+    );
     expect(created.status).toBe(201);
     const commit = sha();
     const body = JSON.stringify(pushPayload({ repo, after: commit, installationId: null }));
@@ -326,9 +354,17 @@ describe('two server processes on one PostgreSQL database', () => {
       let controller!: ReadableStreamDefaultController<Uint8Array>;
       const body = new ReadableStream<Uint8Array>({ start: (c) => void (controller = c) });
       controller.enqueue(tarball.subarray(0, 10));
-      const answer = a.app.request(`${target.pathname}${target.search}`, { method: 'PUT', headers: { 'content-type': 'application/gzip' }, body, duplex: 'half' } as RequestInit);
+      const answer = a.app.request(`${target.pathname}${target.search}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/gzip' },
+        body,
+        duplex: 'half',
+      } as RequestInit);
       const id = target.pathname.split('/').at(-1)!;
-      await eventually(async () => ((await a.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', id))?.state === 'receiving' ? true : undefined), 10_000);
+      await eventually(
+        async () => ((await a.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', id))?.state === 'receiving' ? true : undefined),
+        10_000,
+      );
       return { id, answer, rest: () => (controller.enqueue(tarball.subarray(10)), controller.close()) };
     };
     const live = await slowPut();
@@ -343,7 +379,10 @@ describe('two server processes on one PostgreSQL database', () => {
     const cut = await slowPut();
     void Promise.resolve(cut.answer).catch(() => undefined);
     await die(a);
-    await eventually(async () => ((await b.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', cut.id))?.state === 'issued' ? true : undefined), 10_000);
+    await eventually(
+      async () => ((await b.sql.get<{ state: string }>('SELECT state FROM uploads WHERE id = ?', cut.id))?.state === 'issued' ? true : undefined),
+      10_000,
+    );
     expect(await b.sql.all('SELECT seq FROM upload_chunks WHERE upload_id = ?', cut.id)).toEqual([]);
   });
 });

@@ -67,7 +67,10 @@ export class GithubOpenApi {
       this.#cache.set(key, validate);
     }
     if (validate(value)) return [];
-    return (validate.errors ?? []).map((e) => `${e.instancePath || '(body)'} ${e.message ?? 'is invalid'}${e.params && 'additionalProperty' in e.params ? `: ${String(e.params.additionalProperty)}` : ''}`);
+    return (validate.errors ?? []).map(
+      (e) =>
+        `${e.instancePath || '(body)'} ${e.message ?? 'is invalid'}${e.params && 'additionalProperty' in e.params ? `: ${String(e.params.additionalProperty)}` : ''}`,
+    );
   }
 }
 
@@ -82,8 +85,10 @@ function strict(schema: object): object {
     if (Array.isArray(node)) return node.map(walk);
     if (node === null || typeof node !== 'object') return node;
     const copy: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(node)) copy[key] = key === 'properties' ? Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, walk(v)])) : walk(value);
-    if (copy.type === 'object' && copy.properties && copy.additionalProperties === undefined && !copy.oneOf && !copy.anyOf && !copy.allOf) copy.additionalProperties = false;
+    for (const [key, value] of Object.entries(node))
+      copy[key] = key === 'properties' ? Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, walk(v)])) : walk(value);
+    if (copy.type === 'object' && copy.properties && copy.additionalProperties === undefined && !copy.oneOf && !copy.anyOf && !copy.allOf)
+      copy.additionalProperties = false;
     return copy;
   };
   return walk(schema) as object;
@@ -99,7 +104,10 @@ function jsonSchemaOf(node: unknown): unknown {
   const { nullable, ...rest } = node as Record<string, unknown>;
   const copy: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(rest)) {
-    copy[key] = key === 'properties' || key === 'patternProperties' ? Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, jsonSchemaOf(v)])) : jsonSchemaOf(value);
+    copy[key] =
+      key === 'properties' || key === 'patternProperties'
+        ? Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, jsonSchemaOf(v)]))
+        : jsonSchemaOf(value);
   }
   if (nullable !== true) return copy;
   if (typeof copy.type === 'string') {

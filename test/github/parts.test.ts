@@ -3,12 +3,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gitTokenEnv } from '../../shared/git-auth.ts';
 import { githubAppFrom, repositoryOnHost } from '../../server/github/app-settings.ts';
 import { GithubApi } from '../../server/github/github-api.ts';
 import { GithubPace } from '../../server/github/github-pace.ts';
 import { InstallationTokens } from '../../server/github/installation-tokens.ts';
 import { describe as describeStatus, planFor } from '../../server/github/status-plan.ts';
+import { gitTokenEnv } from '../../shared/git-auth.ts';
 import { GithubStandIn } from './stand-in.ts';
 
 describe('the GitHub parts on their own', () => {
@@ -27,7 +27,10 @@ describe('the GitHub parts on their own', () => {
     // The App JWT is signed on the real clock (the stand-in checks it against its own); the cache's clock moves.
     const tokens = new InstallationTokens(new GithubApi(app), () => now);
     const first = await tokens.forRepository(installation, { owner: 'acme', name: 'one' });
-    const [again] = await Promise.all([tokens.forRepository(installation, { owner: 'acme', name: 'one' }), tokens.forRepository(installation, { owner: 'acme', name: 'one' })]);
+    const [again] = await Promise.all([
+      tokens.forRepository(installation, { owner: 'acme', name: 'one' }),
+      tokens.forRepository(installation, { owner: 'acme', name: 'one' }),
+    ]);
     expect(again).toBe(first);
     expect(github.mintedTokens()).toHaveLength(1);
     expect(github.mintedTokens()[0]).toMatchObject({ repositories: ['acme/one'], permissions: { contents: 'read' } });
@@ -47,7 +50,7 @@ describe('the GitHub parts on their own', () => {
     await expect(new InstallationTokens(new GithubApi(app)).forRepository(installation, { owner: 'other', name: 'x' })).rejects.toThrow(/401/);
   });
 
-  it('knows which repository URLs are on the App\'s host', () => {
+  it("knows which repository URLs are on the App's host", () => {
     expect(repositoryOnHost('https://github.com/Acme/App.git', 'https://github.com')).toEqual({ owner: 'Acme', name: 'App' });
     expect(repositoryOnHost('git@github.com:acme/app.git', 'https://github.com')).toEqual({ owner: 'acme', name: 'app' });
     expect(repositoryOnHost('ssh://git@github.com/acme/app', 'https://github.com')).toEqual({ owner: 'acme', name: 'app' });
@@ -59,18 +62,28 @@ describe('the GitHub parts on their own', () => {
   });
 
   it('gives git the token through its environment only, for that URL only', () => {
-    const env = gitTokenEnv({ GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'core.askPass', GIT_CONFIG_VALUE_0: '' }, 'https://github.com/acme/app.git', 'ghs_secret');
+    const env = gitTokenEnv(
+      { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'core.askPass', GIT_CONFIG_VALUE_0: '' },
+      'https://github.com/acme/app.git',
+      'ghs_secret',
+    );
     expect(env.GIT_CONFIG_COUNT).toBe('2');
     expect(env.GIT_CONFIG_KEY_1).toBe('http.https://github.com/acme/app.git.extraHeader');
     expect(env.GIT_CONFIG_VALUE_1).toBe(`Authorization: Basic ${Buffer.from('x-access-token:ghs_secret').toString('base64')}`);
     // git itself reads it so, scoped to the URL, and writes none of it into a repository's config.
     const dir = mkdtempSync(join(tmpdir(), 'cp-git-env-'));
     execFileSync('git', ['init', '-q', dir]);
-    const seen = execFileSync('git', ['-C', dir, 'config', '--get-urlmatch', 'http.extraHeader', 'https://github.com/acme/app.git/info/refs'], { env: { ...process.env, ...env }, encoding: 'utf8' });
+    const seen = execFileSync('git', ['-C', dir, 'config', '--get-urlmatch', 'http.extraHeader', 'https://github.com/acme/app.git/info/refs'], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
     expect(seen.trim()).toBe(env.GIT_CONFIG_VALUE_1);
     const elsewhere = (() => {
       try {
-        return execFileSync('git', ['-C', dir, 'config', '--get-urlmatch', 'http.extraHeader', 'https://github.com/other/repo.git/info/refs'], { env: { ...process.env, ...env }, encoding: 'utf8' });
+        return execFileSync('git', ['-C', dir, 'config', '--get-urlmatch', 'http.extraHeader', 'https://github.com/other/repo.git/info/refs'], {
+          env: { ...process.env, ...env },
+          encoding: 'utf8',
+        });
       } catch {
         return '';
       }
@@ -89,7 +102,9 @@ describe('the GitHub parts on their own', () => {
     now += 1000;
     expect(pace.pauseFrom(new Headers({ 'retry-after': '30' }))).toBe(now + 30_000);
     expect(pace.take()).toBe(30_000);
-    expect(pace.pauseFrom(new Headers({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor((now + 90_000) / 1000)) }))).toBe(Math.floor((now + 90_000) / 1000) * 1000);
+    expect(pace.pauseFrom(new Headers({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor((now + 90_000) / 1000)) }))).toBe(
+      Math.floor((now + 90_000) / 1000) * 1000,
+    );
     expect(pace.pauseFrom(new Headers({ 'x-ratelimit-remaining': '12' }))).toBeNull();
   });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, revisionsOf, sha } from '../webhooks/github.ts';
 import { linkThroughSetup } from './link.ts';
 import { GithubStandIn } from './stand-in.ts';
@@ -23,7 +23,13 @@ describe('pull-request previews', () => {
   beforeAll(async () => {
     github = await new GithubStandIn().start();
     installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/agent', 'acme/labelled', 'acme/idle'], ['alice']);
-    server = await startServerProcess({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', GITHUB_WRITES_PER_MINUTE: '1200', PREVIEW_SWEEP_MS: '300' });
+    server = await startServerProcess({
+      ...github.serverEnv(),
+      GITHUB_WEBHOOK_SECRET: SECRET,
+      RECONCILE_INTERVAL_MS: '0',
+      GITHUB_WRITES_PER_MINUTE: '1200',
+      PREVIEW_SWEEP_MS: '300',
+    });
     api = apiClient(server.url, server.apiKey);
     integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
   });
@@ -34,15 +40,23 @@ describe('pull-request previews', () => {
   });
 
   const parent = async (repo: string, preview: Record<string, unknown>) => {
-    const created = await api.post('/v2/deployments', githubBody(uniqueName('pv'), integrationId, {
-      source_config: { integration_id: integrationId, repo_url: `${github.url}/${repo}`, deployment_type: 'dev', build_on_push: true, preview },
-      source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
-      secrets: [{ name: 'PARENT_SECRET', value: 'parent-value' }],
-    }));
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('pv'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: `${github.url}/${repo}`, deployment_type: 'dev', build_on_push: true, preview },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+        secrets: [{ name: 'PARENT_SECRET', value: 'parent-value' }],
+      }),
+    );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     return created.body as { id: string; name: string; source_config: Record<string, unknown> };
   };
-  const pullRequest = async (repo: string, action: string, number: number, options: { head?: string; ref?: string; fork?: boolean; labels?: string[]; label?: string } = {}) => {
+  const pullRequest = async (
+    repo: string,
+    action: string,
+    number: number,
+    options: { head?: string; ref?: string; fork?: boolean; labels?: string[]; label?: string } = {},
+  ) => {
     const head = options.head ?? sha();
     const htmlUrl = `${github.url}/${repo}`;
     const payload = {
@@ -64,7 +78,8 @@ describe('pull-request previews', () => {
     expect(delivered.status).toBe(202);
     return { head, entry: await processedDelivery(api, delivered.id) };
   };
-  const previewNamed = async (name: string) => ((await api.get(`/v2/deployments?name_contains=${encodeURIComponent(name)}&limit=100`)).body.resources as any[]).find((d) => d.name === name);
+  const previewNamed = async (name: string) =>
+    ((await api.get(`/v2/deployments?name_contains=${encodeURIComponent(name)}&limit=100`)).body.resources as any[]).find((d) => d.name === name);
 
   it('builds a preview per pull request, rebuilds on synchronize, tears it down on close, never for a fork, and refuses past max_concurrent', async () => {
     const main = await parent('acme/agent', { trigger: 'pull_request', max_concurrent: 2 });
@@ -82,7 +97,16 @@ describe('pull-request previews', () => {
     expect(ghDeployment.body).toMatchObject({ environment: `${main.name}/pr-1`, transient_environment: true, production_environment: false });
 
     // The parent's secrets change later: the preview keeps its snapshot.
-    expect((await api.patch(`/v2/deployments/${main.id}`, { secrets: [{ name: 'PARENT_SECRET', value: 'x' }, { name: 'ADDED_LATER', value: 'y' }] })).status).toBe(200);
+    expect(
+      (
+        await api.patch(`/v2/deployments/${main.id}`, {
+          secrets: [
+            { name: 'PARENT_SECRET', value: 'x' },
+            { name: 'ADDED_LATER', value: 'y' },
+          ],
+        })
+      ).status,
+    ).toBe(200);
     const sync = await pullRequest('acme/agent', 'synchronize', 1);
     const rebuilt = await eventually(async () => (await revisionsOf(api, preview.id)).find((r) => r.source_revision_config.repo_commit_sha === sync.head));
     await revisionReaches(api, preview.id, rebuilt.id, ['DEPLOYED'], 30_000);
@@ -135,10 +159,13 @@ describe('pull-request previews', () => {
   });
 
   it('refuses preview settings that cannot work', async () => {
-    const bad = await api.post('/v2/deployments', githubBody(uniqueName('pv'), integrationId, {
-      source_config: { integration_id: integrationId, repo_url: `${github.url}/acme/agent`, deployment_type: 'dev', preview: { trigger: 'label' } },
-      source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
-    }));
+    const bad = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('pv'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: `${github.url}/acme/agent`, deployment_type: 'dev', preview: { trigger: 'label' } },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+      }),
+    );
     expect(bad.status).toBe(422);
     expect(JSON.stringify(bad.body.detail)).toContain('label');
   });

@@ -3,10 +3,10 @@ import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent, type AgentProcess } from '../agents/harness.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from '../agents/harness.ts';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { revisionsOf } from '../webhooks/github.ts';
 import { linkThroughSetup } from './link.ts';
 import { GithubStandIn } from './stand-in.ts';
@@ -17,7 +17,7 @@ import { GithubStandIn } from './stand-in.ts';
  * served by the real `local` agent, then a push found by the reconciler alone. Nothing of the
  * token may be left in a log, a command line, the checkout or the database.
  */
-describe('a private repository on the App\'s GitHub', () => {
+describe("a private repository on the App's GitHub", () => {
   let github: GithubStandIn | undefined;
   let server: ServerProcess | undefined;
   let agent: AgentProcess | undefined;
@@ -41,7 +41,10 @@ describe('a private repository on the App\'s GitHub', () => {
     // Private: without a token, git gets nothing.
     // (Asynchronously: the stand-in answers from this very process.)
     const anonymous = await new Promise<number | null>((resolve) => {
-      const child = spawn('git', ['ls-remote', `${repoUrl}.git`], { env: { PATH: process.env.PATH, GIT_TERMINAL_PROMPT: '0', HOME: workDir }, stdio: 'ignore' });
+      const child = spawn('git', ['ls-remote', `${repoUrl}.git`], {
+        env: { PATH: process.env.PATH, GIT_TERMINAL_PROMPT: '0', HOME: workDir },
+        stdio: 'ignore',
+      });
       child.on('close', resolve);
     });
     expect(anonymous).not.toBe(0);
@@ -67,7 +70,9 @@ describe('a private repository on the App\'s GitHub', () => {
     const deploymentId = created.body.id as string;
     const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     const logOf = async (revisionId: string) =>
-      ((await api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>).map((l) => l.message).join('\n');
+      ((await api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>)
+        .map((l) => l.message)
+        .join('\n');
     expect(first.status, `${first.status_message}\n${await logOf(first.id)}\n${agent.output()}`).toBe('DEPLOYED');
     expect(first.source_revision_config.repo_commit_sha).toBe(repo.first);
     const deployment = (await api.get(`/v2/deployments/${deploymentId}`)).body;
@@ -76,7 +81,11 @@ describe('a private repository on the App\'s GitHub', () => {
 
     // A push no webhook reports: the reconciler reads the private head with a token and builds it.
     const second = repo.commit({ 'src/graph.mjs': repo.read('src/graph.mjs').replace('the first answer', 'the second answer') }, 'Answer differently');
-    const pushed = await eventually(async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === second), 60_000, 250);
+    const pushed = await eventually(
+      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === second),
+      60_000,
+      250,
+    );
     const swapped = await revisionReaches(api, deploymentId, pushed.id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(swapped.status, swapped.status_message).toBe('DEPLOYED');
     expect((await runGraph(agent.proxyPort, host)).body.answer).toBe('the second answer');
@@ -105,7 +114,15 @@ describe('a private repository on the App\'s GitHub', () => {
     // Nothing of any token anywhere: logs of both processes, the build logs, the checkouts (.git/config
     // included), the database.
     const logs = `${server.output()}\n${agent.output()}\n${await logOf(first.id)}\n${await logOf(swapped.id)}`;
-    const database = [server.databasePath, `${server.databasePath}-wal`].map((f) => { try { return readFileSync(f).toString('latin1'); } catch { return ''; } }).join('');
+    const database = [server.databasePath, `${server.databasePath}-wal`]
+      .map((f) => {
+        try {
+          return readFileSync(f).toString('latin1');
+        } catch {
+          return '';
+        }
+      })
+      .join('');
     for (const { token: secret } of minted) {
       const forms = [secret, Buffer.from(`x-access-token:${secret}`).toString('base64')];
       for (const form of forms) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { serverSql } from './sql.ts';
 import { GithubStandIn } from './stand-in.ts';
 
@@ -54,7 +54,7 @@ describe('linking a GitHub installation proves who owns it', () => {
     expect(await linked()).toEqual([]);
   });
 
-  it('links nothing with a forged, expired or missing state, or without the installer\'s code', async () => {
+  it("links nothing with a forged, expired or missing state, or without the installer's code", async () => {
     const forged = await setup({ installation_id: String(acme), setup_action: 'install', state: 'abc.def', code: github.codeFor('alice') });
     expect(forged.status).toBe(400);
     const expiring = await api.post('/v1/integrations/github/install-url', {});

@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
-import { generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,16 @@ import { jwtVerify } from 'jose';
 import { GithubOpenApi } from './openapi-check.ts';
 
 /** One request the stand-in received, with what it answered. */
-export type Exchange = { method: string; path: string; template: string | null; body: unknown; status: number; answer: unknown; auth: string; problems: string[] };
+export type Exchange = {
+  method: string;
+  path: string;
+  template: string | null;
+  body: unknown;
+  status: number;
+  answer: unknown;
+  auth: string;
+  problems: string[];
+};
 
 /** A fault to answer instead of the real thing (GitHub outages, rate limits, caps). */
 export type Fault = { method: string; path: RegExp; status: number; headers?: Record<string, string>; body?: unknown; times: number };
@@ -45,7 +53,13 @@ export class GithubStandIn {
   readonly #publicKey: KeyObject;
   readonly reposRoot = mkdtempSync(join(tmpdir(), 'cp-github-repos-'));
   readonly exchanges: Exchange[] = [];
-  readonly gitRequests: Array<{ repo: string; authorized: boolean; hadAuthorization: boolean; tokenRepositories: string[] | null; tokenPermissions: Record<string, string> | null }> = [];
+  readonly gitRequests: Array<{
+    repo: string;
+    authorized: boolean;
+    hadAuthorization: boolean;
+    tokenRepositories: string[] | null;
+    tokenPermissions: Record<string, string> | null;
+  }> = [];
   readonly #installations = new Map<number, Installation>();
   readonly #codes = new Map<string, string>();
   readonly #userTokens = new Map<string, string>();
@@ -53,7 +67,14 @@ export class GithubStandIn {
   readonly #faults: Fault[] = [];
   readonly #slow: Array<{ method: string; path: RegExp; delayMs: number; times: number }> = [];
   /** Everything GitHub would show on a repository, as posted. */
-  readonly deployments: Array<{ id: number; repo: string; body: Record<string, unknown>; json: unknown; statuses: Array<Record<string, unknown>>; statusJson: unknown[] }> = [];
+  readonly deployments: Array<{
+    id: number;
+    repo: string;
+    body: Record<string, unknown>;
+    json: unknown;
+    statuses: Array<Record<string, unknown>>;
+    statusJson: unknown[];
+  }> = [];
   readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
   /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
   statusCap = 1000;
@@ -163,7 +184,11 @@ export class GithubStandIn {
   /** The OAuth code exchange (web host, not part of the REST description): GitHub's documented form. */
   #exchangeCode(raw: string, res: ServerResponse, contentType: string): void {
     // GitHub takes the OAuth form encoding (and JSON).
-    const body = (contentType.startsWith('application/json') ? JSON.parse(raw || '{}') : Object.fromEntries(new URLSearchParams(raw))) as { client_id?: string; client_secret?: string; code?: string };
+    const body = (contentType.startsWith('application/json') ? JSON.parse(raw || '{}') : Object.fromEntries(new URLSearchParams(raw))) as {
+      client_id?: string;
+      client_secret?: string;
+      code?: string;
+    };
     const login = body.code ? this.#codes.get(body.code) : undefined;
     const answer = (value: unknown): void => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
     if (body.client_id !== this.clientId || body.client_secret !== this.clientSecret) {
@@ -185,14 +210,14 @@ export class GithubStandIn {
     const path = url.pathname.slice('/api/v3'.length);
     const api = description();
     const template = api.templateOf(method, path);
-    let body: unknown = undefined;
+    let body: unknown;
     const problems: string[] = [];
     try {
       body = raw ? JSON.parse(raw) : undefined;
     } catch {
       problems.push('the body is not JSON');
     }
-    if (!template) problems.push('no such operation in GitHub\'s description');
+    if (!template) problems.push("no such operation in GitHub's description");
     else problems.push(...api.checkRequest(method, template, body));
     if (req.headers.accept !== 'application/vnd.github+json') problems.push(`Accept is ${req.headers.accept}, not application/vnd.github+json`);
     if (!req.headers['user-agent']) problems.push('no User-Agent (GitHub refuses requests without one)');
@@ -219,14 +244,24 @@ export class GithubStandIn {
     m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
 
     if (m && method === 'POST') {
-      if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
+      if (!(await this.#appJwtOk(auth)))
+        return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       const installation = this.#installations.get(Number(m[1]));
       if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
       const names = (json.repositories as string[] | undefined) ?? installation.repositories.map((r) => r.split('/')[1]!);
       const repositories = names.map((n) => installation.repositories.find((r) => r.split('/')[1] === n));
-      if (repositories.some((r) => r === undefined)) return send(422, { message: 'There is at least one repository that does not exist or is not accessible to the parent installation.', documentation_url: 'https://docs.github.com/rest' });
+      if (repositories.some((r) => r === undefined))
+        return send(422, {
+          message: 'There is at least one repository that does not exist or is not accessible to the parent installation.',
+          documentation_url: 'https://docs.github.com/rest',
+        });
       const token = `ghs_${randomBytes(18).toString('hex')}`;
-      const permissions = (json.permissions as Record<string, string> | undefined) ?? { contents: 'write', deployments: 'write', statuses: 'write', metadata: 'read' };
+      const permissions = (json.permissions as Record<string, string> | undefined) ?? {
+        contents: 'write',
+        deployments: 'write',
+        statuses: 'write',
+        metadata: 'read',
+      };
       const expiresAtMs = Date.now() + 3600_000;
       this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
       return send(201, { token, expires_at: new Date(expiresAtMs).toISOString().replace(/\.\d+Z$/, 'Z'), permissions, repository_selection: 'selected' });
@@ -234,7 +269,8 @@ export class GithubStandIn {
     m = /^\/app\/installations\/(\d+)$/.exec(path);
 
     if (m && method === 'GET') {
-      if (!(await this.#appJwtOk(auth))) return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
+      if (!(await this.#appJwtOk(auth)))
+        return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       const installation = this.#installations.get(Number(m[1]));
       if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
       return send(200, this.#installationJson(installation));
@@ -252,13 +288,21 @@ export class GithubStandIn {
       const repo = `${m[1]}/${m[2]}`;
       const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
       const needed = path.includes('/deployments') ? 'deployments' : 'statuses';
-      if (!token || token.expiresAtMs < Date.now()) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
-      if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write') return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+      if (!token || token.expiresAtMs < Date.now())
+        return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+      if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write')
+        return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'GET') {
         const sha = url.searchParams.get('sha');
         const environment = url.searchParams.get('environment');
-        return send(200, this.deployments.filter((d) => d.repo === repo && (!sha || d.body.ref === sha) && (!environment || d.body.environment === environment)).map((d) => d.json).reverse());
+        return send(
+          200,
+          this.deployments
+            .filter((d) => d.repo === repo && (!sha || d.body.ref === sha) && (!environment || d.body.environment === environment))
+            .map((d) => d.json)
+            .reverse(),
+        );
       }
       m = /^\/repos\/[^/]+\/[^/]+\/deployments\/(\d+)\/statuses$/.exec(path);
 
@@ -270,16 +314,34 @@ export class GithubStandIn {
       m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/statuses$/.exec(path);
 
       if (m && method === 'GET') {
-        return send(200, this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1]).map((c) => c.json).reverse());
+        return send(
+          200,
+          this.commitStatuses
+            .filter((c) => c.repo === repo && c.sha === m![1])
+            .map((c) => c.json)
+            .reverse(),
+        );
       }
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'POST') {
         const id = this.#nextId++;
         const entry = { id, repo, body: json, json: null as unknown, statuses: [] as Array<Record<string, unknown>>, statusJson: [] as unknown[] };
         this.deployments.push(entry);
         entry.json = {
-          url: `${this.apiUrl}/repos/${repo}/deployments/${id}`, id, node_id: `DE_${id}`, sha: String(json.ref), ref: String(json.ref), task: 'deploy', payload: {},
-          environment: String(json.environment ?? 'production'), description: (json.description as string | null) ?? null, creator: botUser(this.slug), created_at: now, updated_at: now,
-          statuses_url: `${this.apiUrl}/repos/${repo}/deployments/${id}/statuses`, repository_url: `${this.apiUrl}/repos/${repo}`, transient_environment: Boolean(json.transient_environment),
+          url: `${this.apiUrl}/repos/${repo}/deployments/${id}`,
+          id,
+          node_id: `DE_${id}`,
+          sha: String(json.ref),
+          ref: String(json.ref),
+          task: 'deploy',
+          payload: {},
+          environment: String(json.environment ?? 'production'),
+          description: (json.description as string | null) ?? null,
+          creator: botUser(this.slug),
+          created_at: now,
+          updated_at: now,
+          statuses_url: `${this.apiUrl}/repos/${repo}/deployments/${id}/statuses`,
+          repository_url: `${this.apiUrl}/repos/${repo}`,
+          transient_environment: Boolean(json.transient_environment),
         };
         return send(201, entry.json);
       }
@@ -288,13 +350,29 @@ export class GithubStandIn {
       if (m && method === 'POST') {
         const deployment = this.deployments.find((d) => d.id === Number(m![1]) && d.repo === repo);
         if (!deployment) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
-        if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', errors: [{ resource: 'DeploymentStatus', field: 'description', code: 'custom', message: 'description is too long (maximum is 140 characters)' }], documentation_url: 'https://docs.github.com/rest' });
+        if (typeof json.description === 'string' && json.description.length > 140)
+          return send(422, {
+            message: 'Validation Failed',
+            errors: [{ resource: 'DeploymentStatus', field: 'description', code: 'custom', message: 'description is too long (maximum is 140 characters)' }],
+            documentation_url: 'https://docs.github.com/rest',
+          });
         deployment.statuses.push(json);
         const id = this.#nextId++;
         const answer = {
-          url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`, id, node_id: `DES_${id}`, state: String(json.state), creator: botUser(this.slug),
-          description: String(json.description ?? ''), environment: deployment.body.environment as string, target_url: String(json.log_url ?? ''), log_url: String(json.log_url ?? ''),
-          ...(json.environment_url ? { environment_url: String(json.environment_url) } : {}), created_at: now, updated_at: now, deployment_url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}`, repository_url: `${this.apiUrl}/repos/${repo}`,
+          url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`,
+          id,
+          node_id: `DES_${id}`,
+          state: String(json.state),
+          creator: botUser(this.slug),
+          description: String(json.description ?? ''),
+          environment: deployment.body.environment as string,
+          target_url: String(json.log_url ?? ''),
+          log_url: String(json.log_url ?? ''),
+          ...(json.environment_url ? { environment_url: String(json.environment_url) } : {}),
+          created_at: now,
+          updated_at: now,
+          deployment_url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}`,
+          repository_url: `${this.apiUrl}/repos/${repo}`,
         };
         deployment.statusJson.push(answer);
         return send(201, answer);
@@ -302,17 +380,36 @@ export class GithubStandIn {
       m = /^\/repos\/[^/]+\/[^/]+\/statuses\/([0-9a-f]+)$/.exec(path);
 
       if (m && method === 'POST') {
-        if (typeof json.description === 'string' && json.description.length > 140) return send(422, { message: 'Validation Failed', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+        if (typeof json.description === 'string' && json.description.length > 140)
+          return send(422, { message: 'Validation Failed', documentation_url: 'https://docs.github.com/rest' }, {}, false);
         const context = String(json.context ?? 'default');
         if (this.commitStatuses.filter((c) => c.repo === repo && c.sha === m![1] && c.body.context === context).length >= this.statusCap) {
-          return send(422, { message: 'Validation Failed', errors: [{ resource: 'Status', code: 'custom', message: 'This SHA and context has reached the maximum number of statuses.' }], documentation_url: 'https://docs.github.com/rest' }, {}, false);
+          return send(
+            422,
+            {
+              message: 'Validation Failed',
+              errors: [{ resource: 'Status', code: 'custom', message: 'This SHA and context has reached the maximum number of statuses.' }],
+              documentation_url: 'https://docs.github.com/rest',
+            },
+            {},
+            false,
+          );
         }
         const id = this.#nextId++;
         const entry = { repo, sha: m[1]!, body: json, json: null as unknown };
         this.commitStatuses.push(entry);
         entry.json = {
-          url: `${this.apiUrl}/repos/${repo}/statuses/${m[1]}`, avatar_url: null, id, node_id: `SC_${id}`, state: String(json.state), description: (json.description as string | null) ?? null,
-          target_url: (json.target_url as string | null) ?? null, context, created_at: now, updated_at: now, creator: botUser(this.slug),
+          url: `${this.apiUrl}/repos/${repo}/statuses/${m[1]}`,
+          avatar_url: null,
+          id,
+          node_id: `SC_${id}`,
+          state: String(json.state),
+          description: (json.description as string | null) ?? null,
+          target_url: (json.target_url as string | null) ?? null,
+          context,
+          created_at: now,
+          updated_at: now,
+          creator: botUser(this.slug),
         };
         return send(201, entry.json);
       }
@@ -327,7 +424,13 @@ export class GithubStandIn {
     try {
       const { payload } = await jwtVerify(jwt, this.#publicKey, { algorithms: ['RS256'], issuer: this.appId });
       const now = Math.floor(Date.now() / 1000);
-      return typeof payload.exp === 'number' && typeof payload.iat === 'number' && payload.exp - now <= 600 && payload.iat <= now + 5 && payload.exp - payload.iat <= 660;
+      return (
+        typeof payload.exp === 'number' &&
+        typeof payload.iat === 'number' &&
+        payload.exp - now <= 600 &&
+        payload.iat <= now + 5 &&
+        payload.exp - payload.iat <= 660
+      );
     } catch {
       return false;
     }
@@ -336,11 +439,23 @@ export class GithubStandIn {
   #installationJson(installation: Installation) {
     const now = '2026-11-26T00:00:00Z';
     return {
-      id: installation.id, account: simpleUser(installation.account.login, installation.account.id, installation.account.type), repository_selection: 'selected',
-      access_tokens_url: `${this.apiUrl}/app/installations/${installation.id}/access_tokens`, repositories_url: `${this.apiUrl}/installation/repositories`,
-      html_url: `${this.url}/settings/installations/${installation.id}`, app_id: Number(this.appId), app_slug: this.slug, target_id: installation.account.id,
-      target_type: installation.account.type, permissions: { contents: 'read', deployments: 'write', statuses: 'write', metadata: 'read', pull_requests: 'read' },
-      events: ['push', 'pull_request'], created_at: now, updated_at: now, single_file_name: null, suspended_by: null, suspended_at: null,
+      id: installation.id,
+      account: simpleUser(installation.account.login, installation.account.id, installation.account.type),
+      repository_selection: 'selected',
+      access_tokens_url: `${this.apiUrl}/app/installations/${installation.id}/access_tokens`,
+      repositories_url: `${this.apiUrl}/installation/repositories`,
+      html_url: `${this.url}/settings/installations/${installation.id}`,
+      app_id: Number(this.appId),
+      app_slug: this.slug,
+      target_id: installation.account.id,
+      target_type: installation.account.type,
+      permissions: { contents: 'read', deployments: 'write', statuses: 'write', metadata: 'read', pull_requests: 'read' },
+      events: ['push', 'pull_request'],
+      created_at: now,
+      updated_at: now,
+      single_file_name: null,
+      suspended_by: null,
+      suspended_at: null,
     };
   }
 
@@ -352,8 +467,19 @@ export class GithubStandIn {
     const basic = /^Basic (\S+)$/.exec(header)?.[1];
     const password = basic ? Buffer.from(basic, 'base64').toString().split(':').slice(1).join(':') : '';
     const token = this.#tokens.get(password);
-    const authorized = Boolean(token && token.expiresAtMs > Date.now() && token.repositories.includes(repo) && (token.permissions.contents === 'read' || token.permissions.contents === 'write'));
-    this.gitRequests.push({ repo, authorized, hadAuthorization: header !== '', tokenRepositories: token?.repositories ?? null, tokenPermissions: token?.permissions ?? null });
+    const authorized = Boolean(
+      token &&
+        token.expiresAtMs > Date.now() &&
+        token.repositories.includes(repo) &&
+        (token.permissions.contents === 'read' || token.permissions.contents === 'write'),
+    );
+    this.gitRequests.push({
+      repo,
+      authorized,
+      hadAuthorization: header !== '',
+      tokenRepositories: token?.repositories ?? null,
+      tokenPermissions: token?.permissions ?? null,
+    });
     if (!authorized) {
       req.resume();
       res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
@@ -410,10 +536,24 @@ async function readBody(req: IncomingMessage): Promise<string> {
 function simpleUser(login: string, id: number, type: string) {
   const base = `https://api.github.com/users/${encodeURIComponent(login)}`;
   return {
-    login, id, node_id: `U_${id}`, avatar_url: `https://avatars.githubusercontent.com/u/${id}`, gravatar_id: '', url: base, html_url: `https://github.com/${encodeURIComponent(login)}`,
-    followers_url: `${base}/followers`, following_url: `${base}/following{/other_user}`, gists_url: `${base}/gists{/gist_id}`, starred_url: `${base}/starred{/owner}{/repo}`,
-    subscriptions_url: `${base}/subscriptions`, organizations_url: `${base}/orgs`, repos_url: `${base}/repos`, events_url: `${base}/events{/privacy}`,
-    received_events_url: `${base}/received_events`, type, site_admin: false,
+    login,
+    id,
+    node_id: `U_${id}`,
+    avatar_url: `https://avatars.githubusercontent.com/u/${id}`,
+    gravatar_id: '',
+    url: base,
+    html_url: `https://github.com/${encodeURIComponent(login)}`,
+    followers_url: `${base}/followers`,
+    following_url: `${base}/following{/other_user}`,
+    gists_url: `${base}/gists{/gist_id}`,
+    starred_url: `${base}/starred{/owner}{/repo}`,
+    subscriptions_url: `${base}/subscriptions`,
+    organizations_url: `${base}/orgs`,
+    repos_url: `${base}/repos`,
+    events_url: `${base}/events{/privacy}`,
+    received_events_url: `${base}/received_events`,
+    type,
+    site_admin: false,
   };
 }
 

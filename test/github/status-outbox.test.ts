@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
 import { linkThroughSetup } from './link.ts';
 import { serverSql } from './sql.ts';
@@ -38,28 +38,43 @@ describe('revision changes reach GitHub through the durable outbox', () => {
   });
 
   const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = []) => {
-    const created = await api.post('/v2/deployments', githubBody(name, integrationId, {
-      source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
-      source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
-      secrets,
-    }));
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(name, integrationId, {
+        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
+        source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
+        secrets,
+      }),
+    );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED'], 30_000);
     return created.body as { id: string; name: string; source_config: { custom_url: string } };
   };
   const push = async (deploymentId: string, ref = 'refs/heads/main') => {
     const after = sha();
-    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after, ref, htmlUrl: repoUrl(), installationId: installation }), { secret: SECRET });
+    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after, ref, htmlUrl: repoUrl(), installationId: installation }), {
+      secret: SECRET,
+    });
     expect(delivered.status).toBe(202);
-    const revision = await eventually(async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after), 20_000);
+    const revision = await eventually(
+      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after),
+      20_000,
+    );
     return { after, revision };
   };
-  const deploymentStates = (commit: string, environment: string) => github.deployments.filter((d) => d.body.ref === commit && d.body.environment === environment).map((d) => d.statuses.map((s) => s.state));
-  const commitStates = (commit: string, context: string) => github.commitStatuses.filter((c) => c.sha === commit && c.body.context === context).map((c) => c.body.state);
+  const deploymentStates = (commit: string, environment: string) =>
+    github.deployments.filter((d) => d.body.ref === commit && d.body.environment === environment).map((d) => d.statuses.map((s) => s.state));
+  const commitStates = (commit: string, context: string) =>
+    github.commitStatuses.filter((c) => c.sha === commit && c.body.context === context).map((c) => c.body.state);
   const outboxDrained = async () => {
     const sql = serverSql(server);
     try {
-      await eventually(async () => (Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined), 60_000, 100);
+      await eventually(
+        async () =>
+          Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined,
+        60_000,
+        100,
+      );
     } finally {
       await sql.close();
     }
@@ -87,11 +102,13 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     await outboxDrained();
     // The GitHub calls one push costs (docs/github-app.md): 1 deployment, 3 of its statuses, 2 commit statuses, 1 inactive.
     const calls = github.exchanges.slice(callsBefore).filter((e) => e.path.startsWith('/repos/'));
-    expect(calls.map((e) => `${e.method} ${e.template}`).sort()).toEqual([
-      'POST /repos/{owner}/{repo}/deployments',
-      ...Array(4).fill('POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses'),
-      ...Array(2).fill('POST /repos/{owner}/{repo}/statuses/{sha}'),
-    ].sort());
+    expect(calls.map((e) => `${e.method} ${e.template}`).sort()).toEqual(
+      [
+        'POST /repos/{owner}/{repo}/deployments',
+        ...Array(4).fill('POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses'),
+        ...Array(2).fill('POST /repos/{owner}/{repo}/statuses/{sha}'),
+      ].sort(),
+    );
     console.log(`GitHub calls for one push: ${calls.length} (${github.exchanges.length - callsBefore} in all, token mints included)`);
     expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
     expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
@@ -120,7 +137,14 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     const deployment = await create(uniqueName('outage'));
     // GitHub is down for the first calls, then asks for a pause.
     github.fail({ method: 'POST', path: /^\/repos\//, status: 503, times: 3 });
-    github.fail({ method: 'POST', path: /^\/repos\//, status: 403, times: 1, headers: { 'retry-after': '1' }, body: { message: 'You have exceeded a secondary rate limit.', documentation_url: 'https://docs.github.com' } });
+    github.fail({
+      method: 'POST',
+      path: /^\/repos\//,
+      status: 403,
+      times: 1,
+      headers: { 'retry-after': '1' },
+      body: { message: 'You have exceeded a secondary rate limit.', documentation_url: 'https://docs.github.com' },
+    });
     const during = await push(deployment.id);
     await revisionReaches(api, deployment.id, during.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
@@ -160,7 +184,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(github.problems()).toEqual([]);
   });
 
-  it('logs and drops a status past GitHub\'s cap of statuses per commit and context', async () => {
+  it("logs and drops a status past GitHub's cap of statuses per commit and context", async () => {
     const deployment = await create(uniqueName('capped'));
     github.statusCap = 1;
     try {

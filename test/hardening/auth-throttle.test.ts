@@ -7,14 +7,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthThrottle, groupOf } from '../../server/domain/auth-throttle.ts';
 import { TooManyRequests } from '../../server/domain/errors.ts';
 import { ROOT } from '../helpers/listening-child.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const oldSpaceUsed = () => getHeapSpaceStatistics().find((space) => space.space_name === 'old_space')!.space_used_size;
 
 /** GET from a chosen loopback source address (the whole 127/8 is loopback on Linux). */
-function getFrom(server: ServerProcess, from: string, key: string, path = '/v2/deployments'): Promise<{ status: number; retryAfter: string | undefined; body: any }> {
+function getFrom(
+  server: ServerProcess,
+  from: string,
+  key: string,
+  path = '/v2/deployments',
+): Promise<{ status: number; retryAfter: string | undefined; body: any }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port: server.port, path, localAddress: from, headers: { 'x-api-key': key }, agent: false }, (res) => {
       let text = '';

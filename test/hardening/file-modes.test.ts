@@ -1,9 +1,9 @@
 import { chmodSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { markBuilt, recordServer, stateDirOf } from '../../agent/build-records.ts';
 import { downloadTarball } from '../../agent/tarball.ts';
 import { loadConfig } from '../../server/config.ts';
@@ -11,7 +11,7 @@ import { createLogger } from '../../server/logger.ts';
 import { startServer } from '../../server/server.ts';
 import { apiClient } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
-import { gzipTarball, agentProject } from '../helpers/tarball.ts';
+import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 
 /**
  * What the server and the agent keep on disk is their owner's only, whatever the umask: the
@@ -40,7 +40,14 @@ describe('file modes', () => {
     const lines: string[] = [];
     const log = createLogger('warn', (line) => lines.push(line));
     const key = `key-${crypto.randomUUID()}`;
-    const config = loadConfig({ DATABASE_URL: database, PORT: '0', LOG_LEVEL: 'silent', BOOTSTRAP_API_KEY: key, SANDBOX_STAGE_MS: '10', RECONCILE_INTERVAL_MS: '0' });
+    const config = loadConfig({
+      DATABASE_URL: database,
+      PORT: '0',
+      LOG_LEVEL: 'silent',
+      BOOTSTRAP_API_KEY: key,
+      SANDBOX_STAGE_MS: '10',
+      RECONCILE_INTERVAL_MS: '0',
+    });
 
     let server = await startServer(config, { log, print: () => {} });
     try {
@@ -68,7 +75,9 @@ describe('file modes', () => {
     server = await startServer(config, { log, print: () => {} });
     try {
       for (const file of readdirSync(dir)) expect(`${file} ${mode(join(dir, file))}`).toBe(`${file} 0600`);
-      const warned = lines.map((line) => JSON.parse(line) as { msg: string; path?: string; mode?: string }).filter((line) => line.msg.includes('readable by other users'));
+      const warned = lines
+        .map((line) => JSON.parse(line) as { msg: string; path?: string; mode?: string })
+        .filter((line) => line.msg.includes('readable by other users'));
       expect(warned.map((line) => `${line.path} ${line.mode}`).sort()).toEqual(loosened.map((file) => `${join(dir, file)} 0644`).sort());
     } finally {
       await server.close();

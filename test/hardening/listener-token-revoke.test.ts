@@ -50,7 +50,10 @@ describe(`revoking a listener token (${testBackendKind()})`, () => {
     const held = agentCall(t.app, listenerId, doomed.token, '/claim', { agent_id: 'doomed', wait_seconds: 30 });
     await new Promise((r) => setTimeout(r, 200));
     expect((await t.api.delete(`/v2/listeners/${listenerId}/tokens/${doomed.id}`)).status).toBe(204);
-    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('after-revoke'), listenerId, { secrets: [{ name: 'API_TOKEN', value: SECRET }] }));
+    const created = await t.api.post(
+      '/v2/deployments',
+      dockerBody(uniqueName('after-revoke'), listenerId, { secrets: [{ name: 'API_TOKEN', value: SECRET }] }),
+    );
     expect(created.status).toBe(201);
     const answer = await held;
     expect(answer.status).toBe(401);
@@ -83,7 +86,10 @@ describe(`revoking a listener token (${testBackendKind()})`, () => {
     const held = agentCall(holder.app, listenerId, doomed.token, '/claim', { agent_id: 'doomed', wait_seconds: 30 });
     await new Promise((r) => setTimeout(r, 300));
     expect((await revoker.api.delete(`/v2/listeners/${listenerId}/tokens/${doomed.id}`)).status).toBe(204);
-    const created = await revoker.api.post('/v2/deployments', dockerBody(uniqueName('after-revoke'), listenerId, { secrets: [{ name: 'API_TOKEN', value: SECRET }] }));
+    const created = await revoker.api.post(
+      '/v2/deployments',
+      dockerBody(uniqueName('after-revoke'), listenerId, { secrets: [{ name: 'API_TOKEN', value: SECRET }] }),
+    );
     expect(created.status).toBe(201);
     const answer = await held;
     expect(answer.status).toBe(401);

@@ -26,12 +26,21 @@ async function agentOnNewDeployment(env: Record<string, string>) {
   const work = (await agentCall(t.app, listener.body.id, token, '/claim', { agent_id: 'caps', wait_seconds: 0 })).body.work;
   const claimPath = `/claims/${work.claim_id}`;
   expect((await agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' })).status).toBe(200);
-  const append = (messages: string[]) => agentCall(t.app, listener.body.id, token, `${claimPath}/logs`, { lines: messages.map((message) => ({ type: 'deploy', message })) });
+  const append = (messages: string[]) =>
+    agentCall(t.app, listener.body.id, token, `${claimPath}/logs`, { lines: messages.map((message) => ({ type: 'deploy', message })) });
   const stored = async () => {
     const page = await t.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}/logs?type=deploy&limit=1000`);
     return page.body.logs.map((l: { message: string }) => l.message) as string[];
   };
-  const storedBytes = async () => Number(((await t.sql.get(`SELECT coalesce(sum(${testBackendKind() === 'postgres' ? 'octet_length' : 'length'}(message)), 0) AS n FROM revision_logs WHERE revision_id = ?`, created.body.latest_revision_id)) as { n: number | string }).n);
+  const storedBytes = async () =>
+    Number(
+      (
+        (await t.sql.get(
+          `SELECT coalesce(sum(${testBackendKind() === 'postgres' ? 'octet_length' : 'length'}(message)), 0) AS n FROM revision_logs WHERE revision_id = ?`,
+          created.body.latest_revision_id,
+        )) as { n: number | string }
+      ).n,
+    );
   // The whole response, for its headers; `bearer` may be another token of the listener.
   const appendRaw = (bearer: string, messages: string[]) =>
     Promise.resolve(
@@ -41,7 +50,8 @@ async function agentOnNewDeployment(env: Record<string, string>) {
         body: JSON.stringify({ lines: messages.map((message) => ({ type: 'deploy', message })) }),
       }),
     );
-  const fail = () => agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'the server exited' });
+  const fail = () =>
+    agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'the server exited' });
   return { t, listenerId: listener.body.id as string, token, append, appendRaw, stored, storedBytes, fail };
 }
 
@@ -74,7 +84,10 @@ describe(`log caps (${testBackendKind()})`, () => {
     const agent = await agentOnNewDeployment({ LOG_TOKEN_LINES_PER_SECOND: '100' });
     // A burst of two seconds' worth goes through at once.
     expect((await agent.append(Array.from({ length: 200 }, (_, i) => `burst ${i}`))).status).toBe(204);
-    const limited = await agent.appendRaw(agent.token, Array.from({ length: 200 }, (_, i) => `more ${i}`));
+    const limited = await agent.appendRaw(
+      agent.token,
+      Array.from({ length: 200 }, (_, i) => `more ${i}`),
+    );
     expect(limited.status).toBe(429);
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(((await limited.json()) as { detail: string }).detail).toContain('LOG_TOKEN_LINES_PER_SECOND');
@@ -90,7 +103,10 @@ describe(`log caps (${testBackendKind()})`, () => {
     const line = 'y'.repeat(900);
     const statuses = new Map<number, number>();
     for (let i = 0; i < 30; i++) {
-      const answer = await agent.appendRaw(agent.token, Array.from({ length: 1000 }, () => line));
+      const answer = await agent.appendRaw(
+        agent.token,
+        Array.from({ length: 1000 }, () => line),
+      );
       statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
       await answer.arrayBuffer();
     }

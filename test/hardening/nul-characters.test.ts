@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arbitraryFor, inlineSchemaRefs, type JsonSchema } from '../fault/fuzz/json-schema-arbitrary.ts';
 import { agentCall } from '../helpers/agent-call.ts';
 import { testBackendKind } from '../helpers/backends.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
-import { arbitraryFor, inlineSchemaRefs, type JsonSchema } from '../fault/fuzz/json-schema-arbitrary.ts';
 
 /**
  * One rule for text on both backends (PostgreSQL cannot store NUL in text or jsonb; SQLite can):
@@ -21,7 +21,20 @@ type App = Awaited<ReturnType<typeof inProcessApp>>;
  * that fail half-way, which on PostgreSQL would have answered 500).
  */
 async function fingerprint(t: App): Promise<string> {
-  const tables = ['deployments', 'revisions', 'revision_logs', 'secrets', 'tracing_projects', 'listeners', 'listener_tokens', 'api_keys', 'workspaces', 'integrations', 'oauth_providers', 'oauth_tokens'];
+  const tables = [
+    'deployments',
+    'revisions',
+    'revision_logs',
+    'secrets',
+    'tracing_projects',
+    'listeners',
+    'listener_tokens',
+    'api_keys',
+    'workspaces',
+    'integrations',
+    'oauth_providers',
+    'oauth_tokens',
+  ];
   const parts: string[] = [];
   for (const table of tables) {
     const rows = await t.sql.all(`SELECT COUNT(*) AS n FROM ${table}`).catch(() => null);
@@ -47,16 +60,27 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
     const secret = await t.api.post('/v2/deployments', githubBody(uniqueName('nul'), fx.integrationId, { secrets: [{ name: 'TOKEN', value: 'a\u0000b' }] }));
     expect(secret.status).toBe(422);
     expect(secret.body.detail[0].loc).toEqual(['body', 'secrets', 0, 'value']);
-    const provider = await t.api.post('/v2/auth/providers', { provider_id: 'nul-provider', name: 'x\u0000', client_id: 'c', client_secret: 's', auth_url: 'https://idp.example.com/auth', token_url: 'https://idp.example.com/token' });
+    const provider = await t.api.post('/v2/auth/providers', {
+      provider_id: 'nul-provider',
+      name: 'x\u0000',
+      client_id: 'c',
+      client_secret: 's',
+      auth_url: 'https://idp.example.com/auth',
+      token_url: 'https://idp.example.com/token',
+    });
     expect(provider.status).toBe(422);
     expect(provider.body.detail[0].loc).toEqual(['body', 'name']);
-    const key = await t.api.post('/v1/api-keys', { workspace_id: null, description: 'ok', ['sneaky\u0000key']: 1 });
+    const key = await t.api.post('/v1/api-keys', { workspace_id: null, description: 'ok', 'sneaky\u0000key': 1 });
     expect(key.status).toBe(422);
     expect(key.body.detail[0].loc).toEqual(['body', 'sneaky\u0000key']);
     const query = await t.api.get('/v2/deployments?name_contains=%00');
     expect(query.status).toBe(422);
     expect(query.body.detail[0].loc).toEqual(['query', 'name_contains']);
-    const form = await t.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'state=abc&error_description=x%00y' });
+    const form = await t.app.request('/v2/auth/callback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'state=abc&error_description=x%00y',
+    });
     expect(form.status).toBe(422);
     expect(((await form.json()) as { detail: Array<{ loc: unknown[] }> }).detail[0]!.loc).toEqual(['body', 'error_description']);
     const path = await t.api.get('/v2/auth/providers/a%00b');
@@ -78,7 +102,11 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
     const output = 'npm ERR! \u0000\u0001binary\u001b[31m red\u001b[0m\r\nnext\tline\u007f';
     const logs = await agentCall(t.app, listener.body.id, token, `${claimPath}/logs`, { lines: [{ type: 'deploy', level: 'error', message: output }] });
     expect(logs.status).toBe(204);
-    const failed = await agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: `failed: ${output}` });
+    const failed = await agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, {
+      from: 'DEPLOYING',
+      to: 'DEPLOY_FAILED',
+      status_message: `failed: ${output}`,
+    });
     expect(failed.status).toBe(200);
     expect(failed.body.status).toBe('DEPLOY_FAILED');
     expect(failed.body.status_message).toBe('failed: npm ERR! \uFFFD\uFFFDbinary red\nnext\tline\uFFFD');
@@ -105,16 +133,21 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
     expect(ops.length).toBeGreaterThan(20);
     const fillPath = (path: string) => path.replace('{listener_id}', listener.body.id).replace(/\{[^}]+\}/g, () => crypto.randomUUID());
     // The agent's log lines and status messages are kept and sanitised, not refused.
-    const keptText = (path: string, loc: Array<string | number>) => (path.endsWith('/logs') && loc.at(-1) === 'message') || (path.endsWith('/transition') && loc.at(-1) === 'status_message');
+    const keptText = (path: string, loc: Array<string | number>) =>
+      (path.endsWith('/logs') && loc.at(-1) === 'message') || (path.endsWith('/transition') && loc.at(-1) === 'status_message');
 
     const caseOf = (op: Op) =>
-      fc.record({
-        value: op.body ? arbitraryFor(op.body, ids) : fc.constant(undefined),
-        queryValues: fc.tuple(...op.query.map((p) => arbitraryFor(p.schema ?? { type: 'string' }, ids).map((v) => (typeof v === 'string' ? v : JSON.stringify(v))))),
-        pick: fc.nat(),
-        at: fc.nat(),
-        inKey: fc.boolean(),
-      }).map((c) => ({ op, ...c }));
+      fc
+        .record({
+          value: op.body ? arbitraryFor(op.body, ids) : fc.constant(undefined),
+          queryValues: fc.tuple(
+            ...op.query.map((p) => arbitraryFor(p.schema ?? { type: 'string' }, ids).map((v) => (typeof v === 'string' ? v : JSON.stringify(v)))),
+          ),
+          pick: fc.nat(),
+          at: fc.nat(),
+          inKey: fc.boolean(),
+        })
+        .map((c) => ({ op, ...c }));
     const statuses = new Map<number, number>();
     let requests = 0;
     let before = await fingerprint(t);
@@ -128,7 +161,8 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
           for (const [key, child] of Object.entries(node)) {
             const childLoc = [...loc, Array.isArray(node) ? Number(key) : key];
             if (typeof child === 'string') places.push({ loc: childLoc, set: (nul) => ((node as Record<string, unknown>)[key] = nul(child)) });
-            if (inKey && !Array.isArray(node)) places.push({ loc: [...loc, `${key}\u0000`], set: () => ((node as Record<string, unknown>)[`${key}\u0000`] = child) });
+            if (inKey && !Array.isArray(node))
+              places.push({ loc: [...loc, `${key}\u0000`], set: () => ((node as Record<string, unknown>)[`${key}\u0000`] = child) });
             walk(child, childLoc);
           }
         };
@@ -145,7 +179,10 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
         const agentRoute = op.path.includes('/agent/');
         const response = await t.app.request(`${fillPath(op.path)}${search.size ? `?${search}` : ''}`, {
           method: op.method,
-          headers: { ...(agentRoute ? { authorization: `Bearer ${agentToken}` } : { 'x-api-key': t.apiKey }), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          headers: {
+            ...(agentRoute ? { authorization: `Bearer ${agentToken}` } : { 'x-api-key': t.apiKey }),
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
           body: body === undefined || op.method === 'GET' ? undefined : JSON.stringify(body),
         });
         const answer = (await response.json().catch(() => null)) as { detail?: Array<{ loc: unknown[] }> } | null;
@@ -166,6 +203,8 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
       }),
       { numRuns: 600, endOnFailure: true },
     );
-    console.log(`nul fuzz (${testBackendKind()}): ${requests} requests over ${ops.length} operations; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
+    console.log(
+      `nul fuzz (${testBackendKind()}): ${requests} requests over ${ops.length} operations; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`,
+    );
   });
 });

@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 const MAX_CONNECTIONS = 100;
 const HEADERS_TIMEOUT_MS = 2500;
@@ -43,7 +43,10 @@ describe('slowloris: held connections', () => {
       KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
       HEALTH_PORT: '0',
     });
-    const listening = server.output().split('\n').find((line) => line.includes('"msg":"listening"'))!;
+    const listening = server
+      .output()
+      .split('\n')
+      .find((line) => line.includes('"msg":"listening"'))!;
     healthPort = JSON.parse(listening).health_port;
     expect(healthPort).toBeGreaterThan(0);
   });

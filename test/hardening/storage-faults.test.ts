@@ -19,7 +19,9 @@ type App = Awaited<ReturnType<typeof inProcessApp>>;
  */
 function fillTheDisk(db: Database.Database, fillerRevisionId: string): void {
   db.pragma('max_page_count = 1'); // clamped to the current page count
-  const insert = db.prepare("INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, 'deploy', 'info', ?, '2026-01-01T00:00:00.000Z')");
+  const insert = db.prepare(
+    "INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, 'deploy', 'info', ?, '2026-01-01T00:00:00.000Z')",
+  );
   for (const size of [2000, 200, 20, 1]) {
     for (;;) {
       try {
@@ -130,7 +132,10 @@ describe('storage failures', () => {
       const path = join(dir, 'not-a-dir', 'data', 'control-plane.db');
       const result = start(path);
       expect(result.status).not.toBe(0);
-      const lines = result.stderr.trim().split('\n').filter((line) => !line.startsWith('{')); // JSON log lines aside
+      const lines = result.stderr
+        .trim()
+        .split('\n')
+        .filter((line) => !line.startsWith('{')); // JSON log lines aside
       expect(lines).toHaveLength(1);
       expect(lines[0]).toContain(path);
       expect(lines[0]).toMatch(/not a directory/);

@@ -1,6 +1,6 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { testBackendKind, testDatabaseUrl } from '../helpers/backends.ts';
@@ -75,7 +75,13 @@ async function race(processes: Array<{ app: App; base: string }>) {
     }),
   );
   const stored = Number(((await app.sql.get("SELECT coalesce(sum(size), 0) AS n FROM uploads WHERE state = 'complete'")) as { n: number | string }).n);
-  const chunkBytes = Number(((await app.sql.get(`SELECT coalesce(sum(${testBackendKind() === 'postgres' ? 'octet_length' : 'length'}(data)), 0) AS n FROM upload_chunks`)) as { n: number | string }).n);
+  const chunkBytes = Number(
+    (
+      (await app.sql.get(`SELECT coalesce(sum(${testBackendKind() === 'postgres' ? 'octet_length' : 'length'}(data)), 0) AS n FROM upload_chunks`)) as {
+        n: number | string;
+      }
+    ).n,
+  );
   const reserved = Number(((await app.sql.get('SELECT coalesce(sum(reserved_bytes), 0) AS n FROM uploads')) as { n: number | string }).n);
   return { answers, stored, chunkBytes, reserved };
 }
@@ -85,7 +91,10 @@ describe(`the workspace upload quota under concurrent PUTs (${testBackendKind()}
     const { answers, stored, chunkBytes, reserved } = await race(await processesOnOneDatabase(1));
     expect(answers.filter((s) => s === 200).length).toBeGreaterThanOrEqual(1);
     expect(answers.filter((s) => s === 200).length).toBeLessThanOrEqual(3);
-    expect(answers.every((s) => s === 200 || s === 413), JSON.stringify(answers)).toBe(true);
+    expect(
+      answers.every((s) => s === 200 || s === 413),
+      JSON.stringify(answers),
+    ).toBe(true);
     expect(stored).toBeLessThanOrEqual(QUOTA);
     expect(stored).toBe(answers.filter((s) => s === 200).length * 3 * MiB);
     // Nothing of a refused PUT is left: no chunk rows beyond the complete tarballs, no reservation.
@@ -95,7 +104,10 @@ describe(`the workspace upload quota under concurrent PUTs (${testBackendKind()}
 
   it.runIf(testBackendKind() === 'postgres')('holds across two server processes on one database', async () => {
     const { answers, stored, chunkBytes, reserved } = await race(await processesOnOneDatabase(2));
-    expect(answers.every((s) => s === 200 || s === 413), JSON.stringify(answers)).toBe(true);
+    expect(
+      answers.every((s) => s === 200 || s === 413),
+      JSON.stringify(answers),
+    ).toBe(true);
     expect(stored).toBeLessThanOrEqual(QUOTA);
     expect(stored).toBe(answers.filter((s) => s === 200).length * 3 * MiB);
     expect(chunkBytes).toBe(stored);

@@ -23,7 +23,13 @@ describe(`deployment URL identity (${testBackendKind()})`, () => {
   afterAll(() => t.close());
 
   // The victim's name, the same in lower case, and names built to equal the victim's hashed form.
-  const namesAround = (victim: string) => [victim, victim.toLowerCase(), `${victim.toLowerCase()}-${hashOf(victim, 6)}`, `${victim.toLowerCase()}-${hashOf(victim, 16)}`, victim.toLowerCase().replace('victim', 'victim_')];
+  const namesAround = (victim: string) => [
+    victim,
+    victim.toLowerCase(),
+    `${victim.toLowerCase()}-${hashOf(victim, 6)}`,
+    `${victim.toLowerCase()}-${hashOf(victim, 16)}`,
+    victim.toLowerCase().replace('victim', 'victim_'),
+  ];
   const victimName = () => `Victim${crypto.randomUUID().replaceAll('-', '').slice(0, 12)}`;
 
   it('gives every name its own custom_url host, and deleting one leaves the others as they were', async () => {

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/api.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 const BUDGET = 1024 * 1024;
 const WRONG_SIGNATURE = `sha256=${'0'.repeat(64)}`;
@@ -36,7 +36,11 @@ describe('unsigned webhook bodies share a memory budget', () => {
   afterAll(() => server?.kill());
 
   it('an upload the client abandons midway is logged once, at info, in one line without a stack (item 11)', async () => {
-    const abortLines = () => server.output().split('\n').filter((l) => l.includes('request aborted by the client'));
+    const abortLines = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('request aborted by the client'));
     const socket = slowUpload(server, 450 * 1024, 100 * 1024);
     await new Promise((resolve) => setTimeout(resolve, 300));
     socket.destroy();
@@ -63,7 +67,6 @@ describe('unsigned webhook bodies share a memory budget', () => {
     for (const socket of slow) socket.destroy();
     // The server's accounting gave the aborted uploads' share back: the same post is read again.
     await eventually(async () => ((await post(server, 300 * 1024)).status === 401 ? true : undefined), 10_000);
-
   });
 
   it('a chunked body with no declared length is stopped once it outgrows the budget', async () => {

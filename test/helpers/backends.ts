@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { openStore } from '../../server/store/open.ts';
 import { createTestDatabase } from './postgres.ts';
-import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 
 export type BackendKind = 'sqlite' | 'postgres';
 export const BACKENDS: readonly BackendKind[] = ['sqlite', 'postgres'];
@@ -23,7 +23,10 @@ export async function testDatabaseUrl(kind: BackendKind, sqlitePath = ':memory:'
 }
 
 /** A real, migrated, empty store of the kind asked for, through the same `openStore` the server uses. */
-export async function openTestBackend(kind: BackendKind, secretBox = new SecretBox(randomBytes(32))): Promise<StoreBackend & { secretBox: SecretBox; url: string }> {
+export async function openTestBackend(
+  kind: BackendKind,
+  secretBox = new SecretBox(randomBytes(32)),
+): Promise<StoreBackend & { secretBox: SecretBox; url: string }> {
   const url = await testDatabaseUrl(kind);
   const backend = await openStore(url, { secretBox, synchronous: 'NORMAL', rules: DOMAIN_STORE_RULES });
   return Object.assign(backend, { secretBox, url });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { apiClient, type Api } from './api.ts';
+import { type Api, apiClient } from './api.ts';
 import { testDatabaseUrl } from './backends.ts';
-import { startServerProcess, type ServerProcess } from './server-process.ts';
+import { type ServerProcess, startServerProcess } from './server-process.ts';
 
 /**
  * Three (or `size`) real server processes (`node server/main.ts`) on ONE PostgreSQL database, as

@@ -1,7 +1,7 @@
 import { createHmac, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SignJWT, type JWK } from 'jose';
+import { type JWK, SignJWT } from 'jose';
 
 /**
  * A local stand-in for GitHub's Actions token service, on a loopback port: the OIDC discovery
@@ -182,7 +182,32 @@ export class GithubOidcIssuer {
         jwks_uri: `${this.url}/.well-known/jwks`,
         subject_types_supported: ['public', 'pairwise'],
         response_types_supported: ['id_token'],
-        claims_supported: ['sub', 'aud', 'exp', 'iat', 'iss', 'jti', 'nbf', 'ref', 'repository', 'repository_id', 'repository_owner', 'repository_owner_id', 'run_id', 'run_number', 'run_attempt', 'actor', 'actor_id', 'workflow', 'head_ref', 'base_ref', 'event_name', 'ref_type', 'environment', 'job_workflow_ref'],
+        claims_supported: [
+          'sub',
+          'aud',
+          'exp',
+          'iat',
+          'iss',
+          'jti',
+          'nbf',
+          'ref',
+          'repository',
+          'repository_id',
+          'repository_owner',
+          'repository_owner_id',
+          'run_id',
+          'run_number',
+          'run_attempt',
+          'actor',
+          'actor_id',
+          'workflow',
+          'head_ref',
+          'base_ref',
+          'event_name',
+          'ref_type',
+          'environment',
+          'job_workflow_ref',
+        ],
         id_token_signing_alg_values_supported: ['RS256'],
         scopes_supported: ['openid'],
       });
@@ -208,4 +233,3 @@ export class GithubOidcIssuer {
     json(404, { message: 'Not Found' });
   }
 }
-

@@ -3,22 +3,33 @@ import { loadConfig } from '../../server/config.ts';
 import { createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
-import { systemClock, type Clock } from '../../server/domain/clock.ts';
+import { type Clock, systemClock } from '../../server/domain/clock.ts';
 import type { Resolve } from '../../server/domain/oauth/outbound.ts';
-import { silentLogger, type Logger } from '../../server/logger.ts';
+import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
+import { type Logger, silentLogger } from '../../server/logger.ts';
 import { openStore } from '../../server/store/open.ts';
 import type { SqliteStore } from '../../server/store/sqlite.ts';
-import { apiClient, type Api } from './api.ts';
+import { type Api, apiClient } from './api.ts';
 import { testBackendKind, testDatabaseUrl } from './backends.ts';
 import { rawSql } from './raw-sql.ts';
-import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 
 /**
  * The whole app in this process on an in-memory SQLite database (or a fresh PostgreSQL database
  * when the suite runs on PostgreSQL), called through `app.request()` (no port). Fast; for the rules
  * of single requests. End-to-end behaviour is tested on a port. `path` asks for that SQLite file.
  */
-export async function inProcessApp(options: { stageMs?: number; path?: string; env?: Record<string, string>; oauthResolve?: Resolve; processId?: string; secretBox?: SecretBox; log?: Logger; clock?: Clock } = {}) {
+export async function inProcessApp(
+  options: {
+    stageMs?: number;
+    path?: string;
+    env?: Record<string, string>;
+    oauthResolve?: Resolve;
+    processId?: string;
+    secretBox?: SecretBox;
+    log?: Logger;
+    clock?: Clock;
+  } = {},
+) {
   // Apps sharing one database (several "processes") share its encryption key, as servers do.
   const secretBox = options.secretBox ?? new SecretBox(randomBytes(32));
   const url = options.path ?? (await testDatabaseUrl(testBackendKind()));
@@ -29,7 +40,16 @@ export async function inProcessApp(options: { stageMs?: number; path?: string; e
   const apiKey = `test-${crypto.randomUUID()}`;
   const boot = await store.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
   const config = loadConfig({ SANDBOX_STAGE_MS: String(options.stageMs ?? 10), LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', ...options.env });
-  const controlPlane = createControlPlane({ backend, clock: options.clock ?? systemClock, log: options.log ?? silentLogger, config, secretBox, publicUrl: () => 'http://localhost', oauthResolve: options.oauthResolve, processId: options.processId });
+  const controlPlane = createControlPlane({
+    backend,
+    clock: options.clock ?? systemClock,
+    log: options.log ?? silentLogger,
+    config,
+    secretBox,
+    publicUrl: () => 'http://localhost',
+    oauthResolve: options.oauthResolve,
+    processId: options.processId,
+  });
   await controlPlane.start();
   const { app, services } = controlPlane;
 

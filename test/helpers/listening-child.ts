@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -21,7 +21,12 @@ export type ListeningChild = {
  * benchmark baselines all print one. Shared by the tests and the benchmarks. `nodeArgs` go to
  * Node before the script (e.g. `--trace-gc`).
  */
-export async function startListeningChild(script: string, env: Record<string, string>, timeoutMs = 60_000, nodeArgs: readonly string[] = []): Promise<ListeningChild> {
+export async function startListeningChild(
+  script: string,
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  nodeArgs: readonly string[] = [],
+): Promise<ListeningChild> {
   const started = performance.now();
   const child: ChildProcess = spawn(process.execPath, [...nodeArgs, resolve(ROOT, script)], {
     cwd: ROOT,

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3';
 import { existsSync, readFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { PgDb } from '../../server/store/postgres/db.ts';
 import type { SqliteStore } from '../../server/store/sqlite.ts';
 import type { Store } from '../../server/store/types.ts';
@@ -11,7 +11,11 @@ export type RawSql = {
   run(text: string, ...params: unknown[]): Promise<number>;
   close(): Promise<void>;
   /** The same, shaped like better-sqlite3's `prepare(text).get(…)`, so a test reads alike on both backends. */
-  prepare(text: string): { all<T = Record<string, unknown>>(...params: unknown[]): Promise<T[]>; get<T = Record<string, unknown>>(...params: unknown[]): Promise<T | undefined>; run(...params: unknown[]): Promise<number> };
+  prepare(text: string): {
+    all<T = Record<string, unknown>>(...params: unknown[]): Promise<T[]>;
+    get<T = Record<string, unknown>>(...params: unknown[]): Promise<T | undefined>;
+    run(...params: unknown[]): Promise<number>;
+  };
 };
 
 /**
@@ -21,7 +25,11 @@ export type RawSql = {
 export function rawSql(url: string, core: Store): RawSql {
   const withPrepare = (raw: Omit<RawSql, 'prepare'>): RawSql => ({
     ...raw,
-    prepare: (text) => ({ all: (...params) => raw.all(text, ...params), get: (...params) => raw.get(text, ...params), run: (...params) => raw.run(text, ...params) }),
+    prepare: (text) => ({
+      all: (...params) => raw.all(text, ...params),
+      get: (...params) => raw.get(text, ...params),
+      run: (...params) => raw.run(text, ...params),
+    }),
   });
   if (!url.startsWith('postgres')) {
     const db = (core as SqliteStore).db as Database.Database;
@@ -54,7 +62,9 @@ export function openRawSql(databaseUrl: string, options: { readonly?: boolean } 
       ...raw,
       // Every row of every table as text: what a dump or a disk image of the database would show.
       async storedBytes() {
-        const tables = await db.rows<{ name: string }>("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'");
+        const tables = await db.rows<{ name: string }>(
+          "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+        );
         const parts: string[] = [];
         for (const { name } of tables) parts.push(...(await db.rows<{ t: string }>(`SELECT t::text AS t FROM "${name}" t`)).map((r) => r.t));
         return Buffer.from(parts.join('\n'));
@@ -81,5 +91,12 @@ function rawSqlOn(db: PgDb): RawSql {
     run: (text: string, ...params: unknown[]) => db.run(text, params),
     close: () => db.close(),
   };
-  return { ...raw, prepare: (text) => ({ all: (...params) => raw.all(text, ...params), get: (...params) => raw.get(text, ...params), run: (...params) => raw.run(text, ...params) }) } as RawSql;
+  return {
+    ...raw,
+    prepare: (text) => ({
+      all: (...params) => raw.all(text, ...params),
+      get: (...params) => raw.get(text, ...params),
+      run: (...params) => raw.run(text, ...params),
+    }),
+  } as RawSql;
 }

@@ -6,7 +6,13 @@ import { PODS, RENDERED_KINDS, VOLUME_CLAIMS } from '../../agent/k8s/cluster.ts'
 import { schemaErrors } from '../../agent/k8s/schemas.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; rules?: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>; [key: string]: any };
+type Doc = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  rules?: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
+  [key: string]: any;
+};
 
 /**
  * docs/examples/k8s-agent.yaml cannot be applied here (no cluster): this checks what can drift
@@ -15,7 +21,7 @@ type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespa
  * cluster-wide; the agent's Deployment runs it as §14 says (`--compute k8s`, the token from a Secret,
  * the service account's credentials).
  */
-describe('docs/examples/k8s-agent.yaml: the agent\'s least-privilege RBAC and in-cluster Deployment', () => {
+describe("docs/examples/k8s-agent.yaml: the agent's least-privilege RBAC and in-cluster Deployment", () => {
   const docs = parseAllDocuments(readFileSync(join(ROOT, 'docs/examples/k8s-agent.yaml'), 'utf8')).map((d) => d.toJS() as Doc);
 
   it('holds a ServiceAccount, a Role, a RoleBinding, the token Secret and the Deployment, each valid against the Kubernetes schemas', () => {
@@ -28,8 +34,18 @@ describe('docs/examples/k8s-agent.yaml: the agent\'s least-privilege RBAC and in
     const role = docs.find((d) => d.kind === 'Role')!;
     expect(role.metadata.namespace).toBeTruthy();
     const granted = new Set(role.rules!.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}`))));
-    const plural: Record<string, string> = { Secret: 'secrets', Service: 'services', StatefulSet: 'statefulsets', Deployment: 'deployments', HorizontalPodAutoscaler: 'horizontalpodautoscalers', PersistentVolumeClaim: 'persistentvolumeclaims', Pod: 'pods' };
-    const needed = [...RENDERED_KINDS, PODS, VOLUME_CLAIMS].map(({ apiVersion, kind }) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${plural[kind]}`);
+    const plural: Record<string, string> = {
+      Secret: 'secrets',
+      Service: 'services',
+      StatefulSet: 'statefulsets',
+      Deployment: 'deployments',
+      HorizontalPodAutoscaler: 'horizontalpodautoscalers',
+      PersistentVolumeClaim: 'persistentvolumeclaims',
+      Pod: 'pods',
+    };
+    const needed = [...RENDERED_KINDS, PODS, VOLUME_CLAIMS].map(
+      ({ apiVersion, kind }) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${plural[kind]}`,
+    );
     expect([...granted].sort()).toEqual([...needed].sort());
     const verbs = role.rules!.flatMap((r) => r.verbs);
     expect(verbs.filter((v) => ['*', 'escalate', 'bind', 'impersonate', 'deletecollection'].includes(v))).toEqual([]);
@@ -52,6 +68,11 @@ describe('docs/examples/k8s-agent.yaml: the agent\'s least-privilege RBAC and in
     // Credentials: the service account (no --kubeconfig, no KUBECONFIG); the agent token from the Secret, not in the args.
     expect(container.args).not.toContain('--kubeconfig');
     expect(container.args).not.toContain('--token');
-    expect(container.env).toEqual([{ name: 'CONTROL_PLANE_AGENT_TOKEN', valueFrom: { secretKeyRef: { name: docs.find((d) => d.kind === 'Secret')!.metadata.name, key: 'CONTROL_PLANE_AGENT_TOKEN' } } }]);
+    expect(container.env).toEqual([
+      {
+        name: 'CONTROL_PLANE_AGENT_TOKEN',
+        valueFrom: { secretKeyRef: { name: docs.find((d) => d.kind === 'Secret')!.metadata.name, key: 'CONTROL_PLANE_AGENT_TOKEN' } },
+      },
+    ]);
   });
 });

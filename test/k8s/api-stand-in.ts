@@ -39,16 +39,77 @@ type Resource = { group: string; version: string; name: string; kind: string; na
 
 const RESOURCES: Resource[] = [
   { group: '', version: 'v1', name: 'secrets', kind: 'Secret', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
-  { group: '', version: 'v1', name: 'services', kind: 'Service', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
+  {
+    group: '',
+    version: 'v1',
+    name: 'services',
+    kind: 'Service',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+    status: true,
+  },
   { group: '', version: 'v1', name: 'pods', kind: 'Pod', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
-  { group: '', version: 'v1', name: 'persistentvolumeclaims', kind: 'PersistentVolumeClaim', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
-  { group: '', version: 'v1', name: 'serviceaccounts', kind: 'ServiceAccount', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
+  {
+    group: '',
+    version: 'v1',
+    name: 'persistentvolumeclaims',
+    kind: 'PersistentVolumeClaim',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+    status: true,
+  },
+  {
+    group: '',
+    version: 'v1',
+    name: 'serviceaccounts',
+    kind: 'ServiceAccount',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+  },
   { group: '', version: 'v1', name: 'namespaces', kind: 'Namespace', namespaced: false, verbs: ['get', 'list'] },
-  { group: 'apps', version: 'v1', name: 'deployments', kind: 'Deployment', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
-  { group: 'apps', version: 'v1', name: 'statefulsets', kind: 'StatefulSet', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
-  { group: 'autoscaling', version: 'v2', name: 'horizontalpodautoscalers', kind: 'HorizontalPodAutoscaler', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'], status: true },
-  { group: 'rbac.authorization.k8s.io', version: 'v1', name: 'roles', kind: 'Role', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
-  { group: 'rbac.authorization.k8s.io', version: 'v1', name: 'rolebindings', kind: 'RoleBinding', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
+  {
+    group: 'apps',
+    version: 'v1',
+    name: 'deployments',
+    kind: 'Deployment',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+    status: true,
+  },
+  {
+    group: 'apps',
+    version: 'v1',
+    name: 'statefulsets',
+    kind: 'StatefulSet',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+    status: true,
+  },
+  {
+    group: 'autoscaling',
+    version: 'v2',
+    name: 'horizontalpodautoscalers',
+    kind: 'HorizontalPodAutoscaler',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+    status: true,
+  },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    name: 'roles',
+    kind: 'Role',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+  },
+  {
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    name: 'rolebindings',
+    kind: 'RoleBinding',
+    namespaced: true,
+    verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
+  },
 ];
 
 /** What a token may do: in which namespaces, on which resources (`deployments.apps`, `secrets`), with which verbs. */
@@ -93,7 +154,29 @@ export class KubernetesApiStandIn {
    */
   async start(): Promise<this> {
     const dir = mkdtempSync(join(tmpdir(), 'k8s-stand-in-tls-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=kubernetes-api-stand-in', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=kubernetes-api-stand-in',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     this.#certificate = readFileSync(join(dir, 'cert.pem'), 'utf8');
     this.#server = createServer({ key: readFileSync(join(dir, 'key.pem')), cert: this.#certificate }, (req, res) => {
       this.#serve(req, res).catch((error: unknown) => this.#send(req, res, 500, status(500, 'InternalError', String(error))));
@@ -148,7 +231,9 @@ export class KubernetesApiStandIn {
   /** Stored objects of a kind in a namespace (tests read the cluster's state through this). */
   objects(kind: string, namespace: string, selector?: string): Obj[] {
     const match = selector ? parseSelector(selector) : () => true;
-    return [...this.#objects.values()].filter((o) => o.kind === kind && o.metadata.namespace === namespace && match(o.metadata.labels ?? {})).map((o) => structuredClone(o));
+    return [...this.#objects.values()]
+      .filter((o) => o.kind === kind && o.metadata.namespace === namespace && match(o.metadata.labels ?? {}))
+      .map((o) => structuredClone(o));
   }
 
   get(kind: string, namespace: string, name: string): Obj | undefined {
@@ -200,8 +285,16 @@ export class KubernetesApiStandIn {
   #reconcileWorkload(workload: Obj): void {
     const ns = workload.metadata.namespace!;
     const desired: number = workload.spec?.replicas ?? 1;
-    const hash = createHash('sha256').update(JSON.stringify(workload.spec?.template ?? {})).digest('hex').slice(0, 10);
-    const owned = [...this.#objects.values()].filter((o) => o.kind === 'Pod' && o.metadata.namespace === ns && (o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.[0]?.uid === workload.metadata.uid);
+    const hash = createHash('sha256')
+      .update(JSON.stringify(workload.spec?.template ?? {}))
+      .digest('hex')
+      .slice(0, 10);
+    const owned = [...this.#objects.values()].filter(
+      (o) =>
+        o.kind === 'Pod' &&
+        o.metadata.namespace === ns &&
+        (o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.[0]?.uid === workload.metadata.uid,
+    );
     const current = owned.filter((p) => p.metadata.labels?.['pod-template-hash'] === hash);
     const old = owned.filter((p) => p.metadata.labels?.['pod-template-hash'] !== hash);
     for (let i = current.length; i < desired; i += 1) current.push(this.#makePod(workload, hash, i));
@@ -267,7 +360,16 @@ export class KubernetesApiStandIn {
     for (const template of set.spec?.volumeClaimTemplates ?? []) {
       const name = `${template.metadata.name}-${set.metadata.name}-0`;
       if (this.#objects.has(key('PersistentVolumeClaim', ns, name))) continue;
-      this.#store({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: ns, labels: { ...(template.metadata.labels ?? {}) } }, spec: structuredClone(template.spec), status: { phase: 'Bound' } }, true);
+      this.#store(
+        {
+          apiVersion: 'v1',
+          kind: 'PersistentVolumeClaim',
+          metadata: { name, namespace: ns, labels: { ...(template.metadata.labels ?? {}) } },
+          spec: structuredClone(template.spec),
+          status: { phase: 'Bound' },
+        },
+        true,
+      );
     }
   }
 
@@ -279,7 +381,8 @@ export class KubernetesApiStandIn {
     if (!token || !this.#grants.has(token)) return this.#send(req, res, 401, status(401, 'Unauthorized', 'Unauthorized'));
     const body = await readBody(req);
 
-    if (req.method === 'GET' && url.pathname === '/api') return this.#send(req, res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
+    if (req.method === 'GET' && url.pathname === '/api')
+      return this.#send(req, res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
     if (req.method === 'GET' && url.pathname === '/apis') return this.#send(req, res, 200, apiGroupList());
     const discovery = /^\/(?:api\/(v1)|apis\/([^/]+)\/([^/]+))$/.exec(url.pathname);
     if (req.method === 'GET' && discovery) {
@@ -310,25 +413,48 @@ export class KubernetesApiStandIn {
     const verb = verbOf(req.method ?? 'GET', name);
     const qualified = resource.group ? `${resource.name}.${resource.group}` : resource.name;
     if (!this.#allowed(token, ns, qualified, verb)) {
-      return this.#send(req, res, 403, status(403, 'Forbidden', `${qualified}${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:stand-in:agent" cannot ${verb} resource "${resource.name}${subresource ? `/${subresource}` : ''}" in API group "${resource.group}" in the namespace "${ns}"`, { kind: resource.name, name }));
+      return this.#send(
+        req,
+        res,
+        403,
+        status(
+          403,
+          'Forbidden',
+          `${qualified}${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:stand-in:agent" cannot ${verb} resource "${resource.name}${subresource ? `/${subresource}` : ''}" in API group "${resource.group}" in the namespace "${ns}"`,
+          { kind: resource.name, name },
+        ),
+      );
     }
     if (!this.#namespaces.has(ns)) return this.#send(req, res, 404, status(404, 'NotFound', `namespaces "${ns}" not found`, { kind: 'namespaces', name: ns }));
     const q = Object.fromEntries(url.searchParams);
 
     if (req.method === 'GET' && !name) {
       const items = this.objects(resource.kind, ns, q.labelSelector);
-      return this.#send(req, res, 200, { kind: `${resource.kind}List`, apiVersion: resource.group ? `${resource.group}/${resource.version}` : resource.version, metadata: { resourceVersion: String(this.#resourceVersion) }, items: items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest) });
+      return this.#send(req, res, 200, {
+        kind: `${resource.kind}List`,
+        apiVersion: resource.group ? `${resource.group}/${resource.version}` : resource.version,
+        metadata: { resourceVersion: String(this.#resourceVersion) },
+        items: items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest),
+      });
     }
     if (!name) {
-      if (req.method !== 'POST') return this.#send(req, res, 405, status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
+      if (req.method !== 'POST')
+        return this.#send(req, res, 405, status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
       const object = parseObject(body, req.headers['content-type']);
       if (!object) return this.#send(req, res, 400, status(400, 'BadRequest', 'the body is not a Kubernetes object'));
       object.metadata = { ...object.metadata, namespace: ns };
-      if (this.#objects.has(key(resource.kind, ns, object.metadata.name))) return this.#send(req, res, 409, status(409, 'AlreadyExists', `${qualified} "${object.metadata.name}" already exists`, { kind: resource.name, name: object.metadata.name }));
+      if (this.#objects.has(key(resource.kind, ns, object.metadata.name)))
+        return this.#send(
+          req,
+          res,
+          409,
+          status(409, 'AlreadyExists', `${qualified} "${object.metadata.name}" already exists`, { kind: resource.name, name: object.metadata.name }),
+        );
       return this.#write(req, res, resource, qualified, null, object, q.fieldManager ?? 'unknown', 'Update', 201);
     }
     const existing = this.#objects.get(key(resource.kind, ns, name));
-    const notFound = () => this.#send(req, res, 404, status(404, 'NotFound', `${qualified} "${name}" not found`, { kind: resource.name, name, group: resource.group }));
+    const notFound = () =>
+      this.#send(req, res, 404, status(404, 'NotFound', `${qualified} "${name}" not found`, { kind: resource.name, name, group: resource.group }));
 
     if (req.method === 'GET') return existing ? this.#send(req, res, 200, existing) : notFound();
     if (req.method === 'DELETE') {
@@ -338,7 +464,13 @@ export class KubernetesApiStandIn {
       for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
         if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === existing.metadata.uid)) this.#objects.delete(k);
       }
-      return this.#send(req, res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: resource.group, kind: resource.name, uid: existing.metadata.uid } });
+      return this.#send(req, res, 200, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Success',
+        details: { name, group: resource.group, kind: resource.name, uid: existing.metadata.uid },
+      });
     }
     if (subresource === 'status') {
       if (!existing) return notFound();
@@ -351,15 +483,40 @@ export class KubernetesApiStandIn {
     if (req.method === 'PATCH') {
       const contentType = (req.headers['content-type'] ?? '').split(';')[0];
       if (contentType === 'application/apply-patch+yaml') {
-        if (!q.fieldManager) return this.#send(req, res, 400, status(400, 'BadRequest', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'));
+        if (!q.fieldManager)
+          return this.#send(
+            req,
+            res,
+            400,
+            status(400, 'BadRequest', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'),
+          );
         const applied = parseObject(body, contentType);
         if (!applied) return this.#send(req, res, 400, status(400, 'BadRequest', 'error decoding YAML: the body is not a Kubernetes object'));
-        if (applied.metadata.name !== name) return this.#send(req, res, 400, status(400, 'BadRequest', `the name of the object (${applied.metadata.name}) does not match the name on the URL (${name})`));
-        const owners = ((existing?.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter((m) => m.manager !== q.fieldManager && m.operation === 'Apply');
+        if (applied.metadata.name !== name)
+          return this.#send(
+            req,
+            res,
+            400,
+            status(400, 'BadRequest', `the name of the object (${applied.metadata.name}) does not match the name on the URL (${name})`),
+          );
+        const owners = ((existing?.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter(
+          (m) => m.manager !== q.fieldManager && m.operation === 'Apply',
+        );
         if (existing && owners.length > 0 && q.force !== 'true') {
-          return this.#send(req, res, 409, status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owners[0]!.manager}": .spec`, { kind: resource.name, name }));
+          return this.#send(
+            req,
+            res,
+            409,
+            status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owners[0]!.manager}": .spec`, { kind: resource.name, name }),
+          );
         }
-        const next: Obj = existing ? { ...structuredClone(existing), ...without(applied, ['status']), metadata: { ...existing.metadata, labels: applied.metadata.labels, annotations: applied.metadata.annotations } } : { ...applied, metadata: { ...applied.metadata, namespace: ns } };
+        const next: Obj = existing
+          ? {
+              ...structuredClone(existing),
+              ...without(applied, ['status']),
+              metadata: { ...existing.metadata, labels: applied.metadata.labels, annotations: applied.metadata.annotations },
+            }
+          : { ...applied, metadata: { ...applied.metadata, namespace: ns } };
         if (existing && !applied.metadata.annotations) delete next.metadata.annotations;
         return this.#write(req, res, resource, qualified, existing ?? null, next, q.fieldManager, 'Apply', existing ? 200 : 201);
       }
@@ -369,14 +526,32 @@ export class KubernetesApiStandIn {
         const next = mergePatch(existing, without(patch ?? {}, ['status'])) as Obj;
         return this.#write(req, res, resource, qualified, existing, next, q.fieldManager ?? 'unknown', 'Update', 200);
       }
-      return this.#send(req, res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/merge-patch+json`));
+      return this.#send(
+        req,
+        res,
+        415,
+        status(
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/merge-patch+json`,
+        ),
+      );
     }
     if (req.method === 'PUT') {
       if (!existing) return notFound();
       const given = parseObject(body, req.headers['content-type']);
       if (!given) return this.#send(req, res, 400, status(400, 'BadRequest', 'the body is not a Kubernetes object'));
       if (given.metadata.resourceVersion && given.metadata.resourceVersion !== existing.metadata.resourceVersion) {
-        return this.#send(req, res, 409, status(409, 'Conflict', `Operation cannot be fulfilled on ${qualified} "${name}": the object has been modified; please apply your changes to the latest version and try again`));
+        return this.#send(
+          req,
+          res,
+          409,
+          status(
+            409,
+            'Conflict',
+            `Operation cannot be fulfilled on ${qualified} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          ),
+        );
       }
       return this.#write(req, res, resource, qualified, existing, { ...given, status: existing.status }, q.fieldManager ?? 'unknown', 'Update', 200);
     }
@@ -384,15 +559,50 @@ export class KubernetesApiStandIn {
   }
 
   /** Validates, applies the server's defaults and immutability rules, stores and answers. */
-  #write(req: IncomingMessage, res: ServerResponse, resource: Resource, qualified: string, existing: Obj | null, next: Obj, manager: string, operation: 'Apply' | 'Update', code: number, statusOnly = false): void {
+  #write(
+    req: IncomingMessage,
+    res: ServerResponse,
+    resource: Resource,
+    _qualified: string,
+    existing: Obj | null,
+    next: Obj,
+    manager: string,
+    operation: 'Apply' | 'Update',
+    code: number,
+    statusOnly = false,
+  ): void {
     next.apiVersion = resource.group ? `${resource.group}/${resource.version}` : resource.version;
     next.kind = resource.kind;
-    if (resource.kind === 'Deployment') next.spec = { replicas: 1, strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '25%', maxSurge: '25%' } }, progressDeadlineSeconds: 600, ...next.spec };
+    if (resource.kind === 'Deployment')
+      next.spec = {
+        replicas: 1,
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: '25%', maxSurge: '25%' } },
+        progressDeadlineSeconds: 600,
+        ...next.spec,
+      };
     const { managedFields: _m, uid: _u, resourceVersion: _r, generation: _g, creationTimestamp: _c, ...given } = next.metadata;
     const invalid = schemaErrors({ ...next, metadata: given });
-    if (invalid) return this.#send(req, res, 422, status(422, 'Invalid', `${resource.kind}.${resource.group || 'core'} "${next.metadata.name}" is invalid: ${invalid}`, { kind: resource.name, name: next.metadata.name }));
+    if (invalid)
+      return this.#send(
+        req,
+        res,
+        422,
+        status(422, 'Invalid', `${resource.kind}.${resource.group || 'core'} "${next.metadata.name}" is invalid: ${invalid}`, {
+          kind: resource.name,
+          name: next.metadata.name,
+        }),
+      );
     const immutable = existing && !statusOnly ? immutableChange(resource.kind, existing, next) : null;
-    if (immutable) return this.#send(req, res, 422, status(422, 'Invalid', `${resource.kind}.${resource.group} "${next.metadata.name}" is invalid: ${immutable}`, { kind: resource.name, name: next.metadata.name }));
+    if (immutable)
+      return this.#send(
+        req,
+        res,
+        422,
+        status(422, 'Invalid', `${resource.kind}.${resource.group} "${next.metadata.name}" is invalid: ${immutable}`, {
+          kind: resource.name,
+          name: next.metadata.name,
+        }),
+      );
     if (existing) {
       next.metadata.uid = existing.metadata.uid;
       next.metadata.creationTimestamp = existing.metadata.creationTimestamp;
@@ -400,9 +610,20 @@ export class KubernetesApiStandIn {
       if (!statusOnly) next.status = existing.status;
       const specChanged = JSON.stringify(existing.spec ?? null) !== JSON.stringify(next.spec ?? null);
       if (specChanged) next.metadata.generation = ((existing.metadata.generation as number | undefined) ?? 1) + 1;
-      const others = ((existing.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter((m) => !(m.manager === manager && m.operation === operation));
+      const others = ((existing.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter(
+        (m) => !(m.manager === manager && m.operation === operation),
+      );
       next.metadata.managedFields = [...others, { manager, operation, apiVersion: next.apiVersion, fieldsType: 'FieldsV1', time: new Date().toISOString() }];
-      if (!statusOnly && JSON.stringify(without(existing, ['status'])) === JSON.stringify(without({ ...next, metadata: { ...next.metadata, managedFields: existing.metadata.managedFields, resourceVersion: existing.metadata.resourceVersion } }, ['status']))) {
+      if (
+        !statusOnly &&
+        JSON.stringify(without(existing, ['status'])) ===
+          JSON.stringify(
+            without(
+              { ...next, metadata: { ...next.metadata, managedFields: existing.metadata.managedFields, resourceVersion: existing.metadata.resourceVersion } },
+              ['status'],
+            ),
+          )
+      ) {
         // Nothing changed: a real API server answers the stored object without a new resourceVersion.
         return this.#send(req, res, 200, existing);
       }
@@ -430,12 +651,23 @@ export class KubernetesApiStandIn {
   }
 
   #allowed(token: string, namespace: string, resource: string, verb: string): boolean {
-    return (this.#grants.get(token) ?? []).some((g) => (g.namespaces.includes('*') || g.namespaces.includes(namespace)) && (!g.resources || g.resources.includes(resource)) && (!g.verbs || g.verbs.includes(verb)));
+    return (this.#grants.get(token) ?? []).some(
+      (g) =>
+        (g.namespaces.includes('*') || g.namespaces.includes(namespace)) &&
+        (!g.resources || g.resources.includes(resource)) &&
+        (!g.verbs || g.verbs.includes(verb)),
+    );
   }
 
   #send(req: IncomingMessage, res: ServerResponse, code: number, body: unknown): void {
     const url = new URL(req.url ?? '/', 'http://stand-in');
-    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams), contentType: req.headers['content-type'], status: code });
+    this.requests.push({
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      contentType: req.headers['content-type'],
+      status: code,
+    });
     res.writeHead(code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   }
@@ -489,15 +721,19 @@ function key(kind: string, namespace: string, name: string): string {
 
 /** Label selectors as the API takes them: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated (all must hold). */
 export function parseSelector(selector: string): (labels: Record<string, string>) => boolean {
-  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((term) => {
-    const notEqual = /^([^!=]+)!=(.*)$/.exec(term);
-    if (notEqual) return (l: Record<string, string>) => l[notEqual[1] ?? ''] !== notEqual[2];
-    const equal = /^([^!=]+)==?(.*)$/.exec(term);
-    if (equal) return (l: Record<string, string>) => l[equal[1] ?? ''] === equal[2];
-    const absent = /^!(.+)$/.exec(term);
-    if (absent) return (l: Record<string, string>) => !((absent[1] ?? '') in l);
-    return (l: Record<string, string>) => term in l;
-  });
+  const terms = selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((term) => {
+      const notEqual = /^([^!=]+)!=(.*)$/.exec(term);
+      if (notEqual) return (l: Record<string, string>) => l[notEqual[1] ?? ''] !== notEqual[2];
+      const equal = /^([^!=]+)==?(.*)$/.exec(term);
+      if (equal) return (l: Record<string, string>) => l[equal[1] ?? ''] === equal[2];
+      const absent = /^!(.+)$/.exec(term);
+      if (absent) return (l: Record<string, string>) => !((absent[1] ?? '') in l);
+      return (l: Record<string, string>) => term in l;
+    });
   return (labels) => terms.every((t) => t(labels));
 }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -12,11 +12,34 @@ export type K8sAgentProcess = { output(): string; stop(signal?: NodeJS.Signals):
  * Starts the real agent as an operator would (`node agent/main.ts --compute k8s …`, the token in
  * CONTROL_PLANE_AGENT_TOKEN, a kubeconfig file) and waits until it serves its listener.
  */
-export async function startK8sAgent(options: { url: string; token: string; listenerId: string; kubeconfig: string; args?: string[] }): Promise<K8sAgentProcess> {
+export async function startK8sAgent(options: {
+  url: string;
+  token: string;
+  listenerId: string;
+  kubeconfig: string;
+  args?: string[];
+}): Promise<K8sAgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [resolve(ROOT, 'agent/main.ts'), '--compute', 'k8s', '--url', options.url, '--listener', options.listenerId, '--kubeconfig', options.kubeconfig, '--poll-interval', '0.1', ...(options.args ?? [])],
-    { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CONTROL_PLANE_AGENT_TOKEN: options.token }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      resolve(ROOT, 'agent/main.ts'),
+      '--compute',
+      'k8s',
+      '--url',
+      options.url,
+      '--listener',
+      options.listenerId,
+      '--kubeconfig',
+      options.kubeconfig,
+      '--poll-interval',
+      '0.1',
+      ...(options.args ?? []),
+    ],
+    {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CONTROL_PLANE_AGENT_TOKEN: options.token },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -46,7 +69,11 @@ export async function startK8sAgent(options: { url: string; token: string; liste
 
 /** A `k8s` listener serving `namespaces`, with an agent token. */
 export async function k8sListener(api: Api, namespaces: string[]) {
-  const listener = await api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${crypto.randomUUID().slice(0, 8)}`, compute_config: { k8s_namespaces: namespaces } });
+  const listener = await api.post('/v2/listeners', {
+    compute_type: 'k8s',
+    compute_id: `k8s-${crypto.randomUUID().slice(0, 8)}`,
+    compute_config: { k8s_namespaces: namespaces },
+  });
   if (listener.status !== 201) throw new Error(`listener: ${listener.status} ${JSON.stringify(listener.body)}`);
   const token = await api.post(`/v2/listeners/${listener.body.id}/tokens`);
   if (token.status !== 201) throw new Error(`token: ${token.status} ${JSON.stringify(token.body)}`);
@@ -57,7 +84,9 @@ type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
 
 /** The Role of docs/examples/k8s-agent.yaml: the rights the agent is documented to need. */
 export function documentedRole(): { namespace: string; rules: Rule[] } {
-  const docs = parseAllDocuments(readFileSync(join(ROOT, 'docs/examples/k8s-agent.yaml'), 'utf8')).map((d) => d.toJS() as { kind: string; metadata: { namespace: string }; rules?: Rule[] });
+  const docs = parseAllDocuments(readFileSync(join(ROOT, 'docs/examples/k8s-agent.yaml'), 'utf8')).map(
+    (d) => d.toJS() as { kind: string; metadata: { namespace: string }; rules?: Rule[] },
+  );
   const role = docs.find((d) => d.kind === 'Role');
   if (!role?.rules) throw new Error('docs/examples/k8s-agent.yaml has no Role with rules');
   return { namespace: role.metadata.namespace, rules: role.rules };

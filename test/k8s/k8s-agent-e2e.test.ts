@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIELD_MANAGER, LABELS } from '../../agent/k8s/labels.ts';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { KubernetesApiStandIn } from './api-stand-in.ts';
-import { grantDocumentedRole, k8sListener, startK8sAgent, type K8sAgentProcess } from './harness.ts';
+import { grantDocumentedRole, type K8sAgentProcess, k8sListener, startK8sAgent } from './harness.ts';
 
 const NAMESPACE = 'team-a';
 const KINDS = ['Secret', 'Service', 'Deployment', 'StatefulSet', 'HorizontalPodAutoscaler', 'PersistentVolumeClaim'];
@@ -41,7 +41,8 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
   });
 
   const labelled = (deploymentId: string) => KINDS.flatMap((kind) => standIn.objects(kind, NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`));
-  const latestRevision = async (deploymentId: string) => (await api.get(`/v2/deployments/${deploymentId}/revisions?limit=1`)).body.resources[0] as { id: string; status: string; status_message: string | null };
+  const latestRevision = async (deploymentId: string) =>
+    (await api.get(`/v2/deployments/${deploymentId}/revisions?limit=1`)).body.resources[0] as { id: string; status: string; status_message: string | null };
   const create = async (name: string, image: string, resourceSpec: Record<string, unknown>, namespace = NAMESPACE) =>
     api.post('/v2/deployments', {
       name,
@@ -51,9 +52,18 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
       secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-e2e-secret' }],
     });
 
-  it('create → DEPLOYED; a new image → the same objects updated in place → DEPLOYED; an image that cannot be pulled → DEPLOY_FAILED naming the pull error, the previous revision still serving; a lower max_scale prunes the autoscaler; DELETE → every labelled object gone', { timeout: 120_000 }, async () => {
+  it('create → DEPLOYED; a new image → the same objects updated in place → DEPLOYED; an image that cannot be pulled → DEPLOY_FAILED naming the pull error, the previous revision still serving; a lower max_scale prunes the autoscaler; DELETE → every labelled object gone', {
+    timeout: 120_000,
+  }, async () => {
     standIn.startControllers(50);
-    const created = await create(uniqueName('k8s'), 'registry.example.com/acme/bot:1', { min_scale: 1, max_scale: 3, cpu: 1, memory_mb: 512, db_storage_gi: 5, labels: { team: 'acme' } });
+    const created = await create(uniqueName('k8s'), 'registry.example.com/acme/bot:1', {
+      min_scale: 1,
+      max_scale: 3,
+      cpu: 1,
+      memory_mb: 512,
+      db_storage_gi: 5,
+      labels: { team: 'acme' },
+    });
     expect(created.status).toBe(201);
     const deploymentId = created.body.id as string;
     const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000);
@@ -62,9 +72,27 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     const objects = labelled(deploymentId);
     // Secret ×2, Service ×3, Deployment ×3, StatefulSet, an HPA each for the API server and the queue
     // (max_scale > min_scale; the queue's default to the API's), and the claim PostgreSQL's StatefulSet made.
-    expect(objects.map((o) => o.kind).sort()).toEqual(['Deployment', 'Deployment', 'Deployment', 'HorizontalPodAutoscaler', 'HorizontalPodAutoscaler', 'PersistentVolumeClaim', 'Secret', 'Secret', 'Service', 'Service', 'Service', 'StatefulSet']);
+    expect(objects.map((o) => o.kind).sort()).toEqual([
+      'Deployment',
+      'Deployment',
+      'Deployment',
+      'HorizontalPodAutoscaler',
+      'HorizontalPodAutoscaler',
+      'PersistentVolumeClaim',
+      'Secret',
+      'Secret',
+      'Service',
+      'Service',
+      'Service',
+      'StatefulSet',
+    ]);
     for (const object of objects.filter((o) => o.kind !== 'PersistentVolumeClaim')) {
-      expect(object.metadata.labels).toMatchObject({ [LABELS.managedBy]: 'agent-control-plane', [LABELS.deploymentId]: deploymentId, [LABELS.revisionId]: first.id, team: 'acme' });
+      expect(object.metadata.labels).toMatchObject({
+        [LABELS.managedBy]: 'agent-control-plane',
+        [LABELS.deploymentId]: deploymentId,
+        [LABELS.revisionId]: first.id,
+        team: 'acme',
+      });
       expect((object.metadata.managedFields as Array<{ manager: string }>).map((m) => m.manager)).toContain(FIELD_MANAGER);
     }
     const apiServer = objects.find((o) => o.kind === 'Deployment' && o.metadata.labels?.[LABELS.component] === 'api-server')!;
@@ -86,7 +114,10 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(servingPods().map((p) => p.metadata.labels?.[LABELS.revisionId])).toEqual([second.id]);
 
     // An image that cannot be pulled: DEPLOY_FAILED with the pod's reason and message; the old pod keeps serving.
-    standIn.imageFate = (image) => (image.endsWith(':missing') ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/acme/bot:missing"' } : { pull: 'ok' });
+    standIn.imageFate = (image) =>
+      image.endsWith(':missing')
+        ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/acme/bot:missing"' }
+        : { pull: 'ok' };
     await api.patch(`/v2/deployments/${deploymentId}`, { source_revision_config: { image_uri: 'registry.example.com/acme/bot:missing' } });
     const third = await latestRevision(deploymentId);
     const failed = await revisionReaches(api, deploymentId, third.id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000);
@@ -99,12 +130,17 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(oldPods).toHaveLength(1);
     expect(oldPods[0]!.status.conditions).toContainEqual({ type: 'Ready', status: 'True' });
     expect(oldPods[0]!.spec.containers[0].image).toBe('registry.example.com/acme/bot:2');
-    const deployLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${third.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{ message: string }>;
+    const deployLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${third.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{
+      message: string;
+    }>;
     expect(deployLog.some((l) => l.message.includes('ImagePullBackOff'))).toBe(true);
     standIn.imageFate = () => ({ pull: 'ok' });
 
     // max_scale down to min_scale: no autoscaler any more; once the revision is live, the old one is deleted.
-    await api.patch(`/v2/deployments/${deploymentId}`, { source_revision_config: { image_uri: 'registry.example.com/acme/bot:3' }, source_config: { resource_spec: { min_scale: 2, max_scale: 2, cpu: 1, memory_mb: 512, db_storage_gi: 5, labels: { team: 'acme' } } } });
+    await api.patch(`/v2/deployments/${deploymentId}`, {
+      source_revision_config: { image_uri: 'registry.example.com/acme/bot:3' },
+      source_config: { resource_spec: { min_scale: 2, max_scale: 2, cpu: 1, memory_mb: 512, db_storage_gi: 5, labels: { team: 'acme' } } },
+    });
     const fourth = await latestRevision(deploymentId);
     expect((await revisionReaches(api, deploymentId, fourth.id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
     expect(standIn.objects('HorizontalPodAutoscaler', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`)).toEqual([]);
@@ -121,7 +157,7 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(server.output()).not.toContain('sk-e2e-secret');
   });
 
-  it('a namespace outside the listener\'s list is refused at the API before anything reaches the cluster', async () => {
+  it("a namespace outside the listener's list is refused at the API before anything reaches the cluster", async () => {
     const before = standIn.requests.length;
     const refused = await create(uniqueName('k8s-ns'), 'registry.example.com/acme/bot:1', {}, 'team-b');
     expect(refused.status).toBe(400);
@@ -131,7 +167,9 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(standIn.all().filter((o) => o.metadata.namespace === 'team-b')).toEqual([]);
   });
 
-  it('the agent killed mid-rollout: a new agent resumes watching the applied objects without applying them again, and reports DEPLOYED', { timeout: 120_000 }, async () => {
+  it('the agent killed mid-rollout: a new agent resumes watching the applied objects without applying them again, and reports DEPLOYED', {
+    timeout: 120_000,
+  }, async () => {
     standIn.stopControllers();
     const created = await create(uniqueName('k8s-restart'), 'registry.example.com/acme/bot:7', { min_scale: 1, max_scale: 1 });
     const deploymentId = created.body.id as string;
@@ -172,16 +210,32 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     const next = await latestRevision(deploymentId);
     expect(next.id).not.toBe(revisionId);
     expect((await revisionReaches(api, deploymentId, next.id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
-    expect(standIn.objects('Deployment', NAMESPACE, `${LABELS.deploymentId}=${deploymentId},${LABELS.component}=api-server`)[0]!.spec.template.spec.containers[0].image).toBe('registry.example.com/acme/bot:9');
+    expect(
+      standIn.objects('Deployment', NAMESPACE, `${LABELS.deploymentId}=${deploymentId},${LABELS.component}=api-server`)[0]!.spec.template.spec.containers[0]
+        .image,
+    ).toBe('registry.example.com/acme/bot:9');
   });
 
-  it('the agent refuses a namespace outside its own --namespace list before sending anything, and a 403 from the cluster fails the revision naming it', { timeout: 60_000 }, async () => {
+  it('the agent refuses a namespace outside its own --namespace list before sending anything, and a 403 from the cluster fails the revision naming it', {
+    timeout: 60_000,
+  }, async () => {
     // A second listener allows three namespaces; its agent is started for two; its RBAC covers one.
     const wide = await k8sListener(api, ['team-a', 'team-b', 'team-c']);
-    const narrowAgent = await startK8sAgent({ url: server.url, token: wide.token, listenerId: wide.listenerId, kubeconfig, args: ['--namespace', 'team-a,team-b'] });
+    const narrowAgent = await startK8sAgent({
+      url: server.url,
+      token: wide.token,
+      listenerId: wide.listenerId,
+      kubeconfig,
+      args: ['--namespace', 'team-a,team-b'],
+    });
     try {
       const post = (namespace: string) =>
-        api.post('/v2/deployments', { name: uniqueName('k8s-wide'), source: 'external_docker', source_config: { listener_id: wide.listenerId, listener_config: { k8s_namespace: namespace } }, source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' } });
+        api.post('/v2/deployments', {
+          name: uniqueName('k8s-wide'),
+          source: 'external_docker',
+          source_config: { listener_id: wide.listenerId, listener_config: { k8s_namespace: namespace } },
+          source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' },
+        });
       const before = standIn.requests.length;
       const outside = await post('team-c');
       expect(outside.status).toBe(201);
@@ -201,12 +255,25 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     }
   });
 
-  it('--keep-volumes: a teardown deletes every labelled object (pods the garbage collector left too) but PostgreSQL\'s volume claim', { timeout: 60_000 }, async () => {
+  it("--keep-volumes: a teardown deletes every labelled object (pods the garbage collector left too) but PostgreSQL's volume claim", {
+    timeout: 60_000,
+  }, async () => {
     standIn.startControllers(50);
     const keeping = await k8sListener(api, [NAMESPACE]);
-    const keepingAgent = await startK8sAgent({ url: server.url, token: keeping.token, listenerId: keeping.listenerId, kubeconfig, args: ['--namespace', NAMESPACE, '--keep-volumes'] });
+    const keepingAgent = await startK8sAgent({
+      url: server.url,
+      token: keeping.token,
+      listenerId: keeping.listenerId,
+      kubeconfig,
+      args: ['--namespace', NAMESPACE, '--keep-volumes'],
+    });
     try {
-      const created = await api.post('/v2/deployments', { name: uniqueName('k8s-keep'), source: 'external_docker', source_config: { listener_id: keeping.listenerId, listener_config: { k8s_namespace: NAMESPACE } }, source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' } });
+      const created = await api.post('/v2/deployments', {
+        name: uniqueName('k8s-keep'),
+        source: 'external_docker',
+        source_config: { listener_id: keeping.listenerId, listener_config: { k8s_namespace: NAMESPACE } },
+        source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' },
+      });
       const deploymentId = created.body.id as string;
       expect((await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000)).status).toBe('DEPLOYED');
       const claims = standIn.objects('PersistentVolumeClaim', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`);

@@ -13,7 +13,11 @@ describe('deployments on a k8s listener: refused at the API', () => {
 
   beforeAll(async () => {
     t = await inProcessApp();
-    const listener = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${crypto.randomUUID().slice(0, 8)}`, compute_config: { k8s_namespaces: ['team-a'] } });
+    const listener = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `k8s-${crypto.randomUUID().slice(0, 8)}`,
+      compute_config: { k8s_namespaces: ['team-a'] },
+    });
     expect(listener.status).toBe(201);
     listenerId = listener.body.id;
   });
@@ -31,7 +35,11 @@ describe('deployments on a k8s listener: refused at the API', () => {
     const token = await t.api.post(`/v2/listeners/${listenerId}/tokens`);
     const claimed: Work[] = [];
     for (;;) {
-      const claim = await t.app.request(`/v2/listeners/${listenerId}/agent/claim`, { method: 'POST', headers: { authorization: `Bearer ${token.body.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ agent_id: agentId, wait_seconds: 0 }) });
+      const claim = await t.app.request(`/v2/listeners/${listenerId}/agent/claim`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token.body.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ agent_id: agentId, wait_seconds: 0 }),
+      });
       const { work } = (await claim.json()) as { work: Work | null };
       if (!work) return claimed;
       claimed.push(work);
@@ -41,30 +49,56 @@ describe('deployments on a k8s listener: refused at the API', () => {
 
   it('a volume_mounts name that matches no volume: 422 whose loc names the mount', async () => {
     const before = await count();
-    const response = await t.api.post('/v2/deployments', body({ volumes: [{ name: 'cache', emptyDir: {} }], volume_mounts: [{ name: 'cache', mountPath: '/c' }, { name: 'data', mountPath: '/d' }] }));
+    const response = await t.api.post(
+      '/v2/deployments',
+      body({
+        volumes: [{ name: 'cache', emptyDir: {} }],
+        volume_mounts: [
+          { name: 'cache', mountPath: '/c' },
+          { name: 'data', mountPath: '/d' },
+        ],
+      }),
+    );
     expect(response.status).toBe(422);
-    expect(response.body.detail).toContainEqual(expect.objectContaining({ loc: ['body', 'source_config', 'resource_spec', 'volume_mounts', 1, 'name'], msg: expect.stringContaining("'data' does not name a volume") }));
+    expect(response.body.detail).toContainEqual(
+      expect.objectContaining({
+        loc: ['body', 'source_config', 'resource_spec', 'volume_mounts', 1, 'name'],
+        msg: expect.stringContaining("'data' does not name a volume"),
+      }),
+    );
     expect(await count()).toBe(before);
   });
 
-  it('a sidecar\'s volumeMounts naming no volume: 422 at that mount', async () => {
+  it("a sidecar's volumeMounts naming no volume: 422 at that mount", async () => {
     const response = await t.api.post('/v2/deployments', body({ sidecars: [{ name: 'side', image: 'x', volumeMounts: [{ name: 'nope', mountPath: '/n' }] }] }));
     expect(response.status).toBe(422);
-    expect(response.body.detail).toContainEqual(expect.objectContaining({ loc: ['body', 'source_config', 'resource_spec', 'sidecars', 0, 'volumeMounts', 0, 'name'] }));
+    expect(response.body.detail).toContainEqual(
+      expect.objectContaining({ loc: ['body', 'source_config', 'resource_spec', 'sidecars', 0, 'volumeMounts', 0, 'name'] }),
+    );
   });
 
   it('an EnvVar with both value and valueFrom: 422 naming valueFrom of that variable', async () => {
     const before = await count();
-    const response = await t.api.post('/v2/deployments', body({ init_containers: [{ name: 'init', image: 'x', env: [{ name: 'TOKEN', value: 'abc', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }] }));
+    const response = await t.api.post(
+      '/v2/deployments',
+      body({ init_containers: [{ name: 'init', image: 'x', env: [{ name: 'TOKEN', value: 'abc', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }] }),
+    );
     expect(response.status).toBe(422);
-    expect(response.body.detail).toContainEqual(expect.objectContaining({ loc: ['body', 'source_config', 'resource_spec', 'init_containers', 0, 'env', 0, 'valueFrom'], msg: expect.stringContaining("env var 'TOKEN'") }));
+    expect(response.body.detail).toContainEqual(
+      expect.objectContaining({
+        loc: ['body', 'source_config', 'resource_spec', 'init_containers', 0, 'env', 0, 'valueFrom'],
+        msg: expect.stringContaining("env var 'TOKEN'"),
+      }),
+    );
     expect(await count()).toBe(before);
   });
 
   it('the same refusals on PATCH, with the stored spec unchanged and no new revision', async () => {
     const created = await t.api.post('/v2/deployments', body({ min_scale: 1 }));
     expect(created.status).toBe(201);
-    const patched = await t.api.patch(`/v2/deployments/${created.body.id}`, { source_config: { resource_spec: { volume_mounts: [{ name: 'ghost', mountPath: '/g' }] } } });
+    const patched = await t.api.patch(`/v2/deployments/${created.body.id}`, {
+      source_config: { resource_spec: { volume_mounts: [{ name: 'ghost', mountPath: '/g' }] } },
+    });
     expect(patched.status).toBe(422);
     expect(patched.body.detail[0].loc).toEqual(['body', 'source_config', 'resource_spec', 'volume_mounts', 0, 'name']);
     const after = await t.api.get(`/v2/deployments/${created.body.id}`);
@@ -72,7 +106,7 @@ describe('deployments on a k8s listener: refused at the API', () => {
     expect(after.body.latest_revision_id).toBe(created.body.latest_revision_id);
   });
 
-  it('a namespace outside the listener\'s k8s_namespaces: 400 naming it, nothing created, no work for the agent', async () => {
+  it("a namespace outside the listener's k8s_namespaces: 400 naming it, nothing created, no work for the agent", async () => {
     const before = await count();
     const response = await t.api.post('/v2/deployments', body({}, 'team-z'));
     expect(response.status).toBe(400);
@@ -84,13 +118,13 @@ describe('deployments on a k8s listener: refused at the API', () => {
     expect(offered.map((w) => w.deployment.k8s_namespace).filter((ns) => ns !== 'team-a')).toEqual([]);
   });
 
-  it('no k8s_namespace given: the deployment runs in the listener\'s first namespace, and says so', async () => {
+  it("no k8s_namespace given: the deployment runs in the listener's first namespace, and says so", async () => {
     const created = await t.api.post('/v2/deployments', { ...body({}), source_config: { listener_id: listenerId } });
     expect(created.status).toBe(201);
     expect(created.body.source_config.listener_config).toEqual({ k8s_namespace: 'team-a' });
   });
 
-  it('the work item carries what a k8s agent renders from: the namespace and the revision\'s resource spec', async () => {
+  it("the work item carries what a k8s agent renders from: the namespace and the revision's resource spec", async () => {
     const created = await t.api.post('/v2/deployments', body({ min_scale: 2, labels: { team: 'acme' } }));
     const claimed = await claimAll('probe-2');
     const mine = claimed.find((w) => w.deployment.id === created.body.id);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LABELS } from '../../agent/k8s/labels.ts';
-import { renderRevision, type RenderInput } from '../../agent/k8s/render.ts';
+import { type RenderInput, renderRevision } from '../../agent/k8s/render.ts';
 import { schemaErrors } from '../../agent/k8s/schemas.ts';
 import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
 
@@ -9,7 +9,11 @@ import type { ResourceSpec } from '../../shared/schemas/resource-spec.ts';
  * contract §14 and the seed's ResourceSpec defaults, and every object against the Kubernetes schemas.
  */
 const DEPLOYMENT = { id: '0b8c3f5e-1111-4222-8333-444455556666', name: 'Support Bot' };
-const REVISION = { id: '9f1e2d3c-aaaa-4bbb-8ccc-dddddddddddd', image: 'registry.example.com/acme/bot:1.2.3', secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-secret' }] };
+const REVISION = {
+  id: '9f1e2d3c-aaaa-4bbb-8ccc-dddddddddddd',
+  image: 'registry.example.com/acme/bot:1.2.3',
+  secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-secret' }],
+};
 const BASE = 'support-bot-0b8c3f5e';
 
 /** Every field the seed's ResourceSpec has that §14 renders, requests only (the limits come from the defaults). */
@@ -24,12 +28,23 @@ const FULL: ResourceSpec = {
   annotations: { 'acme.example.com/owner': 'ops' },
   service_account_name: 'bot-runner',
   image_pull_secrets: [{ name: 'regcred' }],
-  volumes: [{ name: 'cache', emptyDir: { sizeLimit: '1Gi' } }, { name: 'config', configMap: { name: 'bot-config' } }],
-  volume_mounts: [{ name: 'cache', mountPath: '/cache' }, { name: 'config', mountPath: '/etc/bot', readOnly: true }],
+  volumes: [
+    { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+    { name: 'config', configMap: { name: 'bot-config' } },
+  ],
+  volume_mounts: [
+    { name: 'cache', mountPath: '/cache' },
+    { name: 'config', mountPath: '/etc/bot', readOnly: true },
+  ],
   init_containers: [{ name: 'migrate', image: 'registry.example.com/acme/migrate:1', command: ['./migrate'], env: [{ name: 'MODE', value: 'up' }] }],
   sidecars: [
     { name: 'log-shipper', image: 'registry.example.com/acme/shipper:2', restartPolicy: 'Always' },
-    { name: 'metrics', image: 'registry.example.com/acme/metrics:3', env: [{ name: 'POD', value: '', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }], volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }] },
+    {
+      name: 'metrics',
+      image: 'registry.example.com/acme/metrics:3',
+      env: [{ name: 'POD', value: '', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+      volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }],
+    },
   ],
   db_cpu: 0.25,
   db_memory_mb: 512,
@@ -39,7 +54,13 @@ const FULL: ResourceSpec = {
   executor_memory_mb: 4096,
 };
 
-const input = (spec: ResourceSpec | null): RenderInput => ({ deployment: DEPLOYMENT, revision: REVISION, namespace: 'team-a', spec, postgresPassword: 'p@ss/word' });
+const input = (spec: ResourceSpec | null): RenderInput => ({
+  deployment: DEPLOYMENT,
+  revision: REVISION,
+  namespace: 'team-a',
+  spec,
+  postgresPassword: 'p@ss/word',
+});
 const find = (objects: ReturnType<typeof renderRevision>, kind: string, name: string) => {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
   if (!found) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind} ${o.metadata.name}`).join(', ')}`);
@@ -71,7 +92,7 @@ describe('renderRevision: a full ResourceSpec', () => {
     }
   });
 
-  it('puts the §14 labels, the spec\'s labels and its annotations on every object', () => {
+  it("puts the §14 labels, the spec's labels and its annotations on every object", () => {
     const components: Record<string, string> = { env: 'api-server', 'api-server': 'api-server', queue: 'queue', redis: 'redis', postgres: 'postgres' };
     for (const object of objects) {
       const component = components[object.metadata.name.slice(BASE.length + 1)];
@@ -87,7 +108,7 @@ describe('renderRevision: a full ResourceSpec', () => {
     }
   });
 
-  it('the Secret holds the deployment\'s secrets and the connection strings of its Redis and PostgreSQL', () => {
+  it("the Secret holds the deployment's secrets and the connection strings of its Redis and PostgreSQL", () => {
     const secret = find(objects, 'Secret', `${BASE}-env`);
     const data = Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
     expect(data).toEqual({
@@ -109,7 +130,10 @@ describe('renderRevision: a full ResourceSpec', () => {
     expect(pod.metadata.labels).toMatchObject({ ...deployment.spec.selector.matchLabels, [LABELS.revisionId]: REVISION.id, team: 'acme' });
     expect(pod.spec.serviceAccountName).toBe('bot-runner');
     expect(pod.spec.imagePullSecrets).toEqual([{ name: 'regcred' }]);
-    expect(pod.spec.volumes).toEqual([{ name: 'cache', emptyDir: { sizeLimit: '1Gi' } }, { name: 'config', configMap: { name: 'bot-config' } }]);
+    expect(pod.spec.volumes).toEqual([
+      { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+      { name: 'config', configMap: { name: 'bot-config' } },
+    ]);
     expect(pod.spec.initContainers).toEqual([
       { name: 'migrate', image: 'registry.example.com/acme/migrate:1', command: ['./migrate'], env: [{ name: 'MODE', value: 'up' }] },
       // restartPolicy Always: a native sidecar, started with the init containers and kept running.
@@ -124,11 +148,19 @@ describe('renderRevision: a full ResourceSpec', () => {
       envFrom: [{ secretRef: { name: `${BASE}-env` } }],
       env: [{ name: 'PORT', value: '8000' }],
       resources: { requests: { cpu: '1', memory: '1024Mi' }, limits: { cpu: '2', memory: '2048Mi' } },
-      volumeMounts: [{ name: 'cache', mountPath: '/cache' }, { name: 'config', mountPath: '/etc/bot', readOnly: true }],
+      volumeMounts: [
+        { name: 'cache', mountPath: '/cache' },
+        { name: 'config', mountPath: '/etc/bot', readOnly: true },
+      ],
       readinessProbe: { httpGet: { path: '/ok', port: 'http' }, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 3 },
     });
     // An empty value beside valueFrom is "not given" (the seed's default): left out.
-    expect(metrics).toEqual({ name: 'metrics', image: 'registry.example.com/acme/metrics:3', env: [{ name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }], volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }] });
+    expect(metrics).toEqual({
+      name: 'metrics',
+      image: 'registry.example.com/acme/metrics:3',
+      env: [{ name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+      volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }],
+    });
   });
 
   it('its Service and HorizontalPodAutoscaler (min_scale..max_scale)', () => {
@@ -145,7 +177,7 @@ describe('renderRevision: a full ResourceSpec', () => {
     });
   });
 
-  it('the queue: its own cpu request with 2 × limit, memory and scale defaulted from the API server\'s', () => {
+  it("the queue: its own cpu request with 2 × limit, memory and scale defaulted from the API server's", () => {
     const queue = find(objects, 'Deployment', `${BASE}-queue`);
     expect(queue.spec.replicas).toBe(2);
     expect(queue.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: 1 });
@@ -161,7 +193,11 @@ describe('renderRevision: a full ResourceSpec', () => {
     expect(queue.spec.template.spec.serviceAccountName).toBe('bot-runner');
     expect(queue.spec.template.spec.imagePullSecrets).toEqual([{ name: 'regcred' }]);
     // queue_min_scale / queue_max_scale default to min_scale / max_scale.
-    expect(find(objects, 'HorizontalPodAutoscaler', `${BASE}-queue`).spec).toMatchObject({ minReplicas: 2, maxReplicas: 5, scaleTargetRef: { name: `${BASE}-queue` } });
+    expect(find(objects, 'HorizontalPodAutoscaler', `${BASE}-queue`).spec).toMatchObject({
+      minReplicas: 2,
+      maxReplicas: 5,
+      scaleTargetRef: { name: `${BASE}-queue` },
+    });
   });
 
   it('Redis: redis_memory_mb as its memory, a Service, pods without the revision label (a revision does not restart it)', () => {
@@ -228,7 +264,9 @@ describe('renderRevision: defaults', () => {
   });
 
   it('max_scale equal to min_scale: replicas = min_scale and no autoscaler; explicit limits win over 2 × request', () => {
-    const objects = renderRevision(input({ min_scale: 3, max_scale: 3, cpu: 2, cpu_limit: 3, memory_mb: 100, queue_min_scale: 1, queue_max_scale: 1, db_cpu: 1, db_cpu_limit: 1.5 }));
+    const objects = renderRevision(
+      input({ min_scale: 3, max_scale: 3, cpu: 2, cpu_limit: 3, memory_mb: 100, queue_min_scale: 1, queue_max_scale: 1, db_cpu: 1, db_cpu_limit: 1.5 }),
+    );
     expect(objects.filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
     const api = find(objects, 'Deployment', `${BASE}-api-server`);
     expect(api.spec.replicas).toBe(3);
@@ -237,7 +275,10 @@ describe('renderRevision: defaults', () => {
     expect(queue.spec.replicas).toBe(1);
     // queue_cpu = cpu 2, and its limit 2 × queue_cpu (not the API server's explicit cpu_limit).
     expect(queue.spec.template.spec.containers[0].resources).toEqual({ requests: { cpu: '2', memory: '100Mi' }, limits: { cpu: '4', memory: '200Mi' } });
-    expect(find(objects, 'StatefulSet', `${BASE}-postgres`).spec.template.spec.containers[0].resources).toEqual({ requests: { cpu: '1' }, limits: { cpu: '1500m' } });
+    expect(find(objects, 'StatefulSet', `${BASE}-postgres`).spec.template.spec.containers[0].resources).toEqual({
+      requests: { cpu: '1' },
+      limits: { cpu: '1500m' },
+    });
   });
 
   it('object names stay DNS labels of at most 63 characters for any deployment name, and start with a letter', () => {

@@ -11,13 +11,19 @@ import { KubernetesApiStandIn } from './api-stand-in.ts';
  * against the Kubernetes API stand-in (a simulation, see api-stand-in.ts): what the agent relies on
  * the API to do, checked as the client sees it.
  */
-describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (simulated API server)', () => {
+describe("the k8s agent's cluster calls against the Kubernetes API stand-in (simulated API server)", () => {
   const standIn = new KubernetesApiStandIn(['team-a', 'team-b']);
   let cluster: Cluster;
   let config: KubeConfig;
   const deployment = { id: '5d0c6a52-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'support-bot' };
   const render = (revisionId: string, image: string) =>
-    renderRevision({ deployment, revision: { id: revisionId, image, secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-1' }] }, namespace: 'team-a', spec: { min_scale: 2, cpu: 1, memory_mb: 256 }, postgresPassword: 'pw' });
+    renderRevision({
+      deployment,
+      revision: { id: revisionId, image, secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-1' }] },
+      namespace: 'team-a',
+      spec: { min_scale: 2, cpu: 1, memory_mb: 256 },
+      postgresPassword: 'pw',
+    });
 
   beforeAll(async () => {
     await standIn.start();
@@ -48,18 +54,46 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     expect(updated.metadata.labels?.[LABELS.revisionId]).toBe('rev-2');
   });
 
-  it('what the agent applies arrives whole through the client: every field of a full ResourceSpec\'s objects is stored as rendered', async () => {
+  it("what the agent applies arrives whole through the client: every field of a full ResourceSpec's objects is stored as rendered", async () => {
     const full = renderRevision({
       deployment: { id: '77777777-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'full' },
       revision: { id: 'rev-full', image: 'registry.example.com/full:1', secrets: [{ name: 'K', value: 'v' }] },
       namespace: 'team-a',
       spec: {
-        min_scale: 1, max_scale: 4, cpu: 0.5, memory_mb: 256, redis_memory_mb: 64, db_cpu: 1, db_memory_mb: 128, db_storage_gi: 3, db_max_connections: 50,
-        labels: { team: 'x' }, annotations: { note: 'y' }, service_account_name: 'runner', image_pull_secrets: [{ name: 'regcred' }],
-        volumes: [{ name: 'cache', emptyDir: { sizeLimit: '1Gi' } }, { name: 'cfg', projected: { sources: [{ configMap: { name: 'c' } }] } }],
+        min_scale: 1,
+        max_scale: 4,
+        cpu: 0.5,
+        memory_mb: 256,
+        redis_memory_mb: 64,
+        db_cpu: 1,
+        db_memory_mb: 128,
+        db_storage_gi: 3,
+        db_max_connections: 50,
+        labels: { team: 'x' },
+        annotations: { note: 'y' },
+        service_account_name: 'runner',
+        image_pull_secrets: [{ name: 'regcred' }],
+        volumes: [
+          { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+          { name: 'cfg', projected: { sources: [{ configMap: { name: 'c' } }] } },
+        ],
         volume_mounts: [{ name: 'cache', mountPath: '/cache', subPath: 'a', readOnly: true }],
-        init_containers: [{ name: 'init', image: 'i:1', command: ['a'], args: ['b'], workingDir: '/w', envFrom: [{ configMapRef: { name: 'c' } }], resources: { requests: { cpu: '10m' } }, securityContext: { runAsNonRoot: true } }],
-        sidecars: [{ name: 'native', image: 's:1', restartPolicy: 'Always' }, { name: 'plain', image: 'p:1', imagePullPolicy: 'Always', env: [{ name: 'N', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] }],
+        init_containers: [
+          {
+            name: 'init',
+            image: 'i:1',
+            command: ['a'],
+            args: ['b'],
+            workingDir: '/w',
+            envFrom: [{ configMapRef: { name: 'c' } }],
+            resources: { requests: { cpu: '10m' } },
+            securityContext: { runAsNonRoot: true },
+          },
+        ],
+        sidecars: [
+          { name: 'native', image: 's:1', restartPolicy: 'Always' },
+          { name: 'plain', image: 'p:1', imagePullPolicy: 'Always', env: [{ name: 'N', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] },
+        ],
       },
       postgresPassword: 'pw',
     });
@@ -83,7 +117,16 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
   });
 
   it('refuses an object that breaks the Kubernetes schema with 422 naming the field, and stores nothing', async () => {
-    const bad = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'broken', namespace: 'team-a' }, spec: { replicas: 'two', selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } };
+    const bad = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'broken', namespace: 'team-a' },
+      spec: {
+        replicas: 'two',
+        selector: { matchLabels: { a: 'b' } },
+        template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+      },
+    };
     const error = await cluster.apply(bad).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ClusterError);
     expect((error as ClusterError).code).toBe(422);
@@ -101,13 +144,19 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     expect(error.message).toContain('updates to statefulset spec for fields other than');
   });
 
-  it('answers 401 to an unknown token and 403 (a Status naming the verb, resource and namespace) outside the token\'s rights', async () => {
+  it("answers 401 to an unknown token and 403 (a Status naming the verb, resource and namespace) outside the token's rights", async () => {
     const stranger = new KubeConfig();
     stranger.loadFromFile(standIn.kubeconfig('nobody'));
     const unknown = (await new Cluster(stranger).read('v1', 'Secret', 'team-a', 'x').catch((e: unknown) => e)) as ClusterError;
     expect(unknown.code).toBe(401);
 
-    const elsewhere = renderRevision({ deployment, revision: { id: 'r', image: 'i', secrets: [] }, namespace: 'team-b', spec: null, postgresPassword: 'pw' })[0]!;
+    const elsewhere = renderRevision({
+      deployment,
+      revision: { id: 'r', image: 'i', secrets: [] },
+      namespace: 'team-b',
+      spec: null,
+      postgresPassword: 'pw',
+    })[0]!;
     const forbidden = (await cluster.apply(elsewhere).catch((e: unknown) => e)) as ClusterError;
     expect(forbidden.code).toBe(403);
     expect(forbidden.message).toContain('cannot patch resource "secrets" in API group "" in the namespace "team-b"');
@@ -121,7 +170,10 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     const live = (await cluster.read('apps/v1', 'Deployment', 'team-a', api.metadata.name))!;
     expect(live.status).toMatchObject({ observedGeneration: live.metadata.generation, updatedReplicas: 2, availableReplicas: 2 });
 
-    standIn.imageFate = (image) => (image.endsWith(':broken') ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/bot:broken"' } : { pull: 'ok' });
+    standIn.imageFate = (image) =>
+      image.endsWith(':broken')
+        ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/bot:broken"' }
+        : { pull: 'ok' };
     await cluster.apply(render('rev-5', 'registry.example.com/bot:broken').find((o) => o.metadata.name === api.metadata.name && o.kind === 'Deployment')!);
     standIn.reconcile();
     const pods = await cluster.list('v1', 'Pod', 'team-a', `${LABELS.deploymentId}=${deployment.id},${LABELS.component}=api-server`);
@@ -132,12 +184,26 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
   });
 
   it('the rollout watch gives up at its deadline, saying what it still waited for (no controller runs here)', async () => {
-    const objects = renderRevision({ deployment: { id: '88888888-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'slow' }, revision: { id: 'rev-slow', image: 'i:1', secrets: [] }, namespace: 'team-a', spec: null, postgresPassword: 'pw' });
+    const objects = renderRevision({
+      deployment: { id: '88888888-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'slow' },
+      revision: { id: 'rev-slow', image: 'i:1', secrets: [] },
+      namespace: 'team-a',
+      spec: null,
+      postgresPassword: 'pw',
+    });
     for (const object of objects) await cluster.apply(object);
     const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
     const seen: string[] = [];
-    const outcome = await watchRollout(cluster, workloads, 'rev-slow', { pollMs: 20, deadlineMs: 200, signal: new AbortController().signal, onProgress: (w) => seen.push(w) });
-    expect(outcome).toEqual({ state: 'failed', reason: 'the rollout did not finish within 200 ms; still waiting for Deployment slow-88888888-api-server: generation 1 not observed yet' });
+    const outcome = await watchRollout(cluster, workloads, 'rev-slow', {
+      pollMs: 20,
+      deadlineMs: 200,
+      signal: new AbortController().signal,
+      onProgress: (w) => seen.push(w),
+    });
+    expect(outcome).toEqual({
+      state: 'failed',
+      reason: 'the rollout did not finish within 200 ms; still waiting for Deployment slow-88888888-api-server: generation 1 not observed yet',
+    });
     expect(seen).toEqual(['Deployment slow-88888888-api-server: generation 1 not observed yet']);
   });
 
@@ -145,7 +211,15 @@ describe('the k8s agent\'s cluster calls against the Kubernetes API stand-in (si
     const api = render('rev-status', 'registry.example.com/bot:s').find((o) => o.kind === 'Deployment' && o.metadata.name.endsWith('-queue'))!;
     const applied = await cluster.apply(api);
     const apps = config.makeApiClient(AppsV1Api);
-    const written = await apps.replaceNamespacedDeploymentStatus({ name: api.metadata.name, namespace: 'team-a', body: { ...(applied as any), spec: { ...(applied as any).spec, replicas: 9 }, status: { observedGeneration: applied.metadata.generation as number, replicas: 2, updatedReplicas: 2, availableReplicas: 2 } } });
+    const written = await apps.replaceNamespacedDeploymentStatus({
+      name: api.metadata.name,
+      namespace: 'team-a',
+      body: {
+        ...(applied as any),
+        spec: { ...(applied as any).spec, replicas: 9 },
+        status: { observedGeneration: applied.metadata.generation as number, replicas: 2, updatedReplicas: 2, availableReplicas: 2 },
+      },
+    });
     expect(written.status).toMatchObject({ replicas: 2, availableReplicas: 2 });
     expect(written.spec?.replicas).toBe(2);
     expect(written.metadata?.generation).toBe(applied.metadata.generation);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { GithubOidcIssuer, type TokenOptions } from '../helpers/github-oidc-issuer.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
@@ -30,10 +30,22 @@ describe('keyless CI: a GitHub Actions ID token exchanged for a workspace key', 
     });
     workspaceA = (await t.api.post('/v1/workspaces', { name: 'ci-a' })).body.id;
     workspaceB = (await t.api.post('/v1/workspaces', { name: 'ci-b' })).body.id;
-    const created = await t.api.post(`/v1/workspaces/${workspaceA}/github-trust`, { repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main', description: 'deploys from main' });
+    const created = await t.api.post(`/v1/workspaces/${workspaceA}/github-trust`, {
+      repository_id: 4242,
+      repository_owner_id: 77,
+      ref: 'refs/heads/main',
+      description: 'deploys from main',
+    });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     trustA = created.body.id;
-    expect(created.body).toMatchObject({ workspace_id: workspaceA, repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main', environment: null, job_workflow_ref: null });
+    expect(created.body).toMatchObject({
+      workspace_id: workspaceA,
+      repository_id: 4242,
+      repository_owner_id: 77,
+      ref: 'refs/heads/main',
+      environment: null,
+      job_workflow_ref: null,
+    });
   });
   afterAll(async () => {
     await t?.close();
@@ -69,7 +81,15 @@ describe('keyless CI: a GitHub Actions ID token exchanged for a workspace key', 
     expect(listed).toMatchObject({
       workspace_id: workspaceA,
       expires_at: expiresAt,
-      github_actions: { trust_id: trustA, repository: 'acme/agent', repository_id: '4242', repository_owner_id: '77', ref: 'refs/heads/main', event_name: 'push', run_id: '555001' },
+      github_actions: {
+        trust_id: trustA,
+        repository: 'acme/agent',
+        repository_id: '4242',
+        repository_owner_id: '77',
+        ref: 'refs/heads/main',
+        event_name: 'push',
+        run_id: '555001',
+      },
     });
     expect(JSON.stringify(listed)).not.toContain(key);
     // The token is used, and it is not kept anywhere the API shows.
@@ -85,13 +105,23 @@ describe('keyless CI: a GitHub Actions ID token exchanged for a workspace key', 
   const refusals: Array<{ what: string; options: () => TokenOptions; status: 401 | 403; detail: RegExp }> = [
     { what: 'another repository_id with the same name', options: () => ({ claims: { repository_id: '999999' } }), status: 403, detail: /repository_id/ },
     { what: 'another repository_owner_id', options: () => ({ claims: { repository_owner_id: '78' } }), status: 403, detail: /repository_owner_id/ },
-    { what: 'a ref the entry does not allow', options: () => ({ claims: { ref: 'refs/heads/feature' } }), status: 403, detail: /\bref\b.*refs\/heads\/feature/ },
+    {
+      what: 'a ref the entry does not allow',
+      options: () => ({ claims: { ref: 'refs/heads/feature' } }),
+      status: 403,
+      detail: /\bref\b.*refs\/heads\/feature/,
+    },
     { what: 'pull_request_target', options: () => ({ claims: { event_name: 'pull_request_target' } }), status: 403, detail: /pull_request_target/ },
     { what: 'workflow_run', options: () => ({ claims: { event_name: 'workflow_run' } }), status: 403, detail: /workflow_run/ },
     { what: 'the wrong audience', options: () => ({ audience: 'https://github.com/acme' }), status: 401, detail: /\baud\b/ },
     { what: 'another issuer', options: () => ({ issuer: 'https://token.actions.githubusercontent.com' }), status: 401, detail: /\biss\b/ },
     { what: 'an expired token (beyond 60 s of skew)', options: () => ({ expiresIn: -90 }), status: 401, detail: /expired/ },
-    { what: 'a token not valid yet (beyond 60 s of skew)', options: () => ({ notBefore: Math.floor(Date.now() / 1000) + 120 }), status: 401, detail: /\bnbf\b/ },
+    {
+      what: 'a token not valid yet (beyond 60 s of skew)',
+      options: () => ({ notBefore: Math.floor(Date.now() / 1000) + 120 }),
+      status: 401,
+      detail: /\bnbf\b/,
+    },
     { what: 'a token issued in the future', options: () => ({ issuedAt: Math.floor(Date.now() / 1000) + 120 }), status: 401, detail: /\biat\b/ },
     { what: 'another key under the published kid', options: () => ({ unpublishedKey: true }), status: 401, detail: /signature/ },
     { what: 'another key under its own kid', options: () => ({ unpublishedKey: true, kid: 'unpublished' }), status: 401, detail: /\bkid\b/ },
@@ -141,7 +171,9 @@ describe('keyless CI: a GitHub Actions ID token exchanged for a workspace key', 
     const good = { ...repo, environment: 'production', job_workflow_ref: 'acme/prod-agent/.github/workflows/deploy.yml@refs/heads/main' };
     expect((await exchange(await issuer.token({ claims: { ...good, environment: 'Production' } }))).body.detail).toMatch(/environment/);
     expect((await exchange(await issuer.token({ claims: { ...good, environment: undefined } }))).status).toBe(403);
-    const otherWorkflow = await exchange(await issuer.token({ claims: { ...good, job_workflow_ref: 'acme/prod-agent/.github/workflows/other.yml@refs/heads/main' } }));
+    const otherWorkflow = await exchange(
+      await issuer.token({ claims: { ...good, job_workflow_ref: 'acme/prod-agent/.github/workflows/other.yml@refs/heads/main' } }),
+    );
     expect(otherWorkflow.status).toBe(403);
     expect(otherWorkflow.body.detail).toMatch(/job_workflow_ref/);
     const ok = await exchange(await issuer.token({ claims: good }));

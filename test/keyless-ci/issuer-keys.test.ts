@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Unauthorized, Unavailable } from '../../server/domain/errors.ts';
 import { IssuerKeys, REFETCH_INTERVAL_MS } from '../../server/domain/github-oidc/issuer-keys.ts';
 import { verifyGithubToken } from '../../server/domain/github-oidc/verify-token.ts';
-import { Unauthorized, Unavailable } from '../../server/domain/errors.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
 
@@ -60,7 +60,11 @@ describe("the issuer's keys: discovery, cache, refetch for an unknown kid at mos
     // A minute after the last read: one reread, and the token verifies; a flood right after makes no more.
     clock.advance(1000);
     const fresh = await issuer.token();
-    const results = await Promise.allSettled([fresh, ...(await Promise.all(Array.from({ length: 20 }, (_, i) => issuer.token({ kid: `other-${i}`, unpublishedKey: true }))))].map((token) => verify(keys, token, new Date(clock.now()))));
+    const results = await Promise.allSettled(
+      [fresh, ...(await Promise.all(Array.from({ length: 20 }, (_, i) => issuer.token({ kid: `other-${i}`, unpublishedKey: true }))))].map((token) =>
+        verify(keys, token, new Date(clock.now())),
+      ),
+    );
     expect(results[0]!.status).toBe('fulfilled');
     expect(results.slice(1).every((r) => r.status === 'rejected')).toBe(true);
     expect(issuer.hitCount('/.well-known/jwks') - jwksBefore).toBe(1);
@@ -78,7 +82,10 @@ describe("the issuer's keys: discovery, cache, refetch for an unknown kid at mos
         if (mode === 'down') return void res.writeHead(500).end('{}');
         if (mode === 'redirect') return void res.writeHead(302, { location: `${issuer.url}/.well-known/openid-configuration` }).end();
         if (mode === 'slow') return; // never answers
-        if (mode === 'other-issuer') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: 'https://elsewhere.example', jwks_uri: `${url}/jwks` }));
+        if (mode === 'other-issuer')
+          return void res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ issuer: 'https://elsewhere.example', jwks_uri: `${url}/jwks` }));
         // A discovery document that never ends.
         res.writeHead(200, { 'content-type': 'application/json' });
         res.write(`{"issuer": "${url}", "padding": "`);
@@ -105,7 +112,9 @@ describe("the issuer's keys: discovery, cache, refetch for an unknown kid at mos
         mode = m;
         const keys = new IssuerKeys({ issuer: url, clock: movableClock(), log: silentLogger, timeoutMs: 500 });
         const token = await issuer.token({ issuer: url });
-        const error = await verifyGithubToken(token, { issuer: url, audience: issuer.audience, now: new Date(), keyFor: (h) => keys.keyFor(h) }).catch((e: unknown) => e);
+        const error = await verifyGithubToken(token, { issuer: url, audience: issuer.audience, now: new Date(), keyFor: (h) => keys.keyFor(h) }).catch(
+          (e: unknown) => e,
+        );
         expect(error).toBeInstanceOf(Unavailable);
         expect((error as Unavailable).message).toMatch(problem);
         expect((error as Unavailable).retryAfterSeconds).toBeGreaterThan(0);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 

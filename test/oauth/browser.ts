@@ -23,7 +23,11 @@ export class Browser {
       if (!form) throw new Error(`no form on page ${request.url}: ${html.slice(0, 500)}`);
       this.pagesSeen.push(form.fields.prompt ?? 'unknown');
       if (form.fields.prompt === 'login') {
-        request = { url: new URL(form.action, request.url).toString(), method: 'POST', body: new URLSearchParams({ ...form.fields, login: options.login ?? 'alice', password: 'any' }).toString() };
+        request = {
+          url: new URL(form.action, request.url).toString(),
+          method: 'POST',
+          body: new URLSearchParams({ ...form.fields, login: options.login ?? 'alice', password: 'any' }).toString(),
+        };
       } else if (form.fields.prompt === 'consent' && options.deny) {
         const abort = /<a href="([^"]*\/abort)"/.exec(html)?.[1];
         if (!abort) throw new Error('no cancel link on the consent page');

@@ -61,11 +61,19 @@ describe('callback forms', () => {
 
   it('POST JSON {code, state} at /v2/auth/callback/{provider_id} completes the flow without an API key, answered with JSON', async () => {
     const { authId, state } = await start('json');
-    const response = await ctx.app.request('/v2/auth/callback/idp', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'c2', state }) });
+    const response = await ctx.app.request('/v2/auth/callback/idp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'c2', state }),
+    });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ status: 'completed', message: 'Authorization complete.' });
     // The same state again: used up, said in the API's error shape.
-    const again = await ctx.app.request('/v2/auth/callback/idp', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'c2', state }) });
+    const again = await ctx.app.request('/v2/auth/callback/idp', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'c2', state }),
+    });
     expect(again.status).toBe(400);
     expect(await again.json()).toEqual({ detail: 'This authorization was already used.' });
     expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('completed');
@@ -82,11 +90,23 @@ describe('callback forms', () => {
   });
 
   it('a POST without a state, or with a body that is too large, is a 4xx and no flow changes', async () => {
-    const empty = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'code=x' });
+    const empty = await ctx.app.request('/v2/auth/callback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'code=x',
+    });
     expect(empty.status).toBe(400);
-    const big = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `code=${'x'.repeat(20_000)}` });
+    const big = await ctx.app.request('/v2/auth/callback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `code=${'x'.repeat(20_000)}`,
+    });
     expect(big.status).toBe(413);
-    const bigJson = await ctx.app.request('/v2/auth/callback', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'x'.repeat(20_000), state: 'y' }) });
+    const bigJson = await ctx.app.request('/v2/auth/callback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'x'.repeat(20_000), state: 'y' }),
+    });
     expect(bigJson.status).toBe(413);
   });
 

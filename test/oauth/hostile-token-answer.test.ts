@@ -100,7 +100,7 @@ describe('hostile token answers', () => {
     expect(waited.error_description.length).toBeLessThanOrEqual(201);
     expect(waited.error_description.startsWith('bad code zzz')).toBe(true);
     expect(page.html).not.toContain('z'.repeat(300));
-    const row = await ctx.sql.prepare("SELECT error_description FROM oauth_flows WHERE error = 'invalid_grant'").get() as { error_description: string };
+    const row = (await ctx.sql.prepare("SELECT error_description FROM oauth_flows WHERE error = 'invalid_grant'").get()) as { error_description: string };
     expect(row.error_description).toMatch(/^v1:/);
     expect(row.error_description).not.toContain('bad code');
   });
@@ -116,12 +116,17 @@ describe('hostile token answers', () => {
     expect(asked.body).toMatchObject({ status: 'pending', token: null });
     // The stored token was kept (a garbled answer may be the provider's passing fault): a good answer later refreshes it.
     answer = { status: 200, contentType: 'application/json', body: JSON.stringify({ access_token: 'refreshed', expires_in: 3600 }) };
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: `hostile-${n}`, scopes: ['read'], user_id: 'u' })).body).toMatchObject({ status: 'completed', token: 'refreshed' });
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: `hostile-${n}`, scopes: ['read'], user_id: 'u' })).body).toMatchObject({
+      status: 'completed',
+      token: 'refreshed',
+    });
   });
 
   it('the accepted forms still work: expires_in as a digit string, scope as a list, null fields', async () => {
     answer = { status: 200, contentType: 'application/json', body: '' };
-    const { page, waited } = await flowAgainst(JSON.stringify({ access_token: 'good-token', expires_in: '3600', scope: ['read', 'write'], refresh_token: null, token_type: null }));
+    const { page, waited } = await flowAgainst(
+      JSON.stringify({ access_token: 'good-token', expires_in: '3600', scope: ['read', 'write'], refresh_token: null, token_type: null }),
+    );
     expect(page.status).toBe(200);
     expect(waited).toMatchObject({ status: 'completed', token: 'good-token' });
     const listed = (await ctx.api.get(`/v2/auth/tokens?provider_id=hostile-${n}`)).body;

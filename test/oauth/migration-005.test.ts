@@ -1,8 +1,8 @@
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { sqliteDialect } from '../../server/store/dialect.ts';
@@ -42,24 +42,33 @@ describe('migration 5 (OAuth tokens and flows per workspace)', () => {
     try {
       const after = store.db;
       expect(after.prepare('SELECT version FROM schema_migrations WHERE version = 5').get()).toBeDefined();
-      expect(after.prepare('SELECT provider_id, client_secret_sealed, provider_type FROM oauth_providers').all()).toEqual([{ provider_id: 'github', client_secret_sealed: 'v1:sealed', provider_type: null }]);
+      expect(after.prepare('SELECT provider_id, client_secret_sealed, provider_type FROM oauth_providers').all()).toEqual([
+        { provider_id: 'github', client_secret_sealed: 'v1:sealed', provider_type: null },
+      ]);
       expect(after.prepare('SELECT id, workspace_id, user_id, is_default, provider_account_label FROM oauth_tokens').all()).toEqual([
         { id: 'tok', workspace_id: 'ws-default', user_id: 'alice', is_default: 1, provider_account_label: null },
       ]);
-      expect(after.prepare('SELECT id, workspace_id, status, token_ref FROM oauth_flows').all()).toEqual([{ id: 'flow', workspace_id: 'ws-default', status: 'completed', token_ref: 'tok' }]);
+      expect(after.prepare('SELECT id, workspace_id, status, token_ref FROM oauth_flows').all()).toEqual([
+        { id: 'flow', workspace_id: 'ws-default', status: 'completed', token_ref: 'tok' },
+      ]);
       expect(after.pragma('foreign_key_check')).toEqual([]);
       // The references point at the new tables: deleting the provider still takes its tokens and flows.
-      const sql = (after.prepare("SELECT group_concat(sql, ' ') AS s FROM sqlite_master WHERE name IN ('oauth_tokens', 'oauth_flows')").get() as { s: string }).s;
+      const sql = (after.prepare("SELECT group_concat(sql, ' ') AS s FROM sqlite_master WHERE name IN ('oauth_tokens', 'oauth_flows')").get() as { s: string })
+        .s;
       expect(sql).not.toMatch(/_v5/);
       after.prepare("DELETE FROM oauth_providers WHERE id = 'prov'").run();
       expect(after.prepare('SELECT count(*) AS n FROM oauth_tokens').get()).toEqual({ n: 0 });
       expect(after.prepare('SELECT count(*) AS n FROM oauth_flows').get()).toEqual({ n: 0 });
       // One token per (provider, workspace, user, agent): the same user in two workspaces is allowed now.
-      after.prepare(
-        `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url, uses_pkce, code_challenge_method, token_endpoint_auth_method, created_at, updated_at)
+      after
+        .prepare(
+          `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url, uses_pkce, code_challenge_method, token_endpoint_auth_method, created_at, updated_at)
          VALUES ('p2', 'org', 'p2', 'p2', 'c', NULL, 'https://a', 'https://t', 1, 'S256', 'none', ?, ?)`,
-      ).run(now, now);
-      const insert = after.prepare(`INSERT INTO oauth_tokens (id, organization_id, workspace_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, created_at, updated_at) VALUES (?, 'org', ?, 'p2', 'alice', '', '[]', 'v1:x', ?, ?)`);
+        )
+        .run(now, now);
+      const insert = after.prepare(
+        `INSERT INTO oauth_tokens (id, organization_id, workspace_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, created_at, updated_at) VALUES (?, 'org', ?, 'p2', 'alice', '', '[]', 'v1:x', ?, ?)`,
+      );
       insert.run('t1', 'ws-default', now, now);
       insert.run('t2', 'ws-other', now, now);
       expect(() => insert.run('t3', 'ws-other', now, now)).toThrow(/UNIQUE/);

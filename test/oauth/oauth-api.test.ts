@@ -58,7 +58,9 @@ describe('providers', () => {
     expect(Array.isArray(listed.body)).toBe(true);
     expect(listed.body.map((p: { id: string }) => p.id)).toContain(created.body.id);
     expect(JSON.stringify([created.body, fetched.body, listed.body])).not.toContain(body.client_secret);
-    const row = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.body.id) as { client_secret_sealed: string };
+    const row = (await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.body.id)) as {
+      client_secret_sealed: string;
+    };
     expect(row.client_secret_sealed).toMatch(/^v1:/);
     expect(row.client_secret_sealed).not.toContain(body.client_secret);
   });
@@ -94,11 +96,25 @@ describe('providers', () => {
 
   it('other bad input is 422 in the FastAPI shape', async () => {
     const { client_secret: _omitted, ...noSecret } = providerBody();
-    expect((await ctx.api.post('/v2/auth/providers', noSecret)).body.detail).toEqual([{ loc: ['body', 'client_secret'], msg: 'client_secret is required with token_endpoint_auth_method client_secret_post', type: 'value_error' }]);
+    expect((await ctx.api.post('/v2/auth/providers', noSecret)).body.detail).toEqual([
+      { loc: ['body', 'client_secret'], msg: 'client_secret is required with token_endpoint_auth_method client_secret_post', type: 'value_error' },
+    ]);
     // A public client has no secret and must use PKCE.
-    expect((await ctx.api.post('/v2/auth/providers', { ...noSecret, token_endpoint_auth_method: 'none' })).body.detail[0]).toMatchObject({ loc: ['body', 'uses_pkce'], type: 'value_error' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'none', uses_pkce: true }))).body.detail[0]).toMatchObject({ loc: ['body', 'client_secret'], type: 'value_error' });
-    const publicClient = await ctx.api.post('/v2/auth/providers', { ...providerBody(), client_secret: null, token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
+    expect((await ctx.api.post('/v2/auth/providers', { ...noSecret, token_endpoint_auth_method: 'none' })).body.detail[0]).toMatchObject({
+      loc: ['body', 'uses_pkce'],
+      type: 'value_error',
+    });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'none', uses_pkce: true }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'client_secret'],
+      type: 'value_error',
+    });
+    const publicClient = await ctx.api.post('/v2/auth/providers', {
+      ...providerBody(),
+      client_secret: null,
+      token_endpoint_auth_method: 'none',
+      uses_pkce: true,
+      provider_type: 'slack',
+    });
     expect(publicClient.status).toBe(200);
     expect(publicClient.body).toMatchObject({ token_endpoint_auth_method: 'none', uses_pkce: true, provider_type: 'slack' });
     // A public client stays secret-less and PKCE-bound; made confidential, it needs its secret.
@@ -108,20 +124,37 @@ describe('providers', () => {
     expect((await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic' })).status).toBe(400);
     const confidential = await ctx.api.patch(ref, { token_endpoint_auth_method: 'client_secret_basic', client_secret: 'now-a-secret-0123456789' });
     expect(confidential.body).toMatchObject({ token_endpoint_auth_method: 'client_secret_basic' });
-    const row = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id) as { client_secret_sealed: string };
+    const row = (await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(publicClient.body.id)) as {
+      client_secret_sealed: string;
+    };
     expect(row.client_secret_sealed).toMatch(/^v1:/);
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ code_challenge_method: 'S512' }))).body.detail[0]).toMatchObject({ loc: ['body', 'code_challenge_method'], type: 'enum' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'private_key_jwt' }))).body.detail[0]).toMatchObject({ loc: ['body', 'token_endpoint_auth_method'], type: 'enum' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_type: 'github' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_type'], type: 'enum' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_id: 'has space' }))).body.detail[0]).toMatchObject({ loc: ['body', 'provider_id'], type: 'string_pattern_mismatch' });
-    expect((await ctx.api.post('/v2/auth/providers', providerBody({ uses_pkce: 'yes' }))).body.detail[0]).toMatchObject({ loc: ['body', 'uses_pkce'], type: 'bool_type' });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ code_challenge_method: 'S512' }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'code_challenge_method'],
+      type: 'enum',
+    });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ token_endpoint_auth_method: 'private_key_jwt' }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'token_endpoint_auth_method'],
+      type: 'enum',
+    });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_type: 'github' }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'provider_type'],
+      type: 'enum',
+    });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ provider_id: 'has space' }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'provider_id'],
+      type: 'string_pattern_mismatch',
+    });
+    expect((await ctx.api.post('/v2/auth/providers', providerBody({ uses_pkce: 'yes' }))).body.detail[0]).toMatchObject({
+      loc: ['body', 'uses_pkce'],
+      type: 'bool_type',
+    });
     expect((await ctx.api.get('/v2/auth/providers/no-such-provider')).status).toBe(404);
   });
 
   it('patch changes fields and the secret (sealed again), refuses a new provider_id (400); delete removes it', async () => {
     const body = providerBody();
     const created = (await ctx.api.post('/v2/auth/providers', body)).body;
-    const before = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
+    const before = (await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id)) as { client_secret_sealed: string };
     const patched = await ctx.api.patch(`/v2/auth/providers/${created.id}`, {
       name: 'Renamed',
       client_secret: 'the-new-secret-value',
@@ -132,12 +165,15 @@ describe('providers', () => {
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ name: 'Renamed', uses_pkce: true, token_endpoint_auth_method: 'client_secret_basic', client_id: 'client-123' });
     expect(patched.body).not.toHaveProperty('client_secret');
-    const after = await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id) as { client_secret_sealed: string };
+    const after = (await ctx.sql.prepare('SELECT client_secret_sealed FROM oauth_providers WHERE id = ?').get(created.id)) as { client_secret_sealed: string };
     expect(after.client_secret_sealed).not.toBe(before.client_secret_sealed);
     expect(after.client_secret_sealed).not.toContain('the-new-secret-value');
 
     expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { provider_id: 'another-id' })).status).toBe(400);
-    expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { token_url: 'http://idp.example.com/token' })).body.detail[0].loc).toEqual(['body', 'token_url']);
+    expect((await ctx.api.patch(`/v2/auth/providers/${created.id}`, { token_url: 'http://idp.example.com/token' })).body.detail[0].loc).toEqual([
+      'body',
+      'token_url',
+    ]);
     const deleted = await ctx.api.delete(`/v2/auth/providers/${body.provider_id}`);
     expect(deleted.status).toBe(200);
     expect(deleted.body).toEqual({ message: `OAuth provider '${body.provider_id}' deleted.` });
@@ -196,7 +232,12 @@ describe('unknown fields (contract §2)', () => {
 
 describe('authenticate', () => {
   it('starts a flow: the provider auth_url (its own parameters kept) with state, redirect_uri and PKCE', async () => {
-    const provider = (await ctx.api.post('/v2/auth/providers', providerBody({ auth_url: 'https://idp.example.com/authorize?audience=api', uses_pkce: true, code_challenge_method: 'plain' }))).body;
+    const provider = (
+      await ctx.api.post(
+        '/v2/auth/providers',
+        providerBody({ auth_url: 'https://idp.example.com/authorize?audience=api', uses_pkce: true, code_challenge_method: 'plain' }),
+      )
+    ).body;
     const response = await ctx.api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['read', 'write', 'read'], user_id: 'u1' });
     expect(response.status).toBe(200);
     expect(response.body).toEqual({ status: 'pending', url: expect.any(String), auth_id: expect.any(String), token: null, user_id: 'u1', metadata: null });
@@ -211,20 +252,27 @@ describe('authenticate', () => {
     const second = await ctx.api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['read'], user_id: 'u1' });
     expect(new URL(second.body.url).searchParams.get('state')).not.toBe(url.searchParams.get('state'));
     // The verifier and the state are not stored in clear text.
-    const row = await ctx.sql.prepare('SELECT * FROM oauth_flows WHERE id = ?').get(response.body.auth_id) as Record<string, string>;
+    const row = (await ctx.sql.prepare('SELECT * FROM oauth_flows WHERE id = ?').get(response.body.auth_id)) as Record<string, string>;
     expect(JSON.stringify(row)).not.toContain(url.searchParams.get('state'));
     expect(JSON.stringify(row)).not.toContain(url.searchParams.get('code_challenge'));
   });
 
   it('validates its body and names unknown providers (404)', async () => {
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'nope', scopes: [] })).status).toBe(404);
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x' })).body.detail).toEqual([{ loc: ['body', 'scopes'], msg: 'Field required', type: 'missing' }]);
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x' })).body.detail).toEqual([
+      { loc: ['body', 'scopes'], msg: 'Field required', type: 'missing' },
+    ]);
     expect((await ctx.api.post('/v2/auth/authenticate', { scopes: ['a'] })).body.detail[0].loc).toEqual(['body', 'provider']);
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['has space'] })).body.detail[0].loc).toEqual(['body', 'scopes', 0]);
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], use_agent_builder_public_oauth: true })).body.detail[0].loc).toEqual(['body', 'use_agent_builder_public_oauth']);
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], use_agent_builder_public_oauth: true })).body.detail[0].loc).toEqual([
+      'body',
+      'use_agent_builder_public_oauth',
+    ]);
     // An unknown field is ignored (the provider is still unknown: 404), a known one of the wrong type is 422.
     expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], bogus: 1 })).status).toBe(404);
-    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], force_new: 'yes', bogus: 1 })).body.detail).toEqual([{ loc: ['body', 'force_new'], msg: expect.any(String), type: 'bool_type' }]);
+    expect((await ctx.api.post('/v2/auth/authenticate', { provider: 'x', scopes: ['a'], force_new: 'yes', bogus: 1 })).body.detail).toEqual([
+      { loc: ['body', 'force_new'], msg: expect.any(String), type: 'bool_type' },
+    ]);
     expect((await ctx.app.request('/v2/auth/authenticate', { method: 'POST', body: '{}' })).status).toBe(401);
   });
 });
@@ -289,7 +337,18 @@ describe('callback and wait', () => {
 
   it('the OpenAPI document lists the OAuth routes; the callback takes no key', async () => {
     const doc = (await (await ctx.app.request('/openapi.json')).json()) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v2/auth/providers', '/v2/auth/providers/{provider_id}', '/v2/auth/callback/{provider_id}', '/v2/auth/tokens', '/v2/auth/tokens/exists', '/v2/auth/authenticate', '/v2/auth/callback', '/v2/auth/wait/{auth_id}']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/v2/auth/providers',
+        '/v2/auth/providers/{provider_id}',
+        '/v2/auth/callback/{provider_id}',
+        '/v2/auth/tokens',
+        '/v2/auth/tokens/exists',
+        '/v2/auth/authenticate',
+        '/v2/auth/callback',
+        '/v2/auth/wait/{auth_id}',
+      ]),
+    );
     expect(doc.paths['/v2/auth/callback']!.get!.security).toEqual([]);
   });
 });

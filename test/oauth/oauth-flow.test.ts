@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { startAuthorizationServer, type AuthorizationServer, type TestClient } from './authorization-server.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type AuthorizationServer, startAuthorizationServer, type TestClient } from './authorization-server.ts';
 import { Browser } from './browser.ts';
 
 // Secrets with characters that form-encoding must carry: a wrong Basic or body encoding fails the exchange.
@@ -11,7 +11,13 @@ const CLIENTS = {
   pkcePost: { client_id: 'pkce-post', client_secret: 'post secret+/:=&%~', token_endpoint_auth_method: 'client_secret_post', requirePkce: true },
   pkceBasic: { client_id: 'pkce:basic', client_secret: 'b@sic s3cret+/:=&%~', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true },
   noPkce: { client_id: 'no-pkce', client_secret: 'no-pkce-secret-0123456789', token_endpoint_auth_method: 'client_secret_post' },
-  shortLived: { client_id: 'short-lived', client_secret: 'short-lived-secret-0123456789', token_endpoint_auth_method: 'client_secret_basic', requirePkce: true, accessTokenTtl: 2 },
+  shortLived: {
+    client_id: 'short-lived',
+    client_secret: 'short-lived-secret-0123456789',
+    token_endpoint_auth_method: 'client_secret_basic',
+    requirePkce: true,
+    accessTokenTtl: 2,
+  },
   publicClient: { client_id: 'public-client', client_secret: '', token_endpoint_auth_method: 'none', requirePkce: true },
   revoked: { client_id: 'revoked', client_secret: 'revoked-secret-0123456789', token_endpoint_auth_method: 'client_secret_post', accessTokenTtl: 1 },
 } satisfies Record<string, TestClient>;
@@ -110,7 +116,14 @@ describe('the authorization-code flow against a real authorization server', () =
       auth_id: null,
       token,
       user_id: 'alice',
-      metadata: { token_id: expect.any(String), scopes: expect.arrayContaining(['repo:read']), expires_at: expect.any(String), token_type: 'Bearer', is_default: true, provider_account_label: null },
+      metadata: {
+        token_id: expect.any(String),
+        scopes: expect.arrayContaining(['repo:read']),
+        expires_at: expect.any(String),
+        token_type: 'Bearer',
+        is_default: true,
+        provider_account_label: null,
+      },
     });
 
     // The same state a second time: the flow is used up.
@@ -176,9 +189,18 @@ describe('the authorization-code flow against a real authorization server', () =
     await eventually(async () => ((await idp.introspect(first, CLIENTS.shortLived)).active ? undefined : true), 10_000, 200);
 
     // Three agents ask at once: one refresh at the provider, one new token for all of them.
-    const answers = await Promise.all([1, 2, 3].map(() => api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' })));
+    const answers = await Promise.all(
+      [1, 2, 3].map(() => api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' })),
+    );
     const again = answers[0]!;
-    expect(again.body.status, server.output().split('\n').filter((l) => l.includes('oauth')).join('\n')).toBe('completed');
+    expect(
+      again.body.status,
+      server
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('oauth'))
+        .join('\n'),
+    ).toBe('completed');
     expect(again.body.token).not.toBe(first);
     expect(answers.map((a) => a.body.token)).toEqual([again.body.token, again.body.token, again.body.token]);
     expect((await idp.introspect(again.body.token, CLIENTS.shortLived)).active).toBe(true);
@@ -192,10 +214,14 @@ describe('the authorization-code flow against a real authorization server', () =
     expect((await idp.introspect(token, CLIENTS.revoked)).active).toBe(false);
 
     // Until its expiry (1 s) the stored token is handed out as it is; then the refresh is refused.
-    const again = await eventually(async () => {
-      const answer = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
-      return answer.body.status === 'completed' ? undefined : answer;
-    }, 10_000, 100);
+    const again = await eventually(
+      async () => {
+        const answer = await api.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'alice' });
+        return answer.body.status === 'completed' ? undefined : answer;
+      },
+      10_000,
+      100,
+    );
     expect(again.body.status).toBe('pending');
     expect(again.body.token).toBeNull();
     expect(again.body.url).toContain(idp.authUrl);
@@ -269,8 +295,12 @@ describe('rejections', () => {
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
     await db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, 'other', now);
-    await db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    await db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
+    await db
+      .prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)')
+      .run(workspaceId, orgId, 'default', now);
+    await db
+      .prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)')
+      .run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
     await db.close();
     const other = apiClient(server.url, otherKey);
 
@@ -289,7 +319,7 @@ describe('rejections', () => {
 });
 
 describe('tokens belong to the workspace whose flow obtained them', () => {
-  it("a workspace-scoped key of another workspace can neither obtain, see, change nor replace a token for the same user_id", async () => {
+  it('a workspace-scoped key of another workspace can neither obtain, see, change nor replace a token for the same user_id', async () => {
     const provider = await createProvider(CLIENTS.noPkce);
     // Workspace A (the organization's default, through the organization key) obtains a token for "victim".
     const { token: tokenA, started: startedA } = await fullFlow(provider.provider_id, ['repo:read'], { user_id: 'victim' });
@@ -307,7 +337,9 @@ describe('tokens belong to the workspace whose flow obtained them', () => {
     expect(asked.status).toBe(200);
     expect(asked.body.status).toBe('pending');
     expect(asked.body.token).toBeNull();
-    expect((await b.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim', token_id: storedA!.id })).status).toBe(404);
+    expect(
+      (await b.post('/v2/auth/authenticate', { provider: provider.provider_id, scopes: ['repo:read'], user_id: 'victim', token_id: storedA!.id })).status,
+    ).toBe(404);
     expect((await b.get('/v2/auth/tokens')).body).toEqual([]);
     expect((await b.get(`/v2/auth/tokens/exists?provider_id=${provider.provider_id}`)).body).toEqual({ exists: false, has_token: false });
     expect((await b.get(`/v2/auth/wait/${startedA.auth_id}?timeout=0`)).body.status).toBe('not_found');

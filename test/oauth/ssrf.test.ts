@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { type AddressInfo, createServer as createTcpServer, type Socket, type Server as TcpServer } from 'node:net';
 import { getCACertificates, setDefaultCACertificates, type TLSSocket } from 'node:tls';
-import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
 import { embeddedIpv4, isForbiddenAddress, OutboundPolicy, type Resolve } from '../../server/domain/oauth/outbound.ts';
@@ -30,7 +30,10 @@ function simulatedResolver(): Resolve & { calls: string[] } {
       case 'metadata.test':
         return [{ address: 'fd00:ec2::254', family: 6 }];
       case 'mixed.test':
-        return [{ address: '93.184.216.34', family: 4 }, { address: '127.0.0.1', family: 4 }];
+        return [
+          { address: '93.184.216.34', family: 4 },
+          { address: '127.0.0.1', family: 4 },
+        ];
       case 'public.test':
         return [{ address: '93.184.216.34', family: 4 }];
       case 'rebind.test':
@@ -46,7 +49,12 @@ function simulatedResolver(): Resolve & { calls: string[] } {
 }
 
 /** A plain HTTP server on loopback that counts connections and answers token requests. */
-async function tokenServer(): Promise<{ port: number; connections: () => number; requests: Array<{ host: string | undefined; body: string }>; close(): Promise<void> }> {
+async function tokenServer(): Promise<{
+  port: number;
+  connections: () => number;
+  requests: Array<{ host: string | undefined; body: string }>;
+  close(): Promise<void>;
+}> {
   let connections = 0;
   const requests: Array<{ host: string | undefined; body: string }> = [];
   const server: Server = createServer((req, res) => {
@@ -167,7 +175,10 @@ describe('provider create and PATCH', () => {
 
     const created = await ctx.api.post('/v2/auth/providers', providerBody());
     expect(created.status).toBe(200);
-    const patched = await ctx.api.patch(`/v2/auth/providers/${created.body.provider_id}`, { token_url: 'https://169.254.169.254/token', client_secret: 'new-secret-0123456789' });
+    const patched = await ctx.api.patch(`/v2/auth/providers/${created.body.provider_id}`, {
+      token_url: 'https://169.254.169.254/token',
+      client_secret: 'new-secret-0123456789',
+    });
     expect(patched.status).toBe(422);
     expect(patched.body.detail[0].loc).toEqual(['body', 'token_url']);
     expect((await ctx.api.get(`/v2/auth/providers/${created.body.provider_id}`)).body.token_url).toBe('https://public.test/token');
@@ -215,7 +226,9 @@ describe('at request time', () => {
     const server = await tokenServer();
     try {
       const { authId, state } = await startFlow(ctx, {});
-      await ctx.sql.prepare("UPDATE oauth_providers SET token_url = ? WHERE token_url = 'https://public.test/token'").run(`http://127.0.0.1:${server.port}/token`);
+      await ctx.sql
+        .prepare("UPDATE oauth_providers SET token_url = ? WHERE token_url = 'https://public.test/token'")
+        .run(`http://127.0.0.1:${server.port}/token`);
       expect((await callback(ctx, state)).status).toBe(502);
       expect(server.connections()).toBe(0);
       expect((await ctx.api.get(`/v2/auth/wait/${authId}?timeout=0`)).body.status).toBe('failed');
@@ -231,13 +244,21 @@ describe('at request time', () => {
       // the server through the address the policy resolved and handed to the socket.
       const policy = new OutboundPolicy({ allowedHosts: 'idp.pinned.test', resolve: resolver });
       const url = `http://idp.pinned.test:${server.port}/token`;
-      const result = await requestToken({ tokenUrl: url, clientId: 'c', clientSecret: 's', authMethod: 'client_secret_post' }, { grant_type: 'authorization_code', code: 'x' }, policy);
+      const result = await requestToken(
+        { tokenUrl: url, clientId: 'c', clientSecret: 's', authMethod: 'client_secret_post' },
+        { grant_type: 'authorization_code', code: 'x' },
+        policy,
+      );
       expect(result).toMatchObject({ ok: true, token: { accessToken: 'pinned-access-token', expiresIn: 3600 } });
       expect(server.requests).toHaveLength(1);
       expect(server.requests[0]!.host).toBe(`idp.pinned.test:${server.port}`);
       // Without the allowance the same name is refused before any connection.
       const strict = new OutboundPolicy({ allowedHosts: '', resolve: resolver });
-      const refused = await requestToken({ tokenUrl: url, clientId: 'c', clientSecret: 's', authMethod: 'client_secret_post' }, { grant_type: 'authorization_code', code: 'x' }, strict);
+      const refused = await requestToken(
+        { tokenUrl: url, clientId: 'c', clientSecret: 's', authMethod: 'client_secret_post' },
+        { grant_type: 'authorization_code', code: 'x' },
+        strict,
+      );
       expect(refused).toMatchObject({ ok: false, kind: 'unavailable', error: 'token_endpoint_forbidden' });
       expect(server.requests).toHaveLength(1);
     } finally {
@@ -264,10 +285,16 @@ describe('at request time', () => {
     const defaults = getCACertificates('default');
     try {
       // Not trusted yet: the certificate is checked (for the name), so the exchange fails.
-      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({ ok: false, error: 'token_endpoint_unreachable' });
+      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({
+        ok: false,
+        error: 'token_endpoint_unreachable',
+      });
       // Trusted for this test only: the name only the simulated resolver knows is reached over TLS.
       setDefaultCACertificates([...defaults, cert.toString()]);
-      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({ ok: true, token: { accessToken: 'tls-token' } });
+      expect(await requestToken(client, { grant_type: 'authorization_code', code: 'x' }, policy)).toMatchObject({
+        ok: true,
+        token: { accessToken: 'tls-token' },
+      });
       expect(names.at(-1)).toBe('idp.pinned.test');
     } finally {
       setDefaultCACertificates(defaults);
@@ -294,7 +321,12 @@ describe('at request time', () => {
         answers.push({ status: page.status, html: page.html.replace(/ssrf-\d+/g, ''), waited });
       }
       expect(answers[0]).toEqual(answers[1]);
-      expect(answers[0]!.waited).toEqual({ status: 'failed', token: null, error: 'token_exchange_failed', error_description: 'The token endpoint could not be reached.' });
+      expect(answers[0]!.waited).toEqual({
+        status: 'failed',
+        token: null,
+        error: 'token_exchange_failed',
+        error_description: 'The token endpoint could not be reached.',
+      });
       expect(JSON.stringify(answers)).not.toMatch(/ECONN|EPIPE|socket|127\.0\.0\.1/);
     } finally {
       await new Promise<void>((resolve) => reset.close(() => resolve()));

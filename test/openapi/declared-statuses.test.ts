@@ -2,7 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inProcessApp } from '../helpers/in-process.ts';
 
 type Parameter = { name: string; in: string; required?: boolean; schema?: { format?: string; type?: string } };
-type Operation = { operationId: string; parameters?: Parameter[]; requestBody?: { content: Record<string, unknown> }; responses: Record<string, { content?: Record<string, unknown> }>; security?: unknown[] };
+type Operation = {
+  operationId: string;
+  parameters?: Parameter[];
+  requestBody?: { content: Record<string, unknown> };
+  responses: Record<string, { content?: Record<string, unknown> }>;
+  security?: unknown[];
+};
 
 /**
  * Every operation of the served document, sent the usual wrong requests (no key, a wrong key,
@@ -37,7 +43,8 @@ describe('every status a route answers is declared for it', () => {
           { what: 'another workspace', path: unknownIds, headers: { ...key, 'x-tenant-id': crypto.randomUUID() } },
         ];
         if (pathParams.length > 0) cases.push({ what: 'ids that are not uuids', path: fill(() => 'not-a-uuid'), headers: key });
-        for (const p of queryParams) cases.push({ what: `query ${p.name} of a wrong type`, path: `${unknownIds}?${p.name}=${encodeURIComponent('-1x[]')}`, headers: key });
+        for (const p of queryParams)
+          cases.push({ what: `query ${p.name} of a wrong type`, path: `${unknownIds}?${p.name}=${encodeURIComponent('-1x[]')}`, headers: key });
         if (op.requestBody) {
           cases.push(
             { what: 'a body that is not JSON', path: unknownIds, headers: { ...key, 'content-type': 'text/plain' }, body: 'hello' },

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { REDOCLY, runCli } from './tools.ts';
 
 /**
@@ -25,7 +25,16 @@ describe('a TypeScript client generated from the served document', () => {
   });
 
   it('is generated, type-checks with a script that uses it, and runs that script against the server', async () => {
-    const generated = await runCli(REDOCLY, ['generate-client', join(dir, 'openapi.json'), '-o', join(dir, 'client.ts'), '--import-ext', 'ts', '--error-mode', 'result']);
+    const generated = await runCli(REDOCLY, [
+      'generate-client',
+      join(dir, 'openapi.json'),
+      '-o',
+      join(dir, 'client.ts'),
+      '--import-ext',
+      'ts',
+      '--error-mode',
+      'result',
+    ]);
     expect(generated.code, generated.stderr + generated.stdout).toBe(0);
 
     // Written against the generated names and types: operationIds, named components, the ETag header.
@@ -66,7 +75,20 @@ console.log(JSON.stringify(out));
     );
     writeFileSync(
       join(dir, 'tsconfig.json'),
-      JSON.stringify({ compilerOptions: { strict: true, noEmit: true, target: 'es2022', module: 'esnext', moduleResolution: 'bundler', allowImportingTsExtensions: true, lib: ['es2022', 'dom'], types: [], skipLibCheck: true }, files: ['client.ts', 'flow.ts'] }),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          noEmit: true,
+          target: 'es2022',
+          module: 'esnext',
+          moduleResolution: 'bundler',
+          allowImportingTsExtensions: true,
+          lib: ['es2022', 'dom'],
+          types: [],
+          skipLibCheck: true,
+        },
+        files: ['client.ts', 'flow.ts'],
+      }),
     );
     const typecheck = await runCli('typescript/bin/tsc', ['-p', join(dir, 'tsconfig.json')]);
     expect(typecheck.stdout + typecheck.stderr).toBe('');
@@ -75,7 +97,15 @@ console.log(JSON.stringify(out));
     const run = await runNode(join(dir, 'flow.ts'));
     expect(run.code, run.stderr).toBe(0);
     const out = JSON.parse(run.stdout.trim().split('\n').pop()!);
-    expect(out).toEqual({ created: 201, readName: true, etag: expect.stringMatching(/^"/), conditional: 304, newest: true, missing: [404, 'string'], deleted: 204 });
+    expect(out).toEqual({
+      created: 201,
+      readName: true,
+      etag: expect.stringMatching(/^"/),
+      conditional: 304,
+      newest: true,
+      missing: [404, 'string'],
+      deleted: 204,
+    });
   });
 });
 

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { REDOCLY, runCli, SPECTRAL, SPECTRAL_RULESET } from './tools.ts';
 
 /**
@@ -14,7 +14,12 @@ describe('the served OpenAPI document', () => {
   const PUBLIC_URL = 'https://control-plane.test';
   let server: ServerProcess;
   let file: string;
-  let doc: { servers?: Array<{ url: string }>; tags?: Array<{ name: string }>; components: { securitySchemes: Record<string, unknown> }; paths: Record<string, Record<string, { operationId?: string; tags?: string[] }>> };
+  let doc: {
+    servers?: Array<{ url: string }>;
+    tags?: Array<{ name: string }>;
+    components: { securitySchemes: Record<string, unknown> };
+    paths: Record<string, Record<string, { operationId?: string; tags?: string[] }>>;
+  };
 
   beforeAll(async () => {
     server = await startServerProcess({ PUBLIC_URL, GITHUB_WEBHOOK_SECRET: 'lint-secret' });
@@ -46,7 +51,9 @@ describe('the served OpenAPI document', () => {
     for (const key of Object.keys(doc.components.securitySchemes)) expect(key).toMatch(/^[a-zA-Z0-9._-]+$/);
     // Shared with the hosted API: the hosted document's names.
     expect(doc.paths['/v2/deployments']!.post!.operationId).toBe('create_deployment_v2_deployments_post');
-    expect(doc.paths['/v2/deployments/{deployment_id}/revisions/{revision_id}']!.get!.operationId).toBe('get_revision_v2_deployments__deployment_id__revisions__revision_id__get');
+    expect(doc.paths['/v2/deployments/{deployment_id}/revisions/{revision_id}']!.get!.operationId).toBe(
+      'get_revision_v2_deployments__deployment_id__revisions__revision_id__get',
+    );
     expect(doc.paths['/v2/deployments/{deployment_id}/revisions/{revision_id}']!.get!.tags).toEqual(['Deployments (v2)']);
   });
 
@@ -62,7 +69,10 @@ describe('the served OpenAPI document', () => {
 
   it('has no Redocly (recommended) errors', async () => {
     const run = await runCli(REDOCLY, ['lint', '--extends', 'recommended', '--format', 'json', file]);
-    const report = JSON.parse(run.stdout) as { totals: { errors: number; warnings: number }; problems: Array<{ ruleId: string; severity: string; message: string; location: Array<{ pointer: string }> }> };
+    const report = JSON.parse(run.stdout) as {
+      totals: { errors: number; warnings: number };
+      problems: Array<{ ruleId: string; severity: string; message: string; location: Array<{ pointer: string }> }>;
+    };
     const errors = report.problems.filter((p) => p.severity === 'error');
     const warnings = report.problems.filter((p) => p.severity === 'warn');
     console.log(`redocly: ${report.totals.errors} errors, ${report.totals.warnings} warnings (${summary(warnings.map((w) => w.ruleId))})`);

@@ -3,10 +3,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { startPrismProxy, type PrismProxy } from './tools.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { type PrismProxy, startPrismProxy } from './tools.ts';
 
 type Exchange = { request: string; status: number; violations: string | null; prismProblem: boolean };
 type Operation = { parameters?: Array<{ in: string; required?: boolean }>; requestBody?: unknown };
@@ -30,7 +30,12 @@ describe('Prism proxy: the traffic of a real flow matches the OpenAPI document',
     const response = await fetch(url, init);
     const type = response.headers.get('content-type') ?? '';
     const prismProblem = type.includes('application/problem+json') && (await response.clone().text()).includes('stoplight.io/prism/errors');
-    exchanges.push({ request: `${init.method ?? 'GET'} ${new URL(url).pathname}`, status: response.status, violations: response.headers.get('sl-violations'), prismProblem });
+    exchanges.push({
+      request: `${init.method ?? 'GET'} ${new URL(url).pathname}`,
+      status: response.status,
+      violations: response.headers.get('sl-violations'),
+      prismProblem,
+    });
     return response;
   };
 
@@ -65,14 +70,18 @@ describe('Prism proxy: the traffic of a real flow matches the OpenAPI document',
     expect(read.status).toBe(200);
     let etag = read.headers.get('etag')!;
     expect(etag).toBeTruthy();
-    await eventually(async () => {
-      const next = await api.get(revisionPath, { 'if-none-match': etag, prefer: 'wait=2' });
-      if (next.status === 200) {
-        etag = next.headers.get('etag')!;
-        read = next;
-      } else expect(next.status).toBe(304);
-      return read.body.status === 'DEPLOYED' ? true : undefined;
-    }, 30_000, 0);
+    await eventually(
+      async () => {
+        const next = await api.get(revisionPath, { 'if-none-match': etag, prefer: 'wait=2' });
+        if (next.status === 200) {
+          etag = next.headers.get('etag')!;
+          read = next;
+        } else expect(next.status).toBe(304);
+        return read.body.status === 'DEPLOYED' ? true : undefined;
+      },
+      30_000,
+      0,
+    );
     // Nothing changes any more: the held request ends in a 304.
     const unchanged = await api.get(revisionPath, { 'if-none-match': etag, prefer: 'wait=1' });
     expect(unchanged.status).toBe(304);
@@ -107,7 +116,9 @@ describe('Prism proxy: the traffic of a real flow matches the OpenAPI document',
       return api.call('POST', '/v1/webhooks/github', body, { 'content-type': 'application/json', ...headers });
     };
     expect((await delivery('ping', { zen: 'Keep it logically awesome.', hook_id: 1 })).status).toBe(200);
-    expect((await delivery('push', { ref: 'refs/heads/main', after: 'a'.repeat(40), repository: { html_url: 'https://github.com/acme/none' } })).status).toBe(202);
+    expect((await delivery('push', { ref: 'refs/heads/main', after: 'a'.repeat(40), repository: { html_url: 'https://github.com/acme/none' } })).status).toBe(
+      202,
+    );
     expect((await delivery('push', { ref: 'refs/heads/main' }, 'wrong-secret')).status).toBe(401);
 
     // The OAuth callback's HTML page for a state it does not know.
@@ -158,7 +169,10 @@ describe('Prism proxy: the traffic of a real flow matches the OpenAPI document',
   afterAll(() => {
     // Checked last, over both tests, so a violation names its request.
     const bad = exchanges.filter((e) => e.violations || e.prismProblem);
-    const log = prism.output().split('\n').filter((line) => /violation|✖/i.test(line));
+    const log = prism
+      .output()
+      .split('\n')
+      .filter((line) => /violation|✖/i.test(line));
     expect({ bad, log }).toEqual({ bad: [], log: [] });
     expect(exchanges.length).toBeGreaterThan(25);
   });

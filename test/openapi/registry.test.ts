@@ -1,16 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Deployment } from '../../shared/schemas/deployment.ts';
-import { SchemaComponents } from '../../server/http/openapi-schemas.ts';
 import { defaultOperationId, derivedErrors, OpenApiRegistry, type RouteDoc } from '../../server/http/openapi.ts';
+import { SchemaComponents } from '../../server/http/openapi-schemas.ts';
+import { Deployment } from '../../shared/schemas/deployment.ts';
 
-type Op = { operationId: string; parameters?: Array<{ name: string; in: string; schema: Record<string, unknown> }>; responses: Record<string, { content?: Record<string, unknown>; headers?: Record<string, unknown> }> };
+type Op = {
+  operationId: string;
+  parameters?: Array<{ name: string; in: string; schema: Record<string, unknown> }>;
+  responses: Record<string, { content?: Record<string, unknown>; headers?: Record<string, unknown> }>;
+};
 const opOf = (doc: Record<string, unknown>, path: string, method: string) => (doc.paths as Record<string, Record<string, Op>>)[path]![method]!;
 
 describe('OpenApiRegistry', () => {
   const base = { summary: 's', tag: 't', response: { status: 200, schema: z.object({ a: z.string() }) } } as const;
 
-  it('names operations: explicit, else the hosted document\'s name, else derived from method and path, always unique', () => {
+  it("names operations: explicit, else the hosted document's name, else derived from method and path, always unique", () => {
     const docs = new OpenApiRegistry();
     docs.add({ ...base, method: 'get', path: '/v2/deployments/:deployment_id' });
     docs.add({ ...base, method: 'post', path: '/v2/things/:thing_id/go' });
@@ -32,7 +36,7 @@ describe('OpenApiRegistry', () => {
     expect(opOf(docs.document(), '/b', 'get').operationId).toBe('get_b_2');
   });
 
-  it('derives errors from the route\'s shape', () => {
+  it("derives errors from the route's shape", () => {
     const route = (r: Partial<RouteDoc>): RouteDoc => ({ ...base, method: 'get', path: '/x', ...r });
     expect(derivedErrors(route({}))).toEqual([401, 403, 429, 503]);
     expect(derivedErrors(route({ auth: false }))).toEqual([]);
@@ -51,7 +55,10 @@ describe('OpenApiRegistry', () => {
       pathParams: { provider_id: z.string().min(1) },
       headers: [{ name: 'Prefer', description: 'wait' }],
       response: { ...base.response, headers: { ETag: 'tag' } },
-      responses: [{ status: 304, schema: null }, { status: 400, schema: z.string(), contentType: 'text/html' }],
+      responses: [
+        { status: 304, schema: null },
+        { status: 400, schema: z.string(), contentType: 'text/html' },
+      ],
     });
     const doc = docs.document();
     expect(docs.document()).toBe(doc);
@@ -73,8 +80,18 @@ describe('OpenApiRegistry', () => {
 describe('schema texts', () => {
   it('keeps .describe() / .meta() descriptions, of inline and of named (shared) schemas', () => {
     const docs = new OpenApiRegistry();
-    docs.add({ method: 'post', path: '/x', summary: 's', tag: 't', body: z.object({ a: z.string().describe('the a') }), response: { status: 200, schema: Deployment } });
-    const doc = docs.document() as { paths: Record<string, Record<string, { requestBody: { content: Record<string, { schema: { properties: Record<string, { description?: string }> } }> } }>>; components: { schemas: Record<string, unknown> } };
+    docs.add({
+      method: 'post',
+      path: '/x',
+      summary: 's',
+      tag: 't',
+      body: z.object({ a: z.string().describe('the a') }),
+      response: { status: 200, schema: Deployment },
+    });
+    const doc = docs.document() as {
+      paths: Record<string, Record<string, { requestBody: { content: Record<string, { schema: { properties: Record<string, { description?: string }> } }> } }>>;
+      components: { schemas: Record<string, unknown> };
+    };
     expect(doc.paths['/x']!.post!.requestBody.content['application/json']!.schema.properties.a!.description).toBe('the a');
     expect(JSON.stringify(doc.components.schemas)).toContain('is present in the interface but not to be used');
   });
@@ -91,11 +108,16 @@ describe('SchemaComponents', () => {
     const Unused = z.object({ u: z.string() });
     registry.add(Unused, { id: 'Unused' });
     schemas.inlineSchema(Unused, 'input');
-    const doc = schemas.finish({ request: schemas.schema(Thing, 'input'), answer: schemas.schema(Thing, 'output'), tagOnly: schemas.schema(z.object({ t: Tag }), 'input') });
+    const doc = schemas.finish({
+      request: schemas.schema(Thing, 'input'),
+      answer: schemas.schema(Thing, 'output'),
+      tagOnly: schemas.schema(z.object({ t: Tag }), 'input'),
+    });
     expect(doc.request).toEqual({ $ref: '#/components/schemas/ThingInput' });
     expect(doc.answer).toEqual({ $ref: '#/components/schemas/Thing' });
     expect(doc.tagOnly).toMatchObject({ properties: { t: { $ref: '#/components/schemas/Tag' } } });
-    const components = (doc as unknown as { components: { schemas: Record<string, { required?: string[]; properties?: Record<string, unknown> }> } }).components.schemas;
+    const components = (doc as unknown as { components: { schemas: Record<string, { required?: string[]; properties?: Record<string, unknown> }> } }).components
+      .schemas;
     expect(Object.keys(components)).toEqual(['Limits', 'LimitsInput', 'Tag', 'Thing', 'ThingInput']);
     expect(components.Limits!.required).toEqual(['max']);
     expect(components.LimitsInput!.required).toBeUndefined();

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { createdRevisionWork } from '../../server/store/rows.ts';
 import type { DeploymentRecord, NewRevision } from '../../server/store/types.ts';
+import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
 import { rawSql } from '../helpers/raw-sql.ts';
 
@@ -16,7 +16,15 @@ const NOW = '2026-01-01T00:00:00.000Z';
 const at = (second: number) => new Date(Date.parse(NOW) + second * 1000).toISOString();
 
 function revisionConfigOf(fields: Partial<SourceRevisionConfig> = {}): SourceRevisionConfig {
-  return { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, source_tarball_path: null, repo_commit_sha: null, ...fields };
+  return {
+    repo_ref: 'main',
+    graph_config_path: 'langgraph.json',
+    langgraph_config_path: 'langgraph.json',
+    image_uri: null,
+    source_tarball_path: null,
+    repo_commit_sha: null,
+    ...fields,
+  };
 }
 
 function deploymentOf(tenantId: string, fields: { id?: string; name?: string; listenerId?: string | null; buildOnPush?: boolean } = {}): Deployment {
@@ -49,10 +57,21 @@ function deploymentOf(tenantId: string, fields: { id?: string; name?: string; li
 }
 
 function revisionOf(fields: Partial<NewRevision> = {}): NewRevision {
-  return { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: revisionConfigOf(), secrets: [{ name: 'API_TOKEN', value: 's3cret' }], resource_spec: null, ...fields };
+  return {
+    id: crypto.randomUUID(),
+    trigger: 'patch',
+    source_revision_config: revisionConfigOf(),
+    secrets: [{ name: 'API_TOKEN', value: 's3cret' }],
+    resource_spec: null,
+    ...fields,
+  };
 }
 
-async function newDeployment(backend: StoreBackend, tenantId: string, options: { revision?: NewRevision | null; listenerId?: string | null; id?: string; name?: string } = {}): Promise<DeploymentRecord> {
+async function newDeployment(
+  backend: StoreBackend,
+  tenantId: string,
+  options: { revision?: NewRevision | null; listenerId?: string | null; id?: string; name?: string } = {},
+): Promise<DeploymentRecord> {
   const deployment = deploymentOf(tenantId, { listenerId: options.listenerId, id: options.id, name: options.name });
   const revision = options.revision === undefined ? null : options.revision;
   const { deployment: created } = await backend.core.createDeployment({
@@ -105,7 +124,10 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect(JSON.stringify(revision)).not.toContain('s3cret');
     expect((await backend.core.getRevisionWork(first.id))!.secrets).toEqual([{ name: 'API_TOKEN', value: 's3cret' }]);
 
-    const moved = await backend.core.transitionRevision({ revisionId: first.id, from: ['QUEUED'], to: 'DEPLOYED', logs: [{ type: 'build', level: 'info', message: 'built' }] }, at(1));
+    const moved = await backend.core.transitionRevision(
+      { revisionId: first.id, from: ['QUEUED'], to: 'DEPLOYED', logs: [{ type: 'build', level: 'info', message: 'built' }] },
+      at(1),
+    );
     expect(moved).toMatchObject({ status: 'DEPLOYED', version: 2 });
     // From a status it is no longer in: nothing happens.
     expect(await backend.core.transitionRevision({ revisionId: first.id, from: ['QUEUED'], to: 'BUILD_FAILED' }, at(2))).toBeNull();
@@ -161,9 +183,14 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
   it('a plan that throws changes nothing', async () => {
     const d = await newDeployment(backend, ws);
     await expect(
-      backend.core.updateDeployment(ws, d.id, () => {
-        throw new Error('refused by the plan');
-      }, NOW),
+      backend.core.updateDeployment(
+        ws,
+        d.id,
+        () => {
+          throw new Error('refused by the plan');
+        },
+        NOW,
+      ),
     ).rejects.toThrow('refused by the plan');
     await expect(backend.core.updateDeployment(crypto.randomUUID(), d.id, (c) => ({ ...c, revision: null }), NOW)).rejects.toMatchObject({ name: 'NotFound' });
     expect(await backend.core.getDeploymentById(d.id)).toEqual({ ...d, delete_tracing_project: false });
@@ -175,7 +202,12 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     for (let i = 0; i < 5; i++) {
       const revision = revisionOf();
       queued.push(revision.id);
-      await backend.core.updateDeployment(ws, d.id, (c) => ({ source_config: c.source_config, source_revision_config: c.source_revision_config, secrets: c.secrets, revision }), at(i));
+      await backend.core.updateDeployment(
+        ws,
+        d.id,
+        (c) => ({ source_config: c.source_config, source_revision_config: c.source_revision_config, secrets: c.secrets, revision }),
+        at(i),
+      );
     }
     const results = await Promise.all(Array.from({ length: 10 }, () => backend.core.startNextRevision(d.id, () => 'AWAITING_BUILD', at(10))));
     const started = results.filter((r) => r.started !== null);
@@ -189,7 +221,12 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     }
     // While it is in progress, a newly queued revision waits.
     const next = revisionOf();
-    await backend.core.updateDeployment(ws, d.id, (c) => ({ source_config: c.source_config, source_revision_config: c.source_revision_config, secrets: c.secrets, revision: next }), at(11));
+    await backend.core.updateDeployment(
+      ws,
+      d.id,
+      (c) => ({ source_config: c.source_config, source_revision_config: c.source_revision_config, secrets: c.secrets, revision: next }),
+      at(11),
+    );
     expect(await backend.core.startNextRevision(d.id, () => 'AWAITING_BUILD', at(12))).toEqual({ started: null, skipped: [] });
     await backend.core.transitionRevision({ revisionId: queued[4]!, from: ['AWAITING_BUILD'], to: 'BUILD_FAILED' }, at(13));
     expect((await backend.core.startNextRevision(d.id, () => 'AWAITING_BUILD', at(14))).started!.id).toBe(next.id);
@@ -199,7 +236,9 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
   it('createPushRevision makes one revision per pushed commit under concurrency, and again only after it failed', async () => {
     const d = await newDeployment(backend, ws);
     const sha = 'a'.repeat(40);
-    const results = await Promise.all(Array.from({ length: 8 }, () => backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(1) })));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(1) })),
+    );
     const created = results.filter((r) => r.outcome === 'created');
     expect(created).toHaveLength(1);
     const revision = (created[0] as { revision: { id: string; source_revision_config: SourceRevisionConfig } }).revision;
@@ -208,14 +247,25 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect((await backend.core.getDeploymentById(d.id))!.latest_revision_id).toBe(revision.id);
     // A failed build of the commit may be retried by the next delivery.
     await backend.core.transitionRevision({ revisionId: revision.id, from: ['QUEUED'], to: 'CREATE_FAILED' }, at(2));
-    expect((await backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(3) })).outcome).toBe('created');
+    expect((await backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(3) })).outcome).toBe(
+      'created',
+    );
     await backend.core.markDeploymentDeleting(ws, d.id, false, at(4));
-    expect(await backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: 'b'.repeat(40), now: at(5) })).toEqual({ outcome: 'not_buildable', reason: 'the deployment is being deleted' });
+    expect(await backend.core.createPushRevision({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: 'b'.repeat(40), now: at(5) })).toEqual({
+      outcome: 'not_buildable',
+      reason: 'the deployment is being deleted',
+    });
   });
 
   it('createPushRevision records the branch head it is given in the same transaction, whatever it builds, and not when that transaction fails', async () => {
     const d = await newDeployment(backend, ws);
-    const head = (sha: string, second: number) => ({ deploymentId: d.id, revisionId: crypto.randomUUID(), commitSha: sha, now: at(second), headSeen: { repoRef: 'main' } });
+    const head = (sha: string, second: number) => ({
+      deploymentId: d.id,
+      revisionId: crypto.randomUUID(),
+      commitSha: sha,
+      now: at(second),
+      headSeen: { repoRef: 'main' },
+    });
     const built = await backend.core.createPushRevision(head('1'.repeat(40), 1));
     expect(built.outcome).toBe('created');
     expect(await backend.webhooks.getReconcileHead(d.id)).toEqual({ repo_ref: 'main', sha: '1'.repeat(40), seen_at: at(1) });
@@ -232,20 +282,56 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect((await backend.core.createPushRevision(head('3'.repeat(40), 6))).outcome).toBe('not_buildable');
     expect((await backend.webhooks.getReconcileHead(d.id))!.sha).toBe('3'.repeat(40));
     const gone = crypto.randomUUID();
-    expect(await backend.core.createPushRevision({ ...head('4'.repeat(40), 7), deploymentId: gone })).toEqual({ outcome: 'not_buildable', reason: 'the deployment no longer exists' });
+    expect(await backend.core.createPushRevision({ ...head('4'.repeat(40), 7), deploymentId: gone })).toEqual({
+      outcome: 'not_buildable',
+      reason: 'the deployment no longer exists',
+    });
     expect(await backend.webhooks.getReconcileHead(gone)).toBeNull();
   });
 
   it('webhook intake is idempotent: one delivery id stored once however often it arrives at once, seen only by its workspace', async () => {
     const deliveryId = `delivery-${crypto.randomUUID()}`;
-    const delivery = { delivery_id: deliveryId, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'c'.repeat(40), workspace_id: ws, payload: '{"ref":"refs/heads/main"}', received_at: at(1) };
+    const delivery = {
+      delivery_id: deliveryId,
+      event: 'push',
+      action: null,
+      installation_id: null,
+      repository: 'acme/agent',
+      ref: 'refs/heads/main',
+      after_sha: 'c'.repeat(40),
+      workspace_id: ws,
+      payload: '{"ref":"refs/heads/main"}',
+      received_at: at(1),
+    };
     const inserted = await Promise.all(Array.from({ length: 6 }, () => backend.webhooks.insertDelivery(delivery)));
     expect(inserted.filter(Boolean)).toHaveLength(1);
     const pending = await backend.webhooks.listPending(at(2), 10);
-    expect(pending.filter((p) => p.delivery_id === deliveryId)).toEqual([{ delivery_id: deliveryId, event: 'push', workspace_id: ws, payload: delivery.payload, attempts: 0, received_at: at(1) }]);
-    await backend.webhooks.completeDelivery(deliveryId, { outcome: 'push', reason: null, results: [{ tenant_id: ws, deployment_id: null, deployment_name: null, integration_id: null, result: 'ignored', revision_id: null, reason: 'no deployment' } as never], now: at(3) });
+    expect(pending.filter((p) => p.delivery_id === deliveryId)).toEqual([
+      { delivery_id: deliveryId, event: 'push', workspace_id: ws, payload: delivery.payload, attempts: 0, received_at: at(1) },
+    ]);
+    await backend.webhooks.completeDelivery(deliveryId, {
+      outcome: 'push',
+      reason: null,
+      results: [
+        {
+          tenant_id: ws,
+          deployment_id: null,
+          deployment_name: null,
+          integration_id: null,
+          result: 'ignored',
+          revision_id: null,
+          reason: 'no deployment',
+        } as never,
+      ],
+      now: at(3),
+    });
     const listed = await backend.webhooks.listForTenant(ws, { limit: 10, offset: 0 } as never);
-    expect(listed.resources.find((r) => r.delivery_id === deliveryId)).toMatchObject({ status: 'processed', outcome: 'push', processed_at: at(3), results: [{ result: 'ignored', reason: 'no deployment' }] });
+    expect(listed.resources.find((r) => r.delivery_id === deliveryId)).toMatchObject({
+      status: 'processed',
+      outcome: 'push',
+      processed_at: at(3),
+      results: [{ result: 'ignored', reason: 'no deployment' }],
+    });
     const other = crypto.randomUUID();
     await backend.core.createWorkspace({ id: other, organization_id: org, name: `other-${other}`, created_at: NOW, default_listener_id: null });
     expect((await backend.webhooks.listForTenant(other, { limit: 10, offset: 0 } as never)).resources).toEqual([]);
@@ -256,17 +342,91 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     const wsB = crypto.randomUUID();
     await backend.core.createWorkspace({ id: wsB, organization_id: org, name: `b-${wsB}`, created_at: NOW, default_listener_id: null });
     const providerRef = crypto.randomUUID();
-    await backend.oauth.createProvider({ id: providerRef, organization_id: org, provider_id: `p-${providerRef}`, name: 'P', client_id: 'c', client_secret_sealed: 'sealed', auth_url: 'https://p.example/auth', token_url: 'https://p.example/token', uses_pkce: true, code_challenge_method: 'S256', token_endpoint_auth_method: 'client_secret_post', provider_type: null, created_at: NOW, updated_at: NOW } as never);
-    await expect(backend.oauth.createProvider({ id: crypto.randomUUID(), organization_id: org, provider_id: `p-${providerRef}`, name: 'P', client_id: 'c', client_secret_sealed: null, auth_url: 'https://p.example/auth', token_url: 'https://p.example/token', uses_pkce: true, code_challenge_method: 'S256', token_endpoint_auth_method: 'none', provider_type: null, created_at: NOW, updated_at: NOW } as never)).rejects.toMatchObject({ name: 'Conflict' });
+    await backend.oauth.createProvider({
+      id: providerRef,
+      organization_id: org,
+      provider_id: `p-${providerRef}`,
+      name: 'P',
+      client_id: 'c',
+      client_secret_sealed: 'sealed',
+      auth_url: 'https://p.example/auth',
+      token_url: 'https://p.example/token',
+      uses_pkce: true,
+      code_challenge_method: 'S256',
+      token_endpoint_auth_method: 'client_secret_post',
+      provider_type: null,
+      created_at: NOW,
+      updated_at: NOW,
+    } as never);
+    await expect(
+      backend.oauth.createProvider({
+        id: crypto.randomUUID(),
+        organization_id: org,
+        provider_id: `p-${providerRef}`,
+        name: 'P',
+        client_id: 'c',
+        client_secret_sealed: null,
+        auth_url: 'https://p.example/auth',
+        token_url: 'https://p.example/token',
+        uses_pkce: true,
+        code_challenge_method: 'S256',
+        token_endpoint_auth_method: 'none',
+        provider_type: null,
+        created_at: NOW,
+        updated_at: NOW,
+      } as never),
+    ).rejects.toMatchObject({ name: 'Conflict' });
     const tokenIds: Record<string, string> = {};
     for (const workspace of [ws, wsB]) {
       const flowId = crypto.randomUUID();
-      await backend.oauth.createFlow({ id: flowId, organization_id: org, workspace_id: workspace, provider_ref: providerRef, state_hash: `state-${flowId}`, user_id: 'u1', agent_id: '', scopes: ['read'], redirect_uri: 'https://cb', code_verifier_sealed: 'v', is_default: true, status: 'pending', error: null, error_description_sealed: null, token_ref: null, created_at: NOW, expires_at: at(600), updated_at: NOW } as never, at(-86400));
+      await backend.oauth.createFlow(
+        {
+          id: flowId,
+          organization_id: org,
+          workspace_id: workspace,
+          provider_ref: providerRef,
+          state_hash: `state-${flowId}`,
+          user_id: 'u1',
+          agent_id: '',
+          scopes: ['read'],
+          redirect_uri: 'https://cb',
+          code_verifier_sealed: 'v',
+          is_default: true,
+          status: 'pending',
+          error: null,
+          error_description_sealed: null,
+          token_ref: null,
+          created_at: NOW,
+          expires_at: at(600),
+          updated_at: NOW,
+        } as never,
+        at(-86400),
+      );
       const claims = await Promise.all([backend.oauth.claimFlow(flowId, at(1)), backend.oauth.claimFlow(flowId, at(1))]);
       expect(claims.filter(Boolean)).toHaveLength(1);
-      const stored = await backend.oauth.completeFlow(flowId, { id: crypto.randomUUID(), organization_id: org, workspace_id: workspace, provider_ref: providerRef, user_id: 'u1', agent_id: '', scopes: ['read'], access_token_sealed: `token-of-${workspace}`, refresh_token_sealed: null, token_type: 'bearer', expires_at: null, is_default: true, provider_account_label: null, created_at: at(2), updated_at: at(2) }, at(2));
+      const stored = await backend.oauth.completeFlow(
+        flowId,
+        {
+          id: crypto.randomUUID(),
+          organization_id: org,
+          workspace_id: workspace,
+          provider_ref: providerRef,
+          user_id: 'u1',
+          agent_id: '',
+          scopes: ['read'],
+          access_token_sealed: `token-of-${workspace}`,
+          refresh_token_sealed: null,
+          token_type: 'bearer',
+          expires_at: null,
+          is_default: true,
+          provider_account_label: null,
+          created_at: at(2),
+          updated_at: at(2),
+        },
+        at(2),
+      );
       tokenIds[workspace] = stored.id;
-      expect((await backend.oauth.findFlowByState(`state-${flowId}`))).toMatchObject({ status: 'completed', token_ref: stored.id, code_verifier_sealed: null });
+      expect(await backend.oauth.findFlowByState(`state-${flowId}`)).toMatchObject({ status: 'completed', token_ref: stored.id, code_verifier_sealed: null });
     }
     expect((await backend.oauth.getToken(providerRef, ws, 'u1', ''))!.access_token_sealed).toBe(`token-of-${ws}`);
     expect((await backend.oauth.getToken(providerRef, wsB, 'u1', ''))!.access_token_sealed).toBe(`token-of-${wsB}`);
@@ -294,7 +454,14 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect(await backend.uploads.findCompleteUpload(d.id, `uploads/${id}.tar.gz`)).toMatchObject({ id, state: 'complete', size: 5 + (1 << 20) });
     // An interrupted upload goes back to issued, its chunks dropped.
     const other = crypto.randomUUID();
-    await backend.uploads.createUpload({ id: other, deployment_id: d.id, tenant_id: ws, object_path: `uploads/${other}.tar.gz`, expires_at: at(600), created_at: NOW });
+    await backend.uploads.createUpload({
+      id: other,
+      deployment_id: d.id,
+      tenant_id: ws,
+      object_path: `uploads/${other}.tar.gz`,
+      expires_at: at(600),
+      created_at: NOW,
+    });
     await backend.uploads.claimUpload(other, lease);
     await backend.uploads.writeChunk(other, 0, Buffer.from('partial'));
     expect(await backend.uploads.releaseInterruptedUploads(at(61))).toBeGreaterThanOrEqual(1);
@@ -307,7 +474,16 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     await backend.core.createWorkspace({ id: workspace, organization_id: org, name: `silent-${workspace.slice(0, 8)}`, created_at: NOW } as never);
     const newListener = async (computeType: 'local' | 'k8s') => {
       const id = crypto.randomUUID();
-      await backend.core.createListener({ id, tenant_id: workspace, version: null, compute_type: computeType, compute_id: `${computeType}-${id}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+      await backend.core.createListener({
+        id,
+        tenant_id: workspace,
+        version: null,
+        compute_type: computeType,
+        compute_id: `${computeType}-${id}`,
+        compute_config: { k8s_namespaces: [] },
+        created_at: NOW,
+        updated_at: NOW,
+      } as never);
       return id;
     };
     const silent = await newListener('k8s');
@@ -334,7 +510,12 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     expect(moved).not.toContain(onLively.id);
     expect(moved).not.toContain(onNeverHeard.id);
     const status = async (id: string) => (await backend.core.getDeploymentById(id))!.status;
-    expect([await status(own.id), await status(byDefault.id), await status(onLively.id), await status(onNeverHeard.id)]).toEqual(['UNKNOWN', 'UNKNOWN', 'READY', 'READY']);
+    expect([await status(own.id), await status(byDefault.id), await status(onLively.id), await status(onNeverHeard.id)]).toEqual([
+      'UNKNOWN',
+      'UNKNOWN',
+      'READY',
+      'READY',
+    ]);
     // Marked once: the next sweep finds the listener silent still, and nothing left to mark.
     expect(await backend.agents.markSilent(at(50), at(102))).not.toEqual(expect.arrayContaining([own.id]));
 
@@ -346,7 +527,16 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     const other = crypto.randomUUID();
     await backend.core.createWorkspace({ id: other, organization_id: org, name: `serving-${other.slice(0, 8)}`, created_at: NOW, default_listener_id: null });
     const k8s = crypto.randomUUID();
-    await backend.core.createListener({ id: k8s, tenant_id: other, version: null, compute_type: 'k8s', compute_id: `k8s-${k8s}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+    await backend.core.createListener({
+      id: k8s,
+      tenant_id: other,
+      version: null,
+      compute_type: 'k8s',
+      compute_id: `k8s-${k8s}`,
+      compute_config: { k8s_namespaces: [] },
+      created_at: NOW,
+      updated_at: NOW,
+    } as never);
     // A new workspace's default is its sandbox listener.
     expect(await backend.core.servingComputeType(other, null)).toBe('sandbox');
     expect(await backend.core.servingComputeType(other, k8s)).toBe('k8s');
@@ -368,12 +558,23 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
 
   it('agent claims: one agent holds a piece of work until its lease lapses, then another may take it', async () => {
     const listenerId = crypto.randomUUID();
-    await backend.core.createListener({ id: listenerId, tenant_id: ws, version: null, compute_type: 'local', compute_id: `local-${listenerId}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+    await backend.core.createListener({
+      id: listenerId,
+      tenant_id: ws,
+      version: null,
+      compute_type: 'local',
+      compute_id: `local-${listenerId}`,
+      compute_config: { k8s_namespaces: [] },
+      created_at: NOW,
+      updated_at: NOW,
+    } as never);
     const revision = revisionOf({ trigger: 'create', status: 'AWAITING_BUILD' });
     const d = await newDeployment(backend, ws, { revision, listenerId });
     expect((await backend.agents.servingListener(d.id))!.id).toBe(listenerId);
     const claims = await Promise.all(
-      Array.from({ length: 5 }, (_, i) => backend.agents.claimNext({ listenerId, agentId: `agent-${i}`, claimId: crypto.randomUUID(), now: at(1), leaseUntil: at(31) })),
+      Array.from({ length: 5 }, (_, i) =>
+        backend.agents.claimNext({ listenerId, agentId: `agent-${i}`, claimId: crypto.randomUUID(), now: at(1), leaseUntil: at(31) }),
+      ),
     );
     const held = claims.filter((c) => c !== null);
     expect(held).toHaveLength(1);
@@ -393,19 +594,37 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     const spec = { min_scale: 1, max_scale: 2, cpu: 1, memory_mb: 512 } as NonNullable<NewRevision['resource_spec']>;
     const firsts = [
       revisionOf({ trigger: 'create', status: 'BUILDING', resource_spec: spec, logs: [{ type: 'build', level: 'info', message: 'first step' }] }),
-      revisionOf({ trigger: 'create', status: 'AWAITING_DEPLOY', secrets: [], source_revision_config: { ...revisionConfigOf(), image_uri: 'docker.io/acme/agent:1' } }),
+      revisionOf({
+        trigger: 'create',
+        status: 'AWAITING_DEPLOY',
+        secrets: [],
+        source_revision_config: { ...revisionConfigOf(), image_uri: 'docker.io/acme/agent:1' },
+      }),
       revisionOf({ trigger: 'create' }),
     ];
     for (const revision of firsts) {
       const deployment = { ...deploymentOf(ws), latest_revision_id: revision.id };
-      await backend.core.createDeployment({ deployment, revision, tracingProject: { id: crypto.randomUUID(), name: deployment.name, tenant_id: ws, deployment_id: deployment.id, created_at: NOW } });
+      await backend.core.createDeployment({
+        deployment,
+        revision,
+        tracingProject: { id: crypto.randomUUID(), name: deployment.name, tenant_id: ws, deployment_id: deployment.id, created_at: NOW },
+      });
       expect(createdRevisionWork(deployment, revision)).toEqual(await backend.core.getRevisionWork(revision.id));
     }
   });
 
   it('a teardown reported done is stored on the deployment, its claim ended, and it is offered to no agent again', async () => {
     const listenerId = crypto.randomUUID();
-    await backend.core.createListener({ id: listenerId, tenant_id: ws, version: null, compute_type: 'local', compute_id: `local-${listenerId}`, compute_config: { k8s_namespaces: [] }, created_at: NOW, updated_at: NOW } as never);
+    await backend.core.createListener({
+      id: listenerId,
+      tenant_id: ws,
+      version: null,
+      compute_type: 'local',
+      compute_id: `local-${listenerId}`,
+      compute_config: { k8s_namespaces: [] },
+      created_at: NOW,
+      updated_at: NOW,
+    } as never);
     const d = await newDeployment(backend, ws, { revision: revisionOf({ trigger: 'create', status: 'DEPLOYED' }), listenerId });
     // Not being deleted: a report for it is not stored.
     await backend.agents.recordTeardownDone(d.id, at(1), crypto.randomUUID());
@@ -433,9 +652,17 @@ describe('both backends answer byte-identical records', () => {
         const boot = await backend.core.bootstrap({ keyHash: 'k', keyId: ids.key, now: NOW });
         const d = deploymentOf(boot.workspaceId, { id: ids.deployment, name: 'same' });
         // The tenant differs (generated by bootstrap); everything else is the same input.
-        await backend.core.createDeployment({ deployment: { ...d, latest_revision_id: ids.revision }, revision: revisionOf({ id: ids.revision, trigger: 'create' }), tracingProject: { id: ids.deployment, name: 'same', tenant_id: boot.workspaceId, deployment_id: ids.deployment, created_at: NOW } });
+        await backend.core.createDeployment({
+          deployment: { ...d, latest_revision_id: ids.revision },
+          revision: revisionOf({ id: ids.revision, trigger: 'create' }),
+          tracingProject: { id: ids.deployment, name: 'same', tenant_id: boot.workspaceId, deployment_id: ids.deployment, created_at: NOW },
+        });
         await backend.core.transitionRevision({ revisionId: ids.revision, from: ['QUEUED'], to: 'DEPLOYED' }, at(5));
-        const text = JSON.stringify([await backend.core.getDeploymentById(ids.deployment), await backend.core.getRevisionById(ids.revision), await backend.core.listRevisions(boot.workspaceId, ids.deployment, { limit: 10, offset: 0 } as never)]);
+        const text = JSON.stringify([
+          await backend.core.getDeploymentById(ids.deployment),
+          await backend.core.getRevisionById(ids.revision),
+          await backend.core.listRevisions(boot.workspaceId, ids.deployment, { limit: 10, offset: 0 } as never),
+        ]);
         texts.push(text.replaceAll(boot.workspaceId, '<workspace>'));
       }
       expect(texts[1]).toBe(texts[0]);

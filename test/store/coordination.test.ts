@@ -42,7 +42,9 @@ async function killListener(url: string, backend: StoreBackend): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rowCount } = await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`control-plane:${(backend.coordination as PgCoordination).processId}`]);
+    const { rowCount } = await client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+      `control-plane:${(backend.coordination as PgCoordination).processId}`,
+    ]);
     expect(rowCount).toBe(1);
   } finally {
     await client.end();

@@ -1,10 +1,10 @@
-import { mkdtempSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
+import { SecretBox } from '../../server/crypto/secret-box.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { openStore } from '../../server/store/open.ts';
 import type { SqliteStore } from '../../server/store/sqlite.ts';
@@ -22,7 +22,11 @@ describe.each(BACKENDS)('keyless CI storage on %s', (kind) => {
     const secretBox = new SecretBox(randomBytes(32));
     const first = await openStore(url, { secretBox, synchronous: 'NORMAL' });
     const second = kind === 'postgres' ? await openStore(url, { secretBox, synchronous: 'NORMAL' }) : first;
-    const boot = await (first.core as SqliteStore).bootstrap({ keyHash: hashApiKey(`k-${crypto.randomUUID()}`), keyId: crypto.randomUUID(), now: new Date().toISOString() });
+    const boot = await (first.core as SqliteStore).bootstrap({
+      keyHash: hashApiKey(`k-${crypto.randomUUID()}`),
+      keyId: crypto.randomUUID(),
+      now: new Date().toISOString(),
+    });
     return [first, second, boot.workspaceId];
   }
 
@@ -71,7 +75,17 @@ describe.each(BACKENDS)('keyless CI storage on %s', (kind) => {
   it('keeps trust entries per workspace and finds them by repository id across workspaces', async () => {
     const [first, second, workspaceId] = await twoConnections();
     try {
-      const entry = { id: crypto.randomUUID(), workspace_id: workspaceId, repository_id: 9_007_199_254_740_991, repository_owner_id: 77, ref: 'refs/heads/main', environment: null, job_workflow_ref: null, description: null, created_at: new Date().toISOString() };
+      const entry = {
+        id: crypto.randomUUID(),
+        workspace_id: workspaceId,
+        repository_id: 9_007_199_254_740_991,
+        repository_owner_id: 77,
+        ref: 'refs/heads/main',
+        environment: null,
+        job_workflow_ref: null,
+        description: null,
+        created_at: new Date().toISOString(),
+      };
       await first.githubTrust.create(entry);
       expect(await second.githubTrust.forRepository('9007199254740991')).toEqual([entry]);
       expect(await second.githubTrust.forRepository('9007199254740990')).toEqual([]);

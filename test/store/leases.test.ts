@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { openStore } from '../../server/store/open.ts';
+import { PgDb } from '../../server/store/postgres/db.ts';
+import type { RevisionRunner, Store, WorkLease } from '../../server/store/types.ts';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
 import type { RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { RevisionRunner, Store, WorkLease } from '../../server/store/types.ts';
-import { PgDb } from '../../server/store/postgres/db.ts';
 import { BACKENDS, openTestBackend } from '../helpers/backends.ts';
 import { rawSql } from '../helpers/raw-sql.ts';
 
@@ -25,7 +25,14 @@ const at = (second: number) => new Date(Date.parse(NOW) + second * 1000).toISOSt
 /** A lease of `owner` taken at `second`, for 15 s. */
 const lease = (owner: string, second: number): WorkLease => ({ owner, now: at(second), until: at(second + 15) });
 
-const revisionConfig: SourceRevisionConfig = { repo_ref: 'main', graph_config_path: 'langgraph.json', langgraph_config_path: 'langgraph.json', image_uri: null, source_tarball_path: null, repo_commit_sha: null } as SourceRevisionConfig;
+const revisionConfig: SourceRevisionConfig = {
+  repo_ref: 'main',
+  graph_config_path: 'langgraph.json',
+  langgraph_config_path: 'langgraph.json',
+  image_uri: null,
+  source_tarball_path: null,
+  repo_commit_sha: null,
+} as SourceRevisionConfig;
 
 describe.each(BACKENDS)('work leases: %s', (kind) => {
   let backend: Awaited<ReturnType<typeof openTestBackend>>;
@@ -53,7 +60,18 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
         tenant_id: ws,
         name,
         source: 'github',
-        source_config: { integration_id: null, repo_url: 'https://github.com/acme/agent', deployment_type: 'dev', build_on_push: false, custom_url: null, resource_spec: null, listener_id: null, listener_config: null, install_command: null, build_command: null },
+        source_config: {
+          integration_id: null,
+          repo_url: 'https://github.com/acme/agent',
+          deployment_type: 'dev',
+          build_on_push: false,
+          custom_url: null,
+          resource_spec: null,
+          listener_id: null,
+          listener_config: null,
+          install_command: null,
+          build_command: null,
+        },
         source_revision_config: revisionConfig,
         secrets: [],
         created_at: NOW,
@@ -88,7 +106,10 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect(ids).not.toContain(ended.revisionId);
     const sql = rawSql(backend.url, backend.core);
     try {
-      for (const [owner, taken] of [['process-a', a], ['process-b', b]] as const) {
+      for (const [owner, taken] of [
+        ['process-a', a],
+        ['process-b', b],
+      ] as const) {
         for (const revision of taken) {
           expect(await sql.get('SELECT runner_id FROM revisions WHERE id = ?', revision.id)).toEqual({ runner_id: owner });
           expect(revision.deployment_id).toBe(started.find((s) => s.revisionId === revision.id)!.deploymentId);
@@ -109,7 +130,7 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect((await backend.core.takeOverRevisions(lease('process-b', 20), at(5), 100)).map((r) => r.id)).toEqual([revisionId]);
   });
 
-  it("one process lease covers all its revisions; once its owner stops renewing, another takes them, and the old owner learns it lapsed and holds none", async () => {
+  it('one process lease covers all its revisions; once its owner stops renewing, another takes them, and the old owner learns it lapsed and holds none', async () => {
     const held = await Promise.all(['BUILDING', 'DEPLOYING', 'BUILDING'].map((status) => deploymentWith(status as RevisionStatus)));
     const ids = held.map((h) => h.revisionId);
     // The starting process's first renewal: no lease yet (false), then it names itself on what it started.
@@ -171,7 +192,7 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     }
   });
 
-  it('a create names its runner in its own write only while the runner\'s lease is live; a sweep leaves such a revision alone until then', async () => {
+  it("a create names its runner in its own write only while the runner's lease is live; a sweep leaves such a revision alone until then", async () => {
     const runnerRow = async (revisionId: string) => {
       const sql = rawSql(backend.url, backend.core);
       try {
@@ -198,10 +219,12 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect(await runnerRow(lapsed.revisionId)).toBeNull();
     // Dead to the others too: the revision it was named on goes to the sweeper with the unnamed one.
     await backend.core.renewProcessLease(lease('process-b', 21));
-    expect((await backend.core.takeOverRevisions(lease('process-b', 21), at(21), 100)).map((r) => r.id).sort()).toEqual([live.revisionId, lapsed.revisionId].sort());
+    expect((await backend.core.takeOverRevisions(lease('process-b', 21), at(21), 100)).map((r) => r.id).sort()).toEqual(
+      [live.revisionId, lapsed.revisionId].sort(),
+    );
   });
 
-  it.runIf(kind === 'postgres')('postgres: a create racing a sweep that deletes its runner\'s lease row waits for it, then names no one', async () => {
+  it.runIf(kind === 'postgres')("postgres: a create racing a sweep that deletes its runner's lease row waits for it, then names no one", async () => {
     await backend.core.renewProcessLease(lease('process-a', 1));
     const sweep = new PgDb(backend.url, { max: 1 });
     try {
@@ -212,7 +235,10 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
         await sweep.rows("SELECT process_id FROM process_leases WHERE process_id = 'process-a' FOR UPDATE", [], c);
         await sweep.run("DELETE FROM process_leases WHERE process_id = 'process-a'", [], c);
         created = deploymentWith('BUILDING', { owner: 'process-a', now: at(5) });
-        void created.then(() => (settled = true), () => (settled = true));
+        void created.then(
+          () => (settled = true),
+          () => (settled = true),
+        );
         await new Promise((resolve) => setTimeout(resolve, 300));
         // The create waits on the locked row rather than naming a process whose row is going away.
         expect(settled).toBe(false);
@@ -248,12 +274,17 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
 
   it('deployments whose queued revision was never started are found, each once; those with a revision in progress are not', async () => {
     const queueOne = (deploymentId: string) =>
-      backend.core.updateDeployment(ws, deploymentId, (current) => ({
-        source_config: current.source_config,
-        source_revision_config: current.source_revision_config,
-        secrets: [],
-        revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: current.source_revision_config, secrets: [], resource_spec: null },
-      }), at(1));
+      backend.core.updateDeployment(
+        ws,
+        deploymentId,
+        (current) => ({
+          source_config: current.source_config,
+          source_revision_config: current.source_revision_config,
+          secrets: [],
+          revision: { id: crypto.randomUUID(), trigger: 'patch', source_revision_config: current.source_revision_config, secrets: [], resource_spec: null },
+        }),
+        at(1),
+      );
     // Interleaved, so that the sweep's seek from one deployment with a queued revision to the next
     // passes over busy ones and over several queued revisions of one deployment.
     const stalled: string[] = [];
@@ -294,10 +325,21 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect((await backend.core.takeOverTeardowns(lease(other, 40), 100)).map((d) => d.id)).toEqual([second.deploymentId]);
   });
 
-  it('claimPending: 200 pending deliveries, 4 claimers at once, each delivery claimed exactly once; a dead claimer\'s deliveries return after its lease', async () => {
+  it("claimPending: 200 pending deliveries, 4 claimers at once, each delivery claimed exactly once; a dead claimer's deliveries return after its lease", async () => {
     const ids = Array.from({ length: 200 }, (_, i) => `delivery-${String(i).padStart(3, '0')}-${crypto.randomUUID()}`);
     for (const id of ids) {
-      await backend.webhooks.insertDelivery({ delivery_id: id, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'a'.repeat(40), workspace_id: ws, payload: '{}', received_at: at(1) });
+      await backend.webhooks.insertDelivery({
+        delivery_id: id,
+        event: 'push',
+        action: null,
+        installation_id: null,
+        repository: 'acme/agent',
+        ref: 'refs/heads/main',
+        after_sha: 'a'.repeat(40),
+        workspace_id: ws,
+        payload: '{}',
+        received_at: at(1),
+      });
     }
     const claimed = new Map<string, string[]>();
     await Promise.all(
@@ -325,14 +367,32 @@ describe.each(BACKENDS)('work leases: %s', (kind) => {
     expect(new Set(retaken.map((d) => d.delivery_id))).toEqual(new Set(all.filter((id) => !done.includes(id))));
     expect(retaken[0]).toMatchObject({ event: 'push', workspace_id: ws, payload: '{}', attempts: 0, received_at: at(1) });
     // Not yet due (received after dueBy): not claimed (and w5's claims still hold at 30).
-    await backend.webhooks.insertDelivery({ delivery_id: `late-${crypto.randomUUID()}`, event: 'push', action: null, installation_id: null, repository: 'acme/agent', ref: 'refs/heads/main', after_sha: 'b'.repeat(40), workspace_id: ws, payload: '{}', received_at: at(50) });
+    await backend.webhooks.insertDelivery({
+      delivery_id: `late-${crypto.randomUUID()}`,
+      event: 'push',
+      action: null,
+      installation_id: null,
+      repository: 'acme/agent',
+      ref: 'refs/heads/main',
+      after_sha: 'b'.repeat(40),
+      workspace_id: ws,
+      payload: '{}',
+      received_at: at(50),
+    });
     expect(await backend.webhooks.claimPending(at(30), 500, lease('w6', 30))).toEqual([]);
   });
 
   it('uploads: released only when the receiving process has stopped renewing, and only that process may complete or release it', async () => {
     const { deploymentId } = await deploymentWith('DEPLOYED');
     const id = crypto.randomUUID();
-    await backend.uploads.createUpload({ id, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${id}.tar.gz`, expires_at: at(900), created_at: NOW });
+    await backend.uploads.createUpload({
+      id,
+      deployment_id: deploymentId,
+      tenant_id: ws,
+      object_path: `uploads/${id}.tar.gz`,
+      expires_at: at(900),
+      created_at: NOW,
+    });
     expect(await backend.uploads.claimUpload(id, lease('process-a', 1))).toBe('claimed');
     await backend.uploads.writeChunk(id, 0, Buffer.from('partial'));
     // Another process starting (or sweeping) while process-a streams leaves the upload alone.
@@ -359,7 +419,21 @@ async function storeDeployment(core: Store, tenantId: string, name: string, stat
   const deploymentId = crypto.randomUUID();
   const revisionId = crypto.randomUUID();
   await core.createDeployment({
-    deployment: { id: deploymentId, tenant_id: tenantId, name, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
+    deployment: {
+      id: deploymentId,
+      tenant_id: tenantId,
+      name,
+      source: 'external_docker',
+      source_config: { listener_id: null, resource_spec: null } as never,
+      source_revision_config: revisionConfig,
+      secrets: [],
+      created_at: NOW,
+      updated_at: NOW,
+      status: 'AWAITING_DATABASE',
+      latest_revision_id: revisionId,
+      active_revision_id: null,
+      image_version: null,
+    } as Deployment,
     revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status },
     tracingProject: { id: crypto.randomUUID(), name, tenant_id: tenantId, deployment_id: deploymentId, created_at: NOW },
   });
@@ -408,7 +482,14 @@ describe('SQLite: one process per file', () => {
       const ws = (await first.core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
       const { id: revisionId, deployment_id: deploymentId } = await storeDeployment(first.core, ws, 'restart', 'DEPLOYING');
       const upload = crypto.randomUUID();
-      await first.uploads.createUpload({ id: upload, deployment_id: deploymentId, tenant_id: ws, object_path: `uploads/${upload}.tar.gz`, expires_at: at(900), created_at: NOW });
+      await first.uploads.createUpload({
+        id: upload,
+        deployment_id: deploymentId,
+        tenant_id: ws,
+        object_path: `uploads/${upload}.tar.gz`,
+        expires_at: at(900),
+        created_at: NOW,
+      });
       expect(await first.uploads.claimUpload(upload, lease('old-run', 1))).toBe('claimed');
       await first.core.renewProcessLease(lease('old-run', 1));
       expect(await first.core.holdRevisions([revisionId], 'old-run')).toEqual([revisionId]);
@@ -423,7 +504,12 @@ describe('SQLite: one process per file', () => {
       try {
         await second.core.renewProcessLease(lease('new-run', 3));
         const taken = await second.core.takeOverRevisions(lease('new-run', 3), at(-12), 100);
-        expect(taken.sort((x, y) => x.id.localeCompare(y.id))).toEqual([{ id: revisionId, deployment_id: deploymentId }, { id: unheldRevisionId, deployment_id: unheldDeploymentId }].sort((x, y) => x.id.localeCompare(y.id)));
+        expect(taken.sort((x, y) => x.id.localeCompare(y.id))).toEqual(
+          [
+            { id: revisionId, deployment_id: deploymentId },
+            { id: unheldRevisionId, deployment_id: unheldDeploymentId },
+          ].sort((x, y) => x.id.localeCompare(y.id)),
+        );
         expect(await second.uploads.releaseInterruptedUploads(at(3))).toBe(1);
       } finally {
         await second.close();

@@ -3,11 +3,11 @@ import { createServer } from 'node:net';
 import { describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import { asStorageUnavailable } from '../../server/domain/storage-unavailable.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { startServer } from '../../server/server.ts';
-import { openStore } from '../../server/store/open.ts';
 import { MIGRATIONS as PG_MIGRATIONS } from '../../server/store/migrations/index.ts';
-import { asStorageUnavailable } from '../../server/domain/storage-unavailable.ts';
+import { openStore } from '../../server/store/open.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
 
@@ -17,7 +17,8 @@ describe('the PostgreSQL store at start', () => {
 
   it('the server refuses to start on PostgreSQL without ENCRYPTION_KEY (no folder to keep a generated one in), and starts with one', async () => {
     const url = await createTestDatabase(inject('postgresAdminUrl'));
-    const config = (env: Record<string, string>) => loadConfig({ DATABASE_URL: url, PORT: '0', LOG_LEVEL: 'silent', BOOTSTRAP_API_KEY: `key-${crypto.randomUUID()}`, ...env });
+    const config = (env: Record<string, string>) =>
+      loadConfig({ DATABASE_URL: url, PORT: '0', LOG_LEVEL: 'silent', BOOTSTRAP_API_KEY: `key-${crypto.randomUUID()}`, ...env });
     await expect(startServer(config({}), { log: silentLogger, print: () => {} })).rejects.toMatchObject({
       name: 'StartupError',
       message: 'ENCRYPTION_KEY must be set when DATABASE_URL names a PostgreSQL server (openssl rand -base64 32).',
@@ -56,7 +57,9 @@ describe('the PostgreSQL store at start', () => {
     });
     const error = await openStore(`postgres://someone:hunter2@127.0.0.1:${port}/nothing`, { secretBox: box() }).catch((e: unknown) => e);
     expect(error).toMatchObject({ name: 'StartupError' });
-    expect((error as Error).message).toBe(`Cannot open the PostgreSQL database at postgres://someone:***@127.0.0.1:${port}/nothing: the database server refused the connection (check DATABASE_URL).`);
+    expect((error as Error).message).toBe(
+      `Cannot open the PostgreSQL database at postgres://someone:***@127.0.0.1:${port}/nothing: the database server refused the connection (check DATABASE_URL).`,
+    );
   });
 
   it('a wrong password and a missing database are said as such', async () => {
@@ -85,13 +88,21 @@ describe('the PostgreSQL store at start', () => {
       const error = await backend.probeWrite().catch((e: unknown) => e);
       expect(asStorageUnavailable(error)?.message).toBe('The database is read-only (a standby, or set read-only).');
       const write = await backend.core
-        .createWorkspace({ id: crypto.randomUUID(), organization_id: crypto.randomUUID(), name: 'x', created_at: new Date().toISOString(), default_listener_id: null })
+        .createWorkspace({
+          id: crypto.randomUUID(),
+          organization_id: crypto.randomUUID(),
+          name: 'x',
+          created_at: new Date().toISOString(),
+          default_listener_id: null,
+        })
         .catch((e: unknown) => e);
       expect(asStorageUnavailable(write)?.message).toBe('The database is read-only (a standby, or set read-only).');
       // Reads still work.
       expect(await backend.core.ping()).toBe(true);
       const again = await openStore(url, { secretBox: box() }).catch((e: unknown) => e);
-      expect((again as Error).message).toMatch(/^Cannot open the PostgreSQL database at .*: the database is read-only \(a standby, or set read-only\) \(check DATABASE_URL\)\.$/);
+      expect((again as Error).message).toMatch(
+        /^Cannot open the PostgreSQL database at .*: the database is read-only \(a standby, or set read-only\) \(check DATABASE_URL\)\.$/,
+      );
     } finally {
       await admin.close();
       await backend.close();

@@ -1,8 +1,8 @@
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, inject, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
@@ -42,21 +42,38 @@ function sqliteSchema(db: Database.Database): Schema {
   const tables: Schema['tables'] = {};
   const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as Array<{ name: string }>;
   for (const { name } of names) {
-    const info = db.prepare('SELECT * FROM pragma_table_info(?)').all(name) as Array<{ name: string; type: string; notnull: number; dflt_value: string | null; pk: number }>;
+    const info = db.prepare('SELECT * FROM pragma_table_info(?)').all(name) as Array<{
+      name: string;
+      type: string;
+      notnull: number;
+      dflt_value: string | null;
+      pk: number;
+    }>;
     const indexList = db.prepare('SELECT * FROM pragma_index_list(?)').all(name) as Array<{ name: string; origin: string }>;
-    const indexColumns = (index: string) => (db.prepare('SELECT name FROM pragma_index_info(?) ORDER BY seqno').all(index) as Array<{ name: string }>).map((c) => c.name);
+    const indexColumns = (index: string) =>
+      (db.prepare('SELECT name FROM pragma_index_info(?) ORDER BY seqno').all(index) as Array<{ name: string }>).map((c) => c.name);
     const fks = db.prepare('SELECT * FROM pragma_foreign_key_list(?)').all(name) as Array<{ from: string; table: string; to: string; on_delete: string }>;
     tables[name] = {
       columns: sorted(
         info.map((c) => ({ name: c.name, type: normalType(c.type), notNull: c.notnull === 1 || c.pk > 0, default: normalDefault(c.dflt_value) })),
         (c) => c.name,
       ),
-      primaryKey: info.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name),
-      unique: indexList.filter((i) => i.origin === 'u').map((i) => indexColumns(i.name)).sort(),
+      primaryKey: info
+        .filter((c) => c.pk > 0)
+        .sort((a, b) => a.pk - b.pk)
+        .map((c) => c.name),
+      unique: indexList
+        .filter((i) => i.origin === 'u')
+        .map((i) => indexColumns(i.name))
+        .sort(),
       foreignKeys: fks.map((f) => `${f.from} -> ${f.table}(${f.to}) ON DELETE ${f.on_delete}`).sort(),
     };
   }
-  const indexRows = db.prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").all() as Array<{ name: string; tbl_name: string; sql: string }>;
+  const indexRows = db.prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").all() as Array<{
+    name: string;
+    tbl_name: string;
+    sql: string;
+  }>;
   const indexes = indexRows.map((i) => ({
     table: i.tbl_name,
     name: i.name,
@@ -70,7 +87,9 @@ function sqliteSchema(db: Database.Database): Schema {
 
 async function postgresSchema(db: PgDb): Promise<Schema> {
   const tables: Schema['tables'] = {};
-  const names = await db.rows<{ name: string }>("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1");
+  const names = await db.rows<{ name: string }>(
+    "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1",
+  );
   for (const { name } of names) {
     const columns = await db.rows<{ name: string; type: string; nullable: string; def: string | null }>(
       `SELECT column_name AS name, udt_name AS type, is_nullable AS nullable, column_default AS def FROM information_schema.columns
@@ -93,7 +112,10 @@ async function postgresSchema(db: PgDb): Promise<Schema> {
         (c) => c.name,
       ),
       primaryKey: constraints.find((c) => c.type === 'p')?.columns ?? [],
-      unique: constraints.filter((c) => c.type === 'u').map((c) => c.columns).sort(),
+      unique: constraints
+        .filter((c) => c.type === 'u')
+        .map((c) => c.columns)
+        .sort(),
       foreignKeys: constraints
         .filter((c) => c.type === 'f')
         .map((c) => `${c.columns.join(',')} -> ${c.target}(${c.target_columns!.join(',')}) ON DELETE ${ON_DELETE[c.on_delete]}`)
@@ -106,8 +128,21 @@ async function postgresSchema(db: PgDb): Promise<Schema> {
      FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid JOIN pg_class t ON t.oid = ix.indrelid
      WHERE t.relnamespace = current_schema()::regnamespace AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = ix.indexrelid)`,
   );
-  const triggers = (await db.rows<{ name: string }>('SELECT tgname AS name FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace')).map((t) => t.name).sort();
-  return { tables, indexes: sorted(indexes.map((i) => ({ table: i.table, name: i.name, columns: i.columns, unique: i.unique, partial: i.partial })), (i) => i.name), triggers };
+  const triggers = (
+    await db.rows<{ name: string }>(
+      'SELECT tgname AS name FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace',
+    )
+  )
+    .map((t) => t.name)
+    .sort();
+  return {
+    tables,
+    indexes: sorted(
+      indexes.map((i) => ({ table: i.table, name: i.name, columns: i.columns, unique: i.unique, partial: i.partial })),
+      (i) => i.name,
+    ),
+    triggers,
+  };
 }
 
 function freshSqlite(): Database.Database {
@@ -258,7 +293,9 @@ describe('one schema history on both databases', () => {
     await backend.close();
     const upgraded = new PgDb(url, { max: 2 });
     try {
-      expect((await upgraded.rows<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
+      expect((await upgraded.rows<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')).map((r) => r.version)).toEqual(
+        MIGRATIONS.map((m) => m.version),
+      );
       expect(await postgresSchema(upgraded)).toEqual(sqliteSchema(new Database(freshPath, { readonly: true })));
       expect(await upgraded.row("SELECT name FROM deployments WHERE id = 'dep'")).toEqual({ name: 'kept' });
     } finally {

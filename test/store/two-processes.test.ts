@@ -4,17 +4,17 @@ import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
-import { createControlPlane, type ControlPlane } from '../../server/control-plane.ts';
+import { type ControlPlane, createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { systemClock } from '../../server/domain/clock.ts';
-import { createLogger, silentLogger, type Logger } from '../../server/logger.ts';
+import { createLogger, type Logger, silentLogger } from '../../server/logger.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { openStore } from '../../server/store/open.ts';
 import { agentCall } from '../helpers/agent-call.ts';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
-import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
+import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
 import { rawSql } from '../helpers/raw-sql.ts';
 
 /**
@@ -29,7 +29,7 @@ type Plane = { controlPlane: ControlPlane; backend: StoreBackend; api: Api; clie
 const secretBox = new SecretBox(randomBytes(32));
 const apiKey = `test-${crypto.randomUUID()}`;
 let url: string;
-let workspaceId: string;
+let _workspaceId: string;
 let a: Plane;
 let b: Plane;
 let provider: Server;
@@ -39,7 +39,14 @@ let refreshes = 0;
 
 async function plane(log: Logger = silentLogger, env: Record<string, string> = {}): Promise<Plane> {
   const backend = await openStore(url, { secretBox, log });
-  const config = loadConfig({ SANDBOX_STAGE_MS: '10', LOG_LEVEL: 'silent', DATABASE_URL: ':memory:', AGENT_LEASE_MS: '5000', OAUTH_ALLOWED_HOSTS: '127.0.0.1', ...env });
+  const config = loadConfig({
+    SANDBOX_STAGE_MS: '10',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: ':memory:',
+    AGENT_LEASE_MS: '5000',
+    OAUTH_ALLOWED_HOSTS: '127.0.0.1',
+    ...env,
+  });
   const controlPlane = createControlPlane({ backend, clock: systemClock, log, config, secretBox, publicUrl: () => 'http://localhost' });
   await controlPlane.start();
   const client = (key: string) => apiClient('', key, {}, (path, init) => controlPlane.app.request(path, init));
@@ -59,7 +66,7 @@ beforeAll(async () => {
   url = await testDatabaseUrl('postgres');
   a = await plane();
   const boot = await a.backend.core.bootstrap({ keyHash: hashApiKey(apiKey), keyId: crypto.randomUUID(), now: systemClock.now() });
-  workspaceId = boot.workspaceId;
+  _workspaceId = boot.workspaceId;
   b = await plane();
   // An OAuth provider's token endpoint, simulated on loopback: a token for any code (one that
   // expires in a second, with a refresh token, for a code starting "short"); refreshes are counted.
@@ -69,13 +76,17 @@ beforeAll(async () => {
     req.on('end', () => {
       const form = new URLSearchParams(body);
       let answer: Record<string, unknown> = { access_token: `token-${crypto.randomUUID()}`, token_type: 'Bearer', expires_in: 3600 };
-      if (form.get('grant_type') === 'refresh_token') answer = { access_token: `refreshed-${++refreshes}`, token_type: 'Bearer', expires_in: 3600, refresh_token: `rotated-${refreshes}` };
+      if (form.get('grant_type') === 'refresh_token')
+        answer = { access_token: `refreshed-${++refreshes}`, token_type: 'Bearer', expires_in: 3600, refresh_token: `rotated-${refreshes}` };
       else if (form.get('code')?.startsWith('short')) answer = { access_token: 'short-lived', token_type: 'Bearer', expires_in: 1, refresh_token: 'refresh-1' };
       // A refresh answers slowly, so that two processes refreshing at once would overlap here.
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      }, form.get('grant_type') === 'refresh_token' ? 300 : 0);
+      setTimeout(
+        () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(answer));
+        },
+        form.get('grant_type') === 'refresh_token' ? 300 : 0,
+      );
     });
   });
   await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
@@ -141,7 +152,9 @@ describe('two control planes on one PostgreSQL database', () => {
       const path = revisionPath(created.body.id, created.body.latest_revision_id);
       const now = await a.api.get(path);
       let answeredAt = 0;
-      const held = a.api.get(path, { 'if-none-match': now.headers.get('etag')!, prefer: 'wait=30' }).then((answer) => ((answeredAt = performance.now()), answer));
+      const held = a.api
+        .get(path, { 'if-none-match': now.headers.get('etag')!, prefer: 'wait=30' })
+        .then((answer) => ((answeredAt = performance.now()), answer));
       await new Promise((resolve) => setTimeout(resolve, 20));
       const sent = performance.now();
       expect((await b.api.post(`${path}/interrupt`)).status).toBe(200);
@@ -159,7 +172,12 @@ describe('two control planes on one PostgreSQL database', () => {
       const sorted = [...xs].sort((x, y) => x - y);
       return { median_ms: Math.round(sorted[Math.floor(sorted.length / 2)]! * 10) / 10, max_ms: Math.round(sorted.at(-1)! * 10) / 10 };
     };
-    console.log('cross-process wake-up (interrupt sent to B → long-poll on A answered):', summary(latencies), '; acknowledged revoke (DELETE /v1/api-keys/{id}):', summary(revokes));
+    console.log(
+      'cross-process wake-up (interrupt sent to B → long-poll on A answered):',
+      summary(latencies),
+      '; acknowledged revoke (DELETE /v1/api-keys/{id}):',
+      summary(revokes),
+    );
   });
 
   it('a revision long-poll held on A answers when B deletes the deployment (its revision is interrupted)', async () => {
@@ -328,7 +346,9 @@ describe('two control planes on one PostgreSQL database', () => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
-      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`control-plane:${(b.backend.coordination as unknown as { processId: string }).processId}`]);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+        `control-plane:${(b.backend.coordination as unknown as { processId: string }).processId}`,
+      ]);
     } finally {
       await admin.end();
     }

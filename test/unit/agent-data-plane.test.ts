@@ -22,7 +22,13 @@ describe('the agent data plane when its database fails', () => {
   it('logs a wake-up it could not make, and rejects nothing unhandled', async () => {
     const backend = await openTestBackend('sqlite');
     const lines: string[] = [];
-    const plane = new AgentDataPlane({ agents: backend.agents, wake: new RevisionWatch(), clock: systemClock, log: createLogger('warn', (line) => lines.push(line)), leaseMs: 60_000 });
+    const plane = new AgentDataPlane({
+      agents: backend.agents,
+      wake: new RevisionWatch(),
+      clock: systemClock,
+      log: createLogger('warn', (line) => lines.push(line)),
+      leaseMs: 60_000,
+    });
     await backend.close();
     process.on('unhandledRejection', onRejection);
     const deployment = { id: crypto.randomUUID() } as DeploymentRecord;

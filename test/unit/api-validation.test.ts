@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inProcessApp } from '../helpers/in-process.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -44,10 +44,26 @@ describe('request validation', () => {
   });
 
   it('required fields by source', async () => {
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { repo_url: 'https://github.com/a/b' } }, ['body', 'source_config', 'integration_id'], 'missing');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId } }, ['body', 'source_config', 'repo_url'], 'missing');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_revision_config: { graph_config_path: 'g.json' } }, ['body', 'source_revision_config', 'repo_ref'], 'missing');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_revision_config: { repo_ref: 'main' } }, ['body', 'source_revision_config', 'graph_config_path'], 'missing');
+    await expect422(
+      { ...githubBody(uniqueName(), fx.integrationId), source_config: { repo_url: 'https://github.com/a/b' } },
+      ['body', 'source_config', 'integration_id'],
+      'missing',
+    );
+    await expect422(
+      { ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId } },
+      ['body', 'source_config', 'repo_url'],
+      'missing',
+    );
+    await expect422(
+      { ...githubBody(uniqueName(), fx.integrationId), source_revision_config: { graph_config_path: 'g.json' } },
+      ['body', 'source_revision_config', 'repo_ref'],
+      'missing',
+    );
+    await expect422(
+      { ...githubBody(uniqueName(), fx.integrationId), source_revision_config: { repo_ref: 'main' } },
+      ['body', 'source_revision_config', 'graph_config_path'],
+      'missing',
+    );
     await expect422({ ...dockerBody(uniqueName(), fx.listenerId), source_config: {} }, ['body', 'source_config', 'listener_id'], 'missing');
     await expect422({ ...dockerBody(uniqueName(), fx.listenerId), source_revision_config: {} }, ['body', 'source_revision_config', 'image_uri'], 'missing');
     const { name: _name, ...noName } = githubBody(uniqueName(), fx.integrationId);
@@ -61,11 +77,37 @@ describe('request validation', () => {
   });
 
   it('fields a source does not allow are 422 on create', async () => {
-    await expect422(githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main', graph_config_path: 'g.json', image_uri: 'x:1' } }), ['body', 'source_revision_config', 'image_uri'], 'value_error');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', custom_url: 'https://x.dev' } }, ['body', 'source_config', 'custom_url'], 'value_error');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', listener_id: fx.listenerId } }, ['body', 'source_config', 'listener_id'], 'value_error');
-    await expect422({ ...dockerBody(uniqueName(), fx.listenerId), source_config: { listener_id: fx.listenerId, build_on_push: true } }, ['body', 'source_config', 'build_on_push'], 'value_error');
-    await expect422({ ...dockerBody(uniqueName(), fx.listenerId), source_revision_config: { image_uri: 'x:1', repo_ref: 'main' } }, ['body', 'source_revision_config', 'repo_ref'], 'value_error');
+    await expect422(
+      githubBody(uniqueName(), fx.integrationId, { source_revision_config: { repo_ref: 'main', graph_config_path: 'g.json', image_uri: 'x:1' } }),
+      ['body', 'source_revision_config', 'image_uri'],
+      'value_error',
+    );
+    await expect422(
+      {
+        ...githubBody(uniqueName(), fx.integrationId),
+        source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', custom_url: 'https://x.dev' },
+      },
+      ['body', 'source_config', 'custom_url'],
+      'value_error',
+    );
+    await expect422(
+      {
+        ...githubBody(uniqueName(), fx.integrationId),
+        source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', listener_id: fx.listenerId },
+      },
+      ['body', 'source_config', 'listener_id'],
+      'value_error',
+    );
+    await expect422(
+      { ...dockerBody(uniqueName(), fx.listenerId), source_config: { listener_id: fx.listenerId, build_on_push: true } },
+      ['body', 'source_config', 'build_on_push'],
+      'value_error',
+    );
+    await expect422(
+      { ...dockerBody(uniqueName(), fx.listenerId), source_revision_config: { image_uri: 'x:1', repo_ref: 'main' } },
+      ['body', 'source_revision_config', 'repo_ref'],
+      'value_error',
+    );
     // null is the same as absent
     const withNulls = dockerBody(uniqueName(), fx.listenerId, { source_revision_config: { image_uri: 'x:1', repo_ref: null } });
     expect((await t.api.post('/v2/deployments', withNulls)).status).toBe(201);
@@ -80,11 +122,33 @@ describe('request validation', () => {
   });
 
   it('types, uuids, enums, unknown fields', async () => {
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: 'not-a-uuid', repo_url: 'https://github.com/a/b' } }, ['body', 'source_config', 'integration_id'], 'uuid_parsing');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', deployment_type: 'huge' } }, ['body', 'source_config', 'deployment_type'], 'enum');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', build_on_push: 'yes' } }, ['body', 'source_config', 'build_on_push'], 'bool_type');
+    await expect422(
+      { ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: 'not-a-uuid', repo_url: 'https://github.com/a/b' } },
+      ['body', 'source_config', 'integration_id'],
+      'uuid_parsing',
+    );
+    await expect422(
+      {
+        ...githubBody(uniqueName(), fx.integrationId),
+        source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', deployment_type: 'huge' },
+      },
+      ['body', 'source_config', 'deployment_type'],
+      'enum',
+    );
+    await expect422(
+      {
+        ...githubBody(uniqueName(), fx.integrationId),
+        source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/a/b', build_on_push: 'yes' },
+      },
+      ['body', 'source_config', 'build_on_push'],
+      'bool_type',
+    );
     await expect422({ ...githubBody(uniqueName(), fx.integrationId), name: 42 }, ['body', 'name'], 'string_type');
-    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'not a url' } }, ['body', 'source_config', 'repo_url']);
+    await expect422({ ...githubBody(uniqueName(), fx.integrationId), source_config: { integration_id: fx.integrationId, repo_url: 'not a url' } }, [
+      'body',
+      'source_config',
+      'repo_url',
+    ]);
   });
 
   it('repo_url: git URLs without credentials; file:// only when the server allows it', async () => {
@@ -92,7 +156,13 @@ describe('request validation', () => {
     for (const good of ['https://github.com/acme/agent.git', 'git@github.com:acme/agent.git', 'ssh://git@github.com/acme/agent']) {
       expect((await t.api.post('/v2/deployments', withUrl(good))).status, good).toBe(201);
     }
-    for (const bad of ['https://user:ghp_secret@github.com/acme/agent', 'https://ghp_token@github.com/acme/agent', 'http://169.254.169.254/latest', 'ssh://user:pw@host/repo', 'file:///etc']) {
+    for (const bad of [
+      'https://user:ghp_secret@github.com/acme/agent',
+      'https://ghp_token@github.com/acme/agent',
+      'http://169.254.169.254/latest',
+      'ssh://user:pw@host/repo',
+      'file:///etc',
+    ]) {
       const response = await t.api.post('/v2/deployments', withUrl(bad));
       expect(response.status, bad).toBe(422);
       expect(response.body.detail[0].loc).toEqual(['body', 'source_config', 'repo_url']);
@@ -102,7 +172,16 @@ describe('request validation', () => {
 
   it('secrets: C identifiers, unique names; may be omitted', async () => {
     await expect422(githubBody(uniqueName(), fx.integrationId, { secrets: [{ name: '1BAD', value: 'x' }] }), ['body', 'secrets', 0, 'name']);
-    await expect422(githubBody(uniqueName(), fx.integrationId, { secrets: [{ name: 'A', value: 'x' }, { name: 'A', value: 'y' }] }), ['body', 'secrets', 1, 'name'], 'value_error');
+    await expect422(
+      githubBody(uniqueName(), fx.integrationId, {
+        secrets: [
+          { name: 'A', value: 'x' },
+          { name: 'A', value: 'y' },
+        ],
+      }),
+      ['body', 'secrets', 1, 'name'],
+      'value_error',
+    );
     await expect422(githubBody(uniqueName(), fx.integrationId, { secrets: [{ name: 'A' }] }), ['body', 'secrets', 0, 'value'], 'missing');
     const { secrets: _s, ...noSecrets } = githubBody(uniqueName(), fx.integrationId);
     const created = await t.api.post('/v2/deployments', noSecrets);
@@ -111,9 +190,24 @@ describe('request validation', () => {
   });
 
   it('resource_spec rules reach the API with their loc', async () => {
-    await expect422(dockerBody(uniqueName(), fx.listenerId, { source_config: { listener_id: fx.listenerId, resource_spec: { min_scale: 3, max_scale: 1 } } }), ['body', 'source_config', 'resource_spec', 'max_scale']);
-    await expect422(dockerBody(uniqueName(), fx.listenerId, { source_config: { listener_id: fx.listenerId, resource_spec: { volume_mounts: [{ name: 'data', mountPath: '/d' }] } } }), ['body', 'source_config', 'resource_spec', 'volume_mounts', 0, 'name']);
-    await expect422(dockerBody(uniqueName(), fx.listenerId, { source_config: { listener_id: fx.listenerId, resource_spec: { cpu: -1 } } }), ['body', 'source_config', 'resource_spec', 'cpu']);
+    await expect422(dockerBody(uniqueName(), fx.listenerId, { source_config: { listener_id: fx.listenerId, resource_spec: { min_scale: 3, max_scale: 1 } } }), [
+      'body',
+      'source_config',
+      'resource_spec',
+      'max_scale',
+    ]);
+    await expect422(
+      dockerBody(uniqueName(), fx.listenerId, {
+        source_config: { listener_id: fx.listenerId, resource_spec: { volume_mounts: [{ name: 'data', mountPath: '/d' }] } },
+      }),
+      ['body', 'source_config', 'resource_spec', 'volume_mounts', 0, 'name'],
+    );
+    await expect422(dockerBody(uniqueName(), fx.listenerId, { source_config: { listener_id: fx.listenerId, resource_spec: { cpu: -1 } } }), [
+      'body',
+      'source_config',
+      'resource_spec',
+      'cpu',
+    ]);
   });
 
   it('references to stored state are 400: unknown integration or listener, k8s namespace rules', async () => {
@@ -125,7 +219,11 @@ describe('request validation', () => {
     expect(refused.status).toBe(400);
     expect(refused.body.detail).toMatch(/k8s/);
 
-    const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `cluster-${uniqueName()}`, compute_config: { k8s_namespaces: ['agents'] } });
+    const k8s = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `cluster-${uniqueName()}`,
+      compute_config: { k8s_namespaces: ['agents'] },
+    });
     expect(k8s.status).toBe(201);
     const allowed = dockerBody(uniqueName(), k8s.body.id, { source_config: { listener_id: k8s.body.id, listener_config: { k8s_namespace: 'agents' } } });
     const created = await t.api.post('/v2/deployments', allowed);
@@ -168,7 +266,10 @@ describe('request validation', () => {
     expect(unknownField.status).toBe(200);
     expect(unknownField.headers.get('warning')).toBe('299 - "Unknown field ignored: body.name"');
     expect(unknownField.body.name).not.toBe('renamed');
-    const tagInBody = await t.api.patch(`/v2/deployments/${id}`, { source_config: { build_on_push: true }, source_revision_config: { repo_ref: 'refs/tags/v2' } });
+    const tagInBody = await t.api.patch(`/v2/deployments/${id}`, {
+      source_config: { build_on_push: true },
+      source_revision_config: { repo_ref: 'refs/tags/v2' },
+    });
     expect(tagInBody.status).toBe(422);
     expect((await t.api.patch(`/v2/deployments/${crypto.randomUUID()}`, {})).status).toBe(404);
     const notFound = await t.api.patch(`/v2/deployments/${crypto.randomUUID()}`, {});
@@ -181,7 +282,10 @@ describe('request validation', () => {
     const patched = await t.api.patch(`/v2/deployments/${id}`, { secrets: [...created.body.secrets, { name: 'EXTRA', value: 'e' }] });
     expect(patched.status).toBe(200);
     const stored = await t.store.getDeployment(t.workspaceId, id);
-    expect(stored?.secrets).toEqual([{ name: 'OPENAI_API_KEY', value: 'sk-test-secret-value' }, { name: 'EXTRA', value: 'e' }]);
+    expect(stored?.secrets).toEqual([
+      { name: 'OPENAI_API_KEY', value: 'sk-test-secret-value' },
+      { name: 'EXTRA', value: 'e' },
+    ]);
     const unknownMasked = await t.api.patch(`/v2/deployments/${id}`, { secrets: [{ name: 'NEVER_SET', value: '********' }] });
     expect(unknownMasked.status).toBe(400);
   });
@@ -239,7 +343,7 @@ describe('request validation', () => {
   it('health, readiness and the OpenAPI document need no key', async () => {
     expect((await t.app.request('/healthz')).status).toBe(200);
     expect((await t.app.request('/readyz')).status).toBe(200);
-    const doc = (await (await t.app.request("/openapi.json")).json()) as any;
+    const doc = (await (await t.app.request('/openapi.json')).json()) as any;
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.paths['/v2/deployments'].post.requestBody).toBeDefined();
     expect(doc.paths['/v2/deployments/{deployment_id}'].patch.responses['422']).toBeDefined();

@@ -23,7 +23,7 @@ describe('a create is one write transaction', () => {
   let t: App | undefined;
   afterEach(() => t?.close());
 
-  it('the sandbox\'s first step (BUILDING and its log line) is stored with the deployment; the later stages run on the sandbox\'s schedule', async () => {
+  it("the sandbox's first step (BUILDING and its log line) is stored with the deployment; the later stages run on the sandbox's schedule", async () => {
     t = await inProcessApp({ stageMs: 200 });
     const fx = await workspaceFixtures(t.api);
     const writes = countWrites(t);
@@ -33,7 +33,9 @@ describe('a create is one write transaction', () => {
     // Before the data plane has had a turn of the event loop: the step is already stored.
     const [revision, logs] = await Promise.all([t.api.get(path), t.api.get(`${path}/logs?type=build`)]);
     expect(revision.body.status).toBe('BUILDING');
-    expect(logs.body.logs.map((l: { message: string }) => l.message)).toEqual([expect.stringMatching(/^sandbox: simulated build of .*; nothing is cloned or built$/)]);
+    expect(logs.body.logs.map((l: { message: string }) => l.message)).toEqual([
+      expect.stringMatching(/^sandbox: simulated build of .*; nothing is cloned or built$/),
+    ]);
     await new Promise((r) => setTimeout(r, 100));
     expect(Object.fromEntries(writes)).toEqual({ createDeployment: 1 });
 

@@ -1,4 +1,4 @@
-import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Gone } from '../../server/domain/revision-watch.ts';
@@ -39,7 +39,12 @@ async function failingServer(failAfterWait: boolean) {
 function longPoll(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path: `/v2/deployments/${DEPLOYMENT}/revisions/${REVISION}`, headers: { 'x-api-key': 'key', 'if-none-match': '"x"', prefer: 'wait=5' } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: `/v2/deployments/${DEPLOYMENT}/revisions/${REVISION}`,
+        headers: { 'x-api-key': 'key', 'if-none-match': '"x"', prefer: 'wait=5' },
+      },
       (res) => {
         res.resume();
         resolve(res.statusCode!);

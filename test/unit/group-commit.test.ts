@@ -1,22 +1,29 @@
-import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { Conflict } from '../../server/domain/errors.ts';
+import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 import { GroupCommit } from '../../server/store/group-commit.ts';
 import { openSqliteStore, type SqliteStore } from '../../server/store/sqlite.ts';
 import type { Deployment, SourceRevisionConfig } from '../../shared/schemas/deployment.ts';
-import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 
 /**
  * SQLite's group commit (server/store/group-commit.ts) on a real database file: creates asked for
  * together share one transaction, so one wait for the disk, and each keeps its own outcome.
  */
 const NOW = '2026-01-01T00:00:00.000Z';
-const revisionConfig = { repo_ref: null, graph_config_path: null, langgraph_config_path: null, image_uri: 'registry.example.com/agent:1', source_tarball_path: null, repo_commit_sha: null } as unknown as SourceRevisionConfig;
+const revisionConfig = {
+  repo_ref: null,
+  graph_config_path: null,
+  langgraph_config_path: null,
+  image_uri: 'registry.example.com/agent:1',
+  source_tarball_path: null,
+  repo_commit_sha: null,
+} as unknown as SourceRevisionConfig;
 
 describe('group commit', () => {
   const dirs: string[] = [];
@@ -39,9 +46,8 @@ describe('group commit', () => {
     const original = Database.prototype.transaction;
     Database.prototype.transaction = function (this: Database.Database, fn: (...args: never[]) => unknown) {
       const tx = original.call(this, fn);
-      const db = this;
       return Object.assign((...args: never[]) => {
-        if (!db.inTransaction) outer += 1;
+        if (!this.inTransaction) outer += 1;
         return tx(...args);
       }, tx);
     } as typeof original;
@@ -52,7 +58,21 @@ describe('group commit', () => {
     const deploymentId = crypto.randomUUID();
     const revisionId = crypto.randomUUID();
     return store.createDeployment({
-      deployment: { id: deploymentId, tenant_id: tenantId, name, source: 'external_docker', source_config: { listener_id: null, resource_spec: null } as never, source_revision_config: revisionConfig, secrets: [], created_at: NOW, updated_at: NOW, status: 'AWAITING_DATABASE', latest_revision_id: revisionId, active_revision_id: null, image_version: null } as Deployment,
+      deployment: {
+        id: deploymentId,
+        tenant_id: tenantId,
+        name,
+        source: 'external_docker',
+        source_config: { listener_id: null, resource_spec: null } as never,
+        source_revision_config: revisionConfig,
+        secrets: [],
+        created_at: NOW,
+        updated_at: NOW,
+        status: 'AWAITING_DATABASE',
+        latest_revision_id: revisionId,
+        active_revision_id: null,
+        image_version: null,
+      } as Deployment,
       revision: { id: revisionId, trigger: 'create', source_revision_config: revisionConfig, secrets: [], resource_spec: null, status: 'AWAITING_DEPLOY' },
       tracingProject: { id: crypto.randomUUID(), name, tenant_id: tenantId, deployment_id: deploymentId, created_at: NOW },
     });

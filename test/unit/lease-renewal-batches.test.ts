@@ -12,7 +12,9 @@ import { inProcessApp } from '../helpers/in-process.ts';
  * request for ~180 ms at each renewal.
  */
 describe('lease renewal with many revisions held', () => {
-  it('creates name the process as they are written; 1,100 revisions started by PATCH are named in statements of at most 500; then only the process lease is renewed', { timeout: 180_000 }, async () => {
+  it('creates name the process as they are written; 1,100 revisions started by PATCH are named in statements of at most 500; then only the process lease is renewed', {
+    timeout: 180_000,
+  }, async () => {
     const t = await inProcessApp({ stageMs: 3_600_000, env: { PIPELINE_LEASE_MS: '1500' } });
     try {
       const batches: number[] = [];
@@ -23,7 +25,8 @@ describe('lease renewal with many revisions held', () => {
       };
       const fx = await workspaceFixtures(t.api);
       const processId = (await t.sql.get<{ process_id: string }>('SELECT process_id FROM process_leases'))!.process_id;
-      const heldBy = async (status: string) => Number((await t.sql.get<{ n: number }>('SELECT COUNT(*) AS n FROM revisions WHERE status = ? AND runner_id = ?', status, processId))!.n);
+      const heldBy = async (status: string) =>
+        Number((await t.sql.get<{ n: number }>('SELECT COUNT(*) AS n FROM revisions WHERE status = ? AND runner_id = ?', status, processId))!.n);
 
       // Each create's revision names the process as soon as the create has answered: no renewal wrote it.
       for (let i = 0; i < 300; i += 1) {
@@ -46,7 +49,8 @@ describe('lease renewal with many revisions held', () => {
 
       // From now on a renewal writes the process lease alone: it moves on, and no revision is written.
       batches.length = 0;
-      const leaseNow = async () => (await t.sql.get<{ lease_expires_at: string }>('SELECT lease_expires_at FROM process_leases WHERE process_id = ?', processId))!.lease_expires_at;
+      const leaseNow = async () =>
+        (await t.sql.get<{ lease_expires_at: string }>('SELECT lease_expires_at FROM process_leases WHERE process_id = ?', processId))!.lease_expires_at;
       const first = await leaseNow();
       await eventually(async () => ((await leaseNow()) > first ? true : undefined), 10_000);
       const second = await leaseNow();
@@ -68,7 +72,8 @@ describe('lease renewal with many revisions held', () => {
       await t.sql.run('UPDATE process_leases SET lease_expires_at = ? WHERE process_id = ?', new Date(Date.now() - 60_000).toISOString(), processId);
       const created = await t.api.post('/v2/deployments', githubBody(uniqueName('lapsed'), fx.integrationId));
       expect(created.status).toBe(201);
-      const runner = async () => (await t.sql.get<{ runner_id: string | null }>('SELECT runner_id FROM revisions WHERE id = ?', created.body.latest_revision_id))!.runner_id;
+      const runner = async () =>
+        (await t.sql.get<{ runner_id: string | null }>('SELECT runner_id FROM revisions WHERE id = ?', created.body.latest_revision_id))!.runner_id;
       expect(await runner()).toBeNull();
       await eventually(async () => ((await runner()) === processId ? true : undefined), 10_000);
     } finally {

@@ -1,4 +1,4 @@
-import { createServer, type ServerResponse, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { holdNative, machineJitter, nativeLoadgen, nativeLoadgenMissing, runPacedNative } from '../../bench/lib/native.ts';

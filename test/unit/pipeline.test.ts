@@ -11,7 +11,11 @@ describe('the revision pipeline', () => {
   afterEach(() => t?.close());
 
   async function revisions(app: App, deploymentId: string) {
-    return (await app.api.get(`/v2/deployments/${deploymentId}/revisions?limit=100`)).body.resources as Array<{ id: string; status: string; status_message: string | null }>;
+    return (await app.api.get(`/v2/deployments/${deploymentId}/revisions?limit=100`)).body.resources as Array<{
+      id: string;
+      status: string;
+      status_message: string | null;
+    }>;
   }
 
   it('runs one revision at a time; when it ends the newest queued one starts and older queued ones are SKIPPED', async () => {
@@ -29,7 +33,12 @@ describe('the revision pipeline', () => {
     const during = await revisions(app, id);
     const inProgress = during.filter((r) => !['QUEUED', ...TERMINAL].includes(r.status));
     expect(inProgress.map((r) => r.id)).toEqual([first]);
-    expect(during.filter((r) => r.status === 'QUEUED').map((r) => r.id).sort()).toEqual([...queuedIds].sort());
+    expect(
+      during
+        .filter((r) => r.status === 'QUEUED')
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([...queuedIds].sort());
 
     const newest = queuedIds[2]!;
     await eventually(async () => ((await revisions(app, id)).every((r) => TERMINAL.includes(r.status)) ? true : undefined));
@@ -72,7 +81,10 @@ describe('the revision pipeline', () => {
     t = await inProcessApp({ stageMs: 10 });
     const app = t;
     const fx = await workspaceFixtures(app.api);
-    const created = await app.api.post('/v2/deployments', dockerBody(uniqueName(), fx.listenerId, { secrets: [{ name: 'SANDBOX_FAIL_STAGE', value: 'deploy' }] }));
+    const created = await app.api.post(
+      '/v2/deployments',
+      dockerBody(uniqueName(), fx.listenerId, { secrets: [{ name: 'SANDBOX_FAIL_STAGE', value: 'deploy' }] }),
+    );
     const revision = await eventually(async () => {
       const r = await app.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
       return TERMINAL.includes(r.body.status) ? r.body : undefined;

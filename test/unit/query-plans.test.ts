@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOT_QUERIES } from '../../server/store/queries/hot-paths.ts';
 import { LEASE_QUERIES } from '../../server/store/queries/leases.ts';
-import { inProcessApp } from '../helpers/in-process.ts';
 import { githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
@@ -21,7 +21,12 @@ describe('query plans of the hot statements', () => {
     // SQLite's query planner is the subject here, whichever backend the suite runs on.
     app = await inProcessApp({ stageMs: 3_600_000, path: ':memory:' });
     const fx = await workspaceFixtures(app.api);
-    const created = await app.api.post('/v2/deployments', githubBody(uniqueName('plans'), fx.integrationId, { source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/acme/agent', build_on_push: true } }));
+    const created = await app.api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('plans'), fx.integrationId, {
+        source_config: { integration_id: fx.integrationId, repo_url: 'https://github.com/acme/agent', build_on_push: true },
+      }),
+    );
     expect(created.status).toBe(201);
     deploymentId = created.body.id;
     // 2,000 past push revisions, inserted the way the store inserts them (commit in the JSON and its column).
@@ -36,7 +41,18 @@ describe('query plans of the hot statements', () => {
         const sha = randomBytes(20).toString('hex');
         pastCommits.push(sha);
         const config = { ...JSON.parse(first.source_revision_config as string), repo_commit_sha: sha };
-        insert.run(crypto.randomUUID(), deploymentId, first.tenant_id, i % 2 ? 'DEPLOYED' : 'SKIPPED', first.source, JSON.stringify(config), sha, first.secrets, first.created_at, first.created_at);
+        insert.run(
+          crypto.randomUUID(),
+          deploymentId,
+          first.tenant_id,
+          i % 2 ? 'DEPLOYED' : 'SKIPPED',
+          first.source,
+          JSON.stringify(config),
+          sha,
+          first.secrets,
+          first.created_at,
+          first.created_at,
+        );
       }
     })();
   });
@@ -75,7 +91,8 @@ describe('query plans of the hot statements', () => {
   // received) and the process leases (a row per process alive or dead for less than a lease),
   // never a whole table that grows with history.
   // The stalled-queue sweep's recursive CTE is read too: a row per deployment with a queued revision.
-  const workIndexes = /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b|^SCAN CONSTANT ROW$|^SCAN queued_deployments$/;
+  const workIndexes =
+    /^SCAN (\w+ )?USING (COVERING )?INDEX (revisions_unfinished|deployments_deleting|uploads_receiving)\b|^SCAN json_each VIRTUAL TABLE|^SCAN process_leases\b|^SCAN CONSTANT ROW$|^SCAN queued_deployments$/;
   for (const [name, sql] of Object.entries(LEASE_QUERIES)) {
     it(`lease statement ${name} reads only the work, never a whole table`, () => {
       const steps = plan(sql);
@@ -100,16 +117,25 @@ describe('query plans of the hot statements', () => {
     expect(plan(LEASE_QUERIES.silentAgentListeners).join('; ')).toMatch(/^SEARCH listeners USING INDEX listeners_agents_by_last_seen/);
     const served = plan(LEASE_QUERIES.servedInStatus).join('; ');
     expect(served).toMatch(/SEARCH deployments USING INDEX deployments_by_listener \(listener_id=\?\)/);
-    expect(served).toMatch(/SEARCH w USING (COVERING )?INDEX workspaces_by_default_listener \(default_listener_id=\?\); SEARCH d USING INDEX deployments_by_tenant \(tenant_id=\?\)/);
+    expect(served).toMatch(
+      /SEARCH w USING (COVERING )?INDEX workspaces_by_default_listener \(default_listener_id=\?\); SEARCH d USING INDEX deployments_by_tenant \(tenant_id=\?\)/,
+    );
   });
 
   it('a commit already in the history is found through its column, and a new one is built', async () => {
-    const again = await app.store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha: pastCommits[1234]!, now: new Date().toISOString() });
+    const again = await app.store.createPushRevision({
+      deploymentId,
+      revisionId: crypto.randomUUID(),
+      commitSha: pastCommits[1234]!,
+      now: new Date().toISOString(),
+    });
     expect(again.outcome).toBe('exists');
     const sha = randomBytes(20).toString('hex');
     const fresh = await app.store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha: sha, now: new Date().toISOString() });
     expect(fresh.outcome).toBe('created');
-    const column = app.store.db.prepare('SELECT commit_sha FROM revisions WHERE deployment_id = ? ORDER BY seq DESC LIMIT 1').get(deploymentId) as { commit_sha: string };
+    const column = app.store.db.prepare('SELECT commit_sha FROM revisions WHERE deployment_id = ? ORDER BY seq DESC LIMIT 1').get(deploymentId) as {
+      commit_sha: string;
+    };
     expect(column.commit_sha).toBe(sha);
   });
 });

@@ -30,7 +30,9 @@ describe("the paced generator's raw HTTP client", () => {
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
   const ask = (connection: RawConnection, path: string, method = 'GET', body?: string) =>
-    new Promise<number>((resolve) => connection.send(requestBytes(`127.0.0.1:${port}`, { method, path, headers: { 'x-test': 'yes' }, ...(body !== undefined ? { body } : {}) }), resolve));
+    new Promise<number>((resolve) =>
+      connection.send(requestBytes(`127.0.0.1:${port}`, { method, path, headers: { 'x-test': 'yes' }, ...(body !== undefined ? { body } : {}) }), resolve),
+    );
 
   it('answers each status in turn on one keep-alive connection, whatever the framing', async () => {
     const connection = new RawConnection('127.0.0.1', port);
@@ -50,7 +52,9 @@ describe("the paced generator's raw HTTP client", () => {
     const connection = new RawConnection('127.0.0.1', port);
     const answer = (path: string) =>
       new Promise<{ status: number; body: string }>((resolve) =>
-        connection.send(requestBytes(`127.0.0.1:${port}`, { method: 'GET', path, headers: {} }), (status, body) => resolve({ status, body: body.toString('utf8') })),
+        connection.send(requestBytes(`127.0.0.1:${port}`, { method: 'GET', path, headers: {} }), (status, body) =>
+          resolve({ status, body: body.toString('utf8') }),
+        ),
       );
     try {
       await connection.connected;

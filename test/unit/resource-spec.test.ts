@@ -60,12 +60,7 @@ describe('ResourceSpec: shape', () => {
     expect(top && 'keys' in top ? top.keys : undefined).toEqual(['replicas']);
     expectIssue({ volumes: [{ name: 'data', hostPath: {} }] }, ['volumes', 0], 'unrecognized_keys', 'hostPath');
     expectIssue({ sidecars: [sidecar({ ports: [] })] }, ['sidecars', 0], 'unrecognized_keys', 'ports');
-    expectIssue(
-      { sidecars: [sidecar({ env: [{ name: 'A', secret: 'x' }] })] },
-      ['sidecars', 0, 'env', 0],
-      'unrecognized_keys',
-      'secret',
-    );
+    expectIssue({ sidecars: [sidecar({ env: [{ name: 'A', secret: 'x' }] })] }, ['sidecars', 0, 'env', 0], 'unrecognized_keys', 'secret');
     expectIssue({ image_pull_secrets: [{ name: 'regcred', namespace: 'x' }] }, ['image_pull_secrets', 0], 'unrecognized_keys', 'namespace');
   });
 
@@ -151,12 +146,7 @@ describe('ResourceSpec: DNS-label names', () => {
 
   it('container names are unique across init_containers and sidecars', () => {
     expectValid({ init_containers: [{ name: 'migrate', image: 'app:1' }], sidecars: [sidecar()] });
-    expectIssue(
-      { init_containers: [{ name: 'proxy', image: 'app:1' }], sidecars: [sidecar()] },
-      ['sidecars', 0, 'name'],
-      'custom',
-      'proxy',
-    );
+    expectIssue({ init_containers: [{ name: 'proxy', image: 'app:1' }], sidecars: [sidecar()] }, ['sidecars', 0, 'name'], 'custom', 'proxy');
     expectIssue({ sidecars: [sidecar(), sidecar({ image: 'other:1' })] }, ['sidecars', 1, 'name'], 'custom', 'proxy');
   });
 });
@@ -167,7 +157,13 @@ describe('ResourceSpec: volume mounts', () => {
   it('a top-level mount names a volume', () => {
     expectValid({ volumes, volume_mounts: [{ name: 'data', mountPath: '/data', readOnly: true }] });
     const issue = expectIssue(
-      { volumes, volume_mounts: [{ name: 'data', mountPath: '/data' }, { name: 'cache', mountPath: '/cache' }] },
+      {
+        volumes,
+        volume_mounts: [
+          { name: 'data', mountPath: '/data' },
+          { name: 'cache', mountPath: '/cache' },
+        ],
+      },
       ['volume_mounts', 1, 'name'],
       'custom',
       'volume_mounts[1].name',
@@ -186,7 +182,17 @@ describe('ResourceSpec: volume mounts', () => {
       sidecars: [sidecar({ volumeMounts: [{ name: 'data', mountPath: '/d', subPath: 'proxy' }] })],
     });
     expectIssue(
-      { volumes, sidecars: [sidecar({ volumeMounts: [{ name: 'data', mountPath: '/d' }, { name: 'logs', mountPath: '/l' }] })] },
+      {
+        volumes,
+        sidecars: [
+          sidecar({
+            volumeMounts: [
+              { name: 'data', mountPath: '/d' },
+              { name: 'logs', mountPath: '/l' },
+            ],
+          }),
+        ],
+      },
       ['sidecars', 0, 'volumeMounts', 1, 'name'],
       'custom',
       'sidecars[0].volumeMounts[1].name',

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
+import { dockerBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
@@ -16,7 +16,12 @@ describe('listeners, integrations, workspaces, tracing projects', () => {
     const body = { compute_type: 'k8s', compute_id: `cluster-${uniqueName()}`, compute_config: { k8s_namespaces: ['a', 'b'] } };
     const created = await t.api.post('/v2/listeners', body);
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ compute_type: 'k8s', compute_id: body.compute_id, compute_config: { k8s_namespaces: ['a', 'b'] }, tenant_id: t.workspaceId });
+    expect(created.body).toMatchObject({
+      compute_type: 'k8s',
+      compute_id: body.compute_id,
+      compute_config: { k8s_namespaces: ['a', 'b'] },
+      tenant_id: t.workspaceId,
+    });
     expect((await t.api.post('/v2/listeners', body)).status).toBe(409);
     const badType = await t.api.post('/v2/listeners', { ...body, compute_type: 'ec2' });
     expect(badType.status).toBe(422);
@@ -56,8 +61,12 @@ describe('listeners, integrations, workspaces, tracing projects', () => {
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
     await t.sql.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `other-${orgId}`, now);
-    await t.sql.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    await t.sql.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
+    await t.sql
+      .prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)')
+      .run(workspaceId, orgId, 'default', now);
+    await t.sql
+      .prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)')
+      .run(crypto.randomUUID(), orgId, hashApiKey(otherKey), 'other org', now);
     const other = t.client(otherKey);
 
     const installationId = 777_001;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inProcessApp } from '../helpers/in-process.ts';
 import { workspaceFixtures } from '../helpers/fixtures.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 

@@ -3,8 +3,8 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { SandboxDataPlane } from '../../server/dataplane/sandbox.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { eventually } from '../helpers/api.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionTransition, RevisionWork } from '../../server/store/types.ts';
+import { eventually } from '../helpers/api.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -27,7 +27,12 @@ function revision(status: RevisionWork['status']): RevisionWork {
     secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-decrypted-secret' }],
   } as unknown as RevisionWork;
 }
-const deployment = { id: crypto.randomUUID(), name: 'queued', source: 'github', source_config: { repo_url: 'https://github.com/acme/agent', listener_id: null } } as unknown as DeploymentRecord;
+const deployment = {
+  id: crypto.randomUUID(),
+  name: 'queued',
+  source: 'github',
+  source_config: { repo_url: 'https://github.com/acme/agent', listener_id: null },
+} as unknown as DeploymentRecord;
 
 /** A stage control that records each step's time, and refuses steps of the revisions in `interrupted`. */
 function recorder() {

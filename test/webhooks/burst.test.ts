@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 
@@ -15,7 +15,12 @@ describe('a delivery acknowledged with 202 survives SIGKILL before it is process
 
   it('the revision appears after the restart', async () => {
     // WEBHOOK_PROCESS_DELAY_MS holds processing back, so the kill lands between the 202 and the work.
-    const first = await startServerProcess({ GITHUB_WEBHOOK_SECRET: SECRET, WEBHOOK_PROCESS_DELAY_MS: '600000', RECONCILE_INTERVAL_MS: '0', SANDBOX_STAGE_MS: '50' });
+    const first = await startServerProcess({
+      GITHUB_WEBHOOK_SECRET: SECRET,
+      WEBHOOK_PROCESS_DELAY_MS: '600000',
+      RECONCILE_INTERVAL_MS: '0',
+      SANDBOX_STAGE_MS: '50',
+    });
     servers.push(first);
     const api = apiClient(first.url, first.apiKey);
     const fx = await workspaceFixtures(api);

@@ -1,5 +1,5 @@
-import { Webhooks } from '@octokit/webhooks';
 import { randomBytes } from 'node:crypto';
+import { Webhooks } from '@octokit/webhooks';
 import type { Api } from '../helpers/api.ts';
 import { eventually } from '../helpers/api.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf, sha, workspaceHook } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 
@@ -75,7 +75,12 @@ describe('event names and pushes that cannot be built from', () => {
     expect(entry.installation_id).toBe(fx.installationId);
 
     // Through the workspace's own repository webhook too.
-    const viaHook = await deliver(server.url, 'push', { ...pushPayload({ repo, installationId: null }), installation: { id: { $gt: 0 } } }, { secret: hook.secret, path: hook.path });
+    const viaHook = await deliver(
+      server.url,
+      'push',
+      { ...pushPayload({ repo, installationId: null }), installation: { id: { $gt: 0 } } },
+      { secret: hook.secret, path: hook.path },
+    );
     const hookEntry = await processedDelivery(api, viaHook.id);
     expect(hookEntry.reason).toMatch(/Not buildable: installation.id \{"\$gt":0\} is not a number/);
 

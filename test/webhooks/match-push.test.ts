@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deploymentSkip, pushFacts, pushWideSkip, trackedBranch, type PushPayload } from '../../server/domain/webhooks/match-push.ts';
+import { deploymentSkip, type PushPayload, pushFacts, pushWideSkip, trackedBranch } from '../../server/domain/webhooks/match-push.ts';
 import type { DeploymentRecord, IntegrationRecord } from '../../server/store/types.ts';
 import { pushPayload } from './github.ts';
 
@@ -11,8 +11,19 @@ function deployment(overrides: { build_on_push?: boolean; repo_ref?: string; sta
     tenant_id: 'ws',
     name: 'agent',
     source: 'github',
-    source_config: { integration_id: 'int-1', repo_url: 'https://github.com/acme/agent', build_on_push: overrides.build_on_push ?? true } as DeploymentRecord['source_config'],
-    source_revision_config: { repo_ref: overrides.repo_ref ?? 'main', graph_config_path: 'langgraph.json', image_uri: null, repo_commit_sha: null, langgraph_config_path: null, source_tarball_path: null },
+    source_config: {
+      integration_id: 'int-1',
+      repo_url: 'https://github.com/acme/agent',
+      build_on_push: overrides.build_on_push ?? true,
+    } as DeploymentRecord['source_config'],
+    source_revision_config: {
+      repo_ref: overrides.repo_ref ?? 'main',
+      graph_config_path: 'langgraph.json',
+      image_uri: null,
+      repo_commit_sha: null,
+      langgraph_config_path: null,
+      source_tarball_path: null,
+    },
     secrets: [],
     created_at: '',
     updated_at: '',
@@ -23,7 +34,15 @@ function deployment(overrides: { build_on_push?: boolean; repo_ref?: string; sta
     delete_tracing_project: false,
   };
 }
-const integration = (overrides: Partial<IntegrationRecord> = {}): IntegrationRecord => ({ id: 'int-1', tenant_id: 'ws', installation_id: 7, name: 'acme', suspended: false, created_at: '', ...overrides });
+const integration = (overrides: Partial<IntegrationRecord> = {}): IntegrationRecord => ({
+  id: 'int-1',
+  tenant_id: 'ws',
+  installation_id: 7,
+  name: 'acme',
+  suspended: false,
+  created_at: '',
+  ...overrides,
+});
 
 describe('matching a push', () => {
   it('reads every URL form GitHub sends as one normalised repository', () => {

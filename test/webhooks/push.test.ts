@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
-import { deliver, processedDelivery, pushPayload, revisionsOf, sha } from './github.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { deliver, processedDelivery, pushPayload, revisionsOf } from './github.ts';
 
 const SECRET = 'current-webhook-secret';
 const PREVIOUS = 'previous-webhook-secret';
@@ -169,7 +169,11 @@ describe('GitHub push webhooks against a real server', () => {
   });
 
   describe('builds nothing, and says why in the delivery log, for', () => {
-    async function expectNoRevision(options: { deliver: (name: string) => Promise<{ id: string }>; setup?: (name: string) => Promise<{ id: string }>; reason: RegExp }) {
+    async function expectNoRevision(options: {
+      deliver: (name: string) => Promise<{ id: string }>;
+      setup?: (name: string) => Promise<{ id: string }>;
+      reason: RegExp;
+    }) {
       const name = repo();
       const dep = await (options.setup ?? ((n: string) => deployment(n)))(name);
       const delivery = await options.deliver(name);
@@ -262,7 +266,10 @@ describe('GitHub push webhooks against a real server', () => {
 
     const suspend = await deliver(server.url, 'installation', installation('suspend'), { secret: SECRET });
     expect(suspend.status).toBe(202);
-    expect(await processedDelivery(api, suspend.id)).toMatchObject({ outcome: 'applied', results: [expect.objectContaining({ result: 'integration_suspended', integration_id: linked.body.id })] });
+    expect(await processedDelivery(api, suspend.id)).toMatchObject({
+      outcome: 'applied',
+      results: [expect.objectContaining({ result: 'integration_suspended', integration_id: linked.body.id })],
+    });
     const whileSuspended = await processedDelivery(api, (await push()).id);
     expect(whileSuspended.outcome).toBe('no_revision');
     expect(whileSuspended.results[0].reason).toMatch(/suspended/);
@@ -277,12 +284,14 @@ describe('GitHub push webhooks against a real server', () => {
     expect(integrations.body.map((i: any) => i.id)).not.toContain(linked.body.id);
     // The installation is linked to no workspace any more: its deliveries are addressed to no one.
     const afterDelete = await push();
-    await eventually(async () => (server.output().includes(`"delivery_id":"${afterDelete.id}","event":"push","workspace_id":null,"outcome"`) ? true : undefined));
+    await eventually(async () =>
+      server.output().includes(`"delivery_id":"${afterDelete.id}","event":"push","workspace_id":null,"outcome"`) ? true : undefined,
+    );
     expect((await api.get(`/v1/webhooks/github/deliveries?delivery_id=${afterDelete.id}`)).body.resources).toEqual([]);
     expect(await pushRevisions(dep.id)).toHaveLength(1);
   });
 
-  it("the delivery log needs an API key and shows a workspace only its own deliveries and deployments", async () => {
+  it('the delivery log needs an API key and shows a workspace only its own deliveries and deployments', async () => {
     const anonymous = await fetch(`${server.url}/v1/webhooks/github/deliveries`);
     expect(anonymous.status).toBe(401);
 

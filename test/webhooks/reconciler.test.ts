@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { revisionReaches, workspaceFixtures } from '../helpers/fixtures.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf, workspaceHook } from './github.ts';
 import { localRemote } from './local-remote.ts';
 import { pushDeployment } from './shared-setup.ts';
@@ -15,7 +15,12 @@ describe('the reconciler', () => {
   it('builds a commit pushed to a local bare repository with no webhook sent', async () => {
     const remote = localRemote();
     const first = remote.commit('First version');
-    server = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '200', SANDBOX_STAGE_MS: '50', ALLOW_FILE_REPO_URLS: 'true' });
+    server = await startServerProcess({
+      GITHUB_WEBHOOK_SECRET: 'reconciler-secret',
+      RECONCILE_INTERVAL_MS: '200',
+      SANDBOX_STAGE_MS: '50',
+      ALLOW_FILE_REPO_URLS: 'true',
+    });
     const api = apiClient(server.url, server.apiKey);
     const fx = await workspaceFixtures(api);
     const dep = await pushDeployment(api, fx.integrationId, remote.url);
@@ -41,7 +46,12 @@ describe('the reconciler', () => {
     const remote = localRemote();
     const first = remote.commit('First version');
     // Passes 1.5 s apart: the delivery below has that long to arrive after a pass has seen its push.
-    const own = await startServerProcess({ GITHUB_WEBHOOK_SECRET: 'reconciler-secret', RECONCILE_INTERVAL_MS: '1500', SANDBOX_STAGE_MS: '50', ALLOW_FILE_REPO_URLS: 'true' });
+    const own = await startServerProcess({
+      GITHUB_WEBHOOK_SECRET: 'reconciler-secret',
+      RECONCILE_INTERVAL_MS: '1500',
+      SANDBOX_STAGE_MS: '50',
+      ALLOW_FILE_REPO_URLS: 'true',
+    });
     try {
       const api = apiClient(own.url, own.apiKey);
       const fx = await workspaceFixtures(api);
@@ -56,10 +66,15 @@ describe('the reconciler', () => {
       const skipped = remote.commit(message);
       const unreported = `"msg":"reconciler: a head no webhook has reported; built if the next pass still finds it unhandled","deployment_id":"${dep.id}","branch":"main","head":"${skipped}"`;
       await eventually(async () => (own.output().includes(unreported) ? true : undefined));
-      const delivery = await deliver(own.url, 'push', pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }), {
-        secret: hook.secret,
-        path: hook.path,
-      });
+      const delivery = await deliver(
+        own.url,
+        'push',
+        pushPayload({ repo: 'local/remote', htmlUrl: remote.url, after: skipped, message, installationId: null }),
+        {
+          secret: hook.secret,
+          path: hook.path,
+        },
+      );
       expect(delivery.status).toBe(202);
       const processed = await processedDelivery(api, delivery.id);
       expect(JSON.stringify(processed)).toContain('[skip ci]');
@@ -67,7 +82,10 @@ describe('the reconciler', () => {
       // Several more passes see the branch head; none builds it.
       await new Promise((r) => setTimeout(r, 3500));
       const pushes = (await revisionsOf(api, dep.id)).filter((r) => r.trigger === 'push');
-      expect(pushes.map((r) => r.source_revision_config.repo_commit_sha), `first ${first}, skipped ${skipped}\n${own.output()}`).toEqual([]);
+      expect(
+        pushes.map((r) => r.source_revision_config.repo_commit_sha),
+        `first ${first}, skipped ${skipped}\n${own.output()}`,
+      ).toEqual([]);
       expect(own.output()).not.toContain(`"commit":"${skipped}"`);
     } finally {
       await own.kill('SIGKILL');

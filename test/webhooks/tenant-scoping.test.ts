@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
-import { apiClient, eventually, type Api } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { workspaceFixtures } from '../helpers/fixtures.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, pushPayload, revisionsOf, workspaceHook } from './github.ts';
 import { pushDeployment } from './shared-setup.ts';
 
@@ -22,17 +22,17 @@ async function addOrganization(databaseUrl: string): Promise<{ key: string; work
     const orgId = crypto.randomUUID();
     const workspaceId = crypto.randomUUID();
     await db.prepare('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)').run(orgId, `attacker-${orgId}`, now);
-    await db.prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)').run(workspaceId, orgId, 'default', now);
-    await db.prepare(
-      `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at) VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
-    ).run(crypto.randomUUID(), workspaceId, now, now);
-    await db.prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)').run(
-      crypto.randomUUID(),
-      orgId,
-      hashApiKey(key),
-      'another organization',
-      now,
-    );
+    await db
+      .prepare('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 1, ?)')
+      .run(workspaceId, orgId, 'default', now);
+    await db
+      .prepare(
+        `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at) VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`,
+      )
+      .run(crypto.randomUUID(), workspaceId, now, now);
+    await db
+      .prepare('INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at) VALUES (?, ?, NULL, ?, ?, ?)')
+      .run(crypto.randomUUID(), orgId, hashApiKey(key), 'another organization', now);
     return { key, workspaceId };
   } finally {
     await db.close();
@@ -153,7 +153,11 @@ describe('a delivery reaches only the workspaces it is addressed to', () => {
     const { repo, mine, theirs } = await contested();
     const hook = await workspaceHook(attacker);
     const id = crypto.randomUUID();
-    const early = await deliver(server.url, 'push', pushPayload({ repo, installationId: null, message: 'claimed first' }), { secret: hook.secret, path: hook.path, id });
+    const early = await deliver(server.url, 'push', pushPayload({ repo, installationId: null, message: 'claimed first' }), {
+      secret: hook.secret,
+      path: hook.path,
+      id,
+    });
     expect(early.status).toBe(202);
     expect((await processedDelivery(attacker, id)).results.map((r: { deployment_id: string }) => r.deployment_id)).toEqual([theirs.id]);
 

@@ -13,7 +13,12 @@ describe('without GITHUB_WEBHOOK_SECRET', () => {
     const body = JSON.stringify(pushPayload({ repo: 'acme/agent', installationId: 1 }));
     const response = await app.app.request('/v1/webhooks/github', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-github-event': 'push', 'x-github-delivery': 'd-1', 'x-hub-signature-256': await signature('anything', body) },
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'push',
+        'x-github-delivery': 'd-1',
+        'x-hub-signature-256': await signature('anything', body),
+      },
       body,
     });
     expect(response.status).toBe(503);

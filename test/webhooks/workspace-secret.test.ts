@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { PREVIOUS_SECRET_GRACE_MS, WorkspaceWebhookSecrets } from '../../server/domain/webhooks/workspace-secrets.ts';
 import { silentLogger } from '../../server/logger.ts';
-import { SqlWebhookSecretStore } from '../../server/store/webhook-secrets.ts';
 import { openSqliteStore } from '../../server/store/sqlite.ts';
-import { apiClient, type Api } from '../helpers/api.ts';
+import { SqlWebhookSecretStore } from '../../server/store/webhook-secrets.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
 import { openRawSql } from '../helpers/raw-sql.ts';
-import { startServerProcess, type ServerProcess } from '../helpers/server-process.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload } from './github.ts';
 
 describe("a workspace's repository-webhook secret", () => {

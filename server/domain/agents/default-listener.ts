@@ -20,7 +20,8 @@ export class DefaultListener {
   async patch(principal: Principal, workspaceId: string, body: WorkspacePatch): Promise<Workspace> {
     const workspace = await this.#store.getWorkspace(workspaceId);
     // A workspace-scoped key sees only its own workspace; another organization's never exists.
-    const visible = workspace && workspace.organization_id === principal.organizationId && (principal.organizationScoped || workspace.id === principal.workspaceId);
+    const visible =
+      workspace && workspace.organization_id === principal.organizationId && (principal.organizationScoped || workspace.id === principal.workspaceId);
     if (!workspace || !visible) throw new NotFound(`Workspace ID ${workspaceId} not found.`);
     if (body.default_listener_id !== undefined) {
       if (body.default_listener_id !== null && !(await this.#store.getListener(workspaceId, body.default_listener_id))) {
@@ -29,6 +30,12 @@ export class DefaultListener {
       await this.#agents.setDefaultListener(workspaceId, body.default_listener_id);
     }
     const updated = (await this.#store.getWorkspace(workspaceId))!;
-    return { id: updated.id, name: updated.name, organization_id: updated.organization_id, created_at: updated.created_at, default_listener_id: updated.default_listener_id ?? null };
+    return {
+      id: updated.id,
+      name: updated.name,
+      organization_id: updated.organization_id,
+      created_at: updated.created_at,
+      default_listener_id: updated.default_listener_id ?? null,
+    };
   }
 }

@@ -40,7 +40,9 @@ export class ListenerTokens {
     const listener = await this.#listener(tenantId, listenerId);
     // The built-in sandbox carries its listeners' revisions itself: an agent there would race it for the same work (and its secrets).
     if (!AGENT_COMPUTE_TYPES.has(listener.compute_type)) {
-      throw new BadRequest(`Listener ${listenerId} is a ${listener.compute_type} listener, served by the control plane itself; agent tokens are for local and k8s listeners.`);
+      throw new BadRequest(
+        `Listener ${listenerId} is a ${listener.compute_type} listener, served by the control plane itself; agent tokens are for local and k8s listeners.`,
+      );
     }
     const token = PREFIX + randomBytes(32).toString('base64url');
     const created = { id: crypto.randomUUID(), listener_id: listenerId, token, created_at: this.#clock.now() };

@@ -1,22 +1,35 @@
-import type { AgentHeartbeat, AgentHeartbeatAck, AgentLogAppend, AgentTransition, LeaseRenewed, LiveDeployments, RuntimeLogAppend, RuntimeLogsStored, WorkDeployment, WorkItem, WorkRevision, WorkSource } from '../../../shared/schemas/agent.ts';
+import type { Readable } from 'node:stream';
+import { deploymentUrl } from '../../../shared/dns-safe-name.ts';
+import type {
+  AgentHeartbeat,
+  AgentHeartbeatAck,
+  AgentLogAppend,
+  AgentTransition,
+  LeaseRenewed,
+  LiveDeployments,
+  RuntimeLogAppend,
+  RuntimeLogsStored,
+  WorkDeployment,
+  WorkItem,
+  WorkRevision,
+  WorkSource,
+} from '../../../shared/schemas/agent.ts';
 import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
-import type { Readable } from 'node:stream';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
-import type { Pipeline } from '../pipeline.ts';
-import type { Uploads } from '../uploads.ts';
-import type { RevisionWatch } from '../revision-watch.ts';
 import type { LogCaps } from '../log-caps.ts';
 import { sanitiseReportedText } from '../log-text.ts';
 import { dnsSafeName } from '../names.ts';
+import type { Pipeline } from '../pipeline.ts';
+import type { RevisionWatch } from '../revision-watch.ts';
+import type { Uploads } from '../uploads.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
-import { TokenSessions } from './token-sessions.ts';
 import { RuntimeLogLimits } from './runtime-log-limits.ts';
-import { deploymentUrl } from '../../../shared/dns-safe-name.ts';
+import { TokenSessions } from './token-sessions.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -64,7 +77,13 @@ export class AgentProtocol {
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
     const now = this.#deps.clock.now();
-    await this.#deps.agents.recordHeartbeat({ listenerId: agent.listenerId, now, version: body.version, capacity: body.capacity, publicUrl: body.public_url ?? null });
+    await this.#deps.agents.recordHeartbeat({
+      listenerId: agent.listenerId,
+      now,
+      version: body.version,
+      capacity: body.capacity,
+      publicUrl: body.public_url ?? null,
+    });
     return { listener_id: agent.listenerId, heard_at: now, lease_ms: this.#deps.leaseMs };
   }
 
@@ -184,7 +203,11 @@ export class AgentProtocol {
     if (claim.kind !== 'revision' || !claim.revision_id) throw new BadRequest('This claim is a teardown; it has no log.');
     await this.#liveStatus(claim);
     const lines = body.lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) }));
-    logCaps.admit(agent.tokenId, lines.length, lines.reduce((sum, line) => sum + Buffer.byteLength(line.message), 0));
+    logCaps.admit(
+      agent.tokenId,
+      lines.length,
+      lines.reduce((sum, line) => sum + Buffer.byteLength(line.message), 0),
+    );
     await store.appendLogs(claim.revision_id, lines, clock.now(), logCaps.revision);
   }
 
@@ -206,9 +229,22 @@ export class AgentProtocol {
       keep -= 1;
       dropped += 1;
     }
-    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines.slice(0, keep).map((line) => ({ type: 'deploy', level: line.level, message: line.message }));
-    if (dropped > 0 && admitted > 0) lines.push({ type: 'deploy', level: 'warn', message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows` });
-    if (lines.length > 0) await store.appendLogs(revisionId, lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) })), clock.now(), this.#deps.logCaps.revision);
+    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines
+      .slice(0, keep)
+      .map((line) => ({ type: 'deploy', level: line.level, message: line.message }));
+    if (dropped > 0 && admitted > 0)
+      lines.push({
+        type: 'deploy',
+        level: 'warn',
+        message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows`,
+      });
+    if (lines.length > 0)
+      await store.appendLogs(
+        revisionId,
+        lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) })),
+        clock.now(),
+        this.#deps.logCaps.revision,
+      );
     return { stored: lines.length, dropped };
   }
 
@@ -248,7 +284,12 @@ export class AgentProtocol {
    * under way: 403 for a signature that does not fit or expired, 409 once the claim or the
    * revision has ended, 404 when the revision has no uploaded tarball.
    */
-  async openSource(agent: AgentPrincipal, claimId: string, expires: string | undefined, signature: string | undefined): Promise<{ size: number; stream: Readable }> {
+  async openSource(
+    agent: AgentPrincipal,
+    claimId: string,
+    expires: string | undefined,
+    signature: string | undefined,
+  ): Promise<{ size: number; stream: Readable }> {
     const { uploads, store } = this.#deps;
     uploads.checkFetch(sourceSubject(agent.listenerId, claimId), expires, signature);
     const claim = await this.#claim(agent, claimId);
@@ -291,7 +332,10 @@ export class AgentProtocol {
     const work = workRevision(revision, deployment, sourceUrl);
     if (work.source.type === 'git' && this.#deps.repoAccess) {
       // Minted for this claim and handed over only inside it: the agent gives it to git and nothing else.
-      const credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, { deployment_id: deployment.id, revision_id: revision.id });
+      const credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, {
+        deployment_id: deployment.id,
+        revision_id: revision.id,
+      });
       if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
     }
     return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: work };

@@ -5,9 +5,9 @@ import type { GithubTrustStore } from '../../store/github-trust.ts';
 import type { Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { Forbidden, Unauthorized } from '../errors.ts';
-import { matchTrust, REFUSED_EVENTS } from './match-trust.ts';
-import { CLOCK_SKEW_SECONDS, verifyGithubToken, type GithubClaims } from './verify-token.ts';
 import type { IssuerKeys } from './issuer-keys.ts';
+import { matchTrust, REFUSED_EVENTS } from './match-trust.ts';
+import { CLOCK_SKEW_SECONDS, type GithubClaims, verifyGithubToken } from './verify-token.ts';
 
 /** How long a minted key works: at most an hour (contract section 13). */
 export const MINTED_KEY_TTL_MS = 60 * 60 * 1000;
@@ -52,9 +52,16 @@ export class GithubTokenExchanger {
     const { clock, keys } = this.#deps;
     const nowIso = clock.now();
     const now = new Date(nowIso);
-    const claims = await verifyGithubToken(body.token, { issuer: this.#deps.issuer, audience: this.#deps.audience(), now, keyFor: (header) => keys.keyFor(header) });
+    const claims = await verifyGithubToken(body.token, {
+      issuer: this.#deps.issuer,
+      audience: this.#deps.audience(),
+      now,
+      keyFor: (header) => keys.keyFor(header),
+    });
     if (claims.event_name !== undefined && REFUSED_EVENTS.has(claims.event_name)) {
-      throw new Forbidden(`Tokens of ${claims.event_name} workflows are refused: those run code from elsewhere (a fork, another workflow) with the base repository's identity.`);
+      throw new Forbidden(
+        `Tokens of ${claims.event_name} workflows are refused: those run code from elsewhere (a fork, another workflow) with the base repository's identity.`,
+      );
     }
     const entry = await this.#trustedEntry(claims, body.workspace_id);
     const workspace = await this.#deps.store.getWorkspace(entry.workspace_id);
@@ -80,7 +87,16 @@ export class GithubTokenExchanger {
       },
     });
     if (outcome === 'jti-used') throw new Unauthorized('This token was exchanged before: each token (its jti) is used once; request a new one.');
-    this.#deps.log.info('github oidc: key minted', { key_id: id, workspace_id: workspace.id, repository: claims.repository, repository_id: claims.repository_id, ref: claims.ref, run_id: claims.run_id, trust_id: entry.id, expires_at: expiresAt });
+    this.#deps.log.info('github oidc: key minted', {
+      key_id: id,
+      workspace_id: workspace.id,
+      repository: claims.repository,
+      repository_id: claims.repository_id,
+      ref: claims.ref,
+      run_id: claims.run_id,
+      trust_id: entry.id,
+      expires_at: expiresAt,
+    });
     return { api_key: key, expires_at: expiresAt, workspace_id: workspace.id, key_id: id };
   }
 
@@ -89,12 +105,16 @@ export class GithubTokenExchanger {
     const all = await this.#deps.trust.forRepository(claims.repository_id);
     const candidates = workspaceId === undefined ? all : all.filter((entry) => entry.workspace_id === workspaceId);
     if (candidates.length === 0) {
-      throw new Forbidden(`No trust entry${workspaceId ? ' of the workspace named in workspace_id' : ''} names the token's repository_id (${claims.repository_id}, repository ${claims.repository}).`);
+      throw new Forbidden(
+        `No trust entry${workspaceId ? ' of the workspace named in workspace_id' : ''} names the token's repository_id (${claims.repository_id}, repository ${claims.repository}).`,
+      );
     }
     const { matched, mismatch } = matchTrust(candidates, claims);
     if (matched.length === 0) {
       const value = mismatch ? claims[mismatch] : undefined;
-      throw new Forbidden(`No trust entry allows the token's ${mismatch ?? 'claims'}${typeof value === 'string' ? ` (${value})` : ''} for repository_id ${claims.repository_id}.`);
+      throw new Forbidden(
+        `No trust entry allows the token's ${mismatch ?? 'claims'}${typeof value === 'string' ? ` (${value})` : ''} for repository_id ${claims.repository_id}.`,
+      );
     }
     const workspaces = new Set(matched.map((entry) => entry.workspace_id));
     if (workspaces.size > 1) throw new Forbidden('More than one workspace trusts this token: name the one to deploy in with workspace_id.');
@@ -122,4 +142,3 @@ function mintClaims(claims: GithubClaims, entry: GithubTrust): GithubMintClaims 
     jti: claims.jti,
   };
 }
-

@@ -1,4 +1,4 @@
-import { createLocalJWKSet, errors, type CryptoKey, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
+import { type CryptoKey, createLocalJWKSet, errors, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 import { readLimited } from '../../lib/read-limited.ts';
 import type { Logger } from '../../logger.ts';
 import type { Clock } from '../clock.ts';

@@ -1,7 +1,7 @@
 import type { GithubTrust, GithubTrustCreate } from '../../../shared/schemas/github-trust.ts';
 import type { GithubTrustStore } from '../../store/github-trust.ts';
 import type { Store } from '../../store/types.ts';
-import { requireOrganizationScope, type Principal } from '../auth.ts';
+import { type Principal, requireOrganizationScope } from '../auth.ts';
 import type { Clock } from '../clock.ts';
 import { NotFound } from '../errors.ts';
 
@@ -54,7 +54,8 @@ export class GithubTrustEntries {
   /** The workspace when the caller may see it: its organization's, and its own for a workspace key; else 404 (never say it exists). */
   async #workspace(principal: Principal, workspaceId: string): Promise<void> {
     const workspace = await this.#store.getWorkspace(workspaceId);
-    const visible = workspace !== null && workspace.organization_id === principal.organizationId && (principal.organizationScoped || principal.workspaceId === workspaceId);
+    const visible =
+      workspace !== null && workspace.organization_id === principal.organizationId && (principal.organizationScoped || principal.workspaceId === workspaceId);
     if (!visible) throw new NotFound(`Workspace ID ${workspaceId} not found.`);
   }
 }

@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, errors, jwtVerify, type CryptoKey, type JWSHeaderParameters } from 'jose';
+import { type CryptoKey, decodeProtectedHeader, errors, type JWSHeaderParameters, jwtVerify } from 'jose';
 import { z } from 'zod';
 import { DomainError, Unauthorized } from '../errors.ts';
 
@@ -76,7 +76,8 @@ export async function verifyGithubToken(token: string, options: VerifyOptions): 
     throw new Unauthorized(`The token's ${String(claim)} claim is missing or malformed: is it a GitHub Actions ID token?`);
   }
   // jose checks `iat` against the clock only with maxTokenAge; a token "issued" in the future is refused here.
-  if (claims.data.iat > options.now.getTime() / 1000 + CLOCK_SKEW_SECONDS) throw new Unauthorized("The token's iat claim is in the future (beyond 60 s of clock skew).");
+  if (claims.data.iat > options.now.getTime() / 1000 + CLOCK_SKEW_SECONDS)
+    throw new Unauthorized("The token's iat claim is in the future (beyond 60 s of clock skew).");
   return claims.data;
 }
 
@@ -88,7 +89,8 @@ function withAndWithoutSlash(value: string): string[] {
 /** The sentence for what jose refused: the claim or step that failed, never the token. */
 function refusal(error: unknown, options: VerifyOptions): Error {
   if (error instanceof DomainError) return error;
-  if (error instanceof errors.JWTExpired) return new Unauthorized('The token has expired (its exp claim has passed, beyond 60 s of clock skew); request a new one.');
+  if (error instanceof errors.JWTExpired)
+    return new Unauthorized('The token has expired (its exp claim has passed, beyond 60 s of clock skew); request a new one.');
   if (error instanceof errors.JWTClaimValidationFailed) {
     switch (error.claim) {
       case 'aud':
@@ -104,7 +106,8 @@ function refusal(error: unknown, options: VerifyOptions): Error {
     }
   }
   if (error instanceof errors.JOSEAlgNotAllowed) return new Unauthorized('The token header names an alg other than RS256; only RS256 is accepted.');
-  if (error instanceof errors.JWSSignatureVerificationFailed) return new Unauthorized("The token's signature does not verify with the issuer's key its kid names.");
+  if (error instanceof errors.JWSSignatureVerificationFailed)
+    return new Unauthorized("The token's signature does not verify with the issuer's key its kid names.");
   if (error instanceof errors.JWKSMultipleMatchingKeys) return new Unauthorized("The token's kid names more than one key of the issuer.");
   if (error instanceof errors.JOSEError) return new Unauthorized(`The token could not be verified (${error.code}).`);
   return error instanceof Error ? error : new Error(String(error));

@@ -8,7 +8,7 @@ import type { OutboundPolicy } from './outbound.ts';
 import { codeChallenge, hashState, newCodeVerifier, newState } from './pkce.ts';
 import type { OAuthProviders } from './providers.ts';
 import { excerpt, providerErrorCode, requestToken } from './token-request.ts';
-import { sealIssuedToken, type OAuthTokens, type TokenOwner } from './tokens.ts';
+import { type OAuthTokens, sealIssuedToken, type TokenOwner } from './tokens.ts';
 
 /** How long a user has to finish at the provider; a later callback is refused (400). */
 export const FLOW_TTL_MS = 10 * 60 * 1000;
@@ -44,7 +44,17 @@ export class OAuthFlows {
   readonly #policy: OutboundPolicy;
   readonly #watch: RevisionWatch;
 
-  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; tokens: OAuthTokens; publicUrl: () => string; policy: OutboundPolicy; watch?: RevisionWatch }) {
+  constructor(deps: {
+    store: OAuthStore;
+    secretBox: SecretBox;
+    clock: Clock;
+    log: Logger;
+    providers: OAuthProviders;
+    tokens: OAuthTokens;
+    publicUrl: () => string;
+    policy: OutboundPolicy;
+    watch?: RevisionWatch;
+  }) {
     this.#store = deps.store;
     this.#box = deps.secretBox;
     this.#clock = deps.clock;
@@ -126,7 +136,12 @@ export class OAuthFlows {
       url.searchParams.set('code_challenge', codeChallenge(verifier, provider.code_challenge_method));
       url.searchParams.set('code_challenge_method', provider.code_challenge_method);
     }
-    this.#log.info('oauth flow started', { auth_id: flow.id, provider_id: provider.provider_id, organization_id: organizationId, workspace_id: caller.workspaceId });
+    this.#log.info('oauth flow started', {
+      auth_id: flow.id,
+      provider_id: provider.provider_id,
+      organization_id: organizationId,
+      workspace_id: caller.workspaceId,
+    });
     return { status: 'pending', url: url.toString(), auth_id: flow.id, token: null, user_id: answerUser, metadata: null };
   }
 
@@ -228,7 +243,8 @@ export class OAuthFlows {
           continue;
         }
         const remaining = deadline - Date.now();
-        if (remaining <= 0 || signal?.aborted) return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
+        if (remaining <= 0 || signal?.aborted)
+          return { status: timeoutSeconds === 0 ? 'pending' : 'timeout', token: null, error: null, error_description: null };
         // Wake on the flow's change, its expiry, or the deadline; then read the database again.
         await untilOrAfter(waiter.changed, untilExpiry + 1);
       } finally {

@@ -89,8 +89,7 @@ export class OAuthProviders {
       throw new BadRequest(`token_endpoint_auth_method ${authMethod} needs a client_secret; send one.`);
     }
     await this.#checkEndpoints(body);
-    const secret =
-      authMethod === 'none' ? null : body.client_secret != null ? this.#box.encrypt(body.client_secret) : current.client_secret_sealed;
+    const secret = authMethod === 'none' ? null : body.client_secret != null ? this.#box.encrypt(body.client_secret) : current.client_secret_sealed;
     const next: ProviderRecord = {
       ...current,
       name: body.name ?? current.name,

@@ -3,7 +3,7 @@ import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { z } from 'zod';
 import type { TokenEndpointAuthMethod } from '../../../shared/schemas/oauth.ts';
-import { OutboundRefused, type OutboundPolicy } from './outbound.ts';
+import { type OutboundPolicy, OutboundRefused } from './outbound.ts';
 
 /** What a token request needs to know about the provider; the secret is already decrypted. */
 export type TokenClient = {
@@ -44,15 +44,33 @@ export const PROVIDER_TEXT_EXCERPT = 200;
 
 /** Seconds as a JSON number or a string of digits (some providers send "3600"); null = not said. */
 const Seconds = z
-  .union([z.number(), z.string().regex(/^\d{1,12}$/, { message: 'must be a number of seconds' }).transform(Number)])
-  .pipe(z.number().finite().min(0, { message: 'must not be negative' }).max(MAX_EXPIRES_IN_S, { message: `must be at most ${MAX_EXPIRES_IN_S} seconds` }))
+  .union([
+    z.number(),
+    z
+      .string()
+      .regex(/^\d{1,12}$/, { message: 'must be a number of seconds' })
+      .transform(Number),
+  ])
+  .pipe(
+    z
+      .number()
+      .finite()
+      .min(0, { message: 'must not be negative' })
+      .max(MAX_EXPIRES_IN_S, { message: `must be at most ${MAX_EXPIRES_IN_S} seconds` }),
+  )
   .transform((value) => Math.floor(value));
 
 /** RFC 6749 §5.1, checked so that no answer can make the callback fail or store nonsense. */
 const TokenResponse = z.object({
-  access_token: z.string().min(1, { message: 'is empty' }).max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` }),
+  access_token: z
+    .string()
+    .min(1, { message: 'is empty' })
+    .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` }),
   token_type: z.string().max(64).nullish(),
-  refresh_token: z.string().max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` }).nullish(),
+  refresh_token: z
+    .string()
+    .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` })
+    .nullish(),
   expires_in: Seconds.nullish(),
   // A space-separated string (RFC 6749); some providers send a list.
   scope: z.union([z.string().max(8192), z.array(z.string().max(256)).max(1000)]).nullish(),
@@ -121,13 +139,23 @@ export async function requestToken(client: TokenClient, params: Record<string, s
     return { ok: false, kind, error: providerErrorCode(oauthError.data.error), description: excerpt(oauthError.data.error_description) };
   }
   if (answer.status !== 200) {
-    return { ok: false, kind: answer.status >= 500 ? 'unavailable' : 'rejected', error: 'token_endpoint_error', description: `The token endpoint answered HTTP ${answer.status}.` };
+    return {
+      ok: false,
+      kind: answer.status >= 500 ? 'unavailable' : 'rejected',
+      error: 'token_endpoint_error',
+      description: `The token endpoint answered HTTP ${answer.status}.`,
+    };
   }
   const parsed = TokenResponse.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const field = issue?.path.length ? String(issue.path[0]) : null;
-    const why = body === null || typeof body !== 'object' || Array.isArray(body) ? 'it is not a JSON object' : field ? `${field} ${issue!.message}` : issue?.message ?? 'it is malformed';
+    const why =
+      body === null || typeof body !== 'object' || Array.isArray(body)
+        ? 'it is not a JSON object'
+        : field
+          ? `${field} ${issue!.message}`
+          : (issue?.message ?? 'it is malformed');
     return { ok: false, kind: 'invalid', error: 'invalid_token_response', description: `The token endpoint's answer is not a usable token response: ${why}.` };
   }
   const token = parsed.data;
@@ -149,7 +177,12 @@ export async function requestToken(client: TokenClient, params: Record<string, s
  * uses hands back the address `policy` resolved and checked (for an IP literal Node does no
  * look-up, and `pinnedAddress` has checked the literal). TLS SNI and `Host` stay the URL's name.
  */
-async function post(url: URL, headers: Record<string, string>, body: string, policy: OutboundPolicy): Promise<{ status: number; contentType: string; text: string }> {
+async function post(
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  policy: OutboundPolicy,
+): Promise<{ status: number; contentType: string; text: string }> {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('unsupported scheme');
   const pinned = await policy.pinnedAddress(url);
   const lookup: LookupFunction = (_hostname, options, callback) => {
@@ -158,9 +191,13 @@ async function post(url: URL, headers: Record<string, string>, body: string, pol
   };
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = send(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup, timeout: TOKEN_REQUEST_TIMEOUT_MS, agent: false }, (res) => {
-      readBody(res).then((text) => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text }), reject);
-    });
+    const req = send(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup, timeout: TOKEN_REQUEST_TIMEOUT_MS, agent: false },
+      (res) => {
+        readBody(res).then((text) => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text }), reject);
+      },
+    );
     // One deadline for the whole exchange, not only for idle sockets.
     const deadline = setTimeout(() => req.destroy(new Error('timeout')), TOKEN_REQUEST_TIMEOUT_MS);
     req.on('timeout', () => req.destroy(new Error('timeout')));

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.ts';
 import { NotFound } from '../errors.ts';
 import type { OutboundPolicy } from './outbound.ts';
 import type { OAuthProviders } from './providers.ts';
-import { requestToken, type IssuedToken } from './token-request.ts';
+import { type IssuedToken, requestToken } from './token-request.ts';
 
 /**
  * A token with less life than this left is refreshed first, so the agent does not get one that
@@ -33,7 +33,15 @@ export function coversScopes(granted: readonly string[], requested: readonly str
 export function sealIssuedToken(
   box: SecretBox,
   issued: IssuedToken,
-  base: { provider: ProviderRecord; owner: TokenOwner; requestedScopes: string[]; previousRefresh: string | null; now: string; isDefault: boolean; label: string | null },
+  base: {
+    provider: ProviderRecord;
+    owner: TokenOwner;
+    requestedScopes: string[];
+    previousRefresh: string | null;
+    now: string;
+    isDefault: boolean;
+    label: string | null;
+  },
 ): TokenRecord {
   return {
     id: crypto.randomUUID(),
@@ -71,7 +79,15 @@ export class OAuthTokens {
   /** Runs work while no other process on the database runs work of the same name (the coordination's). */
   readonly #exclusive: <T>(name: string, work: () => Promise<T>) => Promise<T>;
 
-  constructor(deps: { store: OAuthStore; secretBox: SecretBox; clock: Clock; log: Logger; providers: OAuthProviders; policy: OutboundPolicy; exclusive?: <T>(name: string, work: () => Promise<T>) => Promise<T> }) {
+  constructor(deps: {
+    store: OAuthStore;
+    secretBox: SecretBox;
+    clock: Clock;
+    log: Logger;
+    providers: OAuthProviders;
+    policy: OutboundPolicy;
+    exclusive?: <T>(name: string, work: () => Promise<T>) => Promise<T>;
+  }) {
     this.#store = deps.store;
     this.#box = deps.secretBox;
     this.#clock = deps.clock;
@@ -85,8 +101,16 @@ export class OAuthTokens {
    * The token for `owner` (or the token `tokenId`, which must be of the owner's workspace and this
    * provider) covering `scopes`, refreshed if needed; null when a new flow is needed.
    */
-  async usable(provider: ProviderRecord, owner: TokenOwner, scopes: string[], tokenId: string | null = null): Promise<{ accessToken: string; record: TokenRecord } | null> {
-    let record = tokenId === null ? await this.#store.getToken(provider.id, owner.workspaceId, owner.userId, owner.agentId) : await this.#inWorkspace(owner.workspaceId, tokenId);
+  async usable(
+    provider: ProviderRecord,
+    owner: TokenOwner,
+    scopes: string[],
+    tokenId: string | null = null,
+  ): Promise<{ accessToken: string; record: TokenRecord } | null> {
+    let record =
+      tokenId === null
+        ? await this.#store.getToken(provider.id, owner.workspaceId, owner.userId, owner.agentId)
+        : await this.#inWorkspace(owner.workspaceId, tokenId);
     if (record && record.provider_ref !== provider.id) throw tokenNotFound(tokenId ?? record.id);
     if (!record || !coversScopes(record.scopes, scopes)) return null;
     if (this.#expiresWithin(record, refreshMargin(record))) {
@@ -153,7 +177,8 @@ export class OAuthTokens {
       ...record,
       is_default: body.is_default ?? record.is_default,
       // null leaves it as it is (as everywhere in this API); "" clears it.
-      provider_account_label: body.provider_account_label == null ? record.provider_account_label : body.provider_account_label === '' ? null : body.provider_account_label,
+      provider_account_label:
+        body.provider_account_label == null ? record.provider_account_label : body.provider_account_label === '' ? null : body.provider_account_label,
       updated_at: this.#clock.now(),
     };
     if (!(await this.#store.updateTokenMetadata(record.id, workspaceId, next))) throw tokenNotFound(tokenId);

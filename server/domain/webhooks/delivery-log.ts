@@ -15,7 +15,10 @@ export class DeliveryLog {
 
   async list(tenantId: string, query: WebhookDeliveryListQuery): Promise<{ resources: WebhookDelivery[]; offset: number }> {
     const { delivery_id: githubId, ...rest } = query;
-    const page = await this.#store.listForTenant(tenantId, { ...rest, deliveryKeys: githubId === undefined ? undefined : [githubId, deliveryKey({ kind: 'workspace', workspaceId: tenantId }, githubId)] });
+    const page = await this.#store.listForTenant(tenantId, {
+      ...rest,
+      deliveryKeys: githubId === undefined ? undefined : [githubId, deliveryKey({ kind: 'workspace', workspaceId: tenantId }, githubId)],
+    });
     return { resources: page.resources.map(toPublic), offset: page.offset };
   }
 }

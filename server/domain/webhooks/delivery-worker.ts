@@ -2,8 +2,8 @@ import type { Logger } from '../../logger.ts';
 import type { WorkLease } from '../../store/types.ts';
 import type { PendingDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
-import type { DeliveryProcessor } from './process-delivery.ts';
 import { leaseFromNow } from '../work-lease.ts';
+import type { DeliveryProcessor } from './process-delivery.ts';
 
 /** GitHub redelivers for up to 3 days with the same delivery id; a week of history covers it. */
 export const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
@@ -49,13 +49,16 @@ export class DeliveryWorker {
     this.#stopped = false;
     this.kick();
     let lastPrune = Date.now();
-    this.#scanTimer = setInterval(() => {
-      if (Date.now() - lastPrune >= SCAN_INTERVAL_MS) {
-        lastPrune = Date.now();
-        this.#prune().catch((error: unknown) => this.#deps.log.error('webhooks: pruning deliveries failed', { error: String(error) }));
-      }
-      this.kick();
-    }, Math.min(SCAN_INTERVAL_MS, Math.max(50, Math.floor(this.#deps.leaseMs / 2))));
+    this.#scanTimer = setInterval(
+      () => {
+        if (Date.now() - lastPrune >= SCAN_INTERVAL_MS) {
+          lastPrune = Date.now();
+          this.#prune().catch((error: unknown) => this.#deps.log.error('webhooks: pruning deliveries failed', { error: String(error) }));
+        }
+        this.kick();
+      },
+      Math.min(SCAN_INTERVAL_MS, Math.max(50, Math.floor(this.#deps.leaseMs / 2))),
+    );
     this.#scanTimer.unref();
   }
 
@@ -114,7 +117,9 @@ export class DeliveryWorker {
       for (const delivery of batch) {
         if (this.#stopped) return;
         if (Date.parse(clock.now()) > stopAt) {
-          this.#deps.log.warn('webhooks: a claimed batch outlasted half its lease; the rest is taken again when the lease passes', { left: batch.length - batch.indexOf(delivery) });
+          this.#deps.log.warn('webhooks: a claimed batch outlasted half its lease; the rest is taken again when the lease passes', {
+            left: batch.length - batch.indexOf(delivery),
+          });
           break;
         }
         await this.#processOne(delivery);
@@ -142,8 +147,18 @@ export class DeliveryWorker {
       return false;
     } catch (error) {
       const giveUp = delivery.attempts + 1 >= MAX_ATTEMPTS;
-      log.error('webhooks: processing a delivery failed', { delivery_id: delivery.delivery_id, attempt: delivery.attempts + 1, giving_up: giveUp, error: String(error) });
-      await webhookStore.recordFailedAttempt(delivery.delivery_id, `Processing failed ${delivery.attempts + 1} times; see the server log.`, giveUp, clock.now());
+      log.error('webhooks: processing a delivery failed', {
+        delivery_id: delivery.delivery_id,
+        attempt: delivery.attempts + 1,
+        giving_up: giveUp,
+        error: String(error),
+      });
+      await webhookStore.recordFailedAttempt(
+        delivery.delivery_id,
+        `Processing failed ${delivery.attempts + 1} times; see the server log.`,
+        giveUp,
+        clock.now(),
+      );
       return !giveUp;
     }
   }

@@ -60,7 +60,9 @@ export class WebhookIntake {
     }
     const secrets = UUID.test(address.workspaceId) ? await this.#deps.workspaceSecrets.accepted(address.workspaceId) : [];
     if (secrets.length === 0) {
-      throw new Unauthorized("No repository-webhook secret matches: create the workspace's secret with POST /v1/webhooks/github/secret and enter it in GitHub.");
+      throw new Unauthorized(
+        "No repository-webhook secret matches: create the workspace's secret with POST /v1/webhooks/github/secret and enter it in GitHub.",
+      );
     }
     return secrets;
   }

@@ -1,6 +1,6 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
-import type { DeploymentRecord, IntegrationRecord } from '../../store/types.ts';
 import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
+import type { DeploymentRecord, IntegrationRecord } from '../../store/types.ts';
 
 export type PushPayload = EmitterWebhookEvent<'push'>['payload'];
 
@@ -91,7 +91,8 @@ export function integrationBlock(deployment: DeploymentRecord, integration: Inte
   if (!deployment.source_config.integration_id || !integration || integration.tenant_id !== deployment.tenant_id) {
     return 'Its GitHub integration no longer exists (the installation was deleted or unlinked): no push builds until it is linked again.';
   }
-  if (integration.suspended) return `Its GitHub integration (installation ${integration.installation_id}) is suspended: no push builds until it is unsuspended.`;
+  if (integration.suspended)
+    return `Its GitHub integration (installation ${integration.installation_id}) is suspended: no push builds until it is unsuspended.`;
   return null;
 }
 

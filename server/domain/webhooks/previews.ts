@@ -1,12 +1,12 @@
+import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
 import type { PreviewSettings } from '../../../shared/schemas/deployment.ts';
 import type { Logger } from '../../logger.ts';
 import type { GithubStore } from '../../store/github.ts';
-import type { DeliveryResultLine } from '../../store/webhooks.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
+import type { DeliveryResultLine } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
-import { previewOfDeployment, type Deployments } from '../deployments.ts';
+import { type Deployments, previewOfDeployment } from '../deployments.ts';
 import { Conflict, DomainError } from '../errors.ts';
-import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
 import { integrationBlock } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
@@ -52,13 +52,19 @@ export class Previews {
     const action = payload.action ?? '';
     const headSha = pr?.head?.sha;
     const headRef = pr?.head?.ref;
-    if (!pr || typeof number !== 'number' || !headSha || !/^[0-9a-f]{40}$/.test(headSha) || !headRef) return { reason: 'The pull_request payload lacks its number or head.', results: [] };
+    if (!pr || typeof number !== 'number' || !headSha || !/^[0-9a-f]{40}$/.test(headSha) || !headRef)
+      return { reason: 'The pull_request payload lacks its number or head.', results: [] };
     const base = pr.base?.repo?.full_name ?? payload.repository?.full_name;
     if (action !== 'closed' && (!pr.head?.repo || pr.head.repo.full_name !== base)) {
-      return { reason: `Pull request #${number} comes from a fork (${pr.head?.repo?.full_name ?? 'a deleted repository'}): never built, its code would receive the secrets.`, results: [] };
+      return {
+        reason: `Pull request #${number} comes from a fork (${pr.head?.repo?.full_name ?? 'a deleted repository'}): never built, its code would receive the secrets.`,
+        results: [],
+      };
     }
     const repository = payload.repository ?? {};
-    const keys = [...new Set([repository.html_url, repository.clone_url, repository.ssh_url].filter((u): u is string => typeof u === 'string').map(normalizeRepoUrl))];
+    const keys = [
+      ...new Set([repository.html_url, repository.clone_url, repository.ssh_url].filter((u): u is string => typeof u === 'string').map(normalizeRepoUrl)),
+    ];
     const parents = new Map<string, DeploymentRecord>();
     for (const key of keys) {
       for (const d of await this.#deps.store.listDeploymentsByRepo(key)) {
@@ -69,13 +75,31 @@ export class Previews {
     const results: DeliveryResultLine[] = [];
     for (const parent of parents.values()) {
       const integration = parent.source_config.integration_id ? await this.#deps.store.getIntegrationById(parent.source_config.integration_id) : null;
-      const blocked = integrationBlock(parent, integration) ?? (payload.installation?.id !== undefined && integration?.installation_id !== payload.installation.id ? 'The delivery names another installation.' : null);
-      const line = { tenant_id: parent.tenant_id, deployment_id: parent.id, deployment_name: parent.name, integration_id: parent.source_config.integration_id ?? null };
+      const blocked =
+        integrationBlock(parent, integration) ??
+        (payload.installation?.id !== undefined && integration?.installation_id !== payload.installation.id
+          ? 'The delivery names another installation.'
+          : null);
+      const line = {
+        tenant_id: parent.tenant_id,
+        deployment_id: parent.id,
+        deployment_name: parent.name,
+        integration_id: parent.source_config.integration_id ?? null,
+      };
       if (blocked) {
         results.push({ ...line, result: 'skipped', revision_id: null, reason: blocked });
         continue;
       }
-      results.push(await this.#forParent(parent, parent.source_config.preview!, line, { action, number, headSha, headRef, labels: (pr.labels ?? []).map((l) => l.name ?? ''), label: payload.label?.name }));
+      results.push(
+        await this.#forParent(parent, parent.source_config.preview!, line, {
+          action,
+          number,
+          headSha,
+          headRef,
+          labels: (pr.labels ?? []).map((l) => l.name ?? ''),
+          label: payload.label?.name,
+        }),
+      );
     }
     return { reason: null, results };
   }
@@ -98,18 +122,30 @@ export class Previews {
       settings.trigger === 'pull_request'
         ? BUILD_ACTIONS.has(event.action)
         : (event.action === 'labeled' && event.label === settings.label) || (BUILD_ACTIONS.has(event.action) && event.labels.includes(settings.label ?? ''));
-    if (!wanted) return skipped(`pull_request.${event.action} builds no preview here (trigger ${settings.trigger}${settings.label ? ` '${settings.label}'` : ''}).`);
+    if (!wanted)
+      return skipped(`pull_request.${event.action} builds no preview here (trigger ${settings.trigger}${settings.label ? ` '${settings.label}'` : ''}).`);
     const now = clock.now();
     if (existing) {
       await github.touchPreview(existing.deployment_id, now);
       const built = await builds.build(existing.deployment_id, event.headSha, 'webhook');
-      if (built.outcome === 'created') return { ...line, deployment_id: existing.deployment_id, result: 'revision_created', revision_id: built.revision.id, reason: `Preview of pull request #${event.number}.` };
+      if (built.outcome === 'created')
+        return {
+          ...line,
+          deployment_id: existing.deployment_id,
+          result: 'revision_created',
+          revision_id: built.revision.id,
+          reason: `Preview of pull request #${event.number}.`,
+        };
       return skipped(built.outcome === 'exists' ? `Commit ${event.headSha.slice(0, 12)} already has a preview revision.` : `Not built: ${built.reason}.`);
     }
     const context = `deploy/${parent.name}-pr-${event.number}`;
     if (settings.max_concurrent && (await github.previewsOf(parent.id)).length >= settings.max_concurrent) {
       const why = `No preview: ${parent.name} already has ${settings.max_concurrent} (max_concurrent). Close a pull request or raise the limit.`;
-      await this.#deps.refuse?.(parent, event.headSha, context, why).catch((error: unknown) => log.warn('previews: could not tell the pull request why it has no preview', { deployment_id: parent.id, error: String(error) }));
+      await this.#deps
+        .refuse?.(parent, event.headSha, context, why)
+        .catch((error: unknown) =>
+          log.warn('previews: could not tell the pull request why it has no preview', { deployment_id: parent.id, error: String(error) }),
+        );
       return skipped(why);
     }
     let child: DeploymentRecord;
@@ -137,9 +173,23 @@ export class Previews {
       if (error instanceof Conflict || error instanceof DomainError) return skipped(`No preview: ${error.message}`);
       throw error;
     }
-    await github.recordPreview({ deployment_id: child.id, parent_deployment_id: parent.id, tenant_id: parent.tenant_id, pull_request: event.number, last_activity_at: now, created_at: now });
+    await github.recordPreview({
+      deployment_id: child.id,
+      parent_deployment_id: parent.id,
+      tenant_id: parent.tenant_id,
+      pull_request: event.number,
+      last_activity_at: now,
+      created_at: now,
+    });
     log.info('previews: preview created', { deployment_id: child.id, parent_deployment_id: parent.id, pull_request: event.number });
-    return { ...line, deployment_id: child.id, deployment_name: child.name, result: 'revision_created', revision_id: child.latest_revision_id, reason: `Preview of pull request #${event.number}.` };
+    return {
+      ...line,
+      deployment_id: child.id,
+      deployment_name: child.name,
+      result: 'revision_created',
+      revision_id: child.latest_revision_id,
+      reason: `Preview of pull request #${event.number}.`,
+    };
   }
 
   /** Tears down previews idle past their parent's `idle_ttl_hours`, and those whose parent is gone; answers how many. */
@@ -151,7 +201,10 @@ export class Previews {
       const parent = await store.getDeploymentById(preview.parent_deployment_id);
       let why: string | null = null;
       if (!parent || parent.status === 'AWAITING_DELETE') why = 'its parent deployment was deleted';
-      else if (parent.source_config.preview?.idle_ttl_hours && now - Date.parse(preview.last_activity_at) > parent.source_config.preview.idle_ttl_hours * 3_600_000) {
+      else if (
+        parent.source_config.preview?.idle_ttl_hours &&
+        now - Date.parse(preview.last_activity_at) > parent.source_config.preview.idle_ttl_hours * 3_600_000
+      ) {
         why = `no pull-request activity for ${parent.source_config.preview.idle_ttl_hours} h`;
       }
       if (!why) continue;

@@ -1,8 +1,8 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
-import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
+import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
-import { deploymentSkip, pushFacts, pushProblem, pushWideSkip, type PushPayload } from './match-push.ts';
+import { deploymentSkip, type PushPayload, pushFacts, pushProblem, pushWideSkip } from './match-push.ts';
 import type { Previews, PullRequestPayload } from './previews.ts';
 import type { PushBuilds } from './push-builds.ts';
 
@@ -19,10 +19,26 @@ export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; re
 
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
-  readonly #deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder; previews?: Previews };
+  readonly #deps: {
+    store: Store;
+    builds: PushBuilds;
+    clock: Clock;
+    heads: HeadsSeen;
+    installations: InstallationLinks;
+    repos?: InstallationRepoRecorder;
+    previews?: Previews;
+  };
 
   /** `previews`: pull-request previews (with GitHub App settings); without it `pull_request` events are ignored. */
-  constructor(deps: { store: Store; builds: PushBuilds; clock: Clock; heads: HeadsSeen; installations: InstallationLinks; repos?: InstallationRepoRecorder; previews?: Previews }) {
+  constructor(deps: {
+    store: Store;
+    builds: PushBuilds;
+    clock: Clock;
+    heads: HeadsSeen;
+    installations: InstallationLinks;
+    repos?: InstallationRepoRecorder;
+    previews?: Previews;
+  }) {
     this.#deps = deps;
   }
 
@@ -43,7 +59,11 @@ export class DeliveryProcessor {
     if (event === 'installation') {
       // A workspace's secret proves only that the workspace sent it: it must not unlink or suspend anyone's integrations.
       if (workspaceId !== null) {
-        return { outcome: 'ignored', reason: "installation events are taken only from the GitHub App (signed with the server's secret), not from a workspace's repository webhook.", results: [] };
+        return {
+          outcome: 'ignored',
+          reason: "installation events are taken only from the GitHub App (signed with the server's secret), not from a workspace's repository webhook.",
+          results: [],
+        };
       }
       return this.#installation(payload as InstallationPayload);
     }
@@ -84,7 +104,12 @@ export class DeliveryProcessor {
       // so a push to a repository many deployments track never holds the event loop for all of them.
       if (!first) await new Promise<void>((resolve) => setImmediate(resolve));
       first = false;
-      const line = { tenant_id: deployment.tenant_id, deployment_id: deployment.id, deployment_name: deployment.name, integration_id: deployment.source_config.integration_id ?? null };
+      const line = {
+        tenant_id: deployment.tenant_id,
+        deployment_id: deployment.id,
+        deployment_name: deployment.name,
+        integration_id: deployment.source_config.integration_id ?? null,
+      };
       const integration: IntegrationRecord | null = line.integration_id ? await store.getIntegrationById(line.integration_id) : null;
       const own = deploymentSkip(deployment, integration, facts);
       const skip = wide ?? own;

@@ -1,5 +1,5 @@
 import type { BranchHeadReader } from '../../git/ls-remote.ts';
-import { reconcileTarget, type RemotePolicy } from '../../git/remote-policy.ts';
+import { type RemotePolicy, reconcileTarget } from '../../git/remote-policy.ts';
 import { repositoryOnHost } from '../../github/app-settings.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { Logger } from '../../logger.ts';
@@ -134,11 +134,10 @@ export class Reconciler {
           this.#queue.push({
             item,
             run: () =>
-              this.#read(item)
-                .then(resolve, (error: unknown) => {
-                  this.#deps.log.error('reconciler: reconciling a repository failed', { repo_url: item.url, branch: item.branch, error: String(error) });
-                  resolve(0);
-                }),
+              this.#read(item).then(resolve, (error: unknown) => {
+                this.#deps.log.error('reconciler: reconciling a repository failed', { repo_url: item.url, branch: item.branch, error: String(error) });
+                resolve(0);
+              }),
           });
         }),
     );
@@ -162,7 +161,8 @@ export class Reconciler {
       if (integrationBlock(deployment, integration)) continue;
       // A private repository's head is read with, and shared only among, deployments of one
       // integration: another workspace naming the same URL learns nothing through this read.
-      const withToken = this.#deps.repoAccess && policy.githubUrl && repositoryOnHost(repoUrl, policy.githubUrl) ? deployment.source_config.integration_id : null;
+      const withToken =
+        this.#deps.repoAccess && policy.githubUrl && repositoryOnHost(repoUrl, policy.githubUrl) ? deployment.source_config.integration_id : null;
       const key = withToken ? `${repoUrl}\n${branch}\n${withToken}` : `${repoUrl}\n${branch}`;
       if (this.#inFlight.has(key)) continue;
       const existing = byKey.get(key);
@@ -222,7 +222,12 @@ export class Reconciler {
       const credentials = item.integrationId ? await this.#deps.repoAccess!.credentials(item.url, item.integrationId) : null;
       head = credentials ? await readHead(credentials.url, item.branch, credentials.token) : await readHead(item.url, item.branch);
     } catch (error) {
-      log.warn('reconciler: could not read the branch head', { deployment_ids: item.deployments.map((d) => d.id), repo_url: item.url, branch: item.branch, error: String(error) });
+      log.warn('reconciler: could not read the branch head', {
+        deployment_ids: item.deployments.map((d) => d.id),
+        repo_url: item.url,
+        branch: item.branch,
+        error: String(error),
+      });
       return 0;
     }
     if (!head || this.#stopped) return 0;
@@ -230,7 +235,13 @@ export class Reconciler {
     for (const listed of item.deployments) {
       // The read may have taken a while: decide on the deployment as it is now.
       const deployment = await store.getDeployment(listed.tenant_id, listed.id);
-      if (!deployment || deployment.status === 'AWAITING_DELETE' || !deployment.source_config.build_on_push || deployment.source_config.repo_url !== listed.source_config.repo_url) continue;
+      if (
+        !deployment ||
+        deployment.status === 'AWAITING_DELETE' ||
+        !deployment.source_config.build_on_push ||
+        deployment.source_config.repo_url !== listed.source_config.repo_url
+      )
+        continue;
       if (trackedBranch(deployment.source_revision_config.repo_ref) !== item.branch) continue;
       if (await this.#reconcile(deployment, item.branch, head, readAt)) created += 1;
     }

@@ -79,7 +79,8 @@ export class WorkspaceWebhookSecrets {
   }
 
   #status(tenantId: string, stored: StoredWebhookSecret): WebhookSecretStatus {
-    const validUntil = stored.previous_secret_enc && stored.previous_valid_until && this.#deps.clock.now() < stored.previous_valid_until ? stored.previous_valid_until : null;
+    const validUntil =
+      stored.previous_secret_enc && stored.previous_valid_until && this.#deps.clock.now() < stored.previous_valid_until ? stored.previous_valid_until : null;
     return { payload_url: this.#deps.payloadUrl(tenantId), created_at: stored.created_at, previous_secret_valid_until: validUntil };
   }
 }

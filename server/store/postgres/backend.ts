@@ -1,16 +1,16 @@
+import { silentLogger } from '../../logger.ts';
 import { StartupError } from '../../startup-errors.ts';
-import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
-import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
+import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { CoreStore } from '../core.ts';
-import { SqlGithubTrustStore } from '../github-trust.ts';
 import { SqlGithubStore } from '../github.ts';
+import { SqlGithubTrustStore } from '../github-trust.ts';
 import { SqlInstallationRepoStore } from '../installation-repos.ts';
 import { SqlOAuthStore } from '../oauth.ts';
+import { postgresConnectionFailure, storageProblem } from '../storage-errors.ts';
 import { SqlUploadStore } from '../uploads.ts';
 import { SqlWebhookSecretStore } from '../webhook-secrets.ts';
 import { SqlWebhookStore } from '../webhooks.ts';
-import { silentLogger } from '../../logger.ts';
 import { PgCoordination } from './coordination.ts';
 import { migrate, PgDb } from './db.ts';
 

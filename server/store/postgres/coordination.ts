@@ -73,7 +73,13 @@ export class PgCoordination implements Coordination {
   }
 
   async #connect(): Promise<boolean> {
-    const client = new pg.Client({ connectionString: this.#url, application_name: `${APPLICATION_PREFIX}${this.processId}`, keepAlive: true, keepAliveInitialDelayMillis: 10_000, connectionTimeoutMillis: 10_000 });
+    const client = new pg.Client({
+      connectionString: this.#url,
+      application_name: `${APPLICATION_PREFIX}${this.processId}`,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      connectionTimeoutMillis: 10_000,
+    });
     // Both may come for one loss; `#lost` acts once per connection.
     let ended = false;
     client.on('error', (error) => this.#lost(client, error));
@@ -118,7 +124,8 @@ export class PgCoordination implements Coordination {
     if (this.#closed) return;
     this.#deaf = true;
     this.#log.warn('coordination: the listening connection was lost; reconnecting', { error: error ? String(error) : undefined });
-    for (const name of this.#leading) this.#log.warn('coordination: this process no longer leads (its connection, and with it the lock, is gone)', { singleton: name });
+    for (const name of this.#leading)
+      this.#log.warn('coordination: this process no longer leads (its connection, and with it the lock, is gone)', { singleton: name });
     this.#leading.clear();
     // Deaf from now until the connection is back: what is cached may change unheard. Drop it now,
     // and again once listening (see #connect).
@@ -199,7 +206,10 @@ export class PgCoordination implements Coordination {
         for (const notice of part) notice.sent(true);
       } catch (error) {
         // The changes they announce are stored; the other processes' resync (or next read) covers them.
-        this.#log.warn('coordination: notices could not be sent; other processes learn of the changes later', { topics: [...new Set(part.map((n) => n.topic))], error: String(error) });
+        this.#log.warn('coordination: notices could not be sent; other processes learn of the changes later', {
+          topics: [...new Set(part.map((n) => n.topic))],
+          error: String(error),
+        });
         for (const notice of part) notice.sent(false);
       }
     }
@@ -253,7 +263,12 @@ export class PgCoordination implements Coordination {
     });
     if (!(await this.#send({ p: this.processId, t: topic, k: key, a: ackId }))) this.#acks.get(ackId)?.done(false);
     const ok = await all;
-    if (!ok) this.#log.warn('coordination: not every process acknowledged a notice in time; the silent ones resync when they listen again', { topic, peers: peers.length, timeout_ms: timeoutMs });
+    if (!ok)
+      this.#log.warn('coordination: not every process acknowledged a notice in time; the silent ones resync when they listen again', {
+        topic,
+        peers: peers.length,
+        timeout_ms: timeoutMs,
+      });
     return ok;
   }
 

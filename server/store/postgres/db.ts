@@ -1,8 +1,8 @@
 import pg from 'pg';
-import { postgresConnectionFailure } from '../storage-errors.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
+import { postgresConnectionFailure } from '../storage-errors.ts';
 
 /** Something that runs SQL: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = { query: (text: string, values?: unknown[]) => Promise<pg.QueryResult> };

@@ -23,7 +23,14 @@ export function leaseQueries(d: Dialect) {
      */
     deadProcesses: `SELECT process_id FROM process_leases WHERE lease_expires_at < @now AND process_id <> @owner ORDER BY process_id${d.forUpdateSkipLocked}`,
     /** A dead process's revisions in progress, through `revisions_running`. No ORDER BY: it would read them all. */
-    takeOverFromProcess: d.updatePicked({ table: 'revisions', key: 'seq', set: 'runner_id = @owner', where: `runner_id = @dead AND ${RUNNING}`, limit: '@limit', returning: 'id, deployment_id' }),
+    takeOverFromProcess: d.updatePicked({
+      table: 'revisions',
+      key: 'seq',
+      set: 'runner_id = @owner',
+      where: `runner_id = @dead AND ${RUNNING}`,
+      limit: '@limit',
+      returning: 'id, deployment_id',
+    }),
     /** Once it holds nothing: a process that comes back finds no lease and re-checks what it holds. */
     forgetProcess: 'DELETE FROM process_leases WHERE process_id = @dead',
     /** Started revisions no process ever held (its process died before its first renewal), unchanged for a lease. */

@@ -16,4 +16,3 @@ export const RUNNING = `${UNFINISHED} AND status <> 'QUEUED'`;
  * skipped because a newer one superseded it must not come back on a redelivery and deploy an older commit.
  */
 export const PUSH_RETRYABLE = ['CREATE_FAILED', 'BUILD_FAILED', 'DEPLOY_FAILED', 'INTERRUPTED'];
-

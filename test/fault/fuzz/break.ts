@@ -54,10 +54,26 @@ const wrongValue = fc.oneof(
   fc.constant([]),
   fc.constant({}),
   fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 }),
-  fc.constantFrom('', ' ', '\u0000', '../../etc/passwd', "'; DROP TABLE deployments; --", '%00', '\uD800', 'ｆｕｌｌｗｉｄｔｈ', '🚀'.repeat(10), '1e309', '-0'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '\u0000',
+    '../../etc/passwd',
+    "'; DROP TABLE deployments; --",
+    '%00',
+    '\uD800',
+    'ｆｕｌｌｗｉｄｔｈ',
+    '🚀'.repeat(10),
+    '1e309',
+    '-0',
+  ),
 );
 
-const json = (value: unknown, why: string): RawBody => ({ bytes: Buffer.from(value === undefined ? '' : JSON.stringify(value)), contentType: 'application/json', why });
+const json = (value: unknown, why: string): RawBody => ({
+  bytes: Buffer.from(value === undefined ? '' : JSON.stringify(value)),
+  contentType: 'application/json',
+  why,
+});
 
 /**
  * Breaks a (mostly valid) body in the ways a client or an attacker would: missing, extra and
@@ -79,22 +95,54 @@ export function breakBody(valid: fc.Arbitrary<unknown>): fc.Arbitrary<RawBody> {
           `extra ${key} at ${at.join('.')}`,
         ),
       ),
-      fc.tuple(node, wrongValue).map(([at, wrong]) => json(replaceAt(value, at, () => wrong), `wrong type at ${at.join('.')}`)),
-      fc.tuple(node, fc.constantFrom(300, 70_000, 1_100_000)).map(([at, size]) => json(replaceAt(value, at, () => 'x'.repeat(size)), `string of ${size} at ${at.join('.')}`)),
-      fc.tuple(node, fc.constantFrom(65, 500, 5_000, 100_000), fc.boolean()).map(([at, depth, asArray]) =>
-        ({ bytes: nestedText(replaceAt(value, at, () => DEEP), depth, asArray), contentType: 'application/json', why: `nested ${depth} deep at ${at.join('.')}` }),
+      fc.tuple(node, wrongValue).map(([at, wrong]) =>
+        json(
+          replaceAt(value, at, () => wrong),
+          `wrong type at ${at.join('.')}`,
+        ),
       ),
+      fc.tuple(node, fc.constantFrom(300, 70_000, 1_100_000)).map(([at, size]) =>
+        json(
+          replaceAt(value, at, () => 'x'.repeat(size)),
+          `string of ${size} at ${at.join('.')}`,
+        ),
+      ),
+      fc.tuple(node, fc.constantFrom(65, 500, 5_000, 100_000), fc.boolean()).map(([at, depth, asArray]) => ({
+        bytes: nestedText(
+          replaceAt(value, at, () => DEEP),
+          depth,
+          asArray,
+        ),
+        contentType: 'application/json',
+        why: `nested ${depth} deep at ${at.join('.')}`,
+      })),
       fc.integer({ min: 0, max: 40 }).map((cut) => {
         const text = Buffer.from(JSON.stringify(value));
         const at = Math.min(cut, text.length);
-        return { bytes: Buffer.concat([text.subarray(0, at), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), text.subarray(at)]), contentType: 'application/json', why: 'invalid UTF-8' };
+        return {
+          bytes: Buffer.concat([text.subarray(0, at), Buffer.from([0xff, 0xfe, 0xc3, 0x28]), text.subarray(at)]),
+          contentType: 'application/json',
+          why: 'invalid UTF-8',
+        };
       }),
-      fc.integer({ min: 0, max: 60 }).map((cut) => ({ bytes: Buffer.from(JSON.stringify(value).slice(0, cut)), contentType: 'application/json', why: 'truncated JSON' })),
-      fc.constantFrom<string | undefined>(undefined, 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml', 'application/jsonx', 'json').map((contentType) => ({
-        bytes: Buffer.from(JSON.stringify(value)),
-        contentType,
-        why: `content type ${contentType ?? 'missing'}`,
-      })),
+      fc
+        .integer({ min: 0, max: 60 })
+        .map((cut) => ({ bytes: Buffer.from(JSON.stringify(value).slice(0, cut)), contentType: 'application/json', why: 'truncated JSON' })),
+      fc
+        .constantFrom<string | undefined>(
+          undefined,
+          'text/plain',
+          'application/x-www-form-urlencoded',
+          'multipart/form-data; boundary=x',
+          'application/xml',
+          'application/jsonx',
+          'json',
+        )
+        .map((contentType) => ({
+          bytes: Buffer.from(JSON.stringify(value)),
+          contentType,
+          why: `content type ${contentType ?? 'missing'}`,
+        })),
       fc.constant<RawBody>({ bytes: undefined, contentType: 'application/json', why: 'no body' }),
       fc.jsonValue({ maxDepth: 3 }).map((other) => json(other, 'another JSON value')),
     );
