@@ -85,7 +85,12 @@ export const Config = z
       .default('false')
       .transform((value) => value === 'true' || value === '1')
       .describe('`true` or `1`: accept `file:///` repository URLs (local repositories: tests and experiments on one machine).'),
-    DEPLOYMENT_DOMAIN: z.string().default('sandbox.localhost').describe('Domain of the automatic `custom_url` of `github` deployments.'),
+    DEPLOYMENT_DOMAIN: z
+      .string()
+      .default('sandbox.localhost')
+      .describe(
+        'Domain of the `custom_url` the server sets for `github`, `internal_source` and `internal_docker` deployments until an agent serving one reports its own URL (its `--public-url`).',
+      ),
     RECONCILE_INTERVAL_MS: z.coerce
       .number()
       .int()

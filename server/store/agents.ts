@@ -1,6 +1,7 @@
-import type { Db, Row } from './db.ts';
+import type { Row } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
 import { columns } from './rows.ts';
+import { SqlStore } from './sql-store.ts';
 import type { ListenerRecord } from './types.ts';
 
 /** Revision statuses an agent works on (the stages between queued and an end). */
@@ -65,19 +66,13 @@ export interface AgentStore {
  * `INSERT … ON CONFLICT … WHERE the lease has expired`: of two agents racing for one piece of work,
  * the second's write changes nothing and it looks again.
  */
-export class SqlAgentStore implements AgentStore {
-  readonly #sql: Db;
-  readonly #lease: ReturnType<typeof leaseQueries>;
-
-  constructor(db: Db) {
-    this.#sql = db;
-    this.#lease = leaseQueries(db.dialect);
-  }
+export class SqlAgentStore extends SqlStore implements AgentStore {
+  readonly #lease = leaseQueries(this.sql.dialect);
 
   // ------------------------------------------------------------ tokens
 
   async createToken(input: { id: string; listenerId: string; tenantId: string; tokenHash: string; now: string }): Promise<void> {
-    await this.#sql.run('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)', [
+    await this.sql.run('INSERT INTO listener_tokens (id, listener_id, tenant_id, token_hash, created_at) VALUES (?, ?, ?, ?, ?)', [
       input.id,
       input.listenerId,
       input.tenantId,
@@ -87,26 +82,26 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async findToken(tokenHash: string): Promise<(ListenerTokenRecord & { token_hash: string }) | null> {
-    const row = await this.#sql.row('SELECT * FROM listener_tokens WHERE token_hash = ?', [tokenHash]);
+    const row = await this.sql.row('SELECT * FROM listener_tokens WHERE token_hash = ?', [tokenHash]);
     return row ? { ...toListenerToken(row), token_hash: row.token_hash as string } : null;
   }
 
   async listTokens(listenerId: string): Promise<ListenerTokenRecord[]> {
-    return (await this.#sql.rows('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at', [listenerId])).map(
+    return (await this.sql.rows('SELECT * FROM listener_tokens WHERE listener_id = ? AND revoked_at IS NULL ORDER BY created_at', [listenerId])).map(
       toListenerToken,
     );
   }
 
   async revokeToken(listenerId: string, tokenId: string, now: string): Promise<boolean> {
     return (
-      (await this.#sql.run('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL', [now, tokenId, listenerId])) > 0
+      (await this.sql.run('UPDATE listener_tokens SET revoked_at = ? WHERE id = ? AND listener_id = ? AND revoked_at IS NULL', [now, tokenId, listenerId])) > 0
     );
   }
 
   // ------------------------------------------------------------ which listener serves what
 
   async servingListener(deploymentId: string): Promise<ListenerRecord | null> {
-    const row = await this.#sql.row(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`, [
+    const row = await this.sql.row(`SELECT l.id, l.compute_type FROM deployments d JOIN listeners l ON l.id = ${SERVING_LISTENER} WHERE d.id = ?`, [
       deploymentId,
     ]);
     return row ? ({ id: row.id, compute_type: row.compute_type } as ListenerRecord) : null;
@@ -115,7 +110,7 @@ export class SqlAgentStore implements AgentStore {
   async setDefaultListener(workspaceId: string, listenerId: string | null): Promise<boolean> {
     const sandbox = `(SELECT l.id FROM listeners l WHERE l.tenant_id = ? AND l.compute_type = 'sandbox' ORDER BY l.created_at, l.rowid LIMIT 1)`;
     return (
-      (await this.#sql.run(`UPDATE workspaces SET default_listener_id = COALESCE(CAST(? AS TEXT), ${sandbox}) WHERE id = ?`, [
+      (await this.sql.run(`UPDATE workspaces SET default_listener_id = COALESCE(CAST(? AS TEXT), ${sandbox}) WHERE id = ?`, [
         listenerId,
         workspaceId,
         workspaceId,
@@ -127,7 +122,7 @@ export class SqlAgentStore implements AgentStore {
 
   async claimNext(input: { listenerId: string; agentId: string; claimId: string; now: string; leaseUntil: string }): Promise<ClaimRecord | null> {
     // Only agent-served listeners hand out work: a sandbox listener's revisions are the control plane's own.
-    const listener = await this.#sql.row<{ compute_type: string }>('SELECT compute_type FROM listeners WHERE id = ?', [input.listenerId]);
+    const listener = await this.sql.row<{ compute_type: string }>('SELECT compute_type FROM listeners WHERE id = ?', [input.listenerId]);
     if (listener?.compute_type !== 'local' && listener?.compute_type !== 'k8s') return null;
     // A few rounds: a round only fails when another agent took the same work between our look and our write.
     for (let round = 0; round < 5; round++) {
@@ -141,7 +136,7 @@ export class SqlAgentStore implements AgentStore {
         lease_expires_at: input.leaseUntil,
         claimed_at: input.now,
       };
-      const taken = await this.#sql.run(
+      const taken = await this.sql.run(
         `INSERT INTO agent_claims (work_key, claim_id, listener_id, kind, revision_id, deployment_id, agent_id, lease_expires_at, claimed_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (work_key) DO UPDATE SET claim_id = excluded.claim_id, listener_id = excluded.listener_id, kind = excluded.kind,
@@ -168,7 +163,7 @@ export class SqlAgentStore implements AgentStore {
 
   async #findFree(listenerId: string, now: string): Promise<Pick<ClaimRecord, 'work_key' | 'kind' | 'revision_id' | 'deployment_id'> | null> {
     const free = (key: string) => `NOT EXISTS (SELECT 1 FROM agent_claims c WHERE c.work_key = ${key} AND c.lease_expires_at > ?)`;
-    const revision = await this.#sql.row(
+    const revision = await this.sql.row(
       `SELECT r.id, r.deployment_id FROM revisions r JOIN deployments d ON d.id = r.deployment_id
        WHERE r.status IN (${STAGES_SQL}) AND d.status != 'AWAITING_DELETE' AND ${SERVING_LISTENER} = ?
          AND ${free("'revision:' || r.id")}
@@ -182,7 +177,7 @@ export class SqlAgentStore implements AgentStore {
         revision_id: revision.id as string,
         deployment_id: revision.deployment_id as string,
       };
-    const teardown = await this.#sql.row(
+    const teardown = await this.sql.row(
       `SELECT d.id FROM deployments d WHERE d.status = 'AWAITING_DELETE' AND d.teardown_reported_at IS NULL AND ${SERVING_LISTENER} = ?
          AND ${free("'teardown:' || d.id")}
        ORDER BY d.updated_at LIMIT 1`,
@@ -192,20 +187,20 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async getClaim(listenerId: string, claimId: string): Promise<ClaimRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM agent_claims WHERE claim_id = ? AND listener_id = ?', [claimId, listenerId]);
+    const row = await this.sql.row('SELECT * FROM agent_claims WHERE claim_id = ? AND listener_id = ?', [claimId, listenerId]);
     return row ? (row as unknown as ClaimRecord) : null;
   }
 
   async renewClaim(claimId: string, leaseUntil: string): Promise<boolean> {
-    return (await this.#sql.run('UPDATE agent_claims SET lease_expires_at = ? WHERE claim_id = ?', [leaseUntil, claimId])) > 0;
+    return (await this.sql.run('UPDATE agent_claims SET lease_expires_at = ? WHERE claim_id = ?', [leaseUntil, claimId])) > 0;
   }
 
   async releaseClaim(claimId: string): Promise<void> {
-    await this.#sql.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
+    await this.sql.run('DELETE FROM agent_claims WHERE claim_id = ?', [claimId]);
   }
 
   async recordTeardownDone(deploymentId: string, now: string, claimId?: string): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       await tx.run("UPDATE deployments SET teardown_reported_at = ? WHERE id = ? AND status = 'AWAITING_DELETE' AND teardown_reported_at IS NULL", [
         now,
         deploymentId,
@@ -215,11 +210,11 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async teardownReported(deploymentId: string): Promise<boolean> {
-    return (await this.#sql.row('SELECT 1 AS reported FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL', [deploymentId])) !== undefined;
+    return (await this.sql.row('SELECT 1 AS reported FROM deployments WHERE id = ? AND teardown_reported_at IS NOT NULL', [deploymentId])) !== undefined;
   }
 
   async setRevisionCommit(revisionId: string, sha: string, now: string): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       // Set in the stored text (parse, set, print), so the key order stays as SQLite's json_set keeps it.
       const revision = await tx.row<{ source_revision_config: string }>(`SELECT source_revision_config FROM revisions WHERE id = ?${tx.dialect.forUpdate}`, [
         revisionId,
@@ -244,12 +239,12 @@ export class SqlAgentStore implements AgentStore {
 
   /** The URL template the listener's agent reported with its heartbeat (`{name}` in it), or null. */
   async agentPublicUrl(listenerId: string): Promise<string | null> {
-    const row = await this.#sql.row<{ agent_public_url: string | null }>('SELECT agent_public_url FROM listeners WHERE id = ?', [listenerId]);
+    const row = await this.sql.row<{ agent_public_url: string | null }>('SELECT agent_public_url FROM listeners WHERE id = ?', [listenerId]);
     return row?.agent_public_url ?? null;
   }
 
   async setCustomUrl(deploymentId: string, url: string, now: string): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       const row = await tx.row<{ source_config: string }>(`SELECT source_config FROM deployments WHERE id = ?${tx.dialect.forUpdate}`, [deploymentId]);
       if (!row) return;
       const sourceConfig = { ...(JSON.parse(row.source_config) as Record<string, unknown>), custom_url: url };
@@ -258,7 +253,7 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async recordHeartbeat(input: { listenerId: string; now: string; version?: string; capacity?: number; publicUrl?: string | null }): Promise<string[]> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       if (input.version !== undefined) {
         await tx.run('UPDATE listeners SET last_seen_at = ?, agent_version = ?, agent_capacity = ?, agent_public_url = ? WHERE id = ?', [
           input.now,
@@ -284,7 +279,7 @@ export class SqlAgentStore implements AgentStore {
 
   /** From the silent agent listeners to their deployments, each an index seek. */
   async markSilent(cutoff: string, now: string): Promise<string[]> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       const moved: string[] = [];
       for (const listener of await tx.rows(this.#lease.silentAgentListeners, { cutoff })) {
         for (const row of await tx.rows(this.#lease.servedInStatus, { listener: listener.id, status: 'READY' })) {
@@ -297,7 +292,7 @@ export class SqlAgentStore implements AgentStore {
   }
 
   async liveDeployments(listenerId: string): Promise<Array<{ deploymentId: string; revisionId: string }>> {
-    const rows = await this.#sql.rows<Row>(
+    const rows = await this.sql.rows<Row>(
       `SELECT d.id, d.active_revision_id FROM deployments d
        WHERE d.active_revision_id IS NOT NULL AND d.status != 'AWAITING_DELETE' AND ${SERVING_LISTENER} = ? ORDER BY d.created_at`,
       [listenerId],

@@ -14,6 +14,7 @@ import { leaseQueries } from './queries/leases.ts';
 import { TERMINAL } from './queries/statuses.ts';
 import { type Row, sealedIfSame, toApiKey, toDeployment, toIntegration, toListener, toRevision, toTracingProject, toWorkspace } from './rows.ts';
 import { NO_RULES, type StartRules, type StoreRules } from './rules.ts';
+import { SqlStore } from './sql-store.ts';
 import type {
   ApiKeyRecord,
   BootstrapResult,
@@ -67,17 +68,14 @@ type DeploymentColumns = {
  * row they start from (`forUpdate`), which serializes them per deployment on PostgreSQL as
  * SQLite's single writer does.
  */
-export class CoreStore implements Store {
-  protected readonly sql: Db;
+export class CoreStore extends SqlStore implements Store {
   protected readonly box: SecretBox;
-  protected readonly rules: StoreRules;
   protected readonly hot: ReturnType<typeof hotQueries>;
   protected readonly lease: ReturnType<typeof leaseQueries>;
 
   constructor(db: Db, box: SecretBox, rules: StoreRules = NO_RULES) {
-    this.sql = db;
+    super(db, rules);
     this.box = box;
-    this.rules = rules;
     this.hot = hotQueries(db.dialect);
     this.lease = leaseQueries(db.dialect);
   }
@@ -168,12 +166,13 @@ export class CoreStore implements Store {
   }
 
   async getDefaultWorkspace(organizationId: string): Promise<Workspace | null> {
+    // Inline, not through `first`: this is a hot path's read.
     const row = await this.sql.row(this.hot.defaultWorkspace, [organizationId]);
     return row ? toWorkspace(row) : null;
   }
 
   async createWorkspace(input: Workspace): Promise<void> {
-    try {
+    await this.refusingDuplicate({ kind: 'workspace_name_taken', name: input.name }, async () => {
       await this.sql.tx(async (tx) => {
         await tx.run('INSERT INTO workspaces (id, organization_id, name, is_default, created_at) VALUES (?, ?, ?, 0, ?)', [
           input.id,
@@ -184,10 +183,7 @@ export class CoreStore implements Store {
         // Every workspace can deploy to the sandbox from its first minute, as the default one can.
         await tx.run(SANDBOX_LISTENER, [crypto.randomUUID(), input.id, input.created_at, input.created_at]);
       });
-    } catch (error) {
-      if (this.sql.dialect.isUniqueViolation(error)) throw this.rules.refusal({ kind: 'workspace_name_taken', name: input.name });
-      throw error;
-    }
+    });
   }
 
   async listWorkspaces(organizationId: string): Promise<Workspace[]> {
@@ -515,11 +511,13 @@ export class CoreStore implements Store {
   // ------------------------------------------------------------ revisions and the pipeline
 
   async getRevision(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord | null> {
+    // Inline, not through `first`: this is a hot path's read.
     const row = await this.sql.row(this.hot.revision, [revisionId, deploymentId, tenantId]);
     return row ? toRevision(row) : null;
   }
 
   async getRevisionById(revisionId: string): Promise<RevisionRecord | null> {
+    // Inline, not through `first`: this is a hot path's read.
     const row = await this.sql.row(this.hot.revisionById, [revisionId]);
     return row ? toRevision(row) : null;
   }
@@ -738,7 +736,7 @@ export class CoreStore implements Store {
   // ------------------------------------------------------------ listeners
 
   async createListener(input: Listener): Promise<void> {
-    try {
+    await this.refusingDuplicate({ kind: 'listener_compute_id_taken', computeId: input.compute_id }, async () => {
       await this.sql.run(
         `INSERT INTO listeners (id, tenant_id, version, compute_type, compute_id, compute_config, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -753,15 +751,11 @@ export class CoreStore implements Store {
           input.updated_at,
         ],
       );
-    } catch (error) {
-      if (this.sql.dialect.isUniqueViolation(error)) throw this.rules.refusal({ kind: 'listener_compute_id_taken', computeId: input.compute_id });
-      throw error;
-    }
+    });
   }
 
   async getListener(tenantId: string, id: string): Promise<ListenerRecord | null> {
-    const row = await this.sql.row('SELECT * FROM listeners WHERE id = ? AND tenant_id = ?', [id, tenantId]);
-    return row ? toListener(row) : null;
+    return this.first(toListener, 'SELECT * FROM listeners WHERE id = ? AND tenant_id = ?', [id, tenantId]);
   }
 
   async servingComputeType(tenantId: string, listenerId: string | null): Promise<ComputeType | null> {
@@ -770,8 +764,7 @@ export class CoreStore implements Store {
   }
 
   async getListenerById(id: string): Promise<ListenerRecord | null> {
-    const row = await this.sql.row('SELECT * FROM listeners WHERE id = ?', [id]);
-    return row ? toListener(row) : null;
+    return this.first(toListener, 'SELECT * FROM listeners WHERE id = ?', [id]);
   }
 
   async listListeners(tenantId: string, limit: number, offset: number): Promise<Page<ListenerRecord>> {
@@ -803,7 +796,7 @@ export class CoreStore implements Store {
   // ------------------------------------------------------------ GitHub integrations
 
   async createIntegration(input: IntegrationRecord): Promise<void> {
-    try {
+    await this.refusingDuplicate({ kind: 'installation_linked_here', installationId: input.installation_id }, async () => {
       await this.sql.tx(async (tx) => {
         // An installation belongs to one GitHub account, so to one organization here: the first to
         // link it owns it, and no other organization can claim it (or read its deliveries). Links
@@ -823,15 +816,11 @@ export class CoreStore implements Store {
           input.created_at,
         ]);
       });
-    } catch (error) {
-      if (this.sql.dialect.isUniqueViolation(error)) throw this.rules.refusal({ kind: 'installation_linked_here', installationId: input.installation_id });
-      throw error;
-    }
+    });
   }
 
   async getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null> {
-    const row = await this.sql.row('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?', [id, tenantId]);
-    return row ? toIntegration(row) : null;
+    return this.first(toIntegration, 'SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?', [id, tenantId]);
   }
 
   async listIntegrations(tenantId: string): Promise<IntegrationRecord[]> {
@@ -843,6 +832,7 @@ export class CoreStore implements Store {
   }
 
   async getIntegrationById(id: string): Promise<IntegrationRecord | null> {
+    // Inline, not through `first`: this is a hot path's read.
     const row = await this.sql.row(this.hot.integrationById, [id]);
     return row ? toIntegration(row) : null;
   }
@@ -865,8 +855,7 @@ export class CoreStore implements Store {
   // ------------------------------------------------------------ tracing projects
 
   async getTracingProject(tenantId: string, id: string): Promise<TracingProject | null> {
-    const row = await this.sql.row('SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?', [id, tenantId]);
-    return row ? toTracingProject(row) : null;
+    return this.first(toTracingProject, 'SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?', [id, tenantId]);
   }
 
   async listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>> {

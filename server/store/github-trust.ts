@@ -1,6 +1,6 @@
 import type { ApiKey } from '../../shared/schemas/api-key.ts';
 import type { GithubTrust } from '../../shared/schemas/github-trust.ts';
-import type { Db } from './db.ts';
+import { SqlStore } from './sql-store.ts';
 
 /** A key minted from an ID token, as stored: its hash, when it ends, and the claims (JSON) it was minted for. */
 export type MintedKeyRow = Omit<ApiKey, 'expires_at' | 'github_actions'> & { key_hash: string; expires_at: string; minted_for: string };
@@ -74,33 +74,27 @@ function keyValues(key: MintedKeyRow): unknown[] {
 }
 
 /** Keyless CI's storage, on either database. */
-export class SqlGithubTrustStore implements GithubTrustStore {
-  readonly #sql: Db;
-
-  constructor(db: Db) {
-    this.#sql = db;
-  }
-
+export class SqlGithubTrustStore extends SqlStore implements GithubTrustStore {
   async create(entry: GithubTrust): Promise<void> {
-    await this.#sql.run(TRUST_SQL.insert, trustValues(entry));
+    await this.sql.run(TRUST_SQL.insert, trustValues(entry));
   }
 
   async list(tenantId: string): Promise<GithubTrust[]> {
-    return (await this.#sql.rows(TRUST_SQL.list, [tenantId])).map(toGithubTrust);
+    return (await this.sql.rows(TRUST_SQL.list, [tenantId])).map(toGithubTrust);
   }
 
   async remove(tenantId: string, id: string): Promise<boolean> {
-    return (await this.#sql.run(TRUST_SQL.remove, [tenantId, id])) > 0;
+    return (await this.sql.run(TRUST_SQL.remove, [tenantId, id])) > 0;
   }
 
   async forRepository(repositoryId: string): Promise<GithubTrust[]> {
-    return (await this.#sql.rows(TRUST_SQL.forRepository, [repositoryId])).map(toGithubTrust);
+    return (await this.sql.rows(TRUST_SQL.forRepository, [repositoryId])).map(toGithubTrust);
   }
 
   async mintKey(input: { jti: string; jtiExpiresAt: string; now: string; key: MintedKeyRow }): Promise<MintOutcome> {
     // The primary key on `jti` decides between processes: of two exchanges of one token, the
     // second's insert waits for the first's commit and then inserts nothing.
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       await tx.run(TRUST_SQL.forgetExpiredJtis, [input.now]);
       if ((await tx.run(TRUST_SQL.useJti, [input.jti, input.jtiExpiresAt])) === 0) return 'jti-used';
       await tx.run(TRUST_SQL.insertKey, keyValues(input.key));

@@ -1,6 +1,6 @@
-import type { Db, Row } from './db.ts';
+import type { Row } from './db.ts';
 import { toIntegration } from './rows.ts';
-import { NO_RULES, type StoreRules } from './rules.ts';
+import { SqlStore } from './sql-store.ts';
 import type { IntegrationRecord } from './types.ts';
 
 /** The single-use `state` of an install URL, bound to a workspace. */
@@ -108,18 +108,9 @@ function toGithubDeployment(row: Row): GithubDeploymentRecord {
 }
 
 /** The GitHub round trip's storage, on either database. */
-export class SqlGithubStore implements GithubStore {
-  readonly #sql: Db;
-
-  readonly #rules: StoreRules;
-
-  constructor(db: Db, rules: StoreRules = NO_RULES) {
-    this.#sql = db;
-    this.#rules = rules;
-  }
-
+export class SqlGithubStore extends SqlStore implements GithubStore {
   async createSetupState(state: SetupState): Promise<void> {
-    await this.#sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
+    await this.sql.run('INSERT INTO github_setup_states (id, tenant_id, name, expires_at, created_at) VALUES (?, ?, ?, ?, ?)', [
       state.id,
       state.tenant_id,
       state.name,
@@ -129,18 +120,18 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async takeSetupState(id: string): Promise<SetupState | null> {
-    return (await this.#sql.row<SetupState>('DELETE FROM github_setup_states WHERE id = ? RETURNING *', [id])) ?? null;
+    return (await this.sql.row<SetupState>('DELETE FROM github_setup_states WHERE id = ? RETURNING *', [id])) ?? null;
   }
 
   async linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       // The same key as linking by a bare id: links of one installation are made one at a time.
       await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
       const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [
         integration.installation_id,
         integration.tenant_id,
       ]);
-      if (others.some((o) => o.proven)) throw this.#rules.refusal({ kind: 'installation_linked_elsewhere', installationId: integration.installation_id });
+      if (others.some((o) => o.proven)) throw this.rules.refusal({ kind: 'installation_linked_elsewhere', installationId: integration.installation_id });
       for (const other of others) await tx.run('DELETE FROM github_integrations WHERE id = ?', [other.id]);
       let row = await tx.row<Row>('SELECT * FROM github_integrations WHERE tenant_id = ? AND installation_id = ?', [
         integration.tenant_id,
@@ -166,42 +157,42 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async accountOf(integrationId: string): Promise<InstallationAccount | null> {
-    const row = await this.#sql.row<Row>('SELECT * FROM github_installation_accounts WHERE integration_id = ?', [integrationId]);
+    const row = await this.sql.row<Row>('SELECT * FROM github_installation_accounts WHERE integration_id = ?', [integrationId]);
     return row ? toAccount(row) : null;
   }
 
   async dueEvents(now: string, limit: number): Promise<OutboxEvent[]> {
-    const rows = await this.#sql.rows<OutboxEvent>(GITHUB_SQL.dueEvents, [now, limit]);
+    const rows = await this.sql.rows<OutboxEvent>(GITHUB_SQL.dueEvents, [now, limit]);
     return rows.map((r) => ({ ...r, id: Number(r.id), attempts: Number(r.attempts) }));
   }
 
   async finishEvent(id: number, outcome: string, now: string): Promise<void> {
-    await this.#sql.run('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?', [now, outcome, id]);
+    await this.sql.run('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?', [now, outcome, id]);
   }
 
   async retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void> {
-    await this.#sql.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
+    await this.sql.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
   }
 
   async noteEvent(id: number, outcome: string): Promise<void> {
-    await this.#sql.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
+    await this.sql.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
   }
 
   async prune(sentBefore: string, now: string): Promise<number> {
-    const events = await this.#sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
-    return events + (await this.#sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
+    const events = await this.sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
+    return events + (await this.sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
   }
 
   async pendingCount(): Promise<number> {
-    return Number((await this.#sql.row<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
+    return Number((await this.sql.row<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))?.n ?? 0);
   }
 
   async wasSent(revisionId: string, call: string, state: string): Promise<boolean> {
-    return (await this.#sql.row('SELECT 1 AS sent FROM github_sent WHERE revision_id = ? AND call = ? AND state = ?', [revisionId, call, state])) !== undefined;
+    return (await this.sql.row('SELECT 1 AS sent FROM github_sent WHERE revision_id = ? AND call = ? AND state = ?', [revisionId, call, state])) !== undefined;
   }
 
   async markSent(revisionId: string, call: string, state: string, now: string): Promise<void> {
-    await this.#sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [
+    await this.sql.run('INSERT INTO github_sent (revision_id, call, state, sent_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [
       revisionId,
       call,
       state,
@@ -210,12 +201,12 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async githubDeployment(revisionId: string): Promise<GithubDeploymentRecord | null> {
-    const row = await this.#sql.row<Row>('SELECT * FROM github_deployments WHERE revision_id = ?', [revisionId]);
+    const row = await this.sql.row<Row>('SELECT * FROM github_deployments WHERE revision_id = ?', [revisionId]);
     return row ? toGithubDeployment(row) : null;
   }
 
   async recordGithubDeployment(r: GithubDeploymentRecord): Promise<void> {
-    await this.#sql.run(
+    await this.sql.run(
       `INSERT INTO github_deployments (revision_id, deployment_id, github_deployment_id, installation_id, owner, repo, sha, environment, environment_url, log_url, last_state, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
@@ -236,24 +227,24 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async setGithubDeploymentState(revisionId: string, state: string): Promise<void> {
-    await this.#sql.run('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?', [state, revisionId]);
+    await this.sql.run('UPDATE github_deployments SET last_state = ? WHERE revision_id = ?', [state, revisionId]);
   }
 
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {
-    return (await this.#sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(
+    return (await this.sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(
       toGithubDeployment,
     );
   }
 
   async recordPreview(p: PreviewRecord): Promise<void> {
-    await this.#sql.run(
+    await this.sql.run(
       'INSERT INTO github_previews (deployment_id, parent_deployment_id, tenant_id, pull_request, last_activity_at, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
       [p.deployment_id, p.parent_deployment_id, p.tenant_id, p.pull_request, p.last_activity_at, p.created_at],
     );
   }
 
   async previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null> {
-    const row = await this.#sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [
+    const row = await this.sql.row<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? AND pull_request = ?', [
       parentDeploymentId,
       pullRequest,
     ]);
@@ -261,21 +252,21 @@ export class SqlGithubStore implements GithubStore {
   }
 
   async previewsOf(parentDeploymentId: string): Promise<PreviewRecord[]> {
-    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(
+    return (await this.sql.rows<PreviewRecord>('SELECT * FROM github_previews WHERE parent_deployment_id = ? ORDER BY created_at', [parentDeploymentId])).map(
       toPreview,
     );
   }
 
   async allPreviews(): Promise<PreviewRecord[]> {
-    return (await this.#sql.rows<PreviewRecord>('SELECT * FROM github_previews ORDER BY created_at')).map(toPreview);
+    return (await this.sql.rows<PreviewRecord>('SELECT * FROM github_previews ORDER BY created_at')).map(toPreview);
   }
 
   async touchPreview(deploymentId: string, now: string): Promise<void> {
-    await this.#sql.run('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?', [now, deploymentId]);
+    await this.sql.run('UPDATE github_previews SET last_activity_at = ? WHERE deployment_id = ?', [now, deploymentId]);
   }
 
   async forgetPreview(deploymentId: string): Promise<void> {
-    await this.#sql.run('DELETE FROM github_previews WHERE deployment_id = ?', [deploymentId]);
+    await this.sql.run('DELETE FROM github_previews WHERE deployment_id = ?', [deploymentId]);
   }
 }
 

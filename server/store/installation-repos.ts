@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import { SqlStore } from './sql-store.ts';
 
 export type InstallationRepo = { repo_id: number; name: string; owner: string; url: string; default_branch: string | null };
 
@@ -11,15 +11,9 @@ export interface InstallationRepoStore {
 }
 
 /** The repositories GitHub reported per installation, on either database. */
-export class SqlInstallationRepoStore implements InstallationRepoStore {
-  readonly #sql: Db;
-
-  constructor(db: Db) {
-    this.#sql = db;
-  }
-
+export class SqlInstallationRepoStore extends SqlStore implements InstallationRepoStore {
   async upsertRepos(installationId: number, repos: InstallationRepo[], now: string, replaceAll: boolean): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       if (replaceAll) await tx.run('DELETE FROM github_installation_repos WHERE installation_id = ?', [installationId]);
       for (const repo of repos) {
         await tx.run(
@@ -34,16 +28,16 @@ export class SqlInstallationRepoStore implements InstallationRepoStore {
   }
 
   async removeRepos(installationId: number, repoIds: number[]): Promise<void> {
-    await this.#sql.run(`DELETE FROM github_installation_repos WHERE installation_id = ? AND ${this.#sql.dialect.inList('repo_id', '?', 'bigint')}`, [
+    await this.sql.run(`DELETE FROM github_installation_repos WHERE installation_id = ? AND ${this.sql.dialect.inList('repo_id', '?', 'bigint')}`, [
       installationId,
-      this.#sql.dialect.list(repoIds),
+      this.sql.dialect.list(repoIds),
     ]);
   }
 
   async listRepos(installationId: number): Promise<InstallationRepo[]> {
     // Byte order, as SQLite sorts text, whatever the database's locale.
-    return this.#sql.rows<InstallationRepo>(
-      `SELECT repo_id, name, owner, url, default_branch FROM github_installation_repos WHERE installation_id = ? ORDER BY owner${this.#sql.dialect.byteOrder}, name${this.#sql.dialect.byteOrder}`,
+    return this.sql.rows<InstallationRepo>(
+      `SELECT repo_id, name, owner, url, default_branch FROM github_installation_repos WHERE installation_id = ? ORDER BY owner${this.sql.dialect.byteOrder}, name${this.sql.dialect.byteOrder}`,
       [installationId],
     );
   }

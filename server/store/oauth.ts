@@ -1,7 +1,7 @@
 import type { CodeChallengeMethod, TokenEndpointAuthMethod } from '../../shared/schemas/oauth.ts';
-import type { Db, Row } from './db.ts';
+import type { Row } from './db.ts';
 import { columns } from './rows.ts';
-import { NO_RULES, type StoreRules } from './rules.ts';
+import { SqlStore } from './sql-store.ts';
 
 /** A provider as stored; the client secret stays sealed until a token request needs it. */
 export type ProviderRecord = {
@@ -105,91 +105,65 @@ export interface OAuthStore {
   deleteToken(id: string): Promise<void>;
 }
 
+/** A provider's settings, in the column order both its INSERT and its UPDATE write them. */
+function providerSettings(p: ProviderRecord): unknown[] {
+  return [
+    p.name,
+    p.client_id,
+    p.client_secret_sealed,
+    p.auth_url,
+    p.token_url,
+    p.uses_pkce ? 1 : 0,
+    p.code_challenge_method,
+    p.token_endpoint_auth_method,
+    p.provider_type,
+  ];
+}
+
 /** The OAuth tables, on either database. */
-export class SqlOAuthStore implements OAuthStore {
-  readonly #sql: Db;
-  readonly #rules: StoreRules;
-
-  constructor(db: Db, rules: StoreRules = NO_RULES) {
-    this.#sql = db;
-    this.#rules = rules;
-  }
-
+export class SqlOAuthStore extends SqlStore implements OAuthStore {
   async createProvider(p: ProviderRecord): Promise<void> {
-    try {
-      await this.#sql.run(
+    await this.refusingDuplicate({ kind: 'oauth_provider_taken', providerId: p.provider_id }, async () => {
+      await this.sql.run(
         `INSERT INTO oauth_providers (id, organization_id, provider_id, name, client_id, client_secret_sealed, auth_url, token_url,
            uses_pkce, code_challenge_method, token_endpoint_auth_method, provider_type, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
-          p.id,
-          p.organization_id,
-          p.provider_id,
-          p.name,
-          p.client_id,
-          p.client_secret_sealed,
-          p.auth_url,
-          p.token_url,
-          p.uses_pkce ? 1 : 0,
-          p.code_challenge_method,
-          p.token_endpoint_auth_method,
-          p.provider_type,
-          p.created_at,
-          p.updated_at,
-        ],
+        [p.id, p.organization_id, p.provider_id, ...providerSettings(p), p.created_at, p.updated_at],
       );
-    } catch (error) {
-      if (this.#sql.dialect.isUniqueViolation(error)) throw this.#rules.refusal({ kind: 'oauth_provider_taken', providerId: p.provider_id });
-      throw error;
-    }
+    });
   }
 
   async listProviders(organizationId: string): Promise<ProviderRecord[]> {
-    return (await this.#sql.rows('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC', [organizationId])).map(
+    return (await this.sql.rows('SELECT * FROM oauth_providers WHERE organization_id = ? ORDER BY created_at DESC, rowid DESC', [organizationId])).map(
       toProvider,
     );
   }
 
   async getProvider(organizationId: string, id: string): Promise<ProviderRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_providers WHERE id = ? AND organization_id = ?', [id, organizationId]);
-    return row ? toProvider(row) : null;
+    return this.first(toProvider, 'SELECT * FROM oauth_providers WHERE id = ? AND organization_id = ?', [id, organizationId]);
   }
 
   async getProviderBySlug(organizationId: string, providerId: string): Promise<ProviderRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_providers WHERE provider_id = ? AND organization_id = ?', [providerId, organizationId]);
-    return row ? toProvider(row) : null;
+    return this.first(toProvider, 'SELECT * FROM oauth_providers WHERE provider_id = ? AND organization_id = ?', [providerId, organizationId]);
   }
 
   async updateProvider(p: ProviderRecord): Promise<boolean> {
-    const changed = await this.#sql.run(
+    const changed = await this.sql.run(
       `UPDATE oauth_providers SET name = ?, client_id = ?, client_secret_sealed = ?, auth_url = ?, token_url = ?, uses_pkce = ?,
          code_challenge_method = ?, token_endpoint_auth_method = ?, provider_type = ?, updated_at = ?
        WHERE id = ? AND organization_id = ?`,
-      [
-        p.name,
-        p.client_id,
-        p.client_secret_sealed,
-        p.auth_url,
-        p.token_url,
-        p.uses_pkce ? 1 : 0,
-        p.code_challenge_method,
-        p.token_endpoint_auth_method,
-        p.provider_type,
-        p.updated_at,
-        p.id,
-        p.organization_id,
-      ],
+      [...providerSettings(p), p.updated_at, p.id, p.organization_id],
     );
     return changed === 1;
   }
 
   async deleteProvider(organizationId: string, id: string): Promise<boolean> {
     // Flows and tokens go with it (ON DELETE CASCADE), in the statement's own transaction.
-    return (await this.#sql.run('DELETE FROM oauth_providers WHERE id = ? AND organization_id = ?', [id, organizationId])) === 1;
+    return (await this.sql.run('DELETE FROM oauth_providers WHERE id = ? AND organization_id = ?', [id, organizationId])) === 1;
   }
 
   async createFlow(f: FlowRecord, forgetBefore: string): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       await tx.run('DELETE FROM oauth_flows WHERE organization_id = ? AND created_at < ?', [f.organization_id, forgetBefore]);
       await tx.run(
         `INSERT INTO oauth_flows (id, organization_id, workspace_id, provider_ref, state_hash, user_id, agent_id, scopes, redirect_uri, code_verifier_sealed,
@@ -220,19 +194,17 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async getFlow(workspaceId: string, id: string): Promise<FlowRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_flows WHERE id = ? AND workspace_id = ?', [id, workspaceId]);
-    return row ? toFlow(row) : null;
+    return this.first(toFlow, 'SELECT * FROM oauth_flows WHERE id = ? AND workspace_id = ?', [id, workspaceId]);
   }
 
   async findFlowByState(stateHash: string): Promise<FlowRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_flows WHERE state_hash = ?', [stateHash]);
-    return row ? toFlow(row) : null;
+    return this.first(toFlow, 'SELECT * FROM oauth_flows WHERE state_hash = ?', [stateHash]);
   }
 
   async claimFlow(id: string, now: string): Promise<boolean> {
     // One statement: of two callbacks racing, exactly one moves the flow from pending.
     return (
-      (await this.#sql.run("UPDATE oauth_flows SET status = 'exchanging', updated_at = ? WHERE id = ? AND status = 'pending' AND expires_at > ?", [
+      (await this.sql.run("UPDATE oauth_flows SET status = 'exchanging', updated_at = ? WHERE id = ? AND status = 'pending' AND expires_at > ?", [
         now,
         id,
         now,
@@ -241,7 +213,7 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async completeFlow(flowId: string, t: TokenRecord, now: string): Promise<TokenRecord> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       const row = await tx.row(
         `INSERT INTO oauth_tokens (id, organization_id, workspace_id, provider_ref, user_id, agent_id, scopes, access_token_sealed, refresh_token_sealed,
            token_type, expires_at, is_default, provider_account_label, created_at, updated_at)
@@ -280,32 +252,30 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async failFlow(id: string, error: string, descriptionSealed: string | null, now: string): Promise<void> {
-    await this.#sql.run(
+    await this.sql.run(
       "UPDATE oauth_flows SET status = 'failed', error = ?, error_description = ?, code_verifier_sealed = NULL, updated_at = ? WHERE id = ? AND status IN ('pending', 'exchanging')",
       [error, descriptionSealed, now, id],
     );
   }
 
   async getToken(providerRef: string, workspaceId: string, userId: string, agentId: string): Promise<TokenRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?', [
+    return this.first(toToken, 'SELECT * FROM oauth_tokens WHERE provider_ref = ? AND workspace_id = ? AND user_id = ? AND agent_id = ?', [
       providerRef,
       workspaceId,
       userId,
       agentId,
     ]);
-    return row ? toToken(row) : null;
   }
 
   async getTokenById(id: string): Promise<TokenRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM oauth_tokens WHERE id = ?', [id]);
-    return row ? toToken(row) : null;
+    return this.first(toToken, 'SELECT * FROM oauth_tokens WHERE id = ?', [id]);
   }
 
   async listTokens(workspaceId: string, providerRef: string | null): Promise<TokenRecord[]> {
     const rows =
       providerRef === null
-        ? await this.#sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC', [workspaceId])
-        : await this.#sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ? ORDER BY created_at DESC, rowid DESC', [
+        ? await this.sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? ORDER BY created_at DESC, rowid DESC', [workspaceId])
+        : await this.sql.rows('SELECT * FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ? ORDER BY created_at DESC, rowid DESC', [
             workspaceId,
             providerRef,
           ]);
@@ -313,7 +283,7 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async deleteTokens(workspaceId: string, providerRef: string): Promise<number> {
-    return this.#sql.run('DELETE FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ?', [workspaceId, providerRef]);
+    return this.sql.run('DELETE FROM oauth_tokens WHERE workspace_id = ? AND provider_ref = ?', [workspaceId, providerRef]);
   }
 
   async updateTokenMetadata(
@@ -322,7 +292,7 @@ export class SqlOAuthStore implements OAuthStore {
     f: { is_default: boolean; provider_account_label: string | null; updated_at: string },
   ): Promise<boolean> {
     return (
-      (await this.#sql.run('UPDATE oauth_tokens SET is_default = ?, provider_account_label = ?, updated_at = ? WHERE id = ? AND workspace_id = ?', [
+      (await this.sql.run('UPDATE oauth_tokens SET is_default = ?, provider_account_label = ?, updated_at = ? WHERE id = ? AND workspace_id = ?', [
         f.is_default ? 1 : 0,
         f.provider_account_label,
         f.updated_at,
@@ -333,14 +303,14 @@ export class SqlOAuthStore implements OAuthStore {
   }
 
   async updateToken(t: TokenRecord): Promise<void> {
-    await this.#sql.run(
+    await this.sql.run(
       'UPDATE oauth_tokens SET scopes = ?, access_token_sealed = ?, refresh_token_sealed = ?, token_type = ?, expires_at = ?, updated_at = ? WHERE id = ?',
       [JSON.stringify(t.scopes), t.access_token_sealed, t.refresh_token_sealed, t.token_type, t.expires_at, t.updated_at, t.id],
     );
   }
 
   async deleteToken(id: string): Promise<void> {
-    await this.#sql.run('DELETE FROM oauth_tokens WHERE id = ?', [id]);
+    await this.sql.run('DELETE FROM oauth_tokens WHERE id = ?', [id]);
   }
 }
 

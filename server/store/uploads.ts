@@ -1,6 +1,7 @@
-import type { Db, Row } from './db.ts';
+import type { Row } from './db.ts';
 import { leaseQueries } from './queries/leases.ts';
 import { columns } from './rows.ts';
+import { SqlStore } from './sql-store.ts';
 import type { WorkLease } from './types.ts';
 
 export type UploadRecord = {
@@ -64,15 +65,9 @@ const USED_BYTES =
   "SELECT coalesce(sum(CASE WHEN state = 'complete' THEN size ELSE reserved_bytes END), 0) AS n FROM uploads WHERE tenant_id = ? AND state IN ('complete', 'receiving')";
 
 /** Uploaded source tarballs in chunk rows (a BLOB on SQLite, `bytea` on PostgreSQL), on either database. */
-export class SqlUploadStore implements UploadStore {
-  readonly #sql: Db;
-
-  constructor(db: Db) {
-    this.#sql = db;
-  }
-
+export class SqlUploadStore extends SqlStore implements UploadStore {
   async createUpload(input: Omit<UploadRecord, 'state' | 'size'> & { created_at: string }): Promise<void> {
-    await this.#sql.run(
+    await this.sql.run(
       `INSERT INTO uploads (id, deployment_id, tenant_id, object_path, state, expires_at, created_at)
        VALUES (?, ?, ?, ?, 'issued', ?, ?)`,
       [input.id, input.deployment_id, input.tenant_id, input.object_path, input.expires_at, input.created_at],
@@ -80,12 +75,11 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async getUpload(id: string): Promise<UploadRecord | null> {
-    const row = await this.#sql.row('SELECT * FROM uploads WHERE id = ?', [id]);
-    return row ? toUpload(row) : null;
+    return this.first(toUpload, 'SELECT * FROM uploads WHERE id = ?', [id]);
   }
 
   async claimUpload(id: string, lease: WorkLease): Promise<ClaimOutcome> {
-    return this.#sql.tx(async (tx): Promise<ClaimOutcome> => {
+    return this.sql.tx(async (tx): Promise<ClaimOutcome> => {
       // Locked: of two PUTs racing for one URL, one claims it and the other sees it in use.
       const row = await tx.row<{ state: string }>(`SELECT state FROM uploads WHERE id = ?${tx.dialect.forUpdate}`, [id]);
       if (!row) return 'not_found';
@@ -101,11 +95,11 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async renewUploadLeases(lease: WorkLease): Promise<number> {
-    return this.#sql.run(leaseQueries(this.#sql.dialect).renewUploadLeases, { until: lease.until, owner: lease.owner });
+    return this.sql.run(leaseQueries(this.sql.dialect).renewUploadLeases, { until: lease.until, owner: lease.owner });
   }
 
   async reserveUploadBytes(input: { id: string; tenantId: string; owner: string; bytes: number; quotaBytes: number }): Promise<boolean> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       await tx.dialect.serialize(tx, `upload-quota:${input.tenantId}`);
       const used = Number((await tx.row<{ n: string | number }>(USED_BYTES, [input.tenantId]))?.n ?? 0);
       if (used + input.bytes > input.quotaBytes) return false;
@@ -121,12 +115,12 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async writeChunk(id: string, seq: number, data: Buffer): Promise<void> {
-    await this.#sql.run('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)', [id, seq, data]);
+    await this.sql.run('INSERT INTO upload_chunks (upload_id, seq, data) VALUES (?, ?, ?)', [id, seq, data]);
   }
 
   async completeUpload(id: string, size: number, now: string, owner: string): Promise<boolean> {
     return (
-      (await this.#sql.run(
+      (await this.sql.run(
         "UPDATE uploads SET state = 'complete', size = ?, reserved_bytes = 0, completed_at = ? WHERE id = ? AND state = 'receiving' AND receiver_id = ?",
         [size, now, id, owner],
       )) === 1
@@ -134,7 +128,7 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async releaseUpload(id: string, owner: string): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       const released = await tx.run(
         "UPDATE uploads SET state = 'issued', receiver_id = NULL, receive_lease_expires_at = NULL, reserved_bytes = 0 WHERE id = ? AND state = 'receiving' AND receiver_id = ?",
         [id, owner],
@@ -144,7 +138,7 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async releaseInterruptedUploads(now: string): Promise<number> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       // Locked and re-checked: an upload whose receiver renewed its lease meanwhile is left alone.
       const gone = await tx.rows<{ id: string }>(
         `SELECT id FROM uploads WHERE state = 'receiving' AND (receive_lease_expires_at IS NULL OR receive_lease_expires_at < ?)${tx.dialect.forUpdateSkipLocked}`,
@@ -161,18 +155,17 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async findCompleteUpload(deploymentId: string, objectPath: string): Promise<UploadRecord | null> {
-    const row = await this.#sql.row("SELECT * FROM uploads WHERE deployment_id = ? AND object_path = ? AND state = 'complete'", [deploymentId, objectPath]);
-    return row ? toUpload(row) : null;
+    return this.first(toUpload, "SELECT * FROM uploads WHERE deployment_id = ? AND object_path = ? AND state = 'complete'", [deploymentId, objectPath]);
   }
 
   async readChunk(id: string, seq: number): Promise<Buffer | null> {
-    return (await this.#sql.row<{ data: Buffer }>('SELECT data FROM upload_chunks WHERE upload_id = ? AND seq = ?', [id, seq]))?.data ?? null;
+    return (await this.sql.row<{ data: Buffer }>('SELECT data FROM upload_chunks WHERE upload_id = ? AND seq = ?', [id, seq]))?.data ?? null;
   }
 
   async removeStaleUploads(deploymentId: string | null, now: string, unusedBefore: string): Promise<number> {
     const scope = deploymentId === null ? '' : ' AND u.deployment_id = ?';
     const scoped = deploymentId === null ? [] : [deploymentId];
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       let removed = await tx.run(`DELETE FROM uploads AS u WHERE u.state = 'issued' AND u.expires_at < ?${scope}`, [now, ...scoped]);
       // Chunk rows go with their upload (ON DELETE CASCADE).
       removed += await tx.run(
@@ -187,12 +180,12 @@ export class SqlUploadStore implements UploadStore {
   }
 
   async workspaceUploadBytes(tenantId: string): Promise<number> {
-    const row = await this.#sql.row<{ n: string | number }>(USED_BYTES, [tenantId]);
+    const row = await this.sql.row<{ n: string | number }>(USED_BYTES, [tenantId]);
     return Number(row?.n ?? 0);
   }
 
   async openUploadCount(deploymentId: string, now: string): Promise<number> {
-    const row = await this.#sql.row<{ n: string | number }>(
+    const row = await this.sql.row<{ n: string | number }>(
       "SELECT count(*) AS n FROM uploads WHERE deployment_id = ? AND state IN ('issued', 'receiving') AND expires_at >= ?",
       [deploymentId, now],
     );

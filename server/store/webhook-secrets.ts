@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import { SqlStore } from './sql-store.ts';
 
 /** A workspace's repository-webhook secrets as stored: encrypted, never in clear. */
 export type StoredWebhookSecret = {
@@ -21,16 +21,10 @@ export interface WebhookSecretStore {
 }
 
 /** Each workspace's repository-webhook secret, on either database. */
-export class SqlWebhookSecretStore implements WebhookSecretStore {
-  readonly #sql: Db;
-
-  constructor(db: Db) {
-    this.#sql = db;
-  }
-
+export class SqlWebhookSecretStore extends SqlStore implements WebhookSecretStore {
   async get(tenantId: string): Promise<StoredWebhookSecret | null> {
     return (
-      (await this.#sql.row<StoredWebhookSecret>(
+      (await this.sql.row<StoredWebhookSecret>(
         'SELECT secret_enc, previous_secret_enc, previous_valid_until, created_at FROM webhook_workspace_secrets WHERE tenant_id = ?',
         [tenantId],
       )) ?? null
@@ -38,7 +32,7 @@ export class SqlWebhookSecretStore implements WebhookSecretStore {
   }
 
   async rotate(tenantId: string, secretEnc: string, previousValidUntil: string, now: string): Promise<StoredWebhookSecret> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       // One rotation of a workspace at a time, so two in a row keep the first's secret as the previous one.
       await tx.dialect.serialize(tx, `webhook-secret:${tenantId}`);
       const current = await tx.row<{ secret_enc: string }>('SELECT secret_enc FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId]);
@@ -60,6 +54,6 @@ export class SqlWebhookSecretStore implements WebhookSecretStore {
   }
 
   async remove(tenantId: string): Promise<boolean> {
-    return (await this.#sql.run('DELETE FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId])) > 0;
+    return (await this.sql.run('DELETE FROM webhook_workspace_secrets WHERE tenant_id = ?', [tenantId])) > 0;
   }
 }

@@ -1,7 +1,7 @@
 import type { WebhookDeliveryListQuery, WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
-import type { Db } from './db.ts';
 import { hotQueries, SET_RECONCILE_HEAD } from './queries/hot-paths.ts';
 import { toStoredDelivery } from './rows.ts';
+import { SqlStore } from './sql-store.ts';
 import type { WorkLease } from './types.ts';
 
 export type DeliveryStatus = 'pending' | 'processed' | 'failed';
@@ -94,17 +94,11 @@ export interface WebhookStore {
 }
 
 /** GitHub webhook deliveries and the reconciler's branch heads, on either database. */
-export class SqlWebhookStore implements WebhookStore {
-  readonly #sql: Db;
-  readonly #hot: ReturnType<typeof hotQueries>;
-
-  constructor(db: Db) {
-    this.#sql = db;
-    this.#hot = hotQueries(db.dialect);
-  }
+export class SqlWebhookStore extends SqlStore implements WebhookStore {
+  readonly #hot = hotQueries(this.sql.dialect);
 
   async insertDelivery(d: NewDelivery): Promise<boolean> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       // The unique delivery id makes a redelivery (or the same delivery racing itself) count once.
       const inserted = await tx.run(
         `INSERT INTO webhook_deliveries (delivery_id, event, action, installation_id, repository, ref, after_sha, workspace_id, payload, status, summary, received_at, processed_at)
@@ -141,16 +135,16 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async tenantsOfInstallation(installationId: number): Promise<string[]> {
-    const rows = await this.#sql.rows<{ tenant_id: string }>(this.#hot.tenantsOfInstallation, [installationId]);
+    const rows = await this.sql.rows<{ tenant_id: string }>(this.#hot.tenantsOfInstallation, [installationId]);
     return rows.map((r) => r.tenant_id);
   }
 
   async listPending(dueBy: string, limit: number): Promise<PendingDelivery[]> {
-    return this.#sql.rows<PendingDelivery>(this.#hot.pendingDeliveries, [dueBy, limit]);
+    return this.sql.rows<PendingDelivery>(this.#hot.pendingDeliveries, [dueBy, limit]);
   }
 
   async claimPending(dueBy: string, limit: number, lease: WorkLease): Promise<PendingDelivery[]> {
-    const rows = await this.#sql.rows<PendingDelivery & { seq: number }>(this.#hot.claimPendingDeliveries, {
+    const rows = await this.sql.rows<PendingDelivery & { seq: number }>(this.#hot.claimPendingDeliveries, {
       owner: lease.owner,
       until: lease.until,
       now: lease.now,
@@ -161,14 +155,14 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async oldestPendingReceivedAt(): Promise<string | null> {
-    return (await this.#sql.row<{ at: string | null }>(this.#hot.oldestPendingDelivery))?.at ?? null;
+    return (await this.sql.row<{ at: string | null }>(this.#hot.oldestPendingDelivery))?.at ?? null;
   }
 
   async completeDelivery(
     deliveryId: string,
     done: { outcome: StoredOutcome; reason: string | null; results: DeliveryResultLine[]; now: string },
   ): Promise<void> {
-    await this.#sql.tx(async (tx) => {
+    await this.sql.tx(async (tx) => {
       // A delivery processed again after a crash replaces what the interrupted attempt wrote.
       await tx.run(this.#hot.deleteDeliveryResults, [deliveryId]);
       for (const line of done.results) {
@@ -185,13 +179,13 @@ export class SqlWebhookStore implements WebhookStore {
 
   async recordFailedAttempt(deliveryId: string, reason: string, giveUp: boolean, now: string): Promise<void> {
     if (giveUp) {
-      await this.#sql.run("UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', summary = ?, processed_at = ? WHERE delivery_id = ?", [
+      await this.sql.run("UPDATE webhook_deliveries SET attempts = attempts + 1, status = 'failed', summary = ?, processed_at = ? WHERE delivery_id = ?", [
         JSON.stringify({ outcome: 'failed', reason }),
         now,
         deliveryId,
       ]);
     } else {
-      await this.#sql.run('UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE delivery_id = ?', [deliveryId]);
+      await this.sql.run('UPDATE webhook_deliveries SET attempts = attempts + 1 WHERE delivery_id = ?', [deliveryId]);
     }
   }
 
@@ -199,8 +193,8 @@ export class SqlWebhookStore implements WebhookStore {
     tenantId: string,
     query: Omit<WebhookDeliveryListQuery, 'delivery_id'> & { deliveryKeys?: string[] },
   ): Promise<{ resources: StoredDelivery[]; offset: number }> {
-    const { dialect } = this.#sql;
-    const rows = await this.#sql.rows(
+    const { dialect } = this.sql;
+    const rows = await this.sql.rows(
       `SELECT d.* FROM webhook_delivery_tenants t JOIN webhook_deliveries d ON d.delivery_id = t.delivery_id
        WHERE t.tenant_id = @tenant_id${query.event ? ' AND d.event = @event' : ''}${query.deliveryKeys ? ` AND ${dialect.inList('d.delivery_id', '@keys')}` : ''}
        ORDER BY d.seq DESC LIMIT @limit OFFSET @offset`,
@@ -208,7 +202,7 @@ export class SqlWebhookStore implements WebhookStore {
     );
     const resources: StoredDelivery[] = [];
     for (const row of rows) {
-      const lines = await this.#sql.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [
+      const lines = await this.sql.rows('SELECT * FROM webhook_delivery_results WHERE delivery_id = ? AND tenant_id = ? ORDER BY seq', [
         row.delivery_id,
         tenantId,
       ]);
@@ -218,7 +212,7 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async pruneDeliveries(before: string): Promise<number> {
-    return this.#sql.tx(async (tx) => {
+    return this.sql.tx(async (tx) => {
       const old = "SELECT delivery_id FROM webhook_deliveries WHERE received_at < ? AND status <> 'pending'";
       await tx.run(`DELETE FROM webhook_delivery_results WHERE delivery_id IN (${old})`, [before]);
       await tx.run(`DELETE FROM webhook_delivery_tenants WHERE delivery_id IN (${old})`, [before]);
@@ -227,11 +221,11 @@ export class SqlWebhookStore implements WebhookStore {
   }
 
   async getReconcileHead(deploymentId: string): Promise<{ repo_ref: string; sha: string; seen_at: string } | null> {
-    return (await this.#sql.row<{ repo_ref: string; sha: string; seen_at: string }>(this.#hot.reconcileHead, [deploymentId])) ?? null;
+    return (await this.sql.row<{ repo_ref: string; sha: string; seen_at: string }>(this.#hot.reconcileHead, [deploymentId])) ?? null;
   }
 
   async setReconcileHead(deploymentId: string, repoRef: string, sha: string, now: string): Promise<void> {
-    await this.#sql.run(SET_RECONCILE_HEAD, [deploymentId, repoRef, sha, now]);
+    await this.sql.run(SET_RECONCILE_HEAD, [deploymentId, repoRef, sha, now]);
   }
 }
 
