@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type ServerType, serve } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { markBuilt, stateDirOf } from '../../agent/build-records.ts';
+import { markBuilt, processIdentity, stateDirOf } from '../../agent/build-records.ts';
 import { AgentClient } from '../../agent/client.ts';
 import { eventually } from '../helpers/api.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
@@ -38,7 +38,9 @@ describe('the local agent process: signals and its state', () => {
   let url: string;
   let listener: { listenerId: string; token: string };
   const children: ChildProcess[] = [];
-  const pids: number[] = [];
+  /** Process groups the tests started, with what identified each when it was recorded (pids are reused). */
+  const pids = new Map<number, string | null>();
+  const track = (pid: number) => pids.set(pid, processIdentity(pid));
   const workDirs: string[] = [];
 
   beforeAll(async () => {
@@ -52,7 +54,9 @@ describe('the local agent process: signals and its state', () => {
   });
   afterAll(async () => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    for (const pid of pids) {
+    for (const [pid, identity] of pids) {
+      // Only while the pid still names the process recorded: a reused pid may name any process.
+      if (!identity || processIdentity(pid) !== identity) continue;
       try {
         process.kill(-pid, 'SIGKILL');
       } catch {
@@ -106,7 +110,7 @@ describe('the local agent process: signals and its state', () => {
   const unrelatedProcess = () => {
     const child = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
     children.push(child);
-    pids.push(child.pid!);
+    track(child.pid!);
     return child.pid!;
   };
 
@@ -147,7 +151,7 @@ describe('the local agent process: signals and its state', () => {
     const agent = spawnAgent(workDir);
     // The restore has started the (never healthy) server: start() is still under way.
     const serverPid = await eventually(async () => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 30_000);
-    pids.push(serverPid);
+    track(serverPid);
     expect(alive(serverPid)).toBe(true);
     expect(agent.output()).not.toContain('agent: serving listener');
     agent.child.kill('SIGTERM');
@@ -165,7 +169,7 @@ describe('the local agent process: signals and its state', () => {
     plantBuild(workDir, deploymentId, revisionId, pidFile);
     const agent = spawnAgent(workDir);
     const serverPid = await eventually(async () => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : undefined), 30_000);
-    pids.push(serverPid);
+    track(serverPid);
     agent.child.kill('SIGINT');
     agent.child.kill('SIGINT');
     await agent.exited;
@@ -209,7 +213,7 @@ describe('the local agent process: signals and its state', () => {
     const first = spawnAgent(workDir);
     await serving(first);
     const orphan = serverPidOf(buildDir);
-    pids.push(orphan);
+    track(orphan);
     expect(existsSync(join(buildDir, '.agent-server.pid'))).toBe(false);
     first.child.kill('SIGKILL');
     await first.exited;
@@ -222,7 +226,7 @@ describe('the local agent process: signals and its state', () => {
     expect(alive(orphan)).toBe(true);
     const restarted = serverPidOf(buildDir);
     expect(restarted).toBe(orphan);
-    pids.push(restarted);
+    track(restarted);
     second.child.kill('SIGKILL');
     await second.exited;
 
@@ -236,7 +240,7 @@ describe('the local agent process: signals and its state', () => {
     await serving(third);
     expect(third.output()).toContain(`pid ${unrelated} was recorded for this build, but it is another process now`);
     expect(alive(unrelated)).toBe(true);
-    pids.push(serverPidOf(buildDir));
+    track(serverPidOf(buildDir));
     third.child.kill('SIGTERM');
     expect(await third.exited).toBe(0);
     expect(alive(unrelated)).toBe(true);

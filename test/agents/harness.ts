@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { stateDirOf } from '../../agent/build-records.ts';
+import { processIdentity, stateDirOf } from '../../agent/build-records.ts';
 import type { Api } from '../helpers/api.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 
@@ -146,25 +146,32 @@ export function serverPidOf(buildDir: string): number {
   return (JSON.parse(readFileSync(join(stateDirOf(buildDir), 'server.json'), 'utf8')) as { pid: number }).pid;
 }
 
+/**
+ * SIGKILL to the process (or, with `group`, its process group) recorded in `recordFile` as
+ * `{pid, identity}`, only while that pid still names the recorded process: pids are reused (a
+ * suite spawns thousands of processes and pid_max may be 32768), so a stale one may name any
+ * process by now, this test runner's own included.
+ */
+function killRecorded(recordFile: string, group: boolean): void {
+  try {
+    const record = JSON.parse(readFileSync(recordFile, 'utf8')) as { pid: number; identity?: string | null };
+    if (!record.identity || processIdentity(record.pid) !== record.identity) return;
+    process.kill(group ? -record.pid : record.pid, 'SIGKILL');
+  } catch {
+    // no record, or the process is gone
+  }
+}
+
 /** Ends every agent server and the proxy left in a work directory (after an agent was stopped with SIGTERM or SIGKILL). */
 export function killLeftoverServers(workDir: string): void {
   if (!existsSync(workDir)) return;
-  try {
-    process.kill((JSON.parse(readFileSync(join(workDir, '.proxy', 'proxy.json'), 'utf8')) as { pid: number }).pid, 'SIGKILL');
-  } catch {
-    // no proxy left
-  }
+  killRecorded(join(workDir, '.proxy', 'proxy.json'), false);
   for (const deployment of readdirSync(workDir, { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => entry.name)) {
     const dir = join(workDir, deployment);
     for (const entry of existsSync(dir) ? readdirSync(dir) : []) {
-      if (!entry.endsWith('.agent') || !existsSync(join(dir, entry, 'server.json'))) continue;
-      try {
-        process.kill(-serverPidOf(join(dir, entry.slice(0, -'.agent'.length))), 'SIGKILL');
-      } catch {
-        // already gone
-      }
+      if (entry.endsWith('.agent')) killRecorded(join(dir, entry, 'server.json'), true);
     }
   }
 }
