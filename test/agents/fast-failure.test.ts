@@ -2,10 +2,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Api, apiClient } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
+import type { Api } from '../helpers/api.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localScene, runGraph, startAgent } from './harness.ts';
 
 type LogLine = { timestamp: string; message: string; level: string };
 
@@ -30,11 +30,9 @@ describe('a graph that does not load', () => {
   it('is DEPLOY_FAILED within 10 s with its error line (a syntax error, a missing graph file), and the previous revision keeps serving', {
     timeout: 600_000,
   }, async () => {
-    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
-    const api = apiClient(server.url, server.apiKey);
-    const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
-    const { integrationId } = await workspaceFixtures(api);
-    const { listenerId, token } = await localListener(api, workspaceId);
+    const scene = await localScene();
+    server = scene.server;
+    const { api, integrationId, listenerId, token } = scene;
     agent = await startAgent({ url: server.url, token, listenerId, workDir });
     const repo = graphRepo();
     const created = await api.post(

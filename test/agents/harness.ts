@@ -3,8 +3,10 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { processIdentity, stateDirOf } from '../../agent/build-records.ts';
-import type { Api } from '../helpers/api.ts';
+import { type Api, apiClient } from '../helpers/api.ts';
+import { workspaceFixtures } from '../helpers/fixtures.ts';
 import { ROOT } from '../helpers/listening-child.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
 /** The package managers' cache the test agents share (one download of the fixture's packages per machine). */
@@ -131,6 +133,27 @@ export async function startAgent(options: {
 }
 
 /** A `local` listener with an agent token, made the workspace's default listener. */
+/**
+ * A real control plane (a server process taking `file://` repositories, no reconciler) with a
+ * `local` listener in its default workspace and an integration for `github` deployments: what each
+ * end-to-end agent test starts from.
+ */
+export async function localScene(env: Record<string, string> = {}): Promise<{
+  server: ServerProcess;
+  api: Api;
+  workspaceId: string;
+  integrationId: string;
+  listenerId: string;
+  token: string;
+}> {
+  const server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0', ...env });
+  const api = apiClient(server.url, server.apiKey);
+  const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
+  const { integrationId } = await workspaceFixtures(api);
+  const { listenerId, token } = await localListener(api, workspaceId);
+  return { server, api, workspaceId, integrationId, listenerId, token };
+}
+
 export async function localListener(api: Api, workspaceId: string, computeId = `local-${crypto.randomUUID().slice(0, 8)}`) {
   const listener = await api.post('/v2/listeners', { compute_type: 'local', compute_id: computeId });
   if (listener.status !== 201) throw new Error(`listener: ${listener.status} ${JSON.stringify(listener.body)}`);

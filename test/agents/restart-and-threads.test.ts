@@ -3,10 +3,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Api, apiClient, eventually } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, processesIn, startAgent } from './harness.ts';
+import { eventually } from '../helpers/api.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, processesIn, startAgent } from './harness.ts';
 
 /** A graph whose state counts the runs of a thread: a thread continued on another revision or server counts on. */
 const counting = (answer: string) => `import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
@@ -51,11 +51,9 @@ describe('restarts of the local agent, and threads that survive them', () => {
   it('SIGTERM + restart under 20 requests/s fails none; a thread created on revision 1 is read and continued after the restart, on revision 2, and after a kill -9 mid-install leaves no process of that build', {
     timeout: 600_000,
   }, async () => {
-    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0', AGENT_LEASE_MS: '4000' });
-    const api: Api = apiClient(server.url, server.apiKey);
-    const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
-    const { integrationId } = await workspaceFixtures(api);
-    const { listenerId, token } = await localListener(api, workspaceId);
+    const scene = await localScene({ AGENT_LEASE_MS: '4000' });
+    server = scene.server;
+    const { api, integrationId, listenerId, token } = scene;
     const proxyPort = await freePort();
     const start = () => startAgent({ url: server!.url, token, listenerId, workDir, proxyPort }).then((a) => (agents.push(a), a));
     const first = await start();

@@ -7,10 +7,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { splitLines } from '../../agent/processes.ts';
 import { RuntimeLogLimits } from '../../server/domain/agents/runtime-log-limits.ts';
 import { dnsSafeName } from '../../shared/dns-safe-name.ts';
-import { apiClient } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, startAgent } from './harness.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, startAgent } from './harness.ts';
 
 function rssMb(pid: number): number {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
@@ -51,11 +50,9 @@ describe('runtime logs of a live revision', () => {
   it('answers at the custom_url its agent reports (by path, no DNS), shows a line the server printed after DEPLOYED in `langgraph deploy logs`, and caps a flood without the agent growing', {
     timeout: 600_000,
   }, async () => {
-    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
-    const api = apiClient(server.url, server.apiKey);
-    const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
-    const { integrationId } = await workspaceFixtures(api);
-    const { listenerId, token } = await localListener(api, workspaceId);
+    const scene = await localScene();
+    server = scene.server;
+    const { api, integrationId, listenerId, token } = scene;
     // The URL template a client without DNS for *.localhost can use: path-based, on the proxy's port.
     const proxyPort = await new Promise<number>((resolve) => {
       const probe = createNetServer().listen(0, '127.0.0.1', () => {
