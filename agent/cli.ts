@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
+import { connectionOptions, numberOption } from './cli-options.ts';
 import { LocalAgent } from './local-agent.ts';
 import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
 
@@ -45,19 +46,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       help: { type: 'boolean' },
     },
   });
-  const token = values.token ?? env.CONTROL_PLANE_AGENT_TOKEN;
-  if (values.help || !values.url || !values.listener || !token) {
-    process.stderr.write(`${USAGE}\n`);
-    process.exit(values.help ? 0 : 2);
-  }
-  const int = (name: string, value: string, min: number) => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min) {
-      process.stderr.write(`--${name} must be an integer ≥ ${min}\n`);
-      process.exit(2);
-    }
-    return n;
-  };
+  const { url, listenerId, token } = connectionOptions(values, env, USAGE);
+  const int = (name: string, value: string, min: number) => numberOption(name, value, min);
   const sandbox = values.sandbox;
   if (sandbox !== 'bwrap' && sandbox !== 'none') {
     process.stderr.write(`--sandbox must be bwrap or none, not ${sandbox}\n`);
@@ -88,9 +78,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     process.stderr.write(`agent: ${NONE_WARNING}\n`);
   }
   const agent = new LocalAgent({
-    url: values.url,
+    url,
     token,
-    listenerId: values.listener,
+    listenerId,
     agentId: values['agent-id'] ?? `${hostname()}-${process.pid}`,
     version: 'local-agent/0.1.0',
     workDir: values['work-dir'],

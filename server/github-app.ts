@@ -1,7 +1,7 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
-import { githubAppFrom } from './github/app-settings.ts';
+import { type GithubAppSettings, githubAppFrom } from './github/app-settings.ts';
 import { GithubApi } from './github/github-api.ts';
 import { GithubPace } from './github/github-pace.ts';
 import { InstallationLinks } from './github/installation-links.ts';
@@ -14,18 +14,7 @@ import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
 import type { GithubStore } from './store/github.ts';
 import type { Store } from './store/types.ts';
 
-type GithubAppConfig = Pick<
-  Config,
-  | 'GITHUB_APP_ID'
-  | 'GITHUB_APP_PRIVATE_KEY'
-  | 'GITHUB_APP_PRIVATE_KEY_FILE'
-  | 'GITHUB_APP_SLUG'
-  | 'GITHUB_APP_CLIENT_ID'
-  | 'GITHUB_APP_CLIENT_SECRET'
-  | 'GITHUB_URL'
-  | 'GITHUB_API_URL'
-  | 'GITHUB_WRITES_PER_MINUTE'
->;
+type GithubAppConfig = GithubAppSettings & Pick<Config, 'GITHUB_WRITES_PER_MINUTE'>;
 
 /**
  * The GitHub App side of the round trip (contract §12), or null without App settings: the server

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { connectionOptions, numberOption } from '../cli-options.ts';
 import { Cluster, loadKubeConfig } from './cluster.ts';
 import { K8sAgent } from './k8s-agent.ts';
 
@@ -33,19 +34,8 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
       help: { type: 'boolean' },
     },
   });
-  const token = values.token ?? env.CONTROL_PLANE_AGENT_TOKEN;
-  if (values.help || !values.url || !values.listener || !token) {
-    process.stderr.write(`${USAGE}\n`);
-    process.exit(values.help ? 0 : 2);
-  }
-  const number = (name: string, value: string, min: number) => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < min) {
-      process.stderr.write(`--${name} must be a number ≥ ${min}\n`);
-      process.exit(2);
-    }
-    return n;
-  };
+  const { url, listenerId, token } = connectionOptions(values, env, USAGE);
+  const number = (name: string, value: string, min: number) => numberOption(name, value, min, 'number');
   const namespaces = [...(values.namespace ?? []), ...(values.namespaces ?? [])]
     .flatMap((v) => v.split(','))
     .map((v) => v.trim())
@@ -59,9 +49,9 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
   }
   const contextNamespace = config.getContextObject(config.getCurrentContext())?.namespace;
   const agent = new K8sAgent({
-    url: values.url,
+    url,
     token,
-    listenerId: values.listener,
+    listenerId,
     agentId: values['agent-id'] ?? `${hostname()}-${process.pid}`,
     version: 'k8s-agent/0.1.0',
     capacity: Math.floor(number('capacity', values.capacity, 1)),

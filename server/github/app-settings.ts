@@ -3,6 +3,19 @@ import { readFileSync } from 'node:fs';
 import type { Config } from '../config.ts';
 import { StartupError } from '../startup-errors.ts';
 
+/** The settings a GitHub App is made from. */
+export type GithubAppSettings = Pick<
+  Config,
+  | 'GITHUB_APP_ID'
+  | 'GITHUB_APP_PRIVATE_KEY'
+  | 'GITHUB_APP_PRIVATE_KEY_FILE'
+  | 'GITHUB_APP_SLUG'
+  | 'GITHUB_APP_CLIENT_ID'
+  | 'GITHUB_APP_CLIENT_SECRET'
+  | 'GITHUB_URL'
+  | 'GITHUB_API_URL'
+>;
+
 /** The GitHub App this server acts as (contract §12), read once at start. */
 export type GithubApp = {
   appId: string;
@@ -21,19 +34,7 @@ export type GithubApp = {
  * The App settings, or null when none are set (public repositories only, no status back). A key
  * that is not an RSA private key stops the start with a sentence, not at the first build.
  */
-export function githubAppFrom(
-  config: Pick<
-    Config,
-    | 'GITHUB_APP_ID'
-    | 'GITHUB_APP_PRIVATE_KEY'
-    | 'GITHUB_APP_PRIVATE_KEY_FILE'
-    | 'GITHUB_APP_SLUG'
-    | 'GITHUB_APP_CLIENT_ID'
-    | 'GITHUB_APP_CLIENT_SECRET'
-    | 'GITHUB_URL'
-    | 'GITHUB_API_URL'
-  >,
-): GithubApp | null {
+export function githubAppFrom(config: GithubAppSettings): GithubApp | null {
   if (config.GITHUB_APP_ID === undefined) return null;
   let pem = config.GITHUB_APP_PRIVATE_KEY;
   if (pem === undefined && config.GITHUB_APP_PRIVATE_KEY_FILE !== undefined) {
