@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 
 /**
  * How the agent isolates what it runs for a deployment. `bwrap`: every install, build and agent
- * server runs in a bubblewrap sandbox (docs/local-sandbox.md says what it sees and why).
+ * server runs in a bubblewrap sandbox (docs/decisions/local-agent-sandbox.md says what it sees and why).
  * `none`: run as the agent itself, chosen on purpose and said in a warning at every start and in
  * every build log.
  */
