@@ -231,21 +231,16 @@ export class AgentProtocol {
     }
     const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines
       .slice(0, keep)
-      .map((line) => ({ type: 'deploy', level: line.level, message: line.message }));
+      .map((line) => ({ type: 'deploy', level: line.level, message: sanitiseReportedText(line.message) }));
     if (dropped > 0 && admitted > 0)
       lines.push({
         type: 'deploy',
         level: 'warn',
         message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows`,
       });
-    if (lines.length > 0)
-      await store.appendLogs(
-        revisionId,
-        lines.map((line) => ({ ...line, message: sanitiseReportedText(line.message) })),
-        clock.now(),
-        this.#deps.logCaps.revision,
-      );
-    return { stored: lines.length, dropped };
+    // The revision's own cap (kept by the store, across processes) may drop more: answer what it kept.
+    const written = await store.appendLogs(revisionId, lines, clock.now(), this.#deps.logCaps.revision);
+    return { stored: written.stored, dropped: dropped + written.dropped };
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
