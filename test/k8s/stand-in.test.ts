@@ -165,8 +165,10 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
 
   it('its simulated controllers (driven by the test) make pods, write status through generation, and keep old pods while new ones cannot pull', async () => {
     const api = render('rev-4', 'registry.example.com/bot:4').find((o) => o.metadata.name.endsWith('-api-server') && o.kind === 'Deployment')!;
+    // Its pods read the env Secret: without it the simulated kubelet reports CreateContainerConfigError.
+    for (const secret of render('rev-4', 'registry.example.com/bot:4').filter((o) => o.kind === 'Secret')) await cluster.apply(secret);
     await cluster.apply(api);
-    standIn.reconcile();
+    standIn.reconcileTimes(8);
     const live = (await cluster.read('apps/v1', 'Deployment', 'team-a', api.metadata.name))!;
     expect(live.status).toMatchObject({ observedGeneration: live.metadata.generation, updatedReplicas: 2, availableReplicas: 2 });
 
@@ -175,7 +177,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
         ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/bot:broken"' }
         : { pull: 'ok' };
     await cluster.apply(render('rev-5', 'registry.example.com/bot:broken').find((o) => o.metadata.name === api.metadata.name && o.kind === 'Deployment')!);
-    standIn.reconcile();
+    standIn.reconcileTimes(3);
     const pods = await cluster.list('v1', 'Pod', 'team-a', `${LABELS.deploymentId}=${deployment.id},${LABELS.component}=api-server`);
     const byRevision = (id: string) => pods.filter((p) => p.metadata.labels?.[LABELS.revisionId] === id);
     expect(byRevision('rev-4')).toHaveLength(2);
