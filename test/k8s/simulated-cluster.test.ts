@@ -195,8 +195,7 @@ describe('the simulated cluster (Kubernetes API stand-in): rollouts in steps, fa
     expect(fieldsOwnedBy(scaled as never, FIELD_MANAGER)).not.toContain('.spec.replicas');
   });
 
-  // Today's agent answers ready here (issue 38): fixed by the commit that follows.
-  it.fails("today's rollout rule against a real rollout's middle step: not DEPLOYED while the new pod is still ContainerCreating", async () => {
+  it("the rollout rule against a real rollout's middle step: not DEPLOYED while the new pod is still ContainerCreating (issue 38: the agent answered ready here)", async () => {
     await cluster.apply(deployment('early', 'img:1', { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } }));
     standIn.reconcileTimes(3);
     const next = deployment('early', 'img:broken', { strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } });
