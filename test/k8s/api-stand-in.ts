@@ -49,7 +49,14 @@ type Obj = {
 type Resource = { group: string; version: string; name: string; kind: string; namespaced: boolean; verbs: string[]; status?: boolean };
 
 const RESOURCES: Resource[] = [
-  { group: '', version: 'v1', name: 'secrets', kind: 'Secret', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
+  {
+    group: '',
+    version: 'v1',
+    name: 'secrets',
+    kind: 'Secret',
+    namespaced: true,
+    verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update'],
+  },
   {
     group: '',
     version: 'v1',
@@ -104,6 +111,14 @@ const RESOURCES: Resource[] = [
     namespaced: true,
     verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'],
     status: true,
+  },
+  {
+    group: 'networking.k8s.io',
+    version: 'v1',
+    name: 'networkpolicies',
+    kind: 'NetworkPolicy',
+    namespaced: true,
+    verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update'],
   },
   {
     group: 'rbac.authorization.k8s.io',
@@ -537,6 +552,14 @@ export class KubernetesApiStandIn {
     this.#writeStatus(set, status);
   }
 
+  /** Deletes an object and, as the garbage collector does, what it owned. */
+  #remove(object: Obj): void {
+    this.#objects.delete(key(object.kind, object.metadata.namespace!, object.metadata.name));
+    for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
+      if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === object.metadata.uid)) this.#objects.delete(k);
+    }
+  }
+
   #writeStatus(workload: Obj, status: unknown): void {
     if (JSON.stringify(status) !== JSON.stringify(workload.status)) {
       workload.status = status;
@@ -682,6 +705,12 @@ export class KubernetesApiStandIn {
         items: items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest),
       });
     }
+    if (!name && req.method === 'DELETE') {
+      // deletecollection: every object of the kind matching the selector, without reading them out.
+      const items = this.objects(resource.kind, ns, q.labelSelector);
+      for (const item of items) this.#remove(item);
+      return this.#send(req, res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { kind: resource.name } });
+    }
     if (!name) {
       if (req.method !== 'POST')
         return this.#send(req, res, 405, status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
@@ -704,11 +733,7 @@ export class KubernetesApiStandIn {
     if (req.method === 'GET') return existing ? this.#send(req, res, 200, existing) : notFound();
     if (req.method === 'DELETE') {
       if (!existing) return notFound();
-      this.#objects.delete(key(resource.kind, ns, name));
-      // Garbage collection: what the deleted object owned goes with it.
-      for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
-        if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === existing.metadata.uid)) this.#objects.delete(k);
-      }
+      this.#remove(existing);
       return this.#send(req, res, 200, {
         kind: 'Status',
         apiVersion: 'v1',
@@ -983,6 +1008,7 @@ function immutableChange(kind: string, before: Obj, after: Obj): string | null {
 
 function verbOf(method: string, name: string | undefined): string {
   if (method === 'GET') return name ? 'get' : 'list';
+  if (method === 'DELETE' && !name) return 'deletecollection';
   if (method === 'POST') return 'create';
   if (method === 'PUT') return 'update';
   if (method === 'PATCH') return 'patch';

@@ -23,6 +23,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-a',
       spec: { min_scale: 2, cpu: 1, memory_mb: 256 },
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
 
   beforeAll(async () => {
@@ -96,6 +97,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
         ],
       },
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
     for (const object of full) {
       await cluster.apply(object);
@@ -109,7 +111,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
   it('lists by label selector, reads one, deletes one, and answers 404 as a Status for one that is gone', async () => {
     for (const object of render('rev-2', 'registry.example.com/bot:2')) await cluster.apply(object);
     const secrets = await cluster.list('v1', 'Secret', 'team-a', `${LABELS.deploymentId}=${deployment.id}`);
-    expect(secrets.map((s) => s.metadata.name).sort()).toEqual(['support-bot-5d0c6a52-env', 'support-bot-5d0c6a52-postgres']);
+    expect(secrets.map((s) => s.metadata.name).sort()).toEqual(['support-bot-5d0c6a52-env-rev-2', 'support-bot-5d0c6a52-postgres']);
     expect(await cluster.list('v1', 'Secret', 'team-a', `${LABELS.deploymentId}=someone-else`)).toEqual([]);
     await cluster.delete(secrets[0]!);
     expect(await cluster.read('v1', 'Secret', 'team-a', secrets[0]!.metadata.name)).toBeNull();
@@ -156,6 +158,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-b',
       spec: null,
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     })[0]!;
     const forbidden = (await cluster.apply(elsewhere).catch((e: unknown) => e)) as ClusterError;
     expect(forbidden.code).toBe(403);
@@ -176,6 +179,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       image.endsWith(':broken')
         ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/bot:broken"' }
         : { pull: 'ok' };
+    for (const secret of render('rev-5', 'registry.example.com/bot:broken').filter((o) => o.kind === 'Secret')) await cluster.apply(secret);
     await cluster.apply(render('rev-5', 'registry.example.com/bot:broken').find((o) => o.metadata.name === api.metadata.name && o.kind === 'Deployment')!);
     standIn.reconcileTimes(3);
     const pods = await cluster.list('v1', 'Pod', 'team-a', `${LABELS.deploymentId}=${deployment.id},${LABELS.component}=api-server`);
@@ -192,6 +196,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-a',
       spec: null,
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
     for (const object of objects) await cluster.apply(object);
     const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
