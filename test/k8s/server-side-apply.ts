@@ -205,10 +205,15 @@ export function serverSideApply(
   const meta = object.metadata as Record<string, unknown>;
   for (const field of ['labels', 'annotations'] as const) if (meta[field] === undefined || isEmpty(meta[field])) delete meta[field];
   if (live) object.status = live.status;
-  // Fields given by this apply leave every other manager (taken over, forced or equal).
+  // A field given with another value is taken from its other managers (forced); given with the
+  // value it has, its ownership is shared, as the real server does.
+  const changed = (path: string) => {
+    const segments = JSON.parse(path) as string[];
+    return JSON.stringify(valueAt((live ?? {}) as Json, segments)) !== JSON.stringify(valueAt(applied as Json, segments));
+  };
   const kept = entries
     .filter((e) => !isMine(e))
-    .map((e) => ({ ...e, fields: new Set([...e.fields].filter((f) => !given.has(f))) }))
+    .map((e) => ({ ...e, fields: new Set([...e.fields].filter((f) => !(given.has(f) && changed(f)))) }))
     .filter((e) => e.fields.size > 0);
   const now = new Date().toISOString();
   const previousMine = entries.find(isMine);

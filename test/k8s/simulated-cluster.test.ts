@@ -2,6 +2,7 @@ import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/clie
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../agent/k8s/cluster.ts';
 import { FIELD_MANAGER, type K8sObject } from '../../agent/k8s/labels.ts';
+import { renderRevision } from '../../agent/k8s/render.ts';
 import { watchRollout } from '../../agent/k8s/watch-rollout.ts';
 import { KubernetesApiStandIn } from './api-stand-in.ts';
 import { fieldsOwnedBy } from './server-side-apply.ts';
@@ -206,5 +207,65 @@ describe('the simulated cluster (Kubernetes API stand-in): rollouts in steps, fa
     expect(await statusOf('Deployment', 'early')).toMatchObject({ replicas: 2, updatedReplicas: 1, availableReplicas: 1 });
     const outcome = await watchRollout(cluster, [next], 'r2', { pollMs: 10, deadlineMs: 100, signal: new AbortController().signal, onProgress: () => {} });
     expect(outcome.state).not.toBe('ready');
+  });
+});
+
+describe('re-applying an unchanged revision against the simulated cluster', () => {
+  const standIn = new KubernetesApiStandIn(['team-a']);
+  let cluster: Cluster;
+
+  beforeAll(async () => {
+    await standIn.start();
+    standIn.grant('t', { namespaces: ['team-a'] });
+    const config = new KubeConfig();
+    config.loadFromFile(standIn.kubeconfig('t'));
+    cluster = new Cluster(config);
+  });
+  afterAll(() => standIn.stop());
+
+  it('changes no object’s generation, resourceVersion or managedFields, also after the HPA scaled the Deployment (the agent applies the count it chose)', async () => {
+    const deployment = { id: '3c2b1a00-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'steady' };
+    const render = (liveReplicas?: number) =>
+      renderRevision({
+        deployment,
+        revision: { id: 'rev-steady', image: 'img:1', secrets: [{ name: 'LANGSMITH_API_KEY', value: 'ls' }] },
+        namespace: 'team-a',
+        spec: { min_scale: 1, max_scale: 5, cpu: 0.5, labels: { team: 'a' } },
+        postgresPassword: 'pw',
+        redisPassword: 'rpw',
+        ...(liveReplicas ? { liveReplicas: { apiServer: liveReplicas } } : {}),
+      });
+    for (const object of render()) await cluster.apply(object);
+    standIn.reconcileTimes(4);
+    const snapshot = () =>
+      new Map(
+        standIn
+          .all()
+          .filter((o) => o.kind !== 'Pod' && o.kind !== 'PersistentVolumeClaim')
+          .map((o) => [
+            `${o.kind}/${o.metadata.name}`,
+            { generation: o.metadata.generation, resourceVersion: o.metadata.resourceVersion, managedFields: o.metadata.managedFields },
+          ]),
+      );
+    const before = snapshot();
+    for (const object of render()) await cluster.apply(object);
+    expect(snapshot()).toEqual(before);
+
+    standIn.autoscale('team-a', 'steady-3c2b1a00-api-server', 3);
+    standIn.reconcileTimes(3);
+    const scaled = snapshot();
+    // What the agent renders after reading the live count back (K8sAgent #live): no generation moves.
+    // The first re-apply records that the agent shares spec.replicas (same value) with the HPA's
+    // manager, as a real server does; from then on nothing changes at all.
+    for (const object of render(3)) await cluster.apply(object);
+    const generations = (m: ReturnType<typeof snapshot>) => [...m].map(([k, v]) => [k, v.generation]);
+    expect(generations(snapshot())).toEqual(generations(scaled));
+    const settled = snapshot();
+    for (const object of render(3)) await cluster.apply(object);
+    expect(snapshot()).toEqual(settled);
+    const apiServer = standIn.get('Deployment', 'team-a', 'steady-3c2b1a00-api-server')!;
+    expect(apiServer.spec.replicas).toBe(3);
+    // Both own spec.replicas now, with the same value: neither's write is undone by the other.
+    expect(fieldsOwnedBy(apiServer as never, 'kube-controller-manager')).toEqual(['.spec.replicas']);
   });
 });
