@@ -1,5 +1,6 @@
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pruneEarlier, Superseded } from '../../agent/k8s/apply-revision.ts';
 import { Cluster } from '../../agent/k8s/cluster.ts';
 import { FIELD_MANAGER, type K8sObject } from '../../agent/k8s/labels.ts';
 import { renderRevision } from '../../agent/k8s/render.ts';
@@ -267,5 +268,55 @@ describe('re-applying an unchanged revision against the simulated cluster', () =
     expect(apiServer.spec.replicas).toBe(3);
     // Both own spec.replicas now, with the same value: neither's write is undone by the other.
     expect(fieldsOwnedBy(apiServer as never, 'kube-controller-manager')).toEqual(['.spec.replicas']);
+  });
+});
+
+describe('pruning against the simulated cluster', () => {
+  const standIn = new KubernetesApiStandIn(['team-a']);
+  let cluster: Cluster;
+  const deployment = { id: '4d3c2b1a-7f0e-4b7e-9a39-0d5b0a1f2c3d', name: 'prune' };
+  const render = (revisionId: string, spec: Record<string, unknown>) =>
+    renderRevision({
+      deployment,
+      revision: { id: revisionId, image: 'img:1', secrets: [] },
+      namespace: 'team-a',
+      spec,
+      postgresPassword: 'pw',
+      redisPassword: 'rpw',
+    });
+
+  beforeAll(async () => {
+    await standIn.start();
+    standIn.grant('t', { namespaces: ['team-a'] });
+    const config = new KubeConfig();
+    config.loadFromFile(standIn.kubeconfig('t'));
+    cluster = new Cluster(config);
+  });
+  afterAll(() => standIn.stop());
+
+  it('deletes only what the live revision no longer renders and other revisions’ env Secrets, never PostgreSQL or its Secret; stops once a newer revision is live', async () => {
+    for (const object of render('rev-aaaaaaaa', { min_scale: 1, max_scale: 3, cpu: 1 })) await cluster.apply(object);
+    const second = render('rev-bbbbbbbb', { min_scale: 1, max_scale: 1, cpu: 1 });
+    for (const object of second) await cluster.apply(object);
+    const deleted = await pruneEarlier(cluster, 'team-a', deployment.id, 'rev-bbbbbbbb', second, new AbortController().signal);
+    expect(deleted).toEqual([
+      'HorizontalPodAutoscaler prune-4d3c2b1a-api-server',
+      'HorizontalPodAutoscaler prune-4d3c2b1a-queue',
+      "other revisions' env Secrets",
+    ]);
+    expect(
+      standIn
+        .objects('Secret', 'team-a')
+        .map((s) => s.metadata.name)
+        .sort(),
+    ).toEqual(['prune-4d3c2b1a-env-rev-bbbb', 'prune-4d3c2b1a-postgres']);
+    expect(standIn.get('StatefulSet', 'team-a', 'prune-4d3c2b1a-postgres')).toBeDefined();
+
+    // An interrupted agent pruning for rev-b after rev-c has applied: it deletes nothing of rev-c's.
+    const third = render('rev-cccccccc', { min_scale: 1, max_scale: 3, cpu: 1 });
+    for (const object of third) await cluster.apply(object);
+    await expect(pruneEarlier(cluster, 'team-a', deployment.id, 'rev-bbbbbbbb', second, new AbortController().signal)).rejects.toBeInstanceOf(Superseded);
+    expect(standIn.objects('HorizontalPodAutoscaler', 'team-a')).toHaveLength(2);
+    expect(standIn.objects('Secret', 'team-a').map((s) => s.metadata.name)).toContain('prune-4d3c2b1a-env-rev-cccc');
   });
 });
