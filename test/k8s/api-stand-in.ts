@@ -511,7 +511,6 @@ export class KubernetesApiStandIn {
     const isReady = (p: Obj) => p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'Ready' && c.status === 'True') === true;
     const revisionOf = (p: Obj) => p.metadata.labels?.['controller-revision-hash'];
     this.#makeClaims(set);
-    let failure: string | null = null;
     for (const pod of pods) if (Number(pod.metadata.name.split('-').pop()) >= desired) this.#deletePod(pod);
     const byOrdinal = (i: number) => this.#objects.get(key('Pod', set.metadata.namespace!, `${set.metadata.name}-${i}`));
     let waiting = false;
@@ -519,8 +518,10 @@ export class KubernetesApiStandIn {
       const pod = byOrdinal(i);
       if (!pod) {
         const name = `${set.metadata.name}-${i}`;
-        failure = this.#admissionRefusal(set, name);
-        if (!failure) this.#makePod(set, name, { 'controller-revision-hash': updateRevision, 'statefulset.kubernetes.io/pod-name': name });
+        // A real StatefulSet controller reports a refused pod only as an event (FailedCreate), never
+        // as a status condition: the agent, which reads no events, sees it as the rollout deadline.
+        if (!this.#admissionRefusal(set, name))
+          this.#makePod(set, name, { 'controller-revision-hash': updateRevision, 'statefulset.kubernetes.io/pod-name': name });
         waiting = true;
       } else if (!isReady(pod)) waiting = true;
     }
@@ -547,7 +548,6 @@ export class KubernetesApiStandIn {
       currentRevision,
       updateRevision,
       collisionCount: 0,
-      ...(failure ? { conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: failure }] } : {}),
     };
     this.#writeStatus(set, status);
   }
