@@ -33,7 +33,16 @@ describe('k8s agent round 2 against the simulated cluster (contract §18)', () =
       token: listener.token,
       listenerId,
       kubeconfig: standIn.kubeconfig('agent-token', NAMESPACE),
-      args: ['--namespace', NAMESPACE, '--rollout-timeout', '60'],
+      args: [
+        '--namespace',
+        NAMESPACE,
+        '--rollout-timeout',
+        '60',
+        '--postgres-image',
+        'mirror.example.com/pgvector:pg16',
+        '--redis-image',
+        'mirror.example.com/redis:7',
+      ],
     });
     standIn.startControllers(50);
   });
@@ -56,12 +65,18 @@ describe('k8s agent round 2 against the simulated cluster (contract §18)', () =
     return { id: created.body.id as string, revision };
   };
 
-  it('every rendered pod is admitted in a namespace enforcing Pod Security restricted, and DEPLOYED comes only once no old pod is left', async () => {
+  it('every rendered pod is admitted in a namespace enforcing Pod Security restricted, DEPLOYED comes only once no old pod is left, the data stores from --postgres-image / --redis-image', async () => {
     const { id, revision } = await deploy('registry.example.com/acme/bot:1');
     expect(revision.status).toBe('DEPLOYED');
     const apiServer = standIn.objects('Deployment', NAMESPACE, `${LABELS.deploymentId}=${id},${LABELS.component}=api-server`)[0]!;
     expect(apiServer.status).toMatchObject({ replicas: 1, updatedReplicas: 1, availableReplicas: 1 });
-    expect(standIn.objects('StatefulSet', NAMESPACE, `${LABELS.deploymentId}=${id}`)[0]!.status).toMatchObject({ readyReplicas: 1 });
+    const postgres = standIn.objects('StatefulSet', NAMESPACE, `${LABELS.deploymentId}=${id}`)[0]!;
+    expect(postgres.status).toMatchObject({ readyReplicas: 1 });
+    // --postgres-image / --redis-image: the data stores come from the operator's mirror.
+    expect(postgres.spec.template.spec.containers[0].image).toBe('mirror.example.com/pgvector:pg16');
+    expect(standIn.objects('Deployment', NAMESPACE, `${LABELS.deploymentId}=${id},${LABELS.component}=redis`)[0]!.spec.template.spec.containers[0].image).toBe(
+      'mirror.example.com/redis:7',
+    );
   });
 
   it('an image that exits twice while its database starts, then runs: DEPLOYED (CrashLoopBackOff fails only after 3 restarts)', async () => {
