@@ -40,7 +40,16 @@ export class Listeners {
   async patch(tenantId: string, id: string, body: ListenerPatch): Promise<ListenerRecord> {
     const current = await this.get(tenantId, id);
     if (!body.compute_config && body.version == null) return current;
-    const computeConfig = body.compute_config ? computeConfigOf(body.compute_config) : current.compute_config;
+    // k8s_namespaces is replaced as before; the §18 settings stay as they were unless given.
+    const computeConfig = body.compute_config
+      ? computeConfigOf({
+          ...body.compute_config,
+          k8s_license_secret:
+            body.compute_config.k8s_license_secret === undefined ? current.compute_config.k8s_license_secret : body.compute_config.k8s_license_secret,
+          k8s_allow_privileged:
+            body.compute_config.k8s_allow_privileged === undefined ? current.compute_config.k8s_allow_privileged : body.compute_config.k8s_allow_privileged,
+        })
+      : current.compute_config;
     const updated = await this.deps.store.updateListener(tenantId, id, computeConfig, this.deps.clock.now(), body.version ?? current.version);
     if (!updated) throw new NotFound(`Listener ID ${id} not found.`);
     return updated;

@@ -54,9 +54,15 @@ describe('deployments on a k8s listener: the §18 refusals at the API', () => {
     expect((await t.api.post('/v2/deployments', body('licensed', {}, []))).status).toBe(201);
   });
 
-  it('the listener shows its k8s settings; a bad Secret name is refused', async () => {
+  it('the listener shows its k8s settings, keeps them across a PATCH of its namespaces; a bad Secret name is refused', async () => {
     const shown = await t.api.get(`/v2/listeners/${listeners.privileged}`);
     expect(shown.body.compute_config).toEqual({ k8s_namespaces: ['team-a'], k8s_license_secret: 'langgraph-license', k8s_allow_privileged: true });
+    // A PATCH of the namespaces keeps the k8s settings; null clears one.
+    const patched = await t.api.patch(`/v2/listeners/${listeners.privileged}`, { compute_config: { k8s_namespaces: ['team-a', 'team-b'] } });
+    expect(patched.body.compute_config).toEqual({ k8s_namespaces: ['team-a', 'team-b'], k8s_license_secret: 'langgraph-license', k8s_allow_privileged: true });
+    const cleared = await t.api.patch(`/v2/listeners/${listeners.privileged}`, { compute_config: { k8s_namespaces: ['team-a'], k8s_allow_privileged: null } });
+    expect(cleared.body.compute_config).toEqual({ k8s_namespaces: ['team-a'], k8s_license_secret: 'langgraph-license' });
+    await t.api.patch(`/v2/listeners/${listeners.privileged}`, { compute_config: { k8s_namespaces: ['team-a'], k8s_allow_privileged: true } });
     const bad = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: uniqueName('k8s'), compute_config: { k8s_license_secret: 'Not A Name' } });
     expect(bad.status).toBe(422);
   });
