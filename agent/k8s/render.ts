@@ -104,6 +104,10 @@ export function renderRevision(input: RenderInput): K8sObject[] {
   const maxScale = Math.max(spec.max_scale ?? minScale, minScale);
   const queueMin = Math.max(1, spec.queue_min_scale ?? minScale);
   const queueMax = Math.max(spec.queue_max_scale ?? queueMin, queueMin);
+  // An autoscaler measures CPU against its container's request: without one it could never scale,
+  // so there is none, and the count is the minimum.
+  const apiAutoscaled = maxScale > minScale && spec.cpu != null;
+  const queueAutoscaled = queueMax > queueMin && spec.queue_cpu != null;
 
   const postgresUser = 'postgres';
   const postgresHost = `${names.postgres}.${ns}.svc`;
@@ -193,7 +197,7 @@ export function renderRevision(input: RenderInput): K8sObject[] {
       kind: 'Deployment',
       metadata: meta(names.apiServer, 'api-server'),
       spec: {
-        replicas: replicasOf(minScale, maxScale, input.liveReplicas?.apiServer),
+        replicas: replicasOf(minScale, apiAutoscaled ? maxScale : minScale, input.liveReplicas?.apiServer),
         selector: { matchLabels: selectorOf(input, 'api-server') },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
@@ -219,7 +223,7 @@ export function renderRevision(input: RenderInput): K8sObject[] {
       kind: 'Deployment',
       metadata: meta(names.queue, 'queue'),
       spec: {
-        replicas: replicasOf(queueMin, queueMax, input.liveReplicas?.queue),
+        replicas: replicasOf(queueMin, queueAutoscaled ? queueMax : queueMin, input.liveReplicas?.queue),
         selector: { matchLabels: selectorOf(input, 'queue') },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
@@ -340,9 +344,8 @@ export function renderRevision(input: RenderInput): K8sObject[] {
     dataStorePolicy(meta(names.redis, 'redis'), input, 'redis', 6379),
     dataStorePolicy(meta(names.postgres, 'postgres'), input, 'postgres', 5432),
   ];
-  // An autoscaler measures CPU against the container's request: without one it could never scale.
-  if (maxScale > minScale && spec.cpu != null) objects.push(autoscaler(meta(names.apiServer, 'api-server'), names.apiServer, 'api-server', minScale, maxScale));
-  if (queueMax > queueMin && spec.queue_cpu != null) objects.push(autoscaler(meta(names.queue, 'queue'), names.queue, 'queue', queueMin, queueMax));
+  if (apiAutoscaled) objects.push(autoscaler(meta(names.apiServer, 'api-server'), names.apiServer, 'api-server', minScale, maxScale));
+  if (queueAutoscaled) objects.push(autoscaler(meta(names.queue, 'queue'), names.queue, 'queue', queueMin, queueMax));
   return objects;
 }
 

@@ -407,8 +407,11 @@ describe('renderRevision: contract §18', () => {
     const zero = renderRevision(input({ min_scale: 0, max_scale: 0, queue_min_scale: 0 }));
     expect(find(zero, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(1);
     expect(find(zero, 'Deployment', `${BASE}-queue`).spec.replicas).toBe(1);
-    const noCpu = renderRevision(input({ min_scale: 1, max_scale: 4 }));
+    const noCpu = renderRevision({ ...input({ min_scale: 1, max_scale: 4 }), liveReplicas: { apiServer: 3, queue: 3 } });
     expect(noCpu.filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
+    // No autoscaler: the count is min_scale, whatever ran before (an autoscaler that is gone chose it).
+    expect(find(noCpu, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(1);
+    expect(find(noCpu, 'Deployment', `${BASE}-queue`).spec.replicas).toBe(1);
     const withCpu = renderRevision(input({ min_scale: 1, max_scale: 4, cpu: 0.5 }));
     expect(withCpu.filter((o) => o.kind === 'HorizontalPodAutoscaler').map((o) => o.metadata.name)).toEqual([`${BASE}-api-server`, `${BASE}-queue`]);
   });
