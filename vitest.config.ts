@@ -12,6 +12,7 @@ const POSTGRES_EXTRA = [
   'test/agents/protocol.test.ts',
   'test/k8s/k8s-deployments-api.test.ts',
   'test/k8s/k8s-agent-e2e.test.ts',
+  'test/k8s/k8s-spec-rules-api.test.ts',
   'test/hardening/nul-characters.test.ts',
   'test/hardening/listener-token-revoke.test.ts',
   'test/hardening/upload-quota-race.test.ts',

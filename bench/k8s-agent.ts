@@ -46,6 +46,7 @@ const input = {
   namespace: 'team-a',
   spec,
   postgresPassword: 'pw',
+  redisPassword: 'rpw',
 };
 for (let i = 0; i < 200; i++) renderRevision(input).forEach((o) => schemaErrors(o));
 let started = performance.now();

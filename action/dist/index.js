@@ -49828,7 +49828,17 @@ var GithubRepository = external_exports.object({
 // shared/schemas/listener.ts
 var ComputeType = external_exports.enum(["k8s", "sandbox", "local"]);
 var Namespace = external_exports.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "A namespace must be a DNS label" });
-var ComputeConfig = external_exports.strictObject({ k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]) });
+var SecretName = external_exports.string().max(253).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, { message: "A Secret name must be a DNS subdomain" });
+var ComputeConfig = external_exports.strictObject({
+  k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]),
+  /**
+   * k8s (contract §18): a Secret in each namespace holding `LANGGRAPH_CLOUD_LICENSE_KEY` or
+   * `LANGSMITH_API_KEY`, which the deployments' pods read; without it every deployment must carry one.
+   */
+  k8s_license_secret: SecretName.nullish(),
+  /** k8s (contract §18): a spec's own securityContext, host paths and privileged settings are allowed. */
+  k8s_allow_privileged: external_exports.boolean().nullish()
+});
 var Version = external_exports.string().max(255);
 var ListenerCreate = external_exports.strictObject({
   version: Version.nullish(),
@@ -49844,7 +49854,11 @@ var Listener = external_exports.object({
   version: external_exports.string().nullable().default(null),
   compute_type: ComputeType,
   compute_id: external_exports.string(),
-  compute_config: external_exports.object({ k8s_namespaces: external_exports.array(external_exports.string()) }),
+  compute_config: external_exports.object({
+    k8s_namespaces: external_exports.array(external_exports.string()),
+    k8s_license_secret: external_exports.string().nullable().optional(),
+    k8s_allow_privileged: external_exports.boolean().optional()
+  }),
   created_at: Timestamp,
   updated_at: Timestamp,
   /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */

@@ -1,4 +1,4 @@
-import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { FIELD_MANAGER, type K8sObject } from './labels.ts';
 
 /** A refusal or failure from the Kubernetes API, with the status code and the API's own message. */
@@ -16,6 +16,7 @@ export class ClusterError extends Error {
 export const RENDERED_KINDS: ReadonlyArray<{ apiVersion: string; kind: string }> = [
   { apiVersion: 'v1', kind: 'Secret' },
   { apiVersion: 'v1', kind: 'Service' },
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy' },
   { apiVersion: 'apps/v1', kind: 'StatefulSet' },
   { apiVersion: 'apps/v1', kind: 'Deployment' },
   { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' },
@@ -42,15 +43,25 @@ export function loadKubeConfig(kubeconfigFile: string | undefined, env: NodeJS.P
 /** The few calls the agent makes on the Kubernetes API, over `@kubernetes/client-node`. */
 export class Cluster {
   readonly #api: KubernetesObjectApi;
+  readonly #core: CoreV1Api;
 
   constructor(config: KubeConfig) {
     this.#api = KubernetesObjectApi.makeApiClient(config);
+    this.#core = config.makeApiClient(CoreV1Api);
+  }
+
+  /**
+   * Deletes the namespace's Secrets matching the selector in one call (`deletecollection`): the
+   * agent never lists Secrets, so its Role needs no right to read every Secret's data.
+   */
+  async deleteSecrets(namespace: string, labelSelector: string): Promise<void> {
+    await this.#call(() => this.#core.deleteCollectionNamespacedSecret({ namespace, labelSelector, propagationPolicy: 'Background' }));
   }
 
   /** Server-side apply with our field manager, forced: the rendered object is what we own. */
   async apply(object: K8sObject): Promise<K8sObject> {
     // The client fills in a missing namespace on the object it is given: hand it a copy.
-    const copy = structuredClone(object);
+    const copy = forClientModels(structuredClone(object));
     return (await this.#call(() => this.#api.patch(copy, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply))) as K8sObject;
   }
 
@@ -106,6 +117,18 @@ export class Cluster {
       throw toClusterError(error);
     }
   }
+}
+
+/**
+ * The object as `@kubernetes/client-node` serialises it: its models call a NetworkPolicy ingress
+ * rule's `from` `_from` (a reserved word for its generator) and silently drop a plain `from`, which
+ * would apply a policy that lets no pod in. (Found by the stand-in, which stores what arrives.)
+ */
+function forClientModels(object: K8sObject): K8sObject {
+  if (object.kind !== 'NetworkPolicy') return object;
+  const spec = object.spec as { ingress?: Array<Record<string, unknown>> };
+  spec.ingress = spec.ingress?.map(({ from, ...rule }) => (from === undefined ? rule : { ...rule, _from: from }));
+  return object;
 }
 
 /** The API's `Status` message when it sent one (`deployments.apps "x" is forbidden: …`), else what the client said. */

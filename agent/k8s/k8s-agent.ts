@@ -28,6 +28,8 @@ export type K8sAgentOptions = {
   keepVolumes: boolean;
   rolloutTimeoutMs: number;
   pollMs: number;
+  /** PostgreSQL's and Redis's images (`--postgres-image`, `--redis-image`: a mirror); unset: the defaults. */
+  images?: { postgres?: string; redis?: string };
   print: (line: string) => void;
 };
 
@@ -115,8 +117,11 @@ export class K8sAgent {
         revision: { id: revision.id, image: revision.source.image_uri, secrets: revision.secrets },
         namespace,
         spec: revision.resource_spec ?? null,
-        postgresPassword: await this.#postgresPassword(deployment, namespace),
+        ...(await this.#passwords(deployment, namespace)),
         liveReplicas: live.replicas,
+        ...(this.#o.images ? { images: this.#o.images } : {}),
+        licenseSecret: deployment.k8s_license_secret ?? null,
+        allowPrivileged: deployment.k8s_allow_privileged ?? false,
       });
       for (const object of objects) {
         const errors = schemaErrors(object);
@@ -141,10 +146,11 @@ export class K8sAgent {
       }
       say('rollout finished: every Deployment updated and available, PostgreSQL ready');
       try {
-        const pruned = await pruneEarlier(this.#o.cluster, namespace, deployment.id, revision.id);
+        const pruned = await pruneEarlier(this.#o.cluster, namespace, deployment.id, revision.id, objects, gone.signal);
         if (pruned.length) say(`deleted what this revision no longer renders: ${pruned.join(', ')}`);
       } catch (error) {
-        say(`could not delete what this revision no longer renders (the next revision tries again): ${(error as Error).message}`, 'warn');
+        if (gone.signal.aborted) throw error;
+        say(`did not delete what this revision no longer renders (the next revision does): ${(error as Error).message}`, 'warn');
       }
       await move('DEPLOYED');
     } catch (error) {
@@ -161,11 +167,12 @@ export class K8sAgent {
     }
   }
 
-  /** The deployment's PostgreSQL password: the one in the cluster, or a new one for its first revision. */
-  async #postgresPassword(deployment: WorkDeployment, namespace: string): Promise<string> {
+  /** The deployment's PostgreSQL and Redis passwords: the ones in the cluster, or new ones for its first revision. */
+  async #passwords(deployment: WorkDeployment, namespace: string): Promise<{ postgresPassword: string; redisPassword: string }> {
     const stored = await this.#o.cluster.read('v1', 'Secret', namespace, objectNames(deployment).postgresSecret);
-    const value = (stored?.data as Record<string, string> | undefined)?.POSTGRES_PASSWORD;
-    return value ? Buffer.from(value, 'base64').toString('utf8') : randomBytes(24).toString('base64url');
+    const data = (stored?.data as Record<string, string> | undefined) ?? {};
+    const kept = (key: string) => (data[key] ? Buffer.from(data[key], 'base64').toString('utf8') : randomBytes(24).toString('base64url'));
+    return { postgresPassword: kept('POSTGRES_PASSWORD'), redisPassword: kept('REDIS_PASSWORD') };
   }
 
   /**

@@ -7,11 +7,13 @@ import { K8sAgent } from './k8s-agent.ts';
 
 const USAGE = `Usage: npm run agent -- --compute k8s --url <control plane URL> --listener <listener id> [--token <token>]
   [--kubeconfig FILE] [--namespace NS]... [--keep-volumes] [--capacity 4] [--agent-id <id>]
-  [--rollout-timeout 600] [--poll-interval 2]
+  [--rollout-timeout 600] [--poll-interval 2] [--postgres-image IMAGE] [--redis-image IMAGE]
 Cluster credentials: --kubeconfig FILE, else the file KUBECONFIG names, else the in-cluster service account.
 --namespace (repeatable, or comma-separated): the namespaces the agent may use; a deployment in any
 other is refused before anything is sent. A deployment without k8s_namespace goes to the first one
 (else the kubeconfig context's namespace, else "default").
+--postgres-image / --redis-image: the data stores' images (default pgvector/pgvector:pg16 and
+redis:7-alpine), e.g. from a mirror the nodes can reach.
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).`;
 
 /** Reads the options once, starts the k8s agent, stops it cleanly on SIGINT / SIGTERM. */
@@ -31,6 +33,8 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
       'agent-id': { type: 'string' },
       'rollout-timeout': { type: 'string', default: '600' },
       'poll-interval': { type: 'string', default: '2' },
+      'postgres-image': { type: 'string' },
+      'redis-image': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -61,6 +65,10 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
     keepVolumes: values['keep-volumes'],
     rolloutTimeoutMs: number('rollout-timeout', values['rollout-timeout'], 1) * 1000,
     pollMs: number('poll-interval', values['poll-interval'], 0.05) * 1000,
+    images: {
+      ...(values['postgres-image'] ? { postgres: values['postgres-image'] } : {}),
+      ...(values['redis-image'] ? { redis: values['redis-image'] } : {}),
+    },
     print: (line) => process.stdout.write(`${line}\n`),
   });
   let stopping = false;

@@ -1,6 +1,7 @@
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
@@ -24,6 +25,7 @@ const MODELS: Record<string, (data: any) => Validating> = {
   'apps/v1/Deployment': (d) => new Deployment(d),
   'apps/v1/StatefulSet': (d) => new StatefulSet(d),
   'autoscaling/v2/HorizontalPodAutoscaler': (d) => new HorizontalPodAutoscaler(d),
+  'networking.k8s.io/v1/NetworkPolicy': (d) => new NetworkPolicy(d),
   'rbac.authorization.k8s.io/v1/Role': (d) => new Role(d),
   'rbac.authorization.k8s.io/v1/RoleBinding': (d) => new RoleBinding(d),
 };

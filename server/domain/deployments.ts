@@ -13,9 +13,10 @@ import {
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
 import { repositoryOnHost } from '../github/app-settings.ts';
 import { createdRevisionWork } from '../store/rows.ts';
-import type { DeploymentChange, DeploymentRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
+import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
+import { refuseWhatK8sWouldNot } from './k8s-spec-rules.ts';
 import { urlLabel } from './names.ts';
 import { type CreatePlan, firstStage, type Pipeline } from './pipeline.ts';
 
@@ -173,6 +174,7 @@ export class Deployments {
           throw new BadRequest(`k8s_namespace '${namespace}' is not one of the listener's namespaces (${allowed.join(', ')}).`);
         }
       }
+      refuseWhatK8sWouldNot(listener, { spec: body.source_config.resource_spec ?? null, secrets: body.secrets ?? [], previous: null, creating: true });
       sourceConfig = {
         ...emptySourceConfig(),
         listener_id: listener.id,
@@ -241,7 +243,8 @@ export class Deployments {
   async patch(tenantId: string, id: string, body: DeploymentPatch): Promise<{ deployment: DeploymentRecord; revision: RevisionRecord | null }> {
     const { store, clock, pipeline } = this.#deps;
     await this.#checkTarball(tenantId, id, body.source_revision_config?.source_tarball_path);
-    const result = await store.updateDeployment(tenantId, id, (current) => planPatch(current, body), clock.now());
+    const listener = await this.#k8sListenerOf(tenantId, id);
+    const result = await store.updateDeployment(tenantId, id, (current) => checkedForK8s(listener, current, planPatch(current, body)), clock.now());
     if (result.revision) await pipeline.advance(id);
     return result;
   }
@@ -250,9 +253,23 @@ export class Deployments {
   async createRevision(tenantId: string, id: string, body: RevisionCreate): Promise<RevisionRecord> {
     const { store, clock, pipeline } = this.#deps;
     await this.#checkTarball(tenantId, id, body.source_revision_config?.source_tarball_path);
-    const result = await store.updateDeployment(tenantId, id, (current) => planPatch(current, body, { alwaysRevision: true }), clock.now());
+    const listener = await this.#k8sListenerOf(tenantId, id);
+    const result = await store.updateDeployment(
+      tenantId,
+      id,
+      (current) => checkedForK8s(listener, current, planPatch(current, body, { alwaysRevision: true })),
+      clock.now(),
+    );
     await pipeline.advance(id);
     return (await store.getRevisionById(result.revision!.id)) ?? result.revision!;
+  }
+
+  /** The k8s listener a deployment runs on (its listener never changes), or null for any other. */
+  async #k8sListenerOf(tenantId: string, id: string): Promise<ListenerRecord | null> {
+    const deployment = await this.#deps.store.getDeployment(tenantId, id);
+    const listenerId = deployment?.source === 'external_docker' ? deployment.source_config.listener_id : null;
+    const listener = listenerId ? await this.#deps.store.getListener(tenantId, listenerId) : null;
+    return listener?.compute_type === 'k8s' ? listener : null;
   }
 
   /** Upload URLs are for `internal_source`, push tokens for `internal_docker` deployments (400 for others). */
@@ -346,6 +363,19 @@ function emptySourceConfig(): SourceConfig {
     install_command: null,
     build_command: null,
   };
+}
+
+/** A change on a k8s listener's deployment that makes a revision, checked as at create (contract §18). */
+function checkedForK8s(listener: ListenerRecord | null, current: DeploymentRecord, change: DeploymentChange): DeploymentChange {
+  if (listener && change.revision) {
+    refuseWhatK8sWouldNot(listener, {
+      spec: change.source_config.resource_spec,
+      secrets: change.secrets,
+      previous: current.source_config.resource_spec,
+      creating: false,
+    });
+  }
+  return change;
 }
 
 function refuseWhileDeleting(current: DeploymentRecord): void {

@@ -19,7 +19,7 @@ export class Listeners {
       version: body.version ?? null,
       compute_type: body.compute_type,
       compute_id: body.compute_id,
-      compute_config: { k8s_namespaces: body.compute_config?.k8s_namespaces ?? [] },
+      compute_config: computeConfigOf(body.compute_config),
       created_at: now,
       updated_at: now,
     };
@@ -40,7 +40,16 @@ export class Listeners {
   async patch(tenantId: string, id: string, body: ListenerPatch): Promise<ListenerRecord> {
     const current = await this.get(tenantId, id);
     if (!body.compute_config && body.version == null) return current;
-    const computeConfig = body.compute_config ? { k8s_namespaces: body.compute_config.k8s_namespaces } : current.compute_config;
+    // k8s_namespaces is replaced as before; the §18 settings stay as they were unless given.
+    const computeConfig = body.compute_config
+      ? computeConfigOf({
+          ...body.compute_config,
+          k8s_license_secret:
+            body.compute_config.k8s_license_secret === undefined ? current.compute_config.k8s_license_secret : body.compute_config.k8s_license_secret,
+          k8s_allow_privileged:
+            body.compute_config.k8s_allow_privileged === undefined ? current.compute_config.k8s_allow_privileged : body.compute_config.k8s_allow_privileged,
+        })
+      : current.compute_config;
     const updated = await this.deps.store.updateListener(tenantId, id, computeConfig, this.deps.clock.now(), body.version ?? current.version);
     if (!updated) throw new NotFound(`Listener ID ${id} not found.`);
     return updated;
@@ -51,4 +60,13 @@ export class Listeners {
     if (outcome === 'not_found') throw new NotFound(`Listener ID ${id} not found.`);
     if (outcome === 'in_use') throw new Conflict(`Listener ${id} is used by deployments; delete them first.`);
   }
+}
+
+/** The stored form: the namespaces always; the k8s settings of §18 only when given (older rows read as before). */
+function computeConfigOf(given: ListenerCreate['compute_config']): Listener['compute_config'] {
+  return {
+    k8s_namespaces: given?.k8s_namespaces ?? [],
+    ...(given?.k8s_license_secret ? { k8s_license_secret: given.k8s_license_secret } : {}),
+    ...(given?.k8s_allow_privileged ? { k8s_allow_privileged: true } : {}),
+  };
 }

@@ -84,6 +84,10 @@ export const WorkDeployment = z.object({
   build_command: z.string().nullable(),
   /** `listener_config.k8s_namespace`: where a `k8s` agent runs the deployment (null: the agent's default). */
   k8s_namespace: z.string().nullable(),
+  /** The k8s listener's `k8s_license_secret`: a Secret in the namespace with the image's license key (contract §18). */
+  k8s_license_secret: z.string().nullable().optional(),
+  /** The k8s listener's `k8s_allow_privileged`: the spec's own securityContexts are kept. */
+  k8s_allow_privileged: z.boolean().optional(),
 });
 export type WorkDeployment = z.infer<typeof WorkDeployment>;
 

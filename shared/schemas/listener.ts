@@ -9,7 +9,22 @@ const Namespace = z
   .max(63)
   .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: 'A namespace must be a DNS label' });
 
-export const ComputeConfig = z.strictObject({ k8s_namespaces: z.array(Namespace).max(1000).default([]) });
+/** A Secret's name: a DNS subdomain (RFC 1123). */
+const SecretName = z
+  .string()
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, { message: 'A Secret name must be a DNS subdomain' });
+
+export const ComputeConfig = z.strictObject({
+  k8s_namespaces: z.array(Namespace).max(1000).default([]),
+  /**
+   * k8s (contract §18): a Secret in each namespace holding `LANGGRAPH_CLOUD_LICENSE_KEY` or
+   * `LANGSMITH_API_KEY`, which the deployments' pods read; without it every deployment must carry one.
+   */
+  k8s_license_secret: SecretName.nullish(),
+  /** k8s (contract §18): a spec's own securityContext, host paths and privileged settings are allowed. */
+  k8s_allow_privileged: z.boolean().nullish(),
+});
 export type ComputeConfig = z.infer<typeof ComputeConfig>;
 
 /** The listener agent's version, as the hosted API records it (free text). */
@@ -33,7 +48,11 @@ export const Listener = z.object({
   version: z.string().nullable().default(null),
   compute_type: ComputeType,
   compute_id: z.string(),
-  compute_config: z.object({ k8s_namespaces: z.array(z.string()) }),
+  compute_config: z.object({
+    k8s_namespaces: z.array(z.string()),
+    k8s_license_secret: z.string().nullable().optional(),
+    k8s_allow_privileged: z.boolean().optional(),
+  }),
   created_at: Timestamp,
   updated_at: Timestamp,
   /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */

@@ -17,7 +17,11 @@ describe('the bundled Action while revisions are on their way', () => {
   beforeAll(async () => {
     server = await startServerProcess({ SANDBOX_STAGE_MS: '50' });
     api = apiClient(server.url, server.apiKey);
-    const listener = await api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `cluster-${crypto.randomUUID()}` });
+    const listener = await api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `cluster-${crypto.randomUUID()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     expect(listener.status).toBe(201);
     k8sListener = listener.body.id;
   });

@@ -17,7 +17,11 @@ describe('the CLI from a shell script', () => {
 
   it('deploys, patches, reports status, fails, waits, times out, and exits with the documented codes', async () => {
     const api = apiClient(server.url, server.apiKey);
-    const k8s = await api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `cluster-${crypto.randomUUID()}` });
+    const k8s = await api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `cluster-${crypto.randomUUID()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     expect(k8s.status).toBe(201);
     // Two listeners now, so a create must name one: CP_LISTENER_ID (the sandbox) does, and --listener-id wins over it for the k8s deploy.
     const sandbox = (await api.get('/v2/listeners')).body.resources.find((l: { compute_type: string }) => l.compute_type === 'sandbox');

@@ -47,7 +47,11 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
     t = await inProcessApp();
     await workspaceFixtures(t.api);
     // A k8s listener's revision waits in AWAITING_DEPLOY: it holds still under the test.
-    const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+    const k8s = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `k8s-${uniqueName()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
     deploymentId = created.body.id;
     revisionId = created.body.latest_revision_id;
@@ -168,7 +172,11 @@ describe('the fast path holds long-polls and answers them on a change as Hono do
     const t = await inProcessApp();
     try {
       await workspaceFixtures(t.api);
-      const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+      const k8s = await t.api.post('/v2/listeners', {
+        compute_type: 'k8s',
+        compute_id: `k8s-${uniqueName()}`,
+        compute_config: { k8s_license_secret: 'langgraph-license' },
+      });
       const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
       const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
       await new Promise((r) => setTimeout(r, 50));

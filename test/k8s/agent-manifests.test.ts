@@ -30,7 +30,7 @@ describe("docs/examples/k8s-agent.yaml: the agent's least-privilege RBAC and in-
     expect(docs.some((d) => d.kind === 'ClusterRole' || d.kind === 'ClusterRoleBinding')).toBe(false);
   });
 
-  it('the Role grants exactly the kinds the agent renders, reads and deletes (pods, volume claims), in its namespace, without escalate, bind or wildcards', () => {
+  it('the Role grants exactly the kinds the agent renders, reads and deletes (pods read, volume claims), in its namespace, without escalate, bind or wildcards; no list on Secrets, no delete on Pods', () => {
     const role = docs.find((d) => d.kind === 'Role')!;
     expect(role.metadata.namespace).toBeTruthy();
     const granted = new Set(role.rules!.flatMap((r) => r.apiGroups.flatMap((g) => r.resources.map((res) => `${g}/${res}`))));
@@ -42,16 +42,20 @@ describe("docs/examples/k8s-agent.yaml: the agent's least-privilege RBAC and in-
       HorizontalPodAutoscaler: 'horizontalpodautoscalers',
       PersistentVolumeClaim: 'persistentvolumeclaims',
       Pod: 'pods',
+      NetworkPolicy: 'networkpolicies',
     };
     const needed = [...RENDERED_KINDS, PODS, VOLUME_CLAIMS].map(
       ({ apiVersion, kind }) => `${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}/${plural[kind]}`,
     );
     expect([...granted].sort()).toEqual([...needed].sort());
     const verbs = role.rules!.flatMap((r) => r.verbs);
-    expect(verbs.filter((v) => ['*', 'escalate', 'bind', 'impersonate', 'deletecollection'].includes(v))).toEqual([]);
+    expect(verbs.filter((v) => ['*', 'escalate', 'bind', 'impersonate'].includes(v))).toEqual([]);
     expect(role.rules!.flatMap((r) => [...r.apiGroups, ...r.resources]).includes('*')).toBe(false);
-    // Pods are read and deleted, never made or changed.
-    expect(role.rules!.find((r) => r.resources.includes('pods'))!.verbs.sort()).toEqual(['delete', 'get', 'list']);
+    // Pods are only read (contract §18: no delete); Secrets are never listed (a list hands over every
+    // Secret's data in the namespace), removed by label with deletecollection.
+    expect(role.rules!.find((r) => r.resources.includes('pods'))!.verbs.sort()).toEqual(['get', 'list']);
+    expect(role.rules!.find((r) => r.resources.includes('secrets'))!.verbs.sort()).toEqual(['create', 'deletecollection', 'get', 'patch']);
+    expect(role.rules!.filter((r) => r.verbs.includes('deletecollection')).flatMap((r) => r.resources)).toEqual(['secrets']);
   });
 
   it('the RoleBinding binds that Role to that ServiceAccount; the Deployment runs the k8s agent as it', () => {

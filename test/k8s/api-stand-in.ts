@@ -8,12 +8,22 @@
  * it stores is validated against the Kubernetes schemas (`kubernetes-models`), and it refuses the
  * changes a real API server refuses to selectors and StatefulSet specs.
  *
- * What it does not do by itself: nothing runs. Its "controllers" (a Deployment's pods becoming
- * available, a pod failing to pull its image, a StatefulSet making its volume claims) act only when
- * a test calls them (`reconcile`, `startControllers`), and they are simplifications of the real ones:
- * pods belong to their Deployment directly (no ReplicaSets), a rolling update replaces all old pods
- * at once when the new ones are ready, and apply merges by whole fields rather than by the
- * structured-merge rules of the real server.
+ * Server-side apply keeps field ownership per manager in `managedFields` and merges keyed lists
+ * item by item (test/k8s/server-side-apply.ts, a simplification of structured-merge-diff).
+ *
+ * What it does not do by itself: nothing runs. Its "controllers" act only when a test calls them
+ * (`reconcile`, `reconcileTimes`, `startControllers`), one step per pass, as time passes on a
+ * cluster: pods are `ContainerCreating` first, then run or fail as their images' fate says
+ * (crash-loop with a growing restart count, pull failures, `InvalidImageName`,
+ * `CreateContainerConfigError`, also for a missing Secret); a Deployment rolls within its
+ * `maxSurge` / `maxUnavailable` and writes the real controller's status and conditions
+ * (`Progressing`, `Available`, `ReplicaFailure`); a StatefulSet replaces its pod and moves
+ * `updateRevision` then `currentRevision`; admission refuses pods in a namespace enforcing Pod
+ * Security `restricted` and pods of a missing service account (`FailedCreate`); `autoscale` writes a
+ * Deployment's replicas as the HPA controller does, under its own field manager. Simplifications:
+ * ReplicaSets are folded into their Deployment (pods carry `pod-template-hash`), readiness is one
+ * pass, Pod Security checks only the main `restricted` rules, and no scheduler runs (a test's
+ * `unschedulable` says which pods stay `Pending`).
  */
 import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -25,6 +35,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { schemaErrors } from '../../agent/k8s/schemas.ts';
+import { recordUpdate, serverSideApply } from './server-side-apply.ts';
 
 type Obj = {
   apiVersion: string;
@@ -38,7 +49,14 @@ type Obj = {
 type Resource = { group: string; version: string; name: string; kind: string; namespaced: boolean; verbs: string[]; status?: boolean };
 
 const RESOURCES: Resource[] = [
-  { group: '', version: 'v1', name: 'secrets', kind: 'Secret', namespaced: true, verbs: ['create', 'delete', 'get', 'list', 'patch', 'update'] },
+  {
+    group: '',
+    version: 'v1',
+    name: 'secrets',
+    kind: 'Secret',
+    namespaced: true,
+    verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update'],
+  },
   {
     group: '',
     version: 'v1',
@@ -95,6 +113,14 @@ const RESOURCES: Resource[] = [
     status: true,
   },
   {
+    group: 'networking.k8s.io',
+    version: 'v1',
+    name: 'networkpolicies',
+    kind: 'NetworkPolicy',
+    namespaced: true,
+    verbs: ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update'],
+  },
+  {
     group: 'rbac.authorization.k8s.io',
     version: 'v1',
     name: 'roles',
@@ -119,7 +145,13 @@ export type Grant = { namespaces: readonly string[]; resources?: readonly string
 export type SeenRequest = { method: string; path: string; query: Record<string, string>; contentType: string | undefined; status: number };
 
 /** How the simulated kubelet treats an image: pulls and runs it, fails to pull it, or the container keeps crashing. */
-export type ImageFate = { pull: 'ok' } | { pull: 'fail'; reason: 'ErrImagePull' | 'ImagePullBackOff'; message: string } | { pull: 'crash'; message: string };
+export type ImageFate =
+  | { pull: 'ok' }
+  | { pull: 'fail'; reason: 'ErrImagePull' | 'ImagePullBackOff' | 'InvalidImageName'; message: string }
+  /** The container exits: `times` times and then it runs (what waits for a database does), or forever. */
+  | { pull: 'crash'; message: string; times?: number }
+  /** The kubelet cannot build the container's configuration (`CreateContainerConfigError`). */
+  | { pull: 'config'; message: string };
 
 /**
  * The stand-in. `start()` listens on 127.0.0.1; `kubeconfig(token)` writes a kubeconfig file for
@@ -139,6 +171,11 @@ export class KubernetesApiStandIn {
   collectGarbage = true;
   /** SIMULATION: decides for each image whether the pretend kubelet can pull and run it. */
   imageFate: (image: string) => ImageFate = () => ({ pull: 'ok' });
+  /** SIMULATION: the scheduler's refusal for a pod spec (the `Unschedulable` message), or null when a node fits it. */
+  unschedulable: (podSpec: any) => string | null = () => null;
+  readonly #restricted = new Set<string>();
+  /** How many kubelet passes each pod has seen (a pod is `ContainerCreating` in its first). */
+  readonly #podPasses = new Map<string, number>();
 
   constructor(namespaces: readonly string[]) {
     for (const ns of namespaces) this.#namespaces.add(ns);
@@ -248,6 +285,11 @@ export class KubernetesApiStandIn {
 
   // ---- SIMULATED CONTROLLERS: they act only when a test calls them. ----
 
+  /** SIMULATION: namespaces labelled `pod-security.kubernetes.io/enforce: restricted` (pods that break it are refused). */
+  enforcePodSecurityRestricted(namespace: string): void {
+    this.#restricted.add(namespace);
+  }
+
   /** Runs `reconcile` every `intervalMs` until `stopControllers()`. */
   startControllers(intervalMs = 50): void {
     this.stopControllers();
@@ -260,15 +302,26 @@ export class KubernetesApiStandIn {
   }
 
   /**
-   * SIMULATION of the Deployment, StatefulSet and kubelet controllers, one pass: for each workload,
-   * pods of its current template are made (their images' fate decides whether they run); once all
-   * of them are ready the old pods go (a rolling update with `maxUnavailable: 0`: until then the old
-   * ones keep serving), and the workload's status is written as the real controller writes it.
+   * SIMULATION of one pass of the kubelet and of the Deployment and StatefulSet controllers. Each
+   * pass moves things one step, as time does on a cluster: a new pod is `ContainerCreating` in the
+   * pass that makes it and runs (or fails: its images' fate) from the next; a Deployment creates new
+   * pods within `maxSurge` and removes old ones within `maxUnavailable` only once enough are
+   * available; a StatefulSet replaces its pods one at a time, highest ordinal first. Statuses and
+   * conditions are written as the real controllers write them (`ReplicaFailure`, `Progressing`,
+   * `Available`; `currentRevision` / `updateRevision`). Pods are refused (`FailedCreate`) by Pod
+   * Security `restricted` in a namespace that enforces it, and for a service account that does not exist.
    */
   reconcile(): void {
+    for (const pod of [...this.#objects.values()].filter((o) => o.kind === 'Pod')) this.#kubelet(pod);
     for (const workload of [...this.#objects.values()]) {
-      if (workload.kind === 'Deployment' || workload.kind === 'StatefulSet') this.#reconcileWorkload(workload);
+      if (workload.kind === 'Deployment') this.#reconcileDeployment(workload);
+      if (workload.kind === 'StatefulSet') this.#reconcileStatefulSet(workload);
     }
+  }
+
+  /** Runs `reconcile` `passes` times. */
+  reconcileTimes(passes: number): void {
+    for (let i = 0; i < passes; i += 1) this.reconcile();
   }
 
   /** SIMULATION: the Deployment controller's verdict after `progressDeadlineSeconds` without progress. */
@@ -277,78 +330,293 @@ export class KubernetesApiStandIn {
     if (!deployment) throw new Error(`no Deployment ${namespace}/${name}`);
     deployment.status = {
       ...deployment.status,
-      conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${name}-x" has timed out progressing.` }],
+      conditions: [
+        ...(deployment.status?.conditions ?? []).filter((c: { type: string }) => c.type !== 'Progressing'),
+        { type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${name}-x" has timed out progressing.` },
+      ],
     };
     this.#bump(deployment);
   }
 
-  #reconcileWorkload(workload: Obj): void {
-    const ns = workload.metadata.namespace!;
-    const desired: number = workload.spec?.replicas ?? 1;
-    const hash = createHash('sha256')
-      .update(JSON.stringify(workload.spec?.template ?? {}))
-      .digest('hex')
-      .slice(0, 10);
-    const owned = [...this.#objects.values()].filter(
+  /**
+   * SIMULATION of the HorizontalPodAutoscaler controller choosing `replicas`: it writes the target's
+   * `/scale` subresource as `kube-controller-manager` (an Update, subresource `scale`), so it owns
+   * `spec.replicas` in the target's managedFields, and bumps its generation, as on a real cluster.
+   */
+  autoscale(namespace: string, hpaName: string, replicas: number): void {
+    const hpa = this.#objects.get(key('HorizontalPodAutoscaler', namespace, hpaName));
+    if (!hpa) throw new Error(`no HorizontalPodAutoscaler ${namespace}/${hpaName}`);
+    const target = this.#objects.get(key(hpa.spec.scaleTargetRef.kind, namespace, hpa.spec.scaleTargetRef.name));
+    if (!target) throw new Error(`the autoscaler's target ${hpa.spec.scaleTargetRef.name} does not exist`);
+    const before = structuredClone(target);
+    target.spec = { ...target.spec, replicas };
+    if (before.spec.replicas !== replicas) {
+      target.metadata.managedFields = recordUpdate(before, target, 'kube-controller-manager', 'apps/v1', 'scale');
+      target.metadata.generation = ((target.metadata.generation as number) ?? 1) + 1;
+      this.#bump(target);
+    }
+    hpa.status = { ...hpa.status, currentReplicas: before.spec.replicas, desiredReplicas: replicas };
+    this.#bump(hpa);
+  }
+
+  /** SIMULATION of the kubelet's next step for one pod. */
+  #kubelet(pod: Obj): void {
+    const age = (this.#podPasses.get(pod.metadata.uid as string) ?? 0) + 1;
+    this.#podPasses.set(pod.metadata.uid as string, age);
+    if (pod.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'PodScheduled' && c.status === 'False')) return;
+    const ns = pod.metadata.namespace!;
+    const missingSecret = [...(pod.spec.initContainers ?? []), ...pod.spec.containers]
+      .flatMap((c: { envFrom?: Array<{ secretRef?: { name: string; optional?: boolean } }> }) => c.envFrom ?? [])
+      .map((e: { secretRef?: { name: string; optional?: boolean } }) => e.secretRef)
+      .find((ref: { name: string; optional?: boolean } | undefined) => ref && !ref.optional && !this.#objects.has(key('Secret', ns, ref.name)));
+    const statusOf = (container: { name: string; image: string }) => {
+      const previous = (pod.status.containerStatuses ?? []).find((s: { name: string }) => s.name === container.name);
+      const waiting = (reason: string, message: string, restartCount = 0, lastState?: object) => ({
+        name: container.name,
+        image: container.image,
+        ready: false,
+        restartCount,
+        state: { waiting: { reason, message } },
+        ...(lastState ? { lastState } : {}),
+      });
+      if (missingSecret) return waiting('CreateContainerConfigError', `secret "${missingSecret.name}" not found`);
+      const fate = this.imageFate(container.image);
+      if (fate.pull === 'fail') return waiting(fate.reason === 'ErrImagePull' && age > 2 ? 'ImagePullBackOff' : fate.reason, fate.message);
+      if (fate.pull === 'config') return waiting('CreateContainerConfigError', fate.message);
+      if (fate.pull === 'crash') {
+        const crashes = (previous?.restartCount ?? -1) + 1;
+        if (fate.times === undefined || crashes < fate.times) {
+          return waiting(
+            `CrashLoopBackOff`,
+            `back-off ${10 * 2 ** Math.min(crashes, 5)}s restarting failed container=${container.name} pod=${pod.metadata.name}`,
+            crashes,
+            {
+              terminated: { exitCode: 1, reason: 'Error', message: fate.message },
+            },
+          );
+        }
+      }
+      return {
+        name: container.name,
+        image: container.image,
+        ready: true,
+        restartCount: previous?.restartCount ?? 0,
+        state: { running: { startedAt: previous?.state?.running?.startedAt ?? new Date().toISOString() } },
+      };
+    };
+    const containerStatuses = (pod.spec.containers as Array<{ name: string; image: string }>).map(statusOf);
+    const ready = containerStatuses.every((s) => s.ready);
+    const status = {
+      ...pod.status,
+      phase: ready ? 'Running' : 'Pending',
+      conditions: [
+        { type: 'PodScheduled', status: 'True' },
+        { type: 'Ready', status: ready ? 'True' : 'False' },
+      ],
+      containerStatuses,
+    };
+    if (JSON.stringify(status) !== JSON.stringify(pod.status)) {
+      pod.status = status;
+      this.#bump(pod);
+    }
+  }
+
+  #podsOf(workload: Obj): Obj[] {
+    return [...this.#objects.values()].filter(
       (o) =>
         o.kind === 'Pod' &&
-        o.metadata.namespace === ns &&
+        o.metadata.namespace === workload.metadata.namespace &&
         (o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.[0]?.uid === workload.metadata.uid,
     );
-    const current = owned.filter((p) => p.metadata.labels?.['pod-template-hash'] === hash);
-    const old = owned.filter((p) => p.metadata.labels?.['pod-template-hash'] !== hash);
-    for (let i = current.length; i < desired; i += 1) current.push(this.#makePod(workload, hash, i));
-    for (const extra of current.splice(desired)) this.#objects.delete(key('Pod', ns, extra.metadata.name));
-    const ready = current.filter((p) => p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'Ready' && c.status === 'True'));
-    if (ready.length === desired) for (const pod of old) this.#objects.delete(key('Pod', ns, pod.metadata.name));
-    const remainingOld = ready.length === desired ? 0 : old.length;
-    if (workload.kind === 'StatefulSet') this.#makeClaims(workload);
-    const status: any = {
-      ...workload.status,
-      observedGeneration: workload.metadata.generation,
-      replicas: current.length + remainingOld,
-      updatedReplicas: current.length,
-      readyReplicas: ready.length + remainingOld,
-      ...(workload.kind === 'Deployment' ? { availableReplicas: ready.length + remainingOld } : { currentReplicas: current.length }),
-    };
-    if (workload.kind === 'Deployment' && !status.conditions?.some((c: { reason?: string }) => c.reason === 'ProgressDeadlineExceeded')) {
-      status.conditions = [{ type: 'Progressing', status: 'True', reason: ready.length === desired ? 'NewReplicaSetAvailable' : 'ReplicaSetUpdated' }];
+  }
+
+  #deletePod(pod: Obj): void {
+    this.#objects.delete(key('Pod', pod.metadata.namespace!, pod.metadata.name));
+    this.#podPasses.delete(pod.metadata.uid as string);
+  }
+
+  /** SIMULATION of the Deployment controller (its ReplicaSets folded in: pods carry `pod-template-hash`). */
+  #reconcileDeployment(deployment: Obj): void {
+    const desired: number = deployment.spec?.replicas ?? 1;
+    const hash = templateHash(deployment);
+    const replicaSet = `${deployment.metadata.name}-${hash}`;
+    const pods = this.#podsOf(deployment);
+    const current = pods.filter((p) => p.metadata.labels?.['pod-template-hash'] === hash);
+    let old = pods.filter((p) => p.metadata.labels?.['pod-template-hash'] !== hash);
+    const recreate = deployment.spec?.strategy?.type === 'Recreate';
+    const surge = recreate ? 0 : scaled(deployment.spec?.strategy?.rollingUpdate?.maxSurge ?? '25%', desired, true);
+    let unavailable = recreate ? desired : scaled(deployment.spec?.strategy?.rollingUpdate?.maxUnavailable ?? '25%', desired, false);
+    if (surge === 0 && unavailable === 0) unavailable = 1;
+    for (const extra of current.splice(desired)) this.#deletePod(extra);
+    const isReady = (p: Obj) => p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'Ready' && c.status === 'True') === true;
+    let failure: string | null = null;
+    // Old pods: unready ones first, ready ones only while enough stay available.
+    if (recreate) {
+      for (const pod of old) this.#deletePod(pod);
+      old = [];
+    } else {
+      const minAvailable = desired - unavailable;
+      let available = [...current, ...old].filter(isReady).length;
+      const newUnavailable = current.filter((p) => !isReady(p)).length;
+      let canRemove = current.length + old.length - minAvailable - newUnavailable;
+      for (const pod of [...old].sort((a, b) => Number(isReady(a)) - Number(isReady(b)))) {
+        if (canRemove <= 0) break;
+        if (isReady(pod)) {
+          if (available - 1 < minAvailable) break;
+          available -= 1;
+        }
+        this.#deletePod(pod);
+        old = old.filter((p) => p !== pod);
+        canRemove -= 1;
+      }
     }
+    const room = recreate && old.length > 0 ? 0 : desired + surge - (current.length + old.length);
+    for (let i = 0; i < Math.min(desired - current.length, room); i += 1) {
+      const name = `${replicaSet}-${randomUUID().slice(0, 5)}`;
+      failure = this.#admissionRefusal(deployment, name);
+      if (failure) break;
+      current.push(this.#makePod(deployment, name, { 'pod-template-hash': hash }));
+    }
+    const ready = [...current, ...old].filter(isReady).length;
+    const complete = current.length === desired && old.length === 0 && current.filter(isReady).length === desired;
+    const previous = (deployment.status?.conditions ?? []) as Array<{ type: string; reason?: string }>;
+    const stalled = previous.find((c) => c.type === 'Progressing' && c.reason === 'ProgressDeadlineExceeded');
+    const status: any = {
+      observedGeneration: deployment.metadata.generation,
+      replicas: current.length + old.length,
+      updatedReplicas: current.length,
+      readyReplicas: ready,
+      availableReplicas: ready,
+      ...(desired - ready > 0 ? { unavailableReplicas: desired - ready } : {}),
+      conditions: [
+        ready >= desired - unavailable
+          ? { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' }
+          : { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.' },
+        stalled && !complete
+          ? stalled
+          : complete
+            ? { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: `ReplicaSet "${replicaSet}" has successfully progressed.` }
+            : { type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: `ReplicaSet "${replicaSet}" is progressing.` },
+        ...(failure ? [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: failure }] : []),
+      ],
+    };
+    this.#writeStatus(deployment, status);
+  }
+
+  /** SIMULATION of the StatefulSet controller: `OrderedReady`, `RollingUpdate` one pod at a time from the highest ordinal. */
+  #reconcileStatefulSet(set: Obj): void {
+    const desired: number = set.spec?.replicas ?? 1;
+    const updateRevision = `${set.metadata.name}-${templateHash(set)}`;
+    const pods = this.#podsOf(set);
+    const isReady = (p: Obj) => p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'Ready' && c.status === 'True') === true;
+    const revisionOf = (p: Obj) => p.metadata.labels?.['controller-revision-hash'];
+    this.#makeClaims(set);
+    for (const pod of pods) if (Number(pod.metadata.name.split('-').pop()) >= desired) this.#deletePod(pod);
+    const byOrdinal = (i: number) => this.#objects.get(key('Pod', set.metadata.namespace!, `${set.metadata.name}-${i}`));
+    let waiting = false;
+    for (let i = 0; i < desired && !waiting; i += 1) {
+      const pod = byOrdinal(i);
+      if (!pod) {
+        const name = `${set.metadata.name}-${i}`;
+        // A real StatefulSet controller reports a refused pod only as an event (FailedCreate), never
+        // as a status condition: the agent, which reads no events, sees it as the rollout deadline.
+        if (!this.#admissionRefusal(set, name))
+          this.#makePod(set, name, { 'controller-revision-hash': updateRevision, 'statefulset.kubernetes.io/pod-name': name });
+        waiting = true;
+      } else if (!isReady(pod)) waiting = true;
+    }
+    if (!waiting) {
+      for (let i = desired - 1; i >= 0; i -= 1) {
+        const pod = byOrdinal(i);
+        if (pod && revisionOf(pod) !== updateRevision) {
+          this.#deletePod(pod);
+          break;
+        }
+      }
+    }
+    const live = this.#podsOf(set);
+    const updated = live.filter((p) => revisionOf(p) === updateRevision).length;
+    const readyCount = live.filter(isReady).length;
+    const currentRevision: string = updated === desired && readyCount === desired ? updateRevision : (set.status?.currentRevision ?? updateRevision);
+    const status: any = {
+      observedGeneration: set.metadata.generation,
+      replicas: live.length,
+      readyReplicas: readyCount,
+      availableReplicas: readyCount,
+      currentReplicas: live.filter((p) => revisionOf(p) === currentRevision).length,
+      updatedReplicas: updated,
+      currentRevision,
+      updateRevision,
+      collisionCount: 0,
+    };
+    this.#writeStatus(set, status);
+  }
+
+  /** Deletes an object and, as the garbage collector does, what it owned. */
+  #remove(object: Obj): void {
+    this.#objects.delete(key(object.kind, object.metadata.namespace!, object.metadata.name));
+    for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
+      if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === object.metadata.uid)) this.#objects.delete(k);
+    }
+  }
+
+  #writeStatus(workload: Obj, status: unknown): void {
     if (JSON.stringify(status) !== JSON.stringify(workload.status)) {
       workload.status = status;
       this.#bump(workload);
     }
   }
 
-  #makePod(workload: Obj, hash: string, index: number): Obj {
+  /**
+   * SIMULATION of admission for a workload's new pod: why the API server would refuse it (as the
+   * controller's `FailedCreate` message says), or null. A service account other than `default`
+   * must exist; in a namespace enforcing Pod Security `restricted`, the pod must meet it.
+   */
+  #admissionRefusal(workload: Obj, podName: string): string | null {
     const ns = workload.metadata.namespace!;
+    const spec = workload.spec.template.spec;
+    const account: string | undefined = spec.serviceAccountName;
+    if (account && account !== 'default' && !this.#objects.has(key('ServiceAccount', ns, account))) {
+      return `pods "${podName}" is forbidden: error looking up service account ${ns}/${account}: serviceaccount "${account}" not found`;
+    }
+    if (!this.#restricted.has(ns)) return null;
+    const violations = restrictedViolations(spec);
+    return violations.length ? `pods "${podName}" is forbidden: violates PodSecurity "restricted:latest": ${violations.join(', ')}` : null;
+  }
+
+  #makePod(workload: Obj, name: string, controllerLabels: Record<string, string>): Obj {
     const template = workload.spec.template;
-    const containers: Array<{ name: string; image: string }> = template.spec.containers;
-    const fates = containers.map((c) => ({ name: c.name, image: c.image, fate: this.imageFate(c.image) }));
-    const failing = fates.find((f) => f.fate.pull !== 'ok');
-    const name = workload.kind === 'StatefulSet' ? `${workload.metadata.name}-${index}` : `${workload.metadata.name}-${hash}-${randomUUID().slice(0, 5)}`;
     const pod: Obj = {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: {
         name,
-        namespace: ns,
+        namespace: workload.metadata.namespace,
         uid: randomUUID(),
-        labels: { ...(template.metadata?.labels ?? {}), 'pod-template-hash': hash },
+        labels: { ...(template.metadata?.labels ?? {}), ...controllerLabels },
+        ...(template.metadata?.annotations ? { annotations: { ...template.metadata.annotations } } : {}),
         ownerReferences: [{ apiVersion: workload.apiVersion, kind: workload.kind, name: workload.metadata.name, uid: workload.metadata.uid, controller: true }],
       },
       spec: structuredClone(template.spec),
-      status: {
-        phase: failing ? 'Pending' : 'Running',
-        conditions: [{ type: 'Ready', status: failing ? 'False' : 'True' }],
-        containerStatuses: fates.map((f) =>
-          f.fate.pull === 'ok'
-            ? { name: f.name, image: f.image, ready: true, restartCount: 0, state: { running: { startedAt: new Date().toISOString() } } }
-            : f.fate.pull === 'fail'
-              ? { name: f.name, image: f.image, ready: false, restartCount: 0, state: { waiting: { reason: f.fate.reason, message: f.fate.message } } }
-              : { name: f.name, image: f.image, ready: false, restartCount: 5, state: { waiting: { reason: 'CrashLoopBackOff', message: f.fate.message } } },
-        ),
-      },
+      status: this.unschedulable(template.spec)
+        ? {
+            phase: 'Pending',
+            conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: this.unschedulable(template.spec) }],
+          }
+        : {
+            phase: 'Pending',
+            conditions: [
+              { type: 'PodScheduled', status: 'True' },
+              { type: 'Ready', status: 'False' },
+            ],
+            containerStatuses: (template.spec.containers as Array<{ name: string; image: string }>).map((c) => ({
+              name: c.name,
+              image: c.image,
+              ready: false,
+              restartCount: 0,
+              state: { waiting: { reason: 'ContainerCreating' } },
+            })),
+          },
     };
     this.#store(pod, true);
     return pod;
@@ -437,6 +705,12 @@ export class KubernetesApiStandIn {
         items: items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest),
       });
     }
+    if (!name && req.method === 'DELETE') {
+      // deletecollection: every object of the kind matching the selector, without reading them out.
+      const items = this.objects(resource.kind, ns, q.labelSelector);
+      for (const item of items) this.#remove(item);
+      return this.#send(req, res, 200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { kind: resource.name } });
+    }
     if (!name) {
       if (req.method !== 'POST')
         return this.#send(req, res, 405, status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource'));
@@ -459,11 +733,7 @@ export class KubernetesApiStandIn {
     if (req.method === 'GET') return existing ? this.#send(req, res, 200, existing) : notFound();
     if (req.method === 'DELETE') {
       if (!existing) return notFound();
-      this.#objects.delete(key(resource.kind, ns, name));
-      // Garbage collection: what the deleted object owned goes with it.
-      for (const [k, o] of this.collectGarbage ? [...this.#objects] : []) {
-        if ((o.metadata.ownerReferences as Array<{ uid: string }> | undefined)?.some((r) => r.uid === existing.metadata.uid)) this.#objects.delete(k);
-      }
+      this.#remove(existing);
       return this.#send(req, res, 200, {
         kind: 'Status',
         apiVersion: 'v1',
@@ -499,25 +769,32 @@ export class KubernetesApiStandIn {
             400,
             status(400, 'BadRequest', `the name of the object (${applied.metadata.name}) does not match the name on the URL (${name})`),
           );
-        const owners = ((existing?.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter(
-          (m) => m.manager !== q.fieldManager && m.operation === 'Apply',
+        const apiVersion = resource.group ? `${resource.group}/${resource.version}` : resource.version;
+        const outcome = serverSideApply(
+          existing ?? null,
+          { ...applied, metadata: { ...applied.metadata, namespace: ns } },
+          q.fieldManager,
+          q.force === 'true',
+          apiVersion,
         );
-        if (existing && owners.length > 0 && q.force !== 'true') {
+        if ('conflicts' in outcome) {
           return this.#send(
             req,
             res,
             409,
-            status(409, 'Conflict', `Apply failed with 1 conflict: conflict with "${owners[0]!.manager}": .spec`, { kind: resource.name, name }),
+            status(
+              409,
+              'Conflict',
+              `Apply failed with ${outcome.conflicts.length} conflict${outcome.conflicts.length === 1 ? '' : 's'}: ${outcome.conflicts.join('\n')}`,
+              {
+                kind: resource.name,
+                name,
+              },
+            ),
           );
         }
-        const next: Obj = existing
-          ? {
-              ...structuredClone(existing),
-              ...without(applied, ['status']),
-              metadata: { ...existing.metadata, labels: applied.metadata.labels, annotations: applied.metadata.annotations },
-            }
-          : { ...applied, metadata: { ...applied.metadata, namespace: ns } };
-        if (existing && !applied.metadata.annotations) delete next.metadata.annotations;
+        const next = outcome.object as Obj;
+        next.metadata.managedFields = outcome.managedFields;
         return this.#write(req, res, resource, qualified, existing ?? null, next, q.fieldManager, 'Apply', existing ? 200 : 201);
       }
       if (contentType === 'application/merge-patch+json') {
@@ -610,25 +887,17 @@ export class KubernetesApiStandIn {
       if (!statusOnly) next.status = existing.status;
       const specChanged = JSON.stringify(existing.spec ?? null) !== JSON.stringify(next.spec ?? null);
       if (specChanged) next.metadata.generation = ((existing.metadata.generation as number | undefined) ?? 1) + 1;
-      const others = ((existing.metadata.managedFields as Array<{ manager: string; operation: string }> | undefined) ?? []).filter(
-        (m) => !(m.manager === manager && m.operation === operation),
-      );
-      next.metadata.managedFields = [...others, { manager, operation, apiVersion: next.apiVersion, fieldsType: 'FieldsV1', time: new Date().toISOString() }];
-      if (
-        !statusOnly &&
-        JSON.stringify(without(existing, ['status'])) ===
-          JSON.stringify(
-            without(
-              { ...next, metadata: { ...next.metadata, managedFields: existing.metadata.managedFields, resourceVersion: existing.metadata.resourceVersion } },
-              ['status'],
-            ),
-          )
-      ) {
+      if (operation === 'Update') next.metadata.managedFields = recordUpdate(existing, next, manager, next.apiVersion, statusOnly ? 'status' : undefined);
+      const comparable = (o: Obj) =>
+        JSON.stringify(
+          without({ ...o, metadata: { ...o.metadata, resourceVersion: '', managedFields: untimed(o.metadata.managedFields) } }, statusOnly ? [] : ['status']),
+        );
+      if (comparable(existing) === comparable(next)) {
         // Nothing changed: a real API server answers the stored object without a new resourceVersion.
         return this.#send(req, res, 200, existing);
       }
-    } else {
-      next.metadata.managedFields = [{ manager, operation, apiVersion: next.apiVersion, fieldsType: 'FieldsV1', time: new Date().toISOString() }];
+    } else if (operation === 'Update') {
+      next.metadata.managedFields = recordUpdate({ metadata: {} }, next, manager, next.apiVersion);
     }
     this.#store(next, !existing);
     return this.#send(req, res, code, next);
@@ -673,6 +942,56 @@ export class KubernetesApiStandIn {
   }
 }
 
+/** The hash of a workload's pod template, as its controller names the template's ReplicaSet or revision by. */
+function templateHash(workload: Obj): string {
+  return createHash('sha256')
+    .update(JSON.stringify(workload.spec?.template ?? {}))
+    .digest('hex')
+    .slice(0, 10);
+}
+
+/** `maxSurge` / `maxUnavailable`: a count, or a percentage of the desired replicas (surge rounds up, unavailable down). */
+function scaled(value: number | string, desired: number, roundUp: boolean): number {
+  if (typeof value === 'number') return value;
+  const share = (Number.parseInt(value, 10) / 100) * desired;
+  return roundUp ? Math.ceil(share) : Math.floor(share);
+}
+
+/**
+ * SIMULATION of the Pod Security `restricted` profile's main checks (kubernetes/pod-security-admission
+ * `policy/check_*.go`), with their messages: privileged, host namespaces and paths, privilege
+ * escalation, capabilities, non-root, seccomp.
+ */
+export function restrictedViolations(spec: any): string[] {
+  const containers: Array<{ name: string; securityContext?: any }> = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
+  const pod = spec.securityContext ?? {};
+  const out: string[] = [];
+  const failing = (test: (c: { name: string; securityContext?: any }) => boolean) =>
+    containers
+      .filter(test)
+      .map((c) => `"${c.name}"`)
+      .join(', ');
+  const privileged = failing((c) => c.securityContext?.privileged === true);
+  if (privileged) out.push(`privileged (containers ${privileged} must not set securityContext.privileged=true)`);
+  if (spec.hostNetwork || spec.hostPID || spec.hostIPC) out.push('host namespaces (hostNetwork=true, hostPID=true or hostIPC=true)');
+  const hostPaths = (spec.volumes ?? []).filter((v: { hostPath?: unknown }) => v.hostPath).map((v: { name: string }) => `"${v.name}"`);
+  if (hostPaths.length) out.push(`hostPath volumes (volumes ${hostPaths.join(', ')})`);
+  const escalation = failing((c) => c.securityContext?.allowPrivilegeEscalation !== false);
+  if (escalation) out.push(`allowPrivilegeEscalation != false (containers ${escalation} must set securityContext.allowPrivilegeEscalation=false)`);
+  const capabilities = failing((c) => !(c.securityContext?.capabilities?.drop ?? []).includes('ALL'));
+  if (capabilities) out.push(`unrestricted capabilities (containers ${capabilities} must set securityContext.capabilities.drop=["ALL"])`);
+  const root = failing((c) => (c.securityContext?.runAsNonRoot ?? pod.runAsNonRoot) !== true);
+  if (root) out.push(`runAsNonRoot != true (pod or containers ${root} must set securityContext.runAsNonRoot=true)`);
+  const seccomp = failing((c) => !['RuntimeDefault', 'Localhost'].includes(c.securityContext?.seccompProfile?.type ?? pod.seccompProfile?.type));
+  if (seccomp) out.push(`seccompProfile (pod or containers ${seccomp} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`);
+  return out;
+}
+
+/** managedFields without their times, to tell a write that changed nothing. */
+function untimed(entries: unknown): unknown {
+  return ((entries as Array<Record<string, unknown>> | undefined) ?? []).map(({ time: _t, ...e }) => e);
+}
+
 /** The changes a real API server refuses with 422: a selector, and StatefulSet spec fields other than the few it allows. */
 function immutableChange(kind: string, before: Obj, after: Obj): string | null {
   if ((kind === 'Deployment' || kind === 'StatefulSet') && JSON.stringify(before.spec?.selector) !== JSON.stringify(after.spec?.selector)) {
@@ -689,6 +1008,7 @@ function immutableChange(kind: string, before: Obj, after: Obj): string | null {
 
 function verbOf(method: string, name: string | undefined): string {
   if (method === 'GET') return name ? 'get' : 'list';
+  if (method === 'DELETE' && !name) return 'deletecollection';
   if (method === 'POST') return 'create';
   if (method === 'PUT') return 'update';
   if (method === 'PATCH') return 'patch';

@@ -67,12 +67,13 @@ export async function startK8sAgent(options: {
   };
 }
 
-/** A `k8s` listener serving `namespaces`, with an agent token. */
+/** A `k8s` listener serving `namespaces`, naming a license Secret, with an agent token. */
 export async function k8sListener(api: Api, namespaces: string[]) {
   const listener = await api.post('/v2/listeners', {
     compute_type: 'k8s',
     compute_id: `k8s-${crypto.randomUUID().slice(0, 8)}`,
-    compute_config: { k8s_namespaces: namespaces },
+    // The pods read the license key from this Secret (contract §18): deployments need not carry one.
+    compute_config: { k8s_namespaces: namespaces, k8s_license_secret: 'langgraph-license' },
   });
   if (listener.status !== 201) throw new Error(`listener: ${listener.status} ${JSON.stringify(listener.body)}`);
   const token = await api.post(`/v2/listeners/${listener.body.id}/tokens`);

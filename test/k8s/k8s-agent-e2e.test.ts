@@ -7,7 +7,7 @@ import { KubernetesApiStandIn } from './api-stand-in.ts';
 import { grantDocumentedRole, type K8sAgentProcess, k8sListener, startK8sAgent } from './harness.ts';
 
 const NAMESPACE = 'team-a';
-const KINDS = ['Secret', 'Service', 'Deployment', 'StatefulSet', 'HorizontalPodAutoscaler', 'PersistentVolumeClaim'];
+const KINDS = ['Secret', 'Service', 'Deployment', 'StatefulSet', 'HorizontalPodAutoscaler', 'NetworkPolicy', 'PersistentVolumeClaim'];
 
 /**
  * The `k8s` listener agent end to end: the real control plane and the real agent process
@@ -49,7 +49,10 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
       source: 'external_docker',
       source_config: { listener_id: listener.listenerId, listener_config: { k8s_namespace: namespace }, resource_spec: resourceSpec },
       source_revision_config: { image_uri: image },
-      secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-e2e-secret' }],
+      secrets: [
+        { name: 'OPENAI_API_KEY', value: 'sk-e2e-secret' },
+        { name: 'LANGSMITH_API_KEY', value: 'lsv2-e2e' },
+      ],
     });
 
   it('create → DEPLOYED; a new image → the same objects updated in place → DEPLOYED; an image that cannot be pulled → DEPLOY_FAILED naming the pull error, the previous revision still serving; a lower max_scale prunes the autoscaler; DELETE → every labelled object gone', {
@@ -71,13 +74,16 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
 
     const objects = labelled(deploymentId);
     // Secret ×2, Service ×3, Deployment ×3, StatefulSet, an HPA each for the API server and the queue
-    // (max_scale > min_scale; the queue's default to the API's), and the claim PostgreSQL's StatefulSet made.
+    // (max_scale > min_scale with a CPU request; the queue's default to the API's), a NetworkPolicy
+    // each for Redis and PostgreSQL, and the claim PostgreSQL's StatefulSet made.
     expect(objects.map((o) => o.kind).sort()).toEqual([
       'Deployment',
       'Deployment',
       'Deployment',
       'HorizontalPodAutoscaler',
       'HorizontalPodAutoscaler',
+      'NetworkPolicy',
+      'NetworkPolicy',
       'PersistentVolumeClaim',
       'Secret',
       'Secret',
@@ -109,7 +115,16 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     expect(updated.metadata.uid).toBe(apiServer.metadata.uid);
     expect(updated.metadata.generation).toBe((apiServer.metadata.generation as number) + 1);
     expect(updated.spec.template.spec.containers[0].image).toBe('registry.example.com/acme/bot:2');
-    for (const object of labelled(deploymentId)) expect(object.metadata.uid).toBe(uids.get(`${object.kind}/${object.metadata.name}`));
+    // The same objects, but the env Secret: one per revision, the first revision's pruned once the second is live.
+    const isEnvSecret = (o: { kind: string; metadata: { labels?: Record<string, string> } }) =>
+      o.kind === 'Secret' && o.metadata.labels?.[LABELS.component] === 'api-server';
+    for (const object of labelled(deploymentId).filter((o) => !isEnvSecret(o)))
+      expect(object.metadata.uid).toBe(uids.get(`${object.kind}/${object.metadata.name}`));
+    expect(
+      labelled(deploymentId)
+        .filter(isEnvSecret)
+        .map((o) => o.metadata.labels?.[LABELS.revisionId]),
+    ).toEqual([second.id]);
     const servingPods = () => standIn.objects('Pod', NAMESPACE, `${LABELS.deploymentId}=${deploymentId},${LABELS.component}=api-server`);
     expect(servingPods().map((p) => p.metadata.labels?.[LABELS.revisionId])).toEqual([second.id]);
 
@@ -255,7 +270,7 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
     }
   });
 
-  it("--keep-volumes: a teardown deletes every labelled object (pods the garbage collector left too) but PostgreSQL's volume claim", {
+  it("--keep-volumes: a teardown deletes every labelled object but PostgreSQL's volume claim; the pods go with their workloads (the agent may not delete pods)", {
     timeout: 60_000,
   }, async () => {
     standIn.startControllers(50);
@@ -279,15 +294,12 @@ describe('k8s agent against the Kubernetes API stand-in (simulated cluster)', ()
       const claims = standIn.objects('PersistentVolumeClaim', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`);
       expect(claims).toHaveLength(1);
       expect(standIn.objects('Pod', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`).length).toBeGreaterThan(0);
-      // A garbage collector that has not caught up: the agent deletes the deployment's pods itself.
-      standIn.collectGarbage = false;
       await api.delete(`/v2/deployments/${deploymentId}`);
       await eventually(async () => ((await api.get(`/v2/deployments/${deploymentId}`)).status === 404 ? true : undefined), 30_000);
       expect(labelled(deploymentId).map((o) => `${o.kind} ${o.metadata.name}`)).toEqual([`PersistentVolumeClaim ${claims[0]!.metadata.name}`]);
       expect(standIn.objects('Pod', NAMESPACE, `${LABELS.deploymentId}=${deploymentId}`)).toEqual([]);
       expect(keepingAgent.output()).toContain('(volume claims kept)');
     } finally {
-      standIn.collectGarbage = true;
       await keepingAgent.stop();
     }
   });

@@ -28,6 +28,7 @@ describe('deployments on a k8s listener: refused at the API', () => {
     source: 'external_docker',
     source_config: { listener_id: listenerId, listener_config: { k8s_namespace: namespace }, resource_spec: resourceSpec },
     source_revision_config: { image_uri: 'registry.example.com/acme/bot:1' },
+    secrets: [{ name: 'LANGSMITH_API_KEY', value: 'lsv2-test' }],
   });
   type Work = { deployment: { id: string; k8s_namespace: string | null }; revision: { resource_spec: unknown } };
   /** Claims, as an agent of the listener would, every piece of work it is offered now. */

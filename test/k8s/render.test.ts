@@ -60,6 +60,7 @@ const input = (spec: ResourceSpec | null): RenderInput => ({
   namespace: 'team-a',
   spec,
   postgresPassword: 'p@ss/word',
+  redisPassword: 'r3d!s',
 });
 const find = (objects: ReturnType<typeof renderRevision>, kind: string, name: string) => {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
@@ -73,7 +74,7 @@ describe('renderRevision: a full ResourceSpec', () => {
   it('renders exactly the objects §14 names, each schema-valid, in the namespace', () => {
     expect(objects.map((o) => `${o.apiVersion} ${o.kind} ${o.metadata.name}`).sort()).toEqual(
       [
-        `v1 Secret ${BASE}-env`,
+        `v1 Secret ${BASE}-env-9f1e2d3c`,
         `apps/v1 Deployment ${BASE}-api-server`,
         `v1 Service ${BASE}-api-server`,
         `autoscaling/v2 HorizontalPodAutoscaler ${BASE}-api-server`,
@@ -84,6 +85,8 @@ describe('renderRevision: a full ResourceSpec', () => {
         `v1 Secret ${BASE}-postgres`,
         `apps/v1 StatefulSet ${BASE}-postgres`,
         `v1 Service ${BASE}-postgres`,
+        `networking.k8s.io/v1 NetworkPolicy ${BASE}-redis`,
+        `networking.k8s.io/v1 NetworkPolicy ${BASE}-postgres`,
       ].sort(),
     );
     for (const object of objects) {
@@ -93,7 +96,13 @@ describe('renderRevision: a full ResourceSpec', () => {
   });
 
   it("puts the §14 labels, the spec's labels and its annotations on every object", () => {
-    const components: Record<string, string> = { env: 'api-server', 'api-server': 'api-server', queue: 'queue', redis: 'redis', postgres: 'postgres' };
+    const components: Record<string, string> = {
+      'env-9f1e2d3c': 'api-server',
+      'api-server': 'api-server',
+      queue: 'queue',
+      redis: 'redis',
+      postgres: 'postgres',
+    };
     for (const object of objects) {
       const component = components[object.metadata.name.slice(BASE.length + 1)];
       expect(object.metadata.labels, `${object.kind} ${object.metadata.name}`).toEqual({
@@ -109,11 +118,12 @@ describe('renderRevision: a full ResourceSpec', () => {
   });
 
   it("the Secret holds the deployment's secrets and the connection strings of its Redis and PostgreSQL", () => {
-    const secret = find(objects, 'Secret', `${BASE}-env`);
+    // One per revision (its id's first 8 characters): a restarting older pod keeps reading its own.
+    const secret = find(objects, 'Secret', `${BASE}-env-9f1e2d3c`);
     const data = Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
     expect(data).toEqual({
       OPENAI_API_KEY: 'sk-secret',
-      REDIS_URI: `redis://${BASE}-redis.team-a.svc:6379`,
+      REDIS_URI: `redis://:r3d!s@${BASE}-redis.team-a.svc:6379`,
       DATABASE_URI: `postgres://postgres:p%40ss%2Fword@${BASE}-postgres.team-a.svc:5432/postgres?sslmode=disable`,
       POSTGRES_URI: `postgres://postgres:p%40ss%2Fword@${BASE}-postgres.team-a.svc:5432/postgres?sslmode=disable`,
     });
@@ -128,38 +138,75 @@ describe('renderRevision: a full ResourceSpec', () => {
     expect(deployment.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } });
     const pod = deployment.spec.template;
     expect(pod.metadata.labels).toMatchObject({ ...deployment.spec.selector.matchLabels, [LABELS.revisionId]: REVISION.id, team: 'acme' });
-    expect(pod.spec.serviceAccountName).toBe('bot-runner');
-    expect(pod.spec.imagePullSecrets).toEqual([{ name: 'regcred' }]);
-    expect(pod.spec.volumes).toEqual([
-      { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
-      { name: 'config', configMap: { name: 'bot-config' } },
-    ]);
-    expect(pod.spec.initContainers).toEqual([
-      { name: 'migrate', image: 'registry.example.com/acme/migrate:1', command: ['./migrate'], env: [{ name: 'MODE', value: 'up' }] },
-      // restartPolicy Always: a native sidecar, started with the init containers and kept running.
-      { name: 'log-shipper', image: 'registry.example.com/acme/shipper:2', restartPolicy: 'Always' },
-    ]);
-    const [main, metrics, ...rest] = pod.spec.containers;
-    expect(rest).toEqual([]);
-    expect(main).toEqual({
-      name: 'api-server',
-      image: REVISION.image,
-      ports: [{ name: 'http', containerPort: 8000, protocol: 'TCP' }],
-      envFrom: [{ secretRef: { name: `${BASE}-env` } }],
-      env: [{ name: 'PORT', value: '8000' }],
-      resources: { requests: { cpu: '1', memory: '1024Mi' }, limits: { cpu: '2', memory: '2048Mi' } },
-      volumeMounts: [
-        { name: 'cache', mountPath: '/cache' },
-        { name: 'config', mountPath: '/etc/bot', readOnly: true },
+    const restricted = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
+    const probe = { httpGet: { path: '/ok', port: 8000 }, periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 6 };
+    const waitFor = [
+      {
+        name: 'wait-for-postgres',
+        image: 'pgvector/pgvector:pg16',
+        command: ['sh', '-c', `until pg_isready -h ${BASE}-postgres.team-a.svc -p 5432 -U postgres; do sleep 2; done`],
+        securityContext: restricted,
+      },
+      {
+        name: 'wait-for-redis',
+        image: 'redis:7-alpine',
+        command: ['sh', '-c', `until redis-cli -h ${BASE}-redis.team-a.svc -p 6379 ping | grep -q PONG; do sleep 2; done`],
+        env: [{ name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: `${BASE}-postgres`, key: 'REDIS_PASSWORD' } } }],
+        securityContext: restricted,
+      },
+    ];
+    expect(pod.spec).toEqual({
+      serviceAccountName: 'bot-runner',
+      imagePullSecrets: [{ name: 'regcred' }],
+      enableServiceLinks: false,
+      // Pod Security restricted: non-root, RuntimeDefault seccomp.
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+      volumes: [
+        { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+        { name: 'config', configMap: { name: 'bot-config' } },
       ],
-      readinessProbe: { httpGet: { path: '/ok', port: 'http' }, periodSeconds: 5, timeoutSeconds: 3, failureThreshold: 3 },
-    });
-    // An empty value beside valueFrom is "not given" (the seed's default): left out.
-    expect(metrics).toEqual({
-      name: 'metrics',
-      image: 'registry.example.com/acme/metrics:3',
-      env: [{ name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
-      volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }],
+      initContainers: [
+        ...waitFor,
+        {
+          name: 'migrate',
+          image: 'registry.example.com/acme/migrate:1',
+          command: ['./migrate'],
+          env: [{ name: 'MODE', value: 'up' }],
+          securityContext: restricted,
+        },
+        // restartPolicy Always: a native sidecar, started with the init containers and kept running.
+        { name: 'log-shipper', image: 'registry.example.com/acme/shipper:2', restartPolicy: 'Always', securityContext: restricted },
+      ],
+      containers: [
+        {
+          name: 'api-server',
+          image: REVISION.image,
+          ports: [{ name: 'http', containerPort: 8000, protocol: 'TCP' }],
+          envFrom: [{ secretRef: { name: `${BASE}-env-9f1e2d3c` } }],
+          // The queue runs the background jobs; the API server none (the official chart with its queue enabled).
+          env: [
+            { name: 'PORT', value: '8000' },
+            { name: 'N_JOBS_PER_WORKER', value: '0' },
+          ],
+          resources: { requests: { cpu: '1', memory: '1024Mi' }, limits: { cpu: '2', memory: '2048Mi' } },
+          volumeMounts: [
+            { name: 'cache', mountPath: '/cache' },
+            { name: 'config', mountPath: '/etc/bot', readOnly: true },
+          ],
+          startupProbe: probe,
+          readinessProbe: probe,
+          livenessProbe: probe,
+          securityContext: restricted,
+        },
+        // An empty value beside valueFrom is "not given" (the seed's default): left out.
+        {
+          name: 'metrics',
+          image: 'registry.example.com/acme/metrics:3',
+          env: [{ name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          volumeMounts: [{ name: 'cache', mountPath: '/cache', readOnly: true }],
+          securityContext: restricted,
+        },
+      ],
     });
   });
 
@@ -173,7 +220,10 @@ describe('renderRevision: a full ResourceSpec', () => {
       scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: `${BASE}-api-server` },
       minReplicas: 2,
       maxReplicas: 5,
-      metrics: [{ type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 80 } } }],
+      // The API container's own CPU: a sidecar without a request does not break the metric.
+      metrics: [
+        { type: 'ContainerResource', containerResource: { name: 'cpu', container: 'api-server', target: { type: 'Utilization', averageUtilization: 80 } } },
+      ],
     });
   });
 
@@ -183,13 +233,25 @@ describe('renderRevision: a full ResourceSpec', () => {
     expect(queue.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: 1 });
     const [container, ...others] = queue.spec.template.spec.containers;
     expect(others).toEqual([]);
+    const probe = { httpGet: { path: '/ok', port: 8000 }, periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 6 };
     expect(container).toEqual({
       name: 'queue',
       image: REVISION.image,
-      envFrom: [{ secretRef: { name: `${BASE}-env` } }],
+      // The official chart's queue command (charts/langgraph-cloud/templates/queue/deployment.yaml), with its jobs per worker.
+      command: ['/storage/queue_entrypoint.sh'],
+      envFrom: [{ secretRef: { name: `${BASE}-env-9f1e2d3c` } }],
+      env: [
+        { name: 'PORT', value: '8000' },
+        { name: 'N_JOBS_PER_WORKER', value: '10' },
+      ],
       // queue_cpu 0.5 → limit 2 × 0.5; queue_memory_mb = memory_mb 1024 → limit 2048.
       resources: { requests: { cpu: '500m', memory: '1024Mi' }, limits: { cpu: '1', memory: '2048Mi' } },
+      startupProbe: probe,
+      readinessProbe: probe,
+      livenessProbe: probe,
+      securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
     });
+    expect(queue.spec.template.spec.initContainers.map((c: { name: string }) => c.name)).toEqual(['wait-for-postgres', 'wait-for-redis']);
     expect(queue.spec.template.spec.serviceAccountName).toBe('bot-runner');
     expect(queue.spec.template.spec.imagePullSecrets).toEqual([{ name: 'regcred' }]);
     // queue_min_scale / queue_max_scale default to min_scale / max_scale.
@@ -200,13 +262,33 @@ describe('renderRevision: a full ResourceSpec', () => {
     });
   });
 
-  it('Redis: redis_memory_mb as its memory, a Service, pods without the revision label (a revision does not restart it)', () => {
+  it('Redis: a password, redis_memory_mb as its memory, restricted, a Service, a pod template without the revision or the spec’s labels (neither restarts it)', () => {
     const redis = find(objects, 'Deployment', `${BASE}-redis`);
-    expect(redis.spec.replicas).toBe(1);
-    const container = redis.spec.template.spec.containers[0];
-    expect(container.resources).toEqual({ requests: { memory: '256Mi' }, limits: { memory: '256Mi' } });
-    expect(container.args).toEqual(['--save', '', '--appendonly', 'no', '--maxmemory', '204mb']);
-    expect(redis.spec.template.metadata.labels[LABELS.revisionId]).toBeUndefined();
+    expect(redis.spec).toEqual({
+      replicas: 1,
+      selector: { matchLabels: { [LABELS.deploymentId]: DEPLOYMENT.id, [LABELS.component]: 'redis' } },
+      strategy: { type: 'Recreate' },
+      template: {
+        metadata: { labels: { [LABELS.managedBy]: 'agent-control-plane', [LABELS.component]: 'redis', [LABELS.deploymentId]: DEPLOYMENT.id } },
+        spec: {
+          enableServiceLinks: false,
+          automountServiceAccountToken: false,
+          securityContext: { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999, seccompProfile: { type: 'RuntimeDefault' } },
+          containers: [
+            {
+              name: 'redis',
+              image: 'redis:7-alpine',
+              args: ['--requirepass', '$(REDIS_PASSWORD)', '--save', '', '--appendonly', 'no', '--maxmemory', '204mb'],
+              env: [{ name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: `${BASE}-postgres`, key: 'REDIS_PASSWORD' } } }],
+              ports: [{ name: 'redis', containerPort: 6379, protocol: 'TCP' }],
+              resources: { requests: { memory: '256Mi' }, limits: { memory: '256Mi' } },
+              readinessProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 5 },
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
+          ],
+        },
+      },
+    });
     expect(find(objects, 'Service', `${BASE}-redis`).spec.ports).toEqual([{ name: 'redis', port: 6379, targetPort: 'redis', protocol: 'TCP' }]);
   });
 
@@ -226,7 +308,34 @@ describe('renderRevision: a full ResourceSpec', () => {
       },
     ]);
     expect(Buffer.from(find(objects, 'Secret', `${BASE}-postgres`).data.POSTGRES_PASSWORD, 'base64').toString()).toBe('p@ss/word');
+    expect(Buffer.from(find(objects, 'Secret', `${BASE}-postgres`).data.REDIS_PASSWORD, 'base64').toString()).toBe('r3d!s');
     expect(find(objects, 'Service', `${BASE}-postgres`).spec.clusterIP).toBe('None');
+    // pgvector (the official chart's PostgreSQL image), restricted, its pod template free of the spec's labels.
+    expect(container.image).toBe('pgvector/pgvector:pg16');
+    expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(set.spec.template.metadata).toEqual({
+      labels: { [LABELS.managedBy]: 'agent-control-plane', [LABELS.component]: 'postgres', [LABELS.deploymentId]: DEPLOYMENT.id },
+    });
+    expect(set.spec.template.spec.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 999,
+      runAsGroup: 999,
+      fsGroup: 999,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+  });
+
+  it('a NetworkPolicy for each data store: only the deployment’s own pods reach it, on its port', () => {
+    for (const [component, port] of [
+      ['redis', 6379],
+      ['postgres', 5432],
+    ] as const) {
+      expect(find(objects, 'NetworkPolicy', `${BASE}-${component}`).spec).toEqual({
+        podSelector: { matchLabels: { [LABELS.deploymentId]: DEPLOYMENT.id, [LABELS.component]: component } },
+        policyTypes: ['Ingress'],
+        ingress: [{ from: [{ podSelector: { matchLabels: { [LABELS.deploymentId]: DEPLOYMENT.id } } }], ports: [{ protocol: 'TCP', port }] }],
+      });
+    }
   });
 
   it('with an autoscaler, a new revision keeps the replica count it chose (within min..max), so an apply does not scale down', () => {
@@ -289,6 +398,76 @@ describe('renderRevision: defaults', () => {
         expect(`data-${object.metadata.name}-0`.length).toBeLessThanOrEqual(63);
         expect(schemaErrors(object)).toBeNull();
       }
+    }
+  });
+});
+
+describe('renderRevision: contract §18', () => {
+  it('min_scale 0 is deployed with 1 (also the queue); an autoscaler only with a CPU request on its container', () => {
+    const zero = renderRevision(input({ min_scale: 0, max_scale: 0, queue_min_scale: 0 }));
+    expect(find(zero, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(1);
+    expect(find(zero, 'Deployment', `${BASE}-queue`).spec.replicas).toBe(1);
+    const noCpu = renderRevision({ ...input({ min_scale: 1, max_scale: 4 }), liveReplicas: { apiServer: 3, queue: 3 } });
+    expect(noCpu.filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
+    // No autoscaler: the count is min_scale, whatever ran before (an autoscaler that is gone chose it).
+    expect(find(noCpu, 'Deployment', `${BASE}-api-server`).spec.replicas).toBe(1);
+    expect(find(noCpu, 'Deployment', `${BASE}-queue`).spec.replicas).toBe(1);
+    const withCpu = renderRevision(input({ min_scale: 1, max_scale: 4, cpu: 0.5 }));
+    expect(withCpu.filter((o) => o.kind === 'HorizontalPodAutoscaler').map((o) => o.metadata.name)).toEqual([`${BASE}-api-server`, `${BASE}-queue`]);
+  });
+
+  it("the listener's license Secret reaches both containers (optional keys), unless the deployment carries its own key", () => {
+    const licensed = renderRevision({ ...input(null), licenseSecret: 'langgraph-license' });
+    const expected = ['LANGGRAPH_CLOUD_LICENSE_KEY', 'LANGSMITH_API_KEY'].map((name) => ({
+      name,
+      valueFrom: { secretKeyRef: { name: 'langgraph-license', key: name, optional: true } },
+    }));
+    for (const name of ['api-server', 'queue']) {
+      expect(find(licensed, 'Deployment', `${BASE}-${name}`).spec.template.spec.containers[0].env.slice(2)).toEqual(expected);
+    }
+    const own = renderRevision({
+      ...input(null),
+      revision: { ...REVISION, secrets: [{ name: 'LANGSMITH_API_KEY', value: 'ls' }] },
+      licenseSecret: 'langgraph-license',
+    });
+    expect(find(own, 'Deployment', `${BASE}-api-server`).spec.template.spec.containers[0].env).toHaveLength(2);
+  });
+
+  it("a container's own securityContext is kept (over the restricted defaults) only where the listener allows it", () => {
+    const spec: ResourceSpec = { sidecars: [{ name: 'vpn', image: 'vpn:1', securityContext: { capabilities: { add: ['NET_ADMIN'] } } }] };
+    const sidecar = (allowPrivileged: boolean) =>
+      find(renderRevision({ ...input(spec), allowPrivileged }), 'Deployment', `${BASE}-api-server`).spec.template.spec.containers[1];
+    expect(sidecar(false).securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(sidecar(true).securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { add: ['NET_ADMIN'] } });
+  });
+
+  it('--postgres-image / --redis-image replace the data stores’ images everywhere (also the init containers that wait for them)', () => {
+    const text = JSON.stringify(
+      renderRevision({ ...input(null), images: { postgres: 'mirror.example.com/pgvector:pg16', redis: 'mirror.example.com/redis:7' } }),
+    );
+    expect(text).not.toContain('pgvector/pgvector:pg16');
+    expect(text).not.toContain('"redis:7-alpine"');
+    expect(text.match(/mirror\.example\.com\/pgvector:pg16/g)).toHaveLength(3);
+  });
+
+  it("a change of the spec's labels or annotations, or a new revision, leaves Redis's and PostgreSQL's pod templates as they were (no restart)", () => {
+    const before = renderRevision(input(FULL));
+    const after = renderRevision({
+      ...input({ ...FULL, labels: { team: 'other' }, annotations: { note: 'changed' } }),
+      revision: { ...REVISION, id: '11111111-2222-4333-8444-555555555555' },
+    });
+    for (const [kind, name] of [
+      ['Deployment', `${BASE}-redis`],
+      ['StatefulSet', `${BASE}-postgres`],
+    ] as const) {
+      expect(find(after, kind, name).spec.template).toEqual(find(before, kind, name).spec.template);
+    }
+  });
+
+  it('every pod passes the Pod Security restricted checks', async () => {
+    const { restrictedViolations } = await import('./api-stand-in.ts');
+    for (const workload of renderRevision(input(FULL)).filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+      expect(restrictedViolations((workload.spec as any).template.spec), workload.metadata.name).toEqual([]);
     }
   });
 });

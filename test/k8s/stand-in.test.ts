@@ -23,6 +23,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-a',
       spec: { min_scale: 2, cpu: 1, memory_mb: 256 },
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
 
   beforeAll(async () => {
@@ -96,6 +97,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
         ],
       },
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
     for (const object of full) {
       await cluster.apply(object);
@@ -109,7 +111,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
   it('lists by label selector, reads one, deletes one, and answers 404 as a Status for one that is gone', async () => {
     for (const object of render('rev-2', 'registry.example.com/bot:2')) await cluster.apply(object);
     const secrets = await cluster.list('v1', 'Secret', 'team-a', `${LABELS.deploymentId}=${deployment.id}`);
-    expect(secrets.map((s) => s.metadata.name).sort()).toEqual(['support-bot-5d0c6a52-env', 'support-bot-5d0c6a52-postgres']);
+    expect(secrets.map((s) => s.metadata.name).sort()).toEqual(['support-bot-5d0c6a52-env-rev-2', 'support-bot-5d0c6a52-postgres']);
     expect(await cluster.list('v1', 'Secret', 'team-a', `${LABELS.deploymentId}=someone-else`)).toEqual([]);
     await cluster.delete(secrets[0]!);
     expect(await cluster.read('v1', 'Secret', 'team-a', secrets[0]!.metadata.name)).toBeNull();
@@ -156,6 +158,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-b',
       spec: null,
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     })[0]!;
     const forbidden = (await cluster.apply(elsewhere).catch((e: unknown) => e)) as ClusterError;
     expect(forbidden.code).toBe(403);
@@ -165,8 +168,10 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
 
   it('its simulated controllers (driven by the test) make pods, write status through generation, and keep old pods while new ones cannot pull', async () => {
     const api = render('rev-4', 'registry.example.com/bot:4').find((o) => o.metadata.name.endsWith('-api-server') && o.kind === 'Deployment')!;
+    // Its pods read the env Secret: without it the simulated kubelet reports CreateContainerConfigError.
+    for (const secret of render('rev-4', 'registry.example.com/bot:4').filter((o) => o.kind === 'Secret')) await cluster.apply(secret);
     await cluster.apply(api);
-    standIn.reconcile();
+    standIn.reconcileTimes(8);
     const live = (await cluster.read('apps/v1', 'Deployment', 'team-a', api.metadata.name))!;
     expect(live.status).toMatchObject({ observedGeneration: live.metadata.generation, updatedReplicas: 2, availableReplicas: 2 });
 
@@ -174,8 +179,9 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       image.endsWith(':broken')
         ? { pull: 'fail', reason: 'ImagePullBackOff', message: 'Back-off pulling image "registry.example.com/bot:broken"' }
         : { pull: 'ok' };
+    for (const secret of render('rev-5', 'registry.example.com/bot:broken').filter((o) => o.kind === 'Secret')) await cluster.apply(secret);
     await cluster.apply(render('rev-5', 'registry.example.com/bot:broken').find((o) => o.metadata.name === api.metadata.name && o.kind === 'Deployment')!);
-    standIn.reconcile();
+    standIn.reconcileTimes(3);
     const pods = await cluster.list('v1', 'Pod', 'team-a', `${LABELS.deploymentId}=${deployment.id},${LABELS.component}=api-server`);
     const byRevision = (id: string) => pods.filter((p) => p.metadata.labels?.[LABELS.revisionId] === id);
     expect(byRevision('rev-4')).toHaveLength(2);
@@ -190,6 +196,7 @@ describe("the k8s agent's cluster calls against the Kubernetes API stand-in (sim
       namespace: 'team-a',
       spec: null,
       postgresPassword: 'pw',
+      redisPassword: 'rpw',
     });
     for (const object of objects) await cluster.apply(object);
     const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');

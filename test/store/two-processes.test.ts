@@ -104,7 +104,12 @@ function agentCallOn(on: Plane, listenerId: string, token: string, path: string,
 
 /** A `local` or `k8s` listener (its revisions wait for an agent: nothing moves them under the test) and an agent token. */
 async function listener(computeType: 'local' | 'k8s' = 'local') {
-  const created = await a.api.post('/v2/listeners', { compute_type: computeType, compute_id: `m-${crypto.randomUUID().slice(0, 8)}` });
+  const created = await a.api.post('/v2/listeners', {
+    compute_type: computeType,
+    compute_id: `m-${crypto.randomUUID().slice(0, 8)}`,
+    // A k8s deployment needs a license key (contract §18): the listener names the Secret holding it.
+    ...(computeType === 'k8s' ? { compute_config: { k8s_license_secret: 'langgraph-license' } } : {}),
+  });
   expect(created.status).toBe(201);
   const token = await a.api.post(`/v2/listeners/${created.body.id}/tokens`);
   expect(token.status).toBe(201);

@@ -222,7 +222,7 @@ describe('request validation', () => {
     const k8s = await t.api.post('/v2/listeners', {
       compute_type: 'k8s',
       compute_id: `cluster-${uniqueName()}`,
-      compute_config: { k8s_namespaces: ['agents'] },
+      compute_config: { k8s_namespaces: ['agents'], k8s_license_secret: 'langgraph-license' },
     });
     expect(k8s.status).toBe(201);
     const allowed = dockerBody(uniqueName(), k8s.body.id, { source_config: { listener_id: k8s.body.id, listener_config: { k8s_namespace: 'agents' } } });

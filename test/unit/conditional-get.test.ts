@@ -11,7 +11,11 @@ describe('conditional GET of a revision: If-None-Match forms and Prefer', () => 
     // A k8s listener's revisions wait in AWAITING_DEPLOY: the revision does not change under the test.
     t = await inProcessApp();
     await workspaceFixtures(t.api);
-    const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+    const k8s = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `k8s-${uniqueName()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
     path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
     await new Promise((r) => setTimeout(r, 20));

@@ -50,7 +50,11 @@ describe('a create is one write transaction', () => {
 
   it('a deployment a listener agent serves is created in its first stage and waits there for a claim', async () => {
     t = await inProcessApp({ stageMs: 50 });
-    const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+    const k8s = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `k8s-${uniqueName()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
     const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
     await new Promise((r) => setTimeout(r, 150));
@@ -61,7 +65,11 @@ describe('a create is one write transaction', () => {
   it('a workspace whose default listener is a k8s agent: its github deployment is not stepped by the sandbox', async () => {
     t = await inProcessApp({ stageMs: 50 });
     const fx = await workspaceFixtures(t.api);
-    const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
+    const k8s = await t.api.post('/v2/listeners', {
+      compute_type: 'k8s',
+      compute_id: `k8s-${uniqueName()}`,
+      compute_config: { k8s_license_secret: 'langgraph-license' },
+    });
     expect((await t.api.patch(`/v1/workspaces/${t.workspaceId}`, { default_listener_id: k8s.body.id })).status).toBe(200);
     const created = await t.api.post('/v2/deployments', githubBody(uniqueName(), fx.integrationId));
     const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;

@@ -33,7 +33,10 @@ describe('listeners, integrations, workspaces, tracing projects', () => {
     expect(patched.body.compute_config.k8s_namespaces).toEqual(['c']);
     expect((await t.api.get(`/v2/listeners/${created.body.id}`)).body.compute_config.k8s_namespaces).toEqual(['c']);
 
-    const used = await t.api.post('/v2/deployments', dockerBody(uniqueName(), created.body.id));
+    const used = await t.api.post(
+      '/v2/deployments',
+      dockerBody(uniqueName(), created.body.id, { secrets: [{ name: 'LANGSMITH_API_KEY', value: 'lsv2-test' }] }),
+    );
     expect(used.status).toBe(201);
     expect((await t.api.delete(`/v2/listeners/${created.body.id}`)).status).toBe(409);
     const free = await t.api.post('/v2/listeners', { compute_type: 'sandbox', compute_id: `free-${uniqueName()}` });

@@ -18,7 +18,7 @@ import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revisio
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
-import type { DeploymentRecord, RevisionWork, Store } from '../../store/types.ts';
+import type { DeploymentRecord, ListenerRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { LogCaps } from '../log-caps.ts';
@@ -333,7 +333,8 @@ export class AgentProtocol {
       });
       if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
     }
-    return { kind: 'revision', ...lease, deployment: workDeployment(deployment), revision: work };
+    const listener = await store.getListenerById(claim.listener_id);
+    return { kind: 'revision', ...lease, deployment: { ...workDeployment(deployment), ...k8sSettings(listener) }, revision: work };
   }
 
   /**
@@ -369,6 +370,15 @@ function workDeployment(deployment: DeploymentRecord): WorkDeployment {
     install_command: deployment.source_config.install_command,
     build_command: deployment.source_config.build_command,
     k8s_namespace: deployment.source_config.listener_config?.k8s_namespace ?? null,
+  };
+}
+
+/** What a k8s agent renders from its listener (contract §18): the license Secret, whether own securityContexts are allowed. */
+function k8sSettings(listener: ListenerRecord | null): Pick<WorkDeployment, 'k8s_license_secret' | 'k8s_allow_privileged'> {
+  if (listener?.compute_type !== 'k8s') return {};
+  return {
+    k8s_license_secret: listener.compute_config.k8s_license_secret ?? null,
+    k8s_allow_privileged: listener.compute_config.k8s_allow_privileged ?? false,
   };
 }
 
