@@ -19,6 +19,7 @@ const POSTGRES_EXTRA = [
   'test/github/setup-flow.test.ts',
   'test/github/status-outbox.test.ts',
   'test/github/previews.test.ts',
+  'test/console/sessions.test.ts',
 ];
 /**
  * Three server processes on one database: PostgreSQL only, because several processes on
