@@ -125,20 +125,21 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
 
   app.get('/sign-in', (c) => {
     if (c.get('session')) return c.redirect('/console', 303);
-    return signInForm(c, undefined, 200);
+    return signInForm(c, undefined, 200, c.req.query('next'));
   });
 
   app.post('/sign-in', async (c) => {
     const form = await c.req.parseBody();
     const expected = getCookie(c, SIGN_IN_COOKIE);
-    if (!expected || form.csrf !== expected) return signInForm(c, 'The sign-in form was out of date. Please try again.', 403);
+    const next = consolePath(form.next);
+    if (!expected || form.csrf !== expected) return signInForm(c, 'The sign-in form was out of date. Please try again.', 403, next);
     const key = typeof form.key === 'string' ? form.key.trim() : '';
-    if (!key) return signInForm(c, 'Enter an API key.', 400);
+    if (!key) return signInForm(c, 'Enter an API key.', 400, next);
     let session: ConsoleSession;
     try {
       session = await sessions.signIn(key, clientAddress(c));
     } catch (error) {
-      if (error instanceof Unauthorized) return signInForm(c, 'That API key is not valid (wrong, revoked or expired).', 401);
+      if (error instanceof Unauthorized) return signInForm(c, 'That API key is not valid (wrong, revoked or expired).', 401, next);
       throw error;
     }
     deleteCookie(c, SIGN_IN_COOKIE, { path: '/console' });
@@ -149,18 +150,16 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
       secure: deps.secureCookies(c.req.url),
       expires: new Date(session.expiresAt),
     });
-    const next = typeof form.next === 'string' && /^\/console(\/[\w/-]*)?$/.test(form.next) ? form.next : undefined;
     if (!next && session.principal.organizationScoped && (await services.auth.listWorkspaces(session.principal)).length > 1) {
       return c.redirect('/console/workspaces', 303);
     }
     return c.redirect(next ?? '/console', 303);
   });
 
-  function signInForm(c: C, error: string | undefined, statusCode: 200 | 400 | 401 | 403): Response {
+  function signInForm(c: C, error: string | undefined, statusCode: 200 | 400 | 401 | 403, next: unknown): Response {
     const token = crypto.randomUUID();
     setCookie(c, SIGN_IN_COOKIE, token, { path: '/console', httpOnly: true, sameSite: 'Strict', secure: deps.secureCookies(c.req.url), maxAge: 3600 });
-    const next = c.req.query('next');
-    return htmlAnswer(c, signInPage({ csrf: token, error, next: next && /^\/console(\/[\w/-]*)?$/.test(next) ? next : undefined }), statusCode);
+    return htmlAnswer(c, signInPage({ csrf: token, error, next: consolePath(next) }), statusCode);
   }
 
   app.post('/sign-out', async (c) => {
@@ -500,6 +499,11 @@ function htmlAnswer(c: Context, body: Html, statusCode = 200): Response {
 
 function refuse(c: Context, detail: string): Response {
   return c.html(errorPage({ status: 403, detail }), 403);
+}
+
+/** Where to go after signing in: a console page only (never another site). */
+function consolePath(value: unknown): string | undefined {
+  return typeof value === 'string' && /^\/console(\/[\w/-]*)?$/.test(value) ? value : undefined;
 }
 
 function offsetParam(c: Context): number {
