@@ -89,8 +89,8 @@ export class LiveHub {
 
 function subjectKey(subject: LiveSubject): string {
   switch (subject.kind) {
-    case 'workspace':
-      return `w:${subject.tenantId}`;
+    case 'deployments':
+      return `l:${subject.tenantId}:${[...subject.deploymentIds].sort().join(',')}`;
     case 'deployment':
       return `d:${subject.tenantId}:${subject.deploymentId}`;
     case 'revision':

@@ -82,8 +82,7 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
     c.set('session', await sessions.resolve(getCookie(c, SESSION_COOKIE)));
     if (c.req.method !== 'POST') return next();
     // A browser names the page a form was sent from; one from another site is refused outright.
-    const origin = c.req.header('origin');
-    if (origin && origin !== 'null' && new URL(origin).host !== c.req.header('host')) return refuse(c, 'This form was sent from another site.');
+    if (!sameOrigin(c.req.header('origin'), c.req.header('host'))) return refuse(c, 'This form was sent from another site.');
     if (c.req.path === '/console/sign-in') return next();
     const session = c.get('session');
     if (!session) return c.redirect('/console/sign-in', 303);
@@ -115,7 +114,8 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
   /** The address of a page's change stream, carrying what the page showed (its fingerprint). */
   async function liveUrl(subject: LiveSubject): Promise<string> {
     const query = new URLSearchParams({ since: await hub.fingerprint(subject) });
-    if (subject.kind !== 'workspace') query.set('deployment_id', subject.deploymentId);
+    if (subject.kind === 'deployments') query.set('deployment_ids', subject.deploymentIds.join(','));
+    else query.set('deployment_id', subject.deploymentId);
     if (subject.kind === 'revision') query.set('revision_id', subject.revisionId);
     return `/console/live?${query}`;
   }
@@ -207,7 +207,7 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
         c,
         deploymentsPage({
           frame: await frameOf(session),
-          live: await liveUrl({ kind: 'workspace', tenantId }),
+          live: await liveUrl({ kind: 'deployments', tenantId, deploymentIds: shown.map((record) => record.id) }),
           rows,
           nameContains: query.name_contains,
           offset: query.offset,
@@ -379,12 +379,19 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
       const tenantId = session.principal.workspaceId;
       const deploymentId = c.req.query('deployment_id');
       const revisionId = c.req.query('revision_id');
-      if ((deploymentId && !UUID.test(deploymentId)) || (revisionId && (!UUID.test(revisionId) || !deploymentId))) throw new NotFound('No such page to watch.');
+      // The deployments a list page shows (at most a page of them).
+      const shownIds = (c.req.query('deployment_ids') ?? '').split(',').filter((id) => id !== '');
+      const malformed =
+        (deploymentId && !UUID.test(deploymentId)) ||
+        (revisionId && (!UUID.test(revisionId) || !deploymentId)) ||
+        shownIds.length > PAGE_SIZE ||
+        shownIds.some((id) => !UUID.test(id));
+      if (malformed) throw new NotFound('No such page to watch.');
       const subject: LiveSubject = revisionId
-        ? { kind: 'revision', tenantId, deploymentId: deploymentId!, revisionId }
+        ? { kind: 'revision', tenantId, deploymentId: deploymentId!, revisionId: revisionId.toLowerCase() }
         : deploymentId
-          ? { kind: 'deployment', tenantId, deploymentId }
-          : { kind: 'workspace', tenantId };
+          ? { kind: 'deployment', tenantId, deploymentId: deploymentId.toLowerCase() }
+          : { kind: 'deployments', tenantId, deploymentIds: shownIds.map((id) => id.toLowerCase()) };
       const since = c.req.query('since') ?? '';
       const current = await hub.fingerprint(subject);
       return streamSSE(c, async (stream) => {
@@ -499,6 +506,16 @@ function htmlAnswer(c: Context, body: Html, statusCode = 200): Response {
 
 function refuse(c: Context, detail: string): Response {
   return c.html(errorPage({ status: 403, detail }), 403);
+}
+
+/** Whether a form's `Origin` (when the browser sent one) is this server; a malformed one is not. */
+function sameOrigin(origin: string | undefined, host: string | undefined): boolean {
+  if (!origin || origin === 'null') return true;
+  try {
+    return new URL(origin).host === host;
+  } catch {
+    return false;
+  }
 }
 
 /** Where to go after signing in: a console page only (never another site). */

@@ -8,7 +8,8 @@ export type ConsoleSessionFound = ConsoleSessionRow & { organizationId: string; 
 
 /** What one open console page watches: a change to its fingerprint means the page is out of date. */
 export type LiveSubject =
-  | { kind: 'workspace'; tenantId: string }
+  /** A page of the deployments list: how many the workspace has, and the deployments the page shows. */
+  | { kind: 'deployments'; tenantId: string; deploymentIds: readonly string[] }
   | { kind: 'deployment'; tenantId: string; deploymentId: string }
   | { kind: 'revision'; tenantId: string; deploymentId: string; revisionId: string };
 
@@ -37,10 +38,15 @@ const SQL = {
   setWorkspace: 'UPDATE console_sessions SET workspace_id = ? WHERE token_hash = ?',
   delete: 'DELETE FROM console_sessions WHERE token_hash = ?',
   deleteExpired: 'DELETE FROM console_sessions WHERE expires_at <= ?',
-  // Deployments' own changes and their revisions' (a revision's status moves without its deployment's row).
-  workspace: `SELECT (SELECT COUNT(*) FROM deployments WHERE tenant_id = ?) AS n,
-                     (SELECT MAX(updated_at) FROM deployments WHERE tenant_id = ?) AS d,
-                     (SELECT MAX(updated_at) FROM revisions WHERE tenant_id = ?) AS r`,
+  // A deployment created or removed changes the count; a shown one's own row or its active or latest
+  // revision (a revision's status moves without its deployment's row) changes its part. Index look-ups
+  // only: the tenant is compared as an expression (`|| ''`) so that neither database answers by
+  // walking the workspace's tenant index (10,000 rows) instead of looking up the page's 20 ids.
+  deploymentCount: 'SELECT COUNT(*) AS n FROM deployments WHERE tenant_id = @tenant_id',
+  shownDeployments: (inList: string) => `SELECT d.id, d.status, d.updated_at,
+                      (SELECT r.version FROM revisions r WHERE r.id = d.latest_revision_id) AS latest,
+                      (SELECT r.version FROM revisions r WHERE r.id = d.active_revision_id) AS active
+               FROM deployments d WHERE ${inList} AND d.tenant_id || '' = @tenant_id ORDER BY d.id`,
   deployment: `SELECT d.status AS s, d.updated_at AS d,
                       (SELECT COUNT(*) FROM revisions r WHERE r.deployment_id = d.id) AS n,
                       (SELECT SUM(r.version) FROM revisions r WHERE r.deployment_id = d.id) AS v
@@ -84,12 +90,26 @@ export class SqlConsoleStore extends SqlStore implements ConsoleStore {
   }
 
   async fingerprint(subject: LiveSubject): Promise<string> {
-    const row =
-      subject.kind === 'workspace'
-        ? await this.sql.row(SQL.workspace, [subject.tenantId, subject.tenantId, subject.tenantId])
-        : subject.kind === 'deployment'
-          ? await this.sql.row(SQL.deployment, [subject.tenantId, subject.deploymentId])
-          : await this.sql.row(SQL.revision, [subject.tenantId, subject.deploymentId, subject.revisionId]);
-    return row ? Object.values(row).map(String).join('|') : '';
+    switch (subject.kind) {
+      case 'deployments': {
+        const count = await this.sql.row(SQL.deploymentCount, { tenant_id: subject.tenantId });
+        const shown =
+          subject.deploymentIds.length === 0
+            ? []
+            : await this.sql.rows(SQL.shownDeployments(this.sql.dialect.inList('d.id', '@ids')), {
+                tenant_id: subject.tenantId,
+                ids: this.sql.dialect.list(subject.deploymentIds),
+              });
+        return [count, ...shown].map(rowText).join(';');
+      }
+      case 'deployment':
+        return rowText(await this.sql.row(SQL.deployment, [subject.tenantId, subject.deploymentId]));
+      case 'revision':
+        return rowText(await this.sql.row(SQL.revision, [subject.tenantId, subject.deploymentId, subject.revisionId]));
+    }
   }
+}
+
+function rowText(row: Record<string, unknown> | undefined): string {
+  return row ? Object.values(row).map(String).join('|') : '';
 }

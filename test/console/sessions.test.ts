@@ -127,6 +127,8 @@ describe('console sessions', () => {
     const page = await b.get('/console/api-keys');
     const crossSite = await b.post('/console/api-keys', { description: 'forged', csrf: b.csrfOf(page.text) }, { origin: 'https://evil.example' });
     expect(crossSite.status).toBe(403);
+    const malformed = await b.post('/console/api-keys', { description: 'forged', csrf: b.csrfOf(page.text) }, { origin: 'http://[bad' });
+    expect(malformed.status).toBe(403);
     expect((await t.api.get('/v1/api-keys')).body.length).toBe(before);
   });
 
