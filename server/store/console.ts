@@ -47,9 +47,11 @@ const SQL = {
                       (SELECT r.version FROM revisions r WHERE r.id = d.latest_revision_id) AS latest,
                       (SELECT r.version FROM revisions r WHERE r.id = d.active_revision_id) AS active
                FROM deployments d WHERE ${inList} AND d.tenant_id || '' = @tenant_id ORDER BY d.id`,
+  // Only the newest revisions' versions: the ones that can still change (queued or in progress) are
+  // always the newest, and an ended revision never changes; a deployment may have thousands.
   deployment: `SELECT d.status AS s, d.updated_at AS d,
                       (SELECT COUNT(*) FROM revisions r WHERE r.deployment_id = d.id) AS n,
-                      (SELECT SUM(r.version) FROM revisions r WHERE r.deployment_id = d.id) AS v
+                      (SELECT SUM(newest.version) FROM (SELECT r.version FROM revisions r WHERE r.deployment_id = d.id ORDER BY r.seq DESC LIMIT 25) newest) AS v
                FROM deployments d WHERE d.tenant_id = ? AND d.id = ?`,
   revision: `SELECT r.version AS v, r.updated_at AS u, (SELECT MAX(l.seq) FROM revision_logs l WHERE l.revision_id = r.id) AS l
              FROM revisions r WHERE r.tenant_id = ? AND r.deployment_id = ? AND r.id = ?`,
