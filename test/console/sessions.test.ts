@@ -98,7 +98,12 @@ describe('console sessions', () => {
     const hash = createHash('sha256').update(token).digest('hex');
     expect(rows.map((row) => row.token_hash)).toContain(hash);
     expect(JSON.stringify(rows)).not.toContain(token);
-    expect((await b.get('/console')).status).toBe(200);
+    const page = await b.get('/console');
+    expect(page.status).toBe(200);
+    // Only our own script and styles run, no other site frames the console, nothing is cached.
+    expect(page.headers.get('content-security-policy')).toMatch(/script-src 'self'.*frame-ancestors 'none'/);
+    expect(page.headers.get('x-frame-options')).toBe('DENY');
+    expect(page.headers.get('cache-control')).toBe('no-store');
   });
 
   it('marks the cookie Secure when the console is reached over https', async () => {
