@@ -258,10 +258,17 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
       const revisionId = uuidParam(c, 'revision_id');
       const deployment = publicDeployment(await services.deployments.get(tenantId, deploymentId));
       const revision = publicRevision(await services.revisions.get(tenantId, deploymentId, revisionId));
+      // Each log from its cursor (`build_from`, `deploy_from`: the API's `next_offset`), a page of lines at a time.
+      const buildFrom = cursorParam(c, 'build_from');
+      const deployFrom = cursorParam(c, 'deploy_from');
       const [build, deploy] = await Promise.all([
-        services.revisions.logs(tenantId, deploymentId, revisionId, { type: 'build', offset: 0, limit: LOG_LINES }),
-        services.revisions.logs(tenantId, deploymentId, revisionId, { type: 'deploy', offset: 0, limit: LOG_LINES }),
+        services.revisions.logs(tenantId, deploymentId, revisionId, { type: 'build', offset: buildFrom, limit: LOG_LINES }),
+        services.revisions.logs(tenantId, deploymentId, revisionId, { type: 'deploy', offset: deployFrom, limit: LOG_LINES }),
       ]);
+      const logPage = (from: number, answer: { logs: unknown[]; next_offset: number | null }) => ({
+        from,
+        next: answer.logs.length === LOG_LINES ? answer.next_offset : null,
+      });
       return htmlAnswer(
         c,
         revisionPage({
@@ -269,8 +276,8 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
           live: await liveUrl({ kind: 'revision', tenantId, deploymentId, revisionId }),
           deployment,
           revision,
-          buildLogs: build.logs,
-          deployLogs: deploy.logs,
+          build: { lines: build.logs, ...logPage(buildFrom, build) },
+          deploy: { lines: deploy.logs, ...logPage(deployFrom, deploy) },
           githubWebUrl: deps.githubWebUrl,
         }),
       );
@@ -521,6 +528,13 @@ function sameOrigin(origin: string | undefined, host: string | undefined): boole
 /** Where to go after signing in: a console page only (never another site). */
 function consolePath(value: unknown): string | undefined {
   return typeof value === 'string' && /^\/console(\/[\w/-]*)?$/.test(value) ? value : undefined;
+}
+
+/** A log cursor from the query (0, the start, when absent or not a cursor). */
+function cursorParam(c: Context, name: string): number {
+  const raw = c.req.query(name);
+  const cursor = raw === undefined ? 0 : Number(raw);
+  return Number.isSafeInteger(cursor) && cursor >= 0 ? cursor : 0;
 }
 
 function offsetParam(c: Context): number {

@@ -234,6 +234,27 @@ describe('console sessions', () => {
     expect((await org.post('/console/workspaces', { workspace_id: crypto.randomUUID(), csrf: org.csrfOf(picker.text) })).status).toBe(404);
   });
 
+  it("pages through a revision's log 1,000 lines at a time, escaping what the lines say", async () => {
+    const fx = await workspaceFixtures(t.api);
+    const created = await t.api.post('/v2/deployments', githubBody(uniqueName('chatty'), fx.integrationId));
+    const { id, latest_revision_id: revisionId } = created.body;
+    await revisionReaches(t.api, id, revisionId, ['DEPLOYED']);
+    // Lines as an agent's build would write them (straight into the store: the sandbox writes few).
+    const lines = Array.from({ length: 1500 }, (_, i) => ({ type: 'build' as const, level: 'info' as const, message: `step ${i} <b>done</b>` }));
+    await t.store.appendLogs(revisionId, lines, new Date().toISOString());
+    const b = browser(t.app);
+    await b.signIn(t.apiKey);
+    const first = await b.get(`/console/deployments/${id}/revisions/${revisionId}`);
+    expect(first.text).toContain('step 0 &lt;b&gt;done&lt;/b&gt;');
+    expect(first.text).not.toContain('<b>done</b>');
+    expect(first.text).not.toContain('step 1499 ');
+    const later = /href="([^"]+build_from=\d+)#build-h">Later lines/.exec(first.text)![1]!.replaceAll('&amp;', '&');
+    const second = await b.get(later);
+    expect(second.text).toContain('step 1499 ');
+    expect(second.text).toContain('From the start');
+    expect((await b.get(`/console/deployments/${id}/revisions/${revisionId}?build_from=-3`)).status).toBe(200);
+  });
+
   it('answers bad addresses and bad forms with a page, never a 500', async () => {
     const b = browser(t.app);
     await b.signIn(t.apiKey);

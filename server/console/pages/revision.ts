@@ -4,13 +4,16 @@ import { duration, type Html, h, status, time } from '../html.ts';
 import { commitLink, triggerLabel } from './deployment.ts';
 import { type Frame, page } from './layout.ts';
 
+/** Lines of one log from cursor `from`; `next`: the cursor of the lines after them, when the page is full. */
+export type LogPage = { lines: LogEntry[]; from: number; next: number | null };
+
 export function revisionPage(input: {
   frame: Frame;
   live: string;
   deployment: Deployment;
   revision: Revision;
-  buildLogs: LogEntry[];
-  deployLogs: LogEntry[];
+  build: LogPage;
+  deploy: LogPage;
   githubWebUrl: string;
 }): Html {
   const { deployment: d, revision: r } = input;
@@ -38,21 +41,30 @@ export function revisionPage(input: {
   <dt>Duration</dt><dd>${ended ? duration(r.created_at, r.updated_at) : 'running'}</dd>
 </dl>
 </section>
-${logSection('build', 'Build log', input.buildLogs)}
-${logSection('deploy', 'Deploy log', input.deployLogs)}`,
+${logSection(link, 'build', 'Build log', input.build)}
+${logSection(link, 'deploy', 'Deploy log', input.deploy)}`,
   });
 }
 
-function logSection(id: string, title: string, lines: LogEntry[]): Html {
-  return h`<section aria-labelledby="${id}-h">
-<h2 id="${id}-h">${title}</h2>
+function logSection(link: string, type: 'build' | 'deploy', title: string, log: LogPage): Html {
+  const at = (from: number) => `${link}?${type}_from=${from}#${type}-h`;
+  return h`<section aria-labelledby="${type}-h">
+<h2 id="${type}-h">${title}</h2>
 ${
-  lines.length === 0
+  log.lines.length === 0
     ? h`<p class="empty">No lines yet.</p>`
-    : h`<pre class="log" tabindex="0" aria-label="${title}">${lines.map(
+    : h`<pre class="log" tabindex="0" aria-label="${title}">${log.lines.map(
         (line) => h`<span class="line level-${line.level}"><span class="ts">${line.timestamp.slice(11, 23)}</span> ${line.message}
 </span>`,
       )}</pre>`
+}
+${
+  log.from > 0 || log.next !== null
+    ? h`<nav class="pager" aria-label="${title} pages">
+  ${log.from > 0 ? h`<a href="${at(0)}">← From the start</a>` : h`<span></span>`}
+  ${log.next !== null ? h`<a href="${at(log.next)}">Later lines →</a>` : h`<span></span>`}
+</nav>`
+    : ''
 }
 </section>`;
 }
