@@ -96,7 +96,12 @@ describe.skipIf(!chromiumInstalled())('the console in a real browser', () => {
       { width: 390, height: 844, suffix: 'phone' },
     ]) {
       const { context, page } = await signedInPage({ bypassCSP: true, viewport: { width: viewport.width, height: viewport.height } });
-      for (const [name, path] of pagesToVisit()) {
+      const others = [
+        ['confirm', `/console/deployments/${deployment.id}/delete`],
+        ['workspaces', '/console/workspaces'],
+        ['not-found', '/console/deployments/no-such-deployment'],
+      ] as const;
+      for (const [name, path] of [...pagesToVisit(), ...others]) {
         await page.goto(path);
         const html = await page.content();
         expect(html, path).not.toContain(secretValue);
