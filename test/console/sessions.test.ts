@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
@@ -253,6 +256,22 @@ describe('console sessions', () => {
     expect(second.text).toContain('step 1499 ');
     expect(second.text).toContain('From the start');
     expect((await b.get(`/console/deployments/${id}/revisions/${revisionId}?build_from=-3`)).status).toBe(200);
+  });
+
+  it.skipIf(process.env.TEST_BACKEND === 'postgres')('keeps a session across a restart of the server (it lives in the database)', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'console-restart-')), 'control-plane.db');
+    const first = await inProcessApp({ path });
+    const b = browser(first.app);
+    await b.signIn(first.apiKey);
+    expect((await b.get('/console')).status).toBe(200);
+    await first.stopCleanly();
+    const second = await inProcessApp({ path });
+    try {
+      const again = await second.app.request('http://localhost/console', { headers: { cookie: `console_session=${b.cookies.get('console_session')}` } });
+      expect(again.status).toBe(200);
+    } finally {
+      await second.close();
+    }
   });
 
   it('answers bad addresses and bad forms with a page, never a 500', async () => {
