@@ -4,6 +4,7 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { streamSSE } from 'hono/streaming';
 import type { ApiKeyCreated } from '../../shared/schemas/api-key.ts';
 import { DeploymentListQuery } from '../../shared/schemas/deployment.ts';
+import { GithubTrustCreate } from '../../shared/schemas/github-trust.ts';
 import { RevisionListQuery } from '../../shared/schemas/revision.ts';
 import { publicDeployment } from '../domain/deployments.ts';
 import { BadRequest, NotFound, Unauthorized } from '../domain/errors.ts';
@@ -38,6 +39,8 @@ const NOTICES: Record<string, string> = {
   interrupt: 'Interrupt requested.',
   deleted: 'The deployment is being deleted.',
   revoked: 'The key was revoked.',
+  trusted: 'The trust entry was added.',
+  untrusted: 'The trust entry was removed.',
 };
 
 /**
@@ -439,11 +442,63 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
     }),
   );
 
+  async function trustEntriesPage(c: C, session: ConsoleSession, extra: { error?: string; notice?: string } = {}): Promise<Response> {
+    const entries = await deps.trust.list(session.principal, session.principal.workspaceId);
+    return htmlAnswer(c, trustPage({ frame: await frameOf(session), entries, ...extra }), extra.error ? 400 : 200);
+  }
+
   app.get(
     '/trust',
+    signedIn((c, session) => trustEntriesPage(c, session, { notice: NOTICES[c.req.query('done') ?? ''] })),
+  );
+
+  app.post(
+    '/trust',
     signedIn(async (c, session) => {
-      const entries = await deps.trust.list(session.principal, session.principal.workspaceId);
-      return htmlAnswer(c, trustPage({ frame: await frameOf(session), entries }));
+      const form = await c.req.parseBody();
+      const text = (name: string) => (typeof form[name] === 'string' && form[name].trim() !== '' ? form[name].trim() : undefined);
+      const number = (name: string) => (text(name) === undefined ? undefined : Number(text(name)));
+      // The API's own schema decides what an entry may be; its first complaint is shown on the page.
+      const parsed = GithubTrustCreate.safeParse({
+        repository_id: number('repository_id'),
+        repository_owner_id: number('repository_owner_id'),
+        ref: text('ref'),
+        environment: text('environment'),
+        job_workflow_ref: text('job_workflow_ref'),
+        description: text('description'),
+      });
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        return trustEntriesPage(c, session, { error: `${issue.path.join('.') || 'entry'}: ${issue.message}` });
+      }
+      await deps.trust.create(session.principal, session.principal.workspaceId, parsed.data);
+      return c.redirect('/console/trust?done=trusted', 303);
+    }),
+  );
+
+  app.get(
+    '/trust/:trust_id/remove',
+    signedIn(async (c, session) =>
+      htmlAnswer(
+        c,
+        confirmPage({
+          frame: await frameOf(session),
+          title: 'Remove trust entry',
+          question: 'Remove this trust entry? Workflows of its repository can no longer exchange their tokens for keys of this workspace.',
+          action: c.req.path,
+          button: 'Remove',
+          back: '/console/trust',
+          danger: true,
+        }),
+      ),
+    ),
+  );
+
+  app.post(
+    '/trust/:trust_id/remove',
+    signedIn(async (c, session) => {
+      await deps.trust.remove(session.principal, session.principal.workspaceId, uuidParam(c, 'trust_id'));
+      return c.redirect('/console/trust?done=untrusted', 303);
     }),
   );
 

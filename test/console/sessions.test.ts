@@ -237,6 +237,26 @@ describe('console sessions', () => {
     expect((await org.post('/console/workspaces', { workspace_id: crypto.randomUUID(), csrf: org.csrfOf(picker.text) })).status).toBe(404);
   });
 
+  it('adds a trust entry (checked by the API schema) and removes it, from the page', async () => {
+    const b = browser(t.app);
+    await b.signIn(t.apiKey);
+    const page = await b.get('/console/trust');
+    const csrf = b.csrfOf(page.text);
+    const refused = await b.post('/console/trust', { repository_id: 'abc', repository_owner_id: '7', csrf });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain('repository_id');
+    expect((await t.api.get(`/v1/workspaces/${t.workspaceId}/github-trust`)).body).toEqual([]);
+    const added = await b.post('/console/trust', { repository_id: '4242', repository_owner_id: '77', ref: 'refs/heads/main', csrf });
+    expect(added.location).toBe('/console/trust?done=trusted');
+    const [entry] = (await t.api.get(`/v1/workspaces/${t.workspaceId}/github-trust`)).body;
+    expect(entry).toMatchObject({ repository_id: 4242, repository_owner_id: 77, ref: 'refs/heads/main' });
+    expect((await b.get('/console/trust')).text).toContain('refs/heads/main');
+    const removed = await b.post(`/console/trust/${entry.id}/remove`, { csrf });
+    expect(removed.location).toBe('/console/trust?done=untrusted');
+    expect((await t.api.get(`/v1/workspaces/${t.workspaceId}/github-trust`)).body).toEqual([]);
+    expect((await b.post(`/console/trust/${entry.id}/remove`, { csrf })).status).toBe(404);
+  });
+
   it("pages through a revision's log 1,000 lines at a time, escaping what the lines say", async () => {
     const fx = await workspaceFixtures(t.api);
     const created = await t.api.post('/v2/deployments', githubBody(uniqueName('chatty'), fx.integrationId));

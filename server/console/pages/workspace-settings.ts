@@ -106,18 +106,38 @@ ${
   });
 }
 
-export function trustPage(input: { frame: Frame; entries: GithubTrust[] }): Html {
+export function trustPage(input: { frame: Frame; entries: GithubTrust[]; error?: string; notice?: string }): Html {
+  const { frame } = input;
   return page({
     title: 'Keyless trust',
     section: 'trust',
-    frame: input.frame,
-    body: h`<p class="muted">GitHub repositories whose Actions workflows may exchange their OIDC token for a short-lived key of this workspace.</p>
+    frame,
+    body: h`${notice('error', input.error)}${notice('ok', input.notice)}
+<p class="muted">GitHub repositories whose Actions workflows may exchange their OIDC token for a short-lived key of this workspace.</p>
+${
+  frame.organizationScoped
+    ? postForm(
+        '/console/trust',
+        frame.csrf,
+        h`<h2>Trust a repository</h2>
+<p class="muted">By GitHub's numeric ids (names can be recycled); the other fields narrow which workflow runs match.</p>
+<label for="repository_id">Repository ID</label><input id="repository_id" name="repository_id" inputmode="numeric" required>
+<label for="repository_owner_id">Repository owner ID</label><input id="repository_owner_id" name="repository_owner_id" inputmode="numeric" required>
+<label for="ref">Ref (optional, e.g. refs/heads/main)</label><input id="ref" name="ref">
+<label for="environment">Environment (optional)</label><input id="environment" name="environment">
+<label for="job_workflow_ref">Workflow (optional, owner/repo/.github/workflows/deploy.yml@refs/heads/main)</label><input id="job_workflow_ref" name="job_workflow_ref">
+<label for="trust-description">Description (optional)</label><input id="trust-description" name="description" maxlength="500">
+<button type="submit">Add trust entry</button>`,
+        'card',
+      )
+    : h`<p class="muted">Only an organization-scoped key may add or remove trust entries.</p>`
+}
 ${
   input.entries.length === 0
     ? h`<p class="empty">No trust entries in this workspace.</p>`
     : h`<div class="table-wrap"><table class="list">
 <caption class="sr-only">Trust entries</caption>
-<thead><tr><th scope="col">Repository ID</th><th scope="col">Owner ID</th><th scope="col">Ref</th><th scope="col">Environment</th><th scope="col">Workflow</th><th scope="col">Description</th><th scope="col">Created</th></tr></thead>
+<thead><tr><th scope="col">Repository ID</th><th scope="col">Owner ID</th><th scope="col">Ref</th><th scope="col">Environment</th><th scope="col">Workflow</th><th scope="col">Description</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
 <tbody>${input.entries.map(
         (entry) => h`<tr>
   <th scope="row" data-label="Repository ID">${entry.repository_id}</th>
@@ -127,6 +147,7 @@ ${
   <td data-label="Workflow">${entry.job_workflow_ref ?? 'any'}</td>
   <td data-label="Description">${entry.description ?? ''}</td>
   <td data-label="Created">${time(entry.created_at)}</td>
+  <td data-label="Actions">${frame.organizationScoped ? h`<a class="button small danger" href="/console/trust/${entry.id}/remove">Remove</a>` : ''}</td>
 </tr>`,
       )}</tbody>
 </table></div>`
