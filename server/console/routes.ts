@@ -1,4 +1,4 @@
-import { type Context, Hono } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { streamSSE } from 'hono/streaming';
@@ -75,26 +75,32 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
     );
   });
 
-  app.use('*', async (c, next) => {
-    await next();
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
-  });
+  app.use(
+    '*',
+    own(async (c, next) => {
+      await next();
+      for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
+    }),
+  );
   // Forms are small; anything larger is refused before it is read.
-  app.use('*', bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.text('Form too large.', 413) }));
-  app.use('*', async (c, next) => {
-    c.set('session', await sessions.resolve(getCookie(c, SESSION_COOKIE)));
-    if (c.req.method !== 'POST') return next();
-    // A browser names the page a form was sent from; one from another site is refused outright.
-    if (!sameOrigin(c.req.header('origin'), c.req.header('host'))) return refuse(c, 'This form was sent from another site.');
-    if (c.req.path === '/console/sign-in') return next();
-    const session = c.get('session');
-    if (!session) return c.redirect('/console/sign-in', 303);
-    const form = await c.req.parseBody();
-    if (!sessions.csrfMatches(session, typeof form.csrf === 'string' ? form.csrf : undefined)) {
-      return refuse(c, 'This form has no valid CSRF token (it is out of date or was not sent from this console). Reload the page and try again.');
-    }
-    return next();
-  });
+  app.use('*', own(bodyLimit({ maxSize: 16 * 1024, onError: (c) => c.text('Form too large.', 413) })));
+  app.use(
+    '*',
+    own(async (c, next) => {
+      c.set('session', await sessions.resolve(getCookie(c, SESSION_COOKIE)));
+      if (c.req.method !== 'POST') return next();
+      // A browser names the page a form was sent from; one from another site is refused outright.
+      if (!sameOrigin(c.req.header('origin'), c.req.header('host'))) return refuse(c, 'This form was sent from another site.');
+      if (c.req.path === '/console/sign-in') return next();
+      const session = c.get('session');
+      if (!session) return c.redirect('/console/sign-in', 303);
+      const form = await c.req.parseBody();
+      if (!sessions.csrfMatches(session, typeof form.csrf === 'string' ? form.csrf : undefined)) {
+        return refuse(c, 'This form has no valid CSRF token (it is out of date or was not sent from this console). Reload the page and try again.');
+      }
+      return next();
+    }),
+  );
 
   /** The session of a page, or a redirect to sign in (and back here afterwards). */
   const signedIn =
@@ -555,11 +561,24 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
   );
 
   // Anything else under /console is a page that does not exist: said as a page, not as JSON.
-  app.all('*', () => {
-    throw new NotFound('There is no such page in the console.');
-  });
+  app.all(
+    '*',
+    own(() => {
+      throw new NotFound('There is no such page in the console.');
+    }),
+  );
 
   return app;
+}
+
+/**
+ * `/console/github/*` belongs to the GitHub App's pages, another module with its own routes and
+ * checks: this module's middleware and its not-found page leave those paths alone.
+ */
+const OTHER_MODULES = /^\/console\/github(\/|$)/;
+
+function own(handler: MiddlewareHandler<ConsoleEnv>): MiddlewareHandler<ConsoleEnv> {
+  return (c, next) => (OTHER_MODULES.test(c.req.path) ? next() : handler(c, next));
 }
 
 function htmlAnswer(c: Context, body: Html, statusCode = 200): Response {

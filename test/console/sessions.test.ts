@@ -313,6 +313,12 @@ describe('console sessions', () => {
     expect((await b.post('/console/workspaces', { workspace_id: 'nope', csrf })).status).toBe(400);
     expect((await b.post('/console/api-keys', { description: 'x'.repeat(20_000), csrf })).status).toBe(413);
     expect((await b.get('/console/live?deployment_id=zzz')).status).toBe(404);
+    // `/console/github/*` is the GitHub App module's: neither this module's pages nor its CSRF check answer there.
+    for (const answer of [await b.get('/console/github/setup'), await b.post('/console/github/setup', { anything: 'x' })]) {
+      expect(answer.status).toBe(404);
+      expect(answer.headers.get('content-type')).toMatch(/application\/json/);
+      expect(answer.headers.get('content-security-policy')).toBeNull();
+    }
   });
 
   it('sends browsers from our links and the hosted CLI link to the console, and keeps the API as it was for scripts', async () => {
