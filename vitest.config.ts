@@ -20,6 +20,8 @@ const POSTGRES_EXTRA = [
   'test/github/setup-flow.test.ts',
   'test/github/status-outbox.test.ts',
   'test/github/previews.test.ts',
+  'test/console/sessions.test.ts',
+  'test/console/live.test.ts',
 ];
 /**
  * Three server processes on one database: PostgreSQL only, because several processes on

@@ -26,7 +26,14 @@ export type PublicPath = (path: string) => boolean;
  */
 export function createApp(
   services: Services,
-  options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; publicUrl?: () => string; inflightBodyBytes?: number } = {},
+  options: {
+    extraRoutes?: Array<(ctx: RouteContext) => void>;
+    publicPaths?: PublicPath[];
+    publicUrl?: () => string;
+    inflightBodyBytes?: number;
+    /** Middleware that may answer before the key check (the console's redirects of browsers). */
+    beforeAuth?: MiddlewareHandler[];
+  } = {},
 ) {
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
@@ -58,6 +65,7 @@ export function createApp(
       lease.release();
     }
   };
+  for (const handler of options.beforeAuth ?? []) app.use('*', handler);
   app.use('*', authenticate);
 
   healthRoutes(ctx);

@@ -303,6 +303,22 @@ export const Config = z
       .max(3_600_000)
       .default(0)
       .describe('Test and debug only: how long an accepted webhook delivery waits before it is processed.'),
+    CONSOLE_SESSION_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(43_200)
+      .default(43_200)
+      .describe('How long a web console session lasts after sign-in (at most 12 h); revoking its API key ends it sooner.'),
+    CONSOLE_LIVE_INTERVAL_MS: z.coerce
+      .number()
+      .int()
+      .min(100)
+      .max(60_000)
+      .default(1_000)
+      .describe(
+        'How often the web console looks for changes to what its open pages show (one small query per watched object per interval); pages update within this time.',
+      ),
   })
   .refine((config) => config.HEADERS_TIMEOUT_MS <= config.REQUEST_TIMEOUT_MS, {
     message: 'HEADERS_TIMEOUT_MS must not be longer than REQUEST_TIMEOUT_MS, because the headers are part of the request.',

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
+import { createConsole } from './console/console.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
@@ -186,7 +187,25 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push(githubOidc.routes);
   publicPaths.push(githubOidc.isPublic);
 
-  const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl, inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES });
+  // The web console: pages under /console with their own session cookies, and browsers' links into them.
+  const webConsole = createConsole({
+    services,
+    store: deps.backend.console,
+    trust: githubOidc.entries,
+    log: deps.log,
+    config: deps.config,
+    publicUrl: deps.publicUrl,
+  });
+  extraRoutes.push(webConsole.routes);
+  workers.push(webConsole.worker);
+
+  const app = createApp(services, {
+    extraRoutes,
+    publicPaths,
+    publicUrl: deps.publicUrl,
+    inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES,
+    beforeAuth: [webConsole.beforeAuth],
+  });
   return {
     services,
     app,

@@ -21,6 +21,8 @@ export function seedDatabase(
     sample: number;
     /** Column values for deployment `i` over the template's (e.g. `build_on_push`, `repo_url_key`, `repo_ref`, `source_config` for the webhook scenario). */
     customize?: (i: number) => Row;
+    /** Deployment `i`'s name (`seed-<i>` unless said), so that a database can be seeded more than once. */
+    name?: (i: number) => string;
   },
 ): { deploymentIds: string[]; revisions: Array<{ deploymentId: string; revisionId: string }> } {
   const db = new Database(path);
@@ -58,7 +60,7 @@ export function seedDatabase(
       const revisionIds: string[] = [];
       for (let r = 0; r < options.revisionsEach; r += 1) revisionIds.push(crypto.randomUUID());
       const latest = revisionIds[revisionIds.length - 1] ?? null;
-      insertDeployment.run({ ...deployment, ...options.customize?.(i), id, name: `seed-${i}`, latest, created_at: createdAt });
+      insertDeployment.run({ ...deployment, ...options.customize?.(i), id, name: options.name?.(i) ?? `seed-${i}`, latest, created_at: createdAt });
       for (const revisionId of revisionIds) {
         insertRevision.run(
           revisionId,
@@ -73,7 +75,7 @@ export function seedDatabase(
           createdAt,
         );
       }
-      insertProject.run(crypto.randomUUID(), deployment.tenant_id, `seed-${i}`, id, createdAt);
+      insertProject.run(crypto.randomUUID(), deployment.tenant_id, options.name?.(i) ?? `seed-${i}`, id, createdAt);
       if (i % sampleEvery === 0 && latest) {
         deploymentIds.push(id);
         revisions.push({ deploymentId: id, revisionId: revisionIds[Math.floor(revisionIds.length / 2)]! });

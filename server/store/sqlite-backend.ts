@@ -1,5 +1,6 @@
 import { SqlAgentStore } from './agents.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
+import { SqlConsoleStore } from './console.ts';
 import { LocalCoordination } from './coordination.ts';
 import { SqlGithubStore } from './github.ts';
 import { SqlGithubTrustStore } from './github-trust.ts';
@@ -27,6 +28,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
     github: new SqlGithubStore(sql, options.rules),
+    console: new SqlConsoleStore(sql),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),
     description: path,

@@ -2,6 +2,7 @@ import { silentLogger } from '../../logger.ts';
 import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
+import { SqlConsoleStore } from '../console.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
@@ -35,6 +36,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
     github: new SqlGithubStore(db, options.rules),
+    console: new SqlConsoleStore(db),
     coordination,
     description: redact(url),
     probeWrite: () => core.probeWrite(),

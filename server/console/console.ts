@@ -1,0 +1,74 @@
+import type { Config } from '../config.ts';
+import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
+import type { RouteContext } from '../http/env.ts';
+import type { Logger } from '../logger.ts';
+import type { Services } from '../services.ts';
+import type { ConsoleStore } from '../store/console.ts';
+import { browserLinks } from './browser-links.ts';
+import { LiveHub } from './live.ts';
+import { consoleRoutes } from './routes.ts';
+import { ConsoleSessions } from './sessions.ts';
+
+/** What the console's routes are built from. */
+export type ConsoleDeps = {
+  services: Services;
+  sessions: ConsoleSessions;
+  hub: LiveHub;
+  trust: GithubTrustEntries;
+  githubWebUrl: string;
+  /** A listener whose agent was heard from within this long is shown healthy. */
+  listenerHealthyWithinMs: number;
+  /** Whether the session cookie is marked `Secure`: when the server is reached over https. */
+  secureCookies: (requestUrl: string) => boolean;
+};
+
+/**
+ * The web console (contract section 16), one module: its routes under `/console`, the browser
+ * redirects into it, its store slice (sessions, live fingerprints) and its workers (the live
+ * pages' ticker, the sweep of ended sessions).
+ */
+export function createConsole(deps: {
+  services: Services;
+  store: ConsoleStore;
+  trust: GithubTrustEntries;
+  log: Logger;
+  config: Pick<Config, 'CONSOLE_SESSION_SECONDS' | 'CONSOLE_LIVE_INTERVAL_MS' | 'AGENT_LEASE_MS' | 'GITHUB_URL'>;
+  publicUrl: () => string;
+}) {
+  const { services, config } = deps;
+  const sessions = new ConsoleSessions({ auth: services.auth, store: deps.store, clock: services.clock, ttlSeconds: config.CONSOLE_SESSION_SECONDS });
+  const hub = new LiveHub({ store: deps.store, log: deps.log, tickMs: config.CONSOLE_LIVE_INTERVAL_MS });
+  const app = consoleRoutes({
+    services,
+    sessions,
+    hub,
+    trust: deps.trust,
+    githubWebUrl: config.GITHUB_URL,
+    listenerHealthyWithinMs: config.AGENT_LEASE_MS,
+    // Behind a TLS-terminating proxy the request itself is http: the public URL says how browsers come.
+    secureCookies: (requestUrl) => requestUrl.startsWith('https:') || deps.publicUrl().startsWith('https:'),
+  });
+  let sweepTimer: NodeJS.Timeout | undefined;
+  return {
+    sessions,
+    hub,
+    beforeAuth: browserLinks,
+    routes: (ctx: RouteContext) => {
+      ctx.app.route('/console', app);
+    },
+    worker: {
+      start() {
+        hub.start();
+        sweepTimer = setInterval(
+          () => void sessions.sweep().catch((error: unknown) => deps.log.warn('console: could not remove ended sessions', { error: String(error) })),
+          3_600_000,
+        );
+        sweepTimer.unref();
+      },
+      stop() {
+        hub.stop();
+        clearInterval(sweepTimer);
+      },
+    },
+  };
+}
