@@ -152,7 +152,7 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
 
     // The CLI's result: custom_url. A request to it through the agent's proxy reaches the running agent server.
     const deployment = await request('GET', `/v2/deployments/${id}`);
-    const host = new URL(deployment.source_config.custom_url as string).hostname;
+    const host = deployment.source_config.custom_url as string;
     expect((await hostFetch(agent.proxyPort, host, '/ok')).status).toBe(200);
     const askedAt = Date.now();
     const answer = await runGraph(agent.proxyPort, host);
