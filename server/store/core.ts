@@ -44,7 +44,16 @@ export type Statement = { sql: string; params: Params };
 const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
   VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`;
 const INSERT_LOG = 'INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)';
-const INSERT_TRACING_PROJECT = 'INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)';
+/**
+ * A new deployment takes over the tracing project its name left behind (a deployment deleted
+ * without `delete_tracing_project`): the name is free again and its traces go on in the same project
+ * (docs/decisions/deleted-deployment-names.md). Otherwise a new project is inserted; one of that name
+ * still belonging to a deployment makes the insert a unique violation (409).
+ */
+const ADOPT_ORPHANED_TRACING_PROJECT = 'UPDATE tracing_projects SET deployment_id = ? WHERE tenant_id = ? AND name = ? AND deployment_id IS NULL';
+const INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at)
+  SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT)
+  WHERE NOT EXISTS (SELECT 1 FROM tracing_projects WHERE tenant_id = ? AND name = ? AND deployment_id = ?)`;
 const INSERT_DEPLOYMENT = `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
     latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
     repo_url_key, repo_ref, build_on_push, created_at, updated_at)
@@ -252,7 +261,10 @@ export class CoreStore extends SqlStore implements Store {
       statements.revision = insert[0];
       statements.push(...insert);
     }
-    statements.push({ sql: INSERT_TRACING_PROJECT, params: [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at] });
+    statements.push(
+      { sql: ADOPT_ORPHANED_TRACING_PROJECT, params: [tp.deployment_id, tp.tenant_id, tp.name] },
+      { sql: INSERT_TRACING_PROJECT, params: [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at, tp.tenant_id, tp.name, tp.deployment_id] },
+    );
     return statements;
   }
 
@@ -856,6 +868,19 @@ export class CoreStore extends SqlStore implements Store {
 
   async getTracingProject(tenantId: string, id: string): Promise<TracingProject | null> {
     return this.first(toTracingProject, 'SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?', [id, tenantId]);
+  }
+
+  async deleteTracingProject(tenantId: string, id: string): Promise<'deleted' | 'not_found' | { deploymentId: string }> {
+    return this.sql.tx(async (tx) => {
+      const row = await tx.row<{ deployment_id: string | null }>(
+        `SELECT deployment_id FROM tracing_projects WHERE id = ? AND tenant_id = ?${tx.dialect.forUpdate}`,
+        [id, tenantId],
+      );
+      if (!row) return 'not_found';
+      if (row.deployment_id !== null) return { deploymentId: row.deployment_id };
+      await tx.run('DELETE FROM tracing_projects WHERE id = ?', [id]);
+      return 'deleted';
+    });
   }
 
   async listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>> {

@@ -270,6 +270,8 @@ export interface Store {
   // tracing projects
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;
   listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>>;
+  /** Deletes a project no deployment holds; one that a deployment holds is left, and its deployment named. */
+  deleteTracingProject(tenantId: string, id: string): Promise<'deleted' | 'not_found' | { deploymentId: string }>;
 }
 
 /** What one revision keeps of its log (build and deploy lines together); the rule is domain/log-caps.ts. */
