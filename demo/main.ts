@@ -10,8 +10,8 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { cpSync, mkdirSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { cpSync, createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startGitServer } from './git-http-backend.ts';
 
@@ -62,9 +62,14 @@ function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, read
   // A process group of its own: Ctrl-C reaches the demo alone, which stops its children in order, once each.
   const child = spawn(process.execPath, [join(ROOT, script), ...args], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   children.push(child);
+  // Each child's output goes to <dir>/<server|agent>.log, for whoever wants to see what happened.
+  const log = createWriteStream(join(dir, `${basename(dirname(script))}.log`));
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
   let output = '';
   return new Promise((resolveStart, reject) => {
     const onData = (chunk: Buffer) => {
+      if (output.length > 65_536) return;
       output += chunk.toString();
       const match = ready.exec(output);
       if (match) resolveStart({ child, match });
@@ -187,7 +192,7 @@ demo: ${NAME} is deployed and answers at
   python3 -c 'import json, urllib.request as u; print(json.load(u.urlopen(u.Request("${url}/runs/wait", data=json.dumps(${run}).encode(), headers={"Content-Type": "application/json"}))))'
 
   API: export API=${base} KEY=${key}   (curl -s $API/v2/deployments -H "X-Api-Key: $KEY")
-demo: ready (Ctrl-C stops the agent, its servers and the control plane)`);
+demo: ready (Ctrl-C stops the agent, its servers and the control plane; their output: ${join(dir, 'server.log')}, ${join(dir, 'agent.log')})`);
 }
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
