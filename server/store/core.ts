@@ -44,6 +44,7 @@ export type Statement = { sql: string; params: Params };
 const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
   VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`;
 const INSERT_LOG = 'INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)';
+const LAST_LOG_TIMESTAMP = 'SELECT timestamp FROM revision_logs WHERE revision_id = ? AND type = ? ORDER BY seq DESC LIMIT 1';
 /**
  * A new deployment takes over the tracing project its name left behind (a deployment deleted
  * without `delete_tracing_project`): the name is free again and its traces go on in the same project
@@ -645,18 +646,20 @@ export class CoreStore extends SqlStore implements Store {
 
   async appendLogs(
     revisionId: string,
-    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    entries: Array<{ type: LogType; level: LogLevel; message: string; timestamp?: string }>,
     now: string,
     cap?: RevisionLogCap,
   ): Promise<{ stored: number; dropped: number }> {
     if (entries.length === 0) return { stored: 0, dropped: 0 };
     if (!cap) {
       await this.sql.tx(async (tx) => {
-        for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+        const stamp = logStamps(tx, revisionId, now);
+        for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, await stamp(entry)]);
       });
       return { stored: entries.length, dropped: 0 };
     }
     return this.sql.tx(async (tx) => {
+      const stamp = logStamps(tx, revisionId, now);
       // Locked: appends to one revision from several processes count against one cap.
       const counts = await tx.row<{ log_lines: number; log_bytes: number | string; log_dropped: number; log_marker_seq: number | string | null }>(
         `SELECT log_lines, log_bytes, log_dropped, log_marker_seq FROM revisions WHERE id = ?${tx.dialect.forUpdate}`,
@@ -672,7 +675,7 @@ export class CoreStore extends SqlStore implements Store {
         const size = Buffer.byteLength(entry.message);
         // Once a line was dropped, every later one is too: the log never resumes after its marker.
         if (dropped === 0 && lines + 1 <= cap.maxLines && bytes + size <= cap.maxBytes) {
-          await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+          await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, await stamp(entry)]);
           lines += 1;
           bytes += size;
           stored += 1;
@@ -689,7 +692,7 @@ export class CoreStore extends SqlStore implements Store {
           firstDropped!.type,
           'warn',
           cap.marker(dropped),
-          now,
+          await stamp({ type: firstDropped!.type }),
         ]);
         markerSeq = Number(marker!.seq);
       } else if (newlyDropped > 0) {
@@ -891,4 +894,26 @@ export class CoreStore extends SqlStore implements Store {
     );
     return { resources: rows.map(toTracingProject), offset: offset + rows.length };
   }
+}
+
+/**
+ * The timestamps a revision's new log lines are stored with: a line's own (when it was printed, as
+ * an agent reports it) or else `now`, never later than `now` (an agent's clock may run ahead), and
+ * strictly after the revision's previous line of the same type, so lines printed in one
+ * millisecond, or sent in one batch, still have distinct, increasing times: a client that follows a
+ * log by `start_time` (`langgraph deploy logs -f`) then always moves on (docs/decisions/log-timestamps.md).
+ */
+function logStamps(tx: Db, revisionId: string, now: string): (entry: { type: LogType; timestamp?: string }) => Promise<string> {
+  const nowMs = Date.parse(now);
+  const previous = new Map<LogType, number>();
+  return async ({ type, timestamp }) => {
+    if (!previous.has(type)) {
+      const last = await tx.row<{ timestamp: string }>(LAST_LOG_TIMESTAMP, [revisionId, type]);
+      previous.set(type, last ? Date.parse(last.timestamp) : Number.NEGATIVE_INFINITY);
+    }
+    const reported = timestamp === undefined ? Number.NaN : Date.parse(timestamp);
+    const ms = Math.max(Number.isNaN(reported) ? nowMs : Math.min(reported, nowMs), previous.get(type)! + 1);
+    previous.set(type, ms);
+    return new Date(ms).toISOString();
+  };
 }

@@ -233,7 +233,8 @@ export interface Store {
    */
   appendLogs(
     revisionId: string,
-    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    /** `timestamp`: when the line was printed (an agent's report); stored times increase strictly per revision and type. */
+    entries: Array<{ type: LogType; level: LogLevel; message: string; timestamp?: string }>,
     now: string,
     cap?: RevisionLogCap,
   ): Promise<{ stored: number; dropped: number }>;
