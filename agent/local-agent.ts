@@ -553,7 +553,8 @@ export class LocalAgent {
       npm_config_cache: `${cache}/npm`,
       npm_config_update_notifier: 'false',
       YARN_CACHE_FOLDER: `${cache}/yarn`,
-      npm_config_store_dir: `${cache}/pnpm`,
+      // pnpm keeps its store under PNPM_HOME (<cache>/pnpm/store); an npm_config_store_dir would make npm warn in every build log.
+      PNPM_HOME: `${cache}/pnpm`,
       BUN_INSTALL_CACHE_DIR: `${cache}/bun`,
       PIP_CACHE_DIR: `${cache}/pip`,
       UV_CACHE_DIR: `${cache}/uv`,
