@@ -32,10 +32,12 @@ export class ClaimLoop {
   readonly #stopping = new AbortController();
   #heartbeat: NodeJS.Timeout | null = null;
   #loop: Promise<void> | null = null;
+  readonly #link: ServerLink;
 
   constructor(options: ClaimLoopOptions, handle: ClaimHandler) {
     this.#options = options;
     this.#handle = handle;
+    this.#link = new ServerLink(options.print);
   }
 
   /** The signal that aborts when `stop()` is called. */
@@ -49,7 +51,10 @@ export class ClaimLoop {
     const ack = await client.heartbeat(agentId, version, capacity, null, this.#stopping.signal);
     this.#heartbeat = setInterval(
       () => {
-        client.heartbeat(agentId, version, capacity, null).catch((error: unknown) => this.#options.print(`agent: heartbeat failed: ${String(error)}`));
+        client.heartbeat(agentId, version, capacity, null).then(
+          () => this.#link.reached(),
+          (error: unknown) => this.#link.failed(error),
+        );
       },
       Math.max(100, Math.floor(ack.lease_ms / 3)),
     );
@@ -74,9 +79,10 @@ export class ClaimLoop {
       let work: WorkItem | null = null;
       try {
         work = await this.#options.client.claim(this.#options.agentId, this.#options.waitSeconds ?? 20, signal);
+        this.#link.reached();
       } catch (error) {
         if (signal.aborted) return;
-        this.#options.print(`agent: claim failed: ${String(error)}`);
+        this.#link.failed(error);
         await sleep(1000, signal);
         continue;
       }
@@ -106,6 +112,37 @@ export class ClaimLoop {
       this.#stopping.signal.removeEventListener('abort', onStop);
       if (this.#stopping.signal.aborted) await this.#options.client.release(work.claim_id).catch(() => undefined);
     }
+  }
+}
+
+/**
+ * What an agent says about its connection to the control plane: once when its calls (claims,
+ * heartbeats) start failing (the server restarts, the network drops), with the first error, and
+ * once when one goes through again, with how long and how many calls failed; not a line per failed
+ * call (a restart used to print "claim failed: TypeError: fetch failed" eight times and never say it was over).
+ */
+export class ServerLink {
+  readonly #print: (line: string) => void;
+  #lostAt: number | null = null;
+  #failures = 0;
+
+  constructor(print: (line: string) => void) {
+    this.#print = print;
+  }
+
+  failed(error: unknown): void {
+    this.#failures += 1;
+    if (this.#lostAt !== null) return;
+    this.#lostAt = Date.now();
+    this.#print(`agent: the control plane does not answer (${String(error)}); retrying, and quiet until it does`);
+  }
+
+  reached(): void {
+    if (this.#lostAt === null) return;
+    const seconds = ((Date.now() - this.#lostAt) / 1000).toFixed(1);
+    this.#print(`agent: the control plane answers again, after ${seconds} s and ${this.#failures} failed call${this.#failures === 1 ? '' : 's'}`);
+    this.#lostAt = null;
+    this.#failures = 0;
   }
 }
 

@@ -7,7 +7,7 @@ import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
 const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
   [--agent-id <id>] [--start-timeout 120] [--sandbox bwrap|none] [--pass-env NAME]... [--cache-dir <dir>]
-  [--public-url 'http://{name}.localhost:<proxy-port>']
+  [--public-url 'http://127.0.0.1:<proxy-port>/d/{name}']
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
 Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
 runs them unsandboxed, for code you trust. --pass-env NAME hands the agent's variable NAME to install and

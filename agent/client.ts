@@ -60,7 +60,11 @@ export class AgentClient {
   }
 
   /** What a live revision's server printed after DEPLOYED; `dropped`: lines the agent did not send. */
-  runtimeLogs(revisionId: string, lines: Array<{ level: 'info' | 'warn' | 'error'; message: string }>, dropped: number): Promise<RuntimeLogsStored> {
+  runtimeLogs(
+    revisionId: string,
+    lines: Array<{ level: 'info' | 'warn' | 'error'; message: string; timestamp?: string }>,
+    dropped: number,
+  ): Promise<RuntimeLogsStored> {
     return this.#call('POST', `/revisions/${revisionId}/runtime-logs`, { lines, dropped });
   }
 

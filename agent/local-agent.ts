@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { dnsSafeName } from '../shared/dns-safe-name.ts';
+import { deploymentUrl, dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, startAgentServer } from './agent-server.ts';
@@ -85,6 +85,8 @@ export class LocalAgent {
   readonly #stopping = new AbortController();
   #heartbeat: NodeJS.Timeout | null = null;
   #leaseMs = 30_000;
+  /** The URL template this agent reports (set at start): what its deploy logs name, never the server's placeholder. */
+  #publicUrl = '';
   #loop: Promise<void> | null = null;
   #starting: Promise<unknown> | null = null;
 
@@ -124,7 +126,8 @@ export class LocalAgent {
     await this.#restore();
     checkStopping();
     await this.#proxy.publish();
-    const publicUrl = this.#options.publicUrl ?? `http://{name}.localhost:${proxyPort}`;
+    const publicUrl = this.#options.publicUrl ?? defaultPublicUrl(this.#options.proxyHost, proxyPort);
+    this.#publicUrl = publicUrl;
     this.#options.print(`agent: deployments answer at ${publicUrl}`);
     const ack = await this.#client.heartbeat(this.#options.agentId, this.#options.version, this.#options.capacity, publicUrl, signal);
     checkStopping();
@@ -442,7 +445,7 @@ export class LocalAgent {
     this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
     logs.line(
       'deploy',
-      `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`,
+      `serving ${deploymentUrl(this.#publicUrl, deployment.name)} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`,
     );
     try {
       await commit();
@@ -550,7 +553,8 @@ export class LocalAgent {
       npm_config_cache: `${cache}/npm`,
       npm_config_update_notifier: 'false',
       YARN_CACHE_FOLDER: `${cache}/yarn`,
-      npm_config_store_dir: `${cache}/pnpm`,
+      // pnpm keeps its store under PNPM_HOME (<cache>/pnpm/store); an npm_config_store_dir would make npm warn in every build log.
+      PNPM_HOME: `${cache}/pnpm`,
       BUN_INSTALL_CACHE_DIR: `${cache}/bun`,
       PIP_CACHE_DIR: `${cache}/pip`,
       UV_CACHE_DIR: `${cache}/uv`,
@@ -684,6 +688,17 @@ function hostsOf(deployment: WorkDeployment): string[] {
     }
   }
   return hosts;
+}
+
+/**
+ * The path form on the proxy's address (`http://127.0.0.1:8180/d/{name}`): every HTTP client
+ * reaches it without DNS, where `{name}.localhost` resolves in curl and browsers but not in Node's
+ * or Python's resolver (docs/decisions/local-agent-urls.md). A wildcard listening address is
+ * reached on loopback.
+ */
+export function defaultPublicUrl(proxyHost: string, proxyPort: number): string {
+  const host = proxyHost === '0.0.0.0' || proxyHost === '::' || proxyHost === '' ? '127.0.0.1' : proxyHost;
+  return `http://${isIP(host) === 6 ? `[${host}]` : host}:${proxyPort}/d/{name}`;
 }
 
 /** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */

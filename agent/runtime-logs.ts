@@ -24,7 +24,7 @@ export class RuntimeLogShipper {
   readonly #revisionId: string;
   readonly #options: RuntimeLogOptions;
   readonly #report: (message: string) => void;
-  #queue: ServerLine[] = [];
+  #queue: Array<ServerLine & { timestamp: string }> = [];
   #queuedChars = 0;
   #dropped = 0;
   #tokens: number;
@@ -51,7 +51,8 @@ export class RuntimeLogShipper {
       this.#dropped += 1;
     } else {
       this.#tokens -= 1;
-      this.#queue.push({ level: line.level, message });
+      // The line's own time, not the batch's: `langgraph deploy logs -f` follows a log by time.
+      this.#queue.push({ level: line.level, message, timestamp: new Date(now).toISOString() });
       this.#queuedChars += message.length;
     }
     if (!this.#timer) this.#timer = setTimeout(() => void this.flush(), this.#options.flushMs);

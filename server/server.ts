@@ -147,7 +147,8 @@ export async function startServer(config: Config, options: { log?: Logger; print
     port,
     health_port: healthPort,
     database: backend.description,
-    data_plane: 'sandbox (simulated: nothing is built or run)',
+    // Which data plane a deployment gets is its listener's: the line must not say "sandbox" alone while agents build for real.
+    data_plane: 'per listener: sandbox listeners simulate (nothing is built or run); local and k8s listeners are served by their agents',
   });
 
   return {

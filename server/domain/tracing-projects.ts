@@ -1,6 +1,6 @@
 import type { TracingProject, TracingProjectListQuery } from '../../shared/schemas/tracing-project.ts';
 import type { Page, Store } from '../store/types.ts';
-import { NotFound } from './errors.ts';
+import { Conflict, NotFound } from './errors.ts';
 
 /** Tracing projects: one is made with each deployment, under the same name. */
 export class TracingProjects {
@@ -14,6 +14,20 @@ export class TracingProjects {
     const project = await this.deps.store.getTracingProject(tenantId, id);
     if (!project) throw new NotFound(`Tracing project ID ${id} not found.`);
     return project;
+  }
+
+  /**
+   * Deletes a tracing project no deployment holds (one a deleted deployment left behind). The
+   * project of a live deployment goes with it: `DELETE /v2/deployments/{id}?delete_tracing_project=true`.
+   */
+  async delete(tenantId: string, id: string): Promise<void> {
+    const outcome = await this.deps.store.deleteTracingProject(tenantId, id);
+    if (outcome === 'not_found') throw new NotFound(`Tracing project ID ${id} not found.`);
+    if (outcome !== 'deleted') {
+      throw new Conflict(
+        `Tracing project ID ${id} belongs to deployment ${outcome.deploymentId}; it is deleted with it: DELETE /v2/deployments/${outcome.deploymentId}?delete_tracing_project=true.`,
+      );
+    }
   }
 
   list(tenantId: string, query: TracingProjectListQuery): Promise<Page<TracingProject>> {

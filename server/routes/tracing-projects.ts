@@ -24,4 +24,18 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
     { method: 'get', path: '/v1/tracing-projects/:project_id', summary: 'Get a tracing project', tag, response: { status: 200, schema: TracingProject } },
     async (c) => c.json(await tracingProjects.get(c.get('principal').workspaceId, pathId(c, 'project_id'))),
   );
+  route(
+    ctx,
+    {
+      method: 'delete',
+      path: '/v1/tracing-projects/:project_id',
+      summary: 'Delete a tracing project that no deployment holds',
+      tag,
+      response: { status: 204, schema: null },
+    },
+    async (c) => {
+      await tracingProjects.delete(c.get('principal').workspaceId, pathId(c, 'project_id'));
+      return c.body(null, 204);
+    },
+  );
 }

@@ -44,7 +44,17 @@ export type Statement = { sql: string; params: Params };
 const SANDBOX_LISTENER = `INSERT INTO listeners (id, tenant_id, compute_type, compute_id, compute_config, created_at, updated_at)
   VALUES (?, ?, 'sandbox', 'sandbox', '{"k8s_namespaces":[]}', ?, ?)`;
 const INSERT_LOG = 'INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)';
-const INSERT_TRACING_PROJECT = 'INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)';
+const LAST_LOG_TIMESTAMP = 'SELECT timestamp FROM revision_logs WHERE revision_id = ? AND type = ? ORDER BY seq DESC LIMIT 1';
+/**
+ * A new deployment takes over the tracing project its name left behind (a deployment deleted
+ * without `delete_tracing_project`): the name is free again and its traces go on in the same project
+ * (docs/decisions/deleted-deployment-names.md). Otherwise a new project is inserted; one of that name
+ * still belonging to a deployment makes the insert a unique violation (409).
+ */
+const ADOPT_ORPHANED_TRACING_PROJECT = 'UPDATE tracing_projects SET deployment_id = ? WHERE tenant_id = ? AND name = ? AND deployment_id IS NULL';
+const INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at)
+  SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT)
+  WHERE NOT EXISTS (SELECT 1 FROM tracing_projects WHERE tenant_id = ? AND name = ? AND deployment_id = ?)`;
 const INSERT_DEPLOYMENT = `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
     latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
     repo_url_key, repo_ref, build_on_push, created_at, updated_at)
@@ -252,7 +262,10 @@ export class CoreStore extends SqlStore implements Store {
       statements.revision = insert[0];
       statements.push(...insert);
     }
-    statements.push({ sql: INSERT_TRACING_PROJECT, params: [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at] });
+    statements.push(
+      { sql: ADOPT_ORPHANED_TRACING_PROJECT, params: [tp.deployment_id, tp.tenant_id, tp.name] },
+      { sql: INSERT_TRACING_PROJECT, params: [tp.id, tp.tenant_id, tp.name, tp.deployment_id, tp.created_at, tp.tenant_id, tp.name, tp.deployment_id] },
+    );
     return statements;
   }
 
@@ -633,18 +646,20 @@ export class CoreStore extends SqlStore implements Store {
 
   async appendLogs(
     revisionId: string,
-    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    entries: Array<{ type: LogType; level: LogLevel; message: string; timestamp?: string }>,
     now: string,
     cap?: RevisionLogCap,
   ): Promise<{ stored: number; dropped: number }> {
     if (entries.length === 0) return { stored: 0, dropped: 0 };
     if (!cap) {
       await this.sql.tx(async (tx) => {
-        for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+        const stamp = logStamps(tx, revisionId, now);
+        for (const entry of entries) await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, await stamp(entry)]);
       });
       return { stored: entries.length, dropped: 0 };
     }
     return this.sql.tx(async (tx) => {
+      const stamp = logStamps(tx, revisionId, now);
       // Locked: appends to one revision from several processes count against one cap.
       const counts = await tx.row<{ log_lines: number; log_bytes: number | string; log_dropped: number; log_marker_seq: number | string | null }>(
         `SELECT log_lines, log_bytes, log_dropped, log_marker_seq FROM revisions WHERE id = ?${tx.dialect.forUpdate}`,
@@ -660,7 +675,7 @@ export class CoreStore extends SqlStore implements Store {
         const size = Buffer.byteLength(entry.message);
         // Once a line was dropped, every later one is too: the log never resumes after its marker.
         if (dropped === 0 && lines + 1 <= cap.maxLines && bytes + size <= cap.maxBytes) {
-          await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, now]);
+          await tx.run(INSERT_LOG, [revisionId, entry.type, entry.level, entry.message, await stamp(entry)]);
           lines += 1;
           bytes += size;
           stored += 1;
@@ -677,7 +692,7 @@ export class CoreStore extends SqlStore implements Store {
           firstDropped!.type,
           'warn',
           cap.marker(dropped),
-          now,
+          await stamp({ type: firstDropped!.type }),
         ]);
         markerSeq = Number(marker!.seq);
       } else if (newlyDropped > 0) {
@@ -858,6 +873,19 @@ export class CoreStore extends SqlStore implements Store {
     return this.first(toTracingProject, 'SELECT * FROM tracing_projects WHERE id = ? AND tenant_id = ?', [id, tenantId]);
   }
 
+  async deleteTracingProject(tenantId: string, id: string): Promise<'deleted' | 'not_found' | { deploymentId: string }> {
+    return this.sql.tx(async (tx) => {
+      const row = await tx.row<{ deployment_id: string | null }>(
+        `SELECT deployment_id FROM tracing_projects WHERE id = ? AND tenant_id = ?${tx.dialect.forUpdate}`,
+        [id, tenantId],
+      );
+      if (!row) return 'not_found';
+      if (row.deployment_id !== null) return { deploymentId: row.deployment_id };
+      await tx.run('DELETE FROM tracing_projects WHERE id = ?', [id]);
+      return 'deleted';
+    });
+  }
+
   async listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>> {
     const rows = await this.sql.rows(
       `SELECT * FROM tracing_projects WHERE tenant_id = @tenant_id AND (CAST(@name AS TEXT) IS NULL OR name = @name)
@@ -866,4 +894,26 @@ export class CoreStore extends SqlStore implements Store {
     );
     return { resources: rows.map(toTracingProject), offset: offset + rows.length };
   }
+}
+
+/**
+ * The timestamps a revision's new log lines are stored with: a line's own (when it was printed, as
+ * an agent reports it) or else `now`, never later than `now` (an agent's clock may run ahead), and
+ * strictly after the revision's previous line of the same type, so lines printed in one
+ * millisecond, or sent in one batch, still have distinct, increasing times: a client that follows a
+ * log by `start_time` (`langgraph deploy logs -f`) then always moves on (docs/decisions/log-timestamps.md).
+ */
+function logStamps(tx: Db, revisionId: string, now: string): (entry: { type: LogType; timestamp?: string }) => Promise<string> {
+  const nowMs = Date.parse(now);
+  const previous = new Map<LogType, number>();
+  return async ({ type, timestamp }) => {
+    if (!previous.has(type)) {
+      const last = await tx.row<{ timestamp: string }>(LAST_LOG_TIMESTAMP, [revisionId, type]);
+      previous.set(type, last ? Date.parse(last.timestamp) : Number.NEGATIVE_INFINITY);
+    }
+    const reported = timestamp === undefined ? Number.NaN : Date.parse(timestamp);
+    const ms = Math.max(Number.isNaN(reported) ? nowMs : Math.min(reported, nowMs), previous.get(type)! + 1);
+    previous.set(type, ms);
+    return new Date(ms).toISOString();
+  };
 }

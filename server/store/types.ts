@@ -233,7 +233,8 @@ export interface Store {
    */
   appendLogs(
     revisionId: string,
-    entries: Array<{ type: LogType; level: LogLevel; message: string }>,
+    /** `timestamp`: when the line was printed (an agent's report); stored times increase strictly per revision and type. */
+    entries: Array<{ type: LogType; level: LogLevel; message: string; timestamp?: string }>,
     now: string,
     cap?: RevisionLogCap,
   ): Promise<{ stored: number; dropped: number }>;
@@ -270,6 +271,8 @@ export interface Store {
   // tracing projects
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;
   listTracingProjects(tenantId: string, name: string | undefined, limit: number, offset: number): Promise<Page<TracingProject>>;
+  /** Deletes a project no deployment holds; one that a deployment holds is left, and its deployment named. */
+  deleteTracingProject(tenantId: string, id: string): Promise<'deleted' | 'not_found' | { deploymentId: string }>;
 }
 
 /** What one revision keeps of its log (build and deploy lines together); the rule is domain/log-caps.ts. */

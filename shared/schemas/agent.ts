@@ -141,7 +141,14 @@ export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
 /** `POST …/agent/revisions/{revision_id}/runtime-logs`: what a live revision's agent server printed after `DEPLOYED`. */
 export const RuntimeLogAppend = z.strictObject({
   lines: z
-    .array(z.strictObject({ level: LogLevel.default('info'), message: z.string().max(16_000) }))
+    .array(
+      z.strictObject({
+        level: LogLevel.default('info'),
+        message: z.string().max(16_000),
+        /** When the agent server printed the line; stored as its time (never later than the server's now, strictly after the line before). */
+        timestamp: z.iso.datetime({ offset: true }).optional(),
+      }),
+    )
     .min(1)
     .max(1000),
   /** Lines the agent itself dropped since its last send (its own rate limit or queue bound): stored as one line saying so. */

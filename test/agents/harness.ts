@@ -200,8 +200,8 @@ export function killLeftoverServers(workDir: string): void {
 }
 
 /** Runs the graph through the deployment's URL (the agent's proxy, by Host): POST /runs/wait. */
-export async function runGraph(proxyPort: number, host: string): Promise<{ status: number; body: any }> {
-  const response = await hostFetch(proxyPort, host, '/runs/wait', {
+export async function runGraph(proxyPort: number, hostOrUrl: string): Promise<{ status: number; body: any }> {
+  const response = await hostFetch(proxyPort, hostOrUrl, '/runs/wait', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ assistant_id: 'agent', input: {} }),
@@ -209,17 +209,23 @@ export async function runGraph(proxyPort: number, host: string): Promise<{ statu
   return response;
 }
 
-/** An HTTP request to the proxy on loopback with a chosen Host header (as curl http://<host>:<port> would send). */
+/**
+ * An HTTP request to the proxy on loopback with a chosen Host header (as curl http://<host>:<port>
+ * would send); or, given a deployment's `custom_url` in the path form (`http://127.0.0.1:<port>/d/<name>`,
+ * the agent's default), to that URL's path.
+ */
 export async function hostFetch(
   proxyPort: number,
-  host: string,
+  hostOrUrl: string,
   path: string,
   init: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<{ status: number; body: any }> {
   const { request } = await import('node:http');
+  const url = /^https?:\/\//.test(hostOrUrl) ? new URL(hostOrUrl) : null;
+  const target = url ? { path: `${url.pathname.replace(/\/+$/, '')}${path}`, host: url.host } : { path, host: `${hostOrUrl}:${proxyPort}` };
   return new Promise((resolvePromise, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: proxyPort, path, method: init.method ?? 'GET', headers: { ...init.headers, host: `${host}:${proxyPort}` } },
+      { host: '127.0.0.1', port: proxyPort, path: target.path, method: init.method ?? 'GET', headers: { ...init.headers, host: target.host } },
       (res) => {
         let text = '';
         res.on('data', (chunk: Buffer) => (text += chunk.toString()));

@@ -75,7 +75,7 @@ describe('a hostile repository next to another workspace on one machine', () => 
     );
     expect(victimRevision.status, `${victimRevision.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
     const victimDeployment = (await victimApi.get(`/v2/deployments/${victim.body.id}`)).body;
-    const victimHost = new URL(victimDeployment.source_config.custom_url).hostname;
+    const victimHost = victimDeployment.source_config.custom_url;
     const victimCheckout = join(victimWork, victim.body.id, victimRevision.id);
     const victimGraph = readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8');
 
@@ -187,10 +187,7 @@ describe('a hostile repository next to another workspace on one machine', () => 
     expect(fds?.trim()).toBe('FDS 0 1 2 3');
 
     // The graph's search, run by the agent server: the same, and its own secret visible to it.
-    const answer = await runGraph(
-      attackerAgent.proxyPort,
-      new URL((await attackerApi.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url).hostname,
-    );
+    const answer = await runGraph(attackerAgent.proxyPort, (await attackerApi.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url);
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     const served = answer.body.probe as Probe;
     expect(served.found).toEqual([]);

@@ -62,10 +62,10 @@ describe('the local agent, end to end', () => {
     expect(first.source_revision_config.repo_commit_sha).toBe(repo.first);
     expect(buildLog.some((l) => l.message === '$ npm ci')).toBe(true);
 
-    // The deployment's URL, through the agent's proxy: its custom_url host, and <name>.localhost.
+    // The deployment's URL, through the agent's proxy: its custom_url (the path form), and <name>.localhost.
     const deployment = (await api.get(`/v2/deployments/${deploymentId}`)).body;
     expect(deployment.status).toBe('READY');
-    const host = new URL(deployment.source_config.custom_url).hostname;
+    const host = deployment.source_config.custom_url;
     expect((await hostFetch(agent.proxyPort, host, '/ok')).status).toBe(200);
     const firstAnswerAt = Date.now();
     const answer = await runGraph(agent.proxyPort, host);

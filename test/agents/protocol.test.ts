@@ -356,7 +356,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     const log = await buildLog(d);
     expect(log.some((m) => m.startsWith('local agent agent-one: fetching'))).toBe(true);
     expect(log.some((m) => m.startsWith('local agent agent-two: fetching'))).toBe(true);
-    const host = new URL(d.source_config.custom_url).hostname;
+    const host = d.source_config.custom_url;
     expect((await runGraph(second.proxyPort, host)).body.answer).toBe('the first answer');
 
     // Offline past its lease: UNKNOWN. A new agent on the same machine: READY, served again from the build directory.
@@ -367,8 +367,8 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     // The server the killed agent left serving is taken over, not restarted.
     expect(third.output()).toContain(`of revision ${d.latest_revision_id} that the previous agent left serving`);
     // Once DEPLOYED the custom_url is the one the agent's URL template gives (it answers on the proxy).
-    const current = new URL((await api.get(`/v2/deployments/${d.id}`)).body.source_config.custom_url).hostname;
-    expect(current).toBe(`${d.name}.localhost`);
+    const current = (await api.get(`/v2/deployments/${d.id}`)).body.source_config.custom_url;
+    expect(current).toBe(`http://127.0.0.1:${third.proxyPort}/d/${d.name}`);
     const afterTakeOver = await runGraph(third.proxyPort, current);
     expect(afterTakeOver.body.answer, `${JSON.stringify(afterTakeOver)}\n${third.output()}`).toBe('the first answer');
     expect((await buildLog(d)).filter((m) => m.includes(': fetching')).length).toBe(2);
@@ -399,7 +399,7 @@ describe('the listener-agent protocol under faults (real processes)', () => {
     expect(revision.status, `${revision.status_message}\n${paused.output()}`).toBe('DEPLOYED');
     expect(paused.output()).toContain(`stopped work on revision ${d.latest_revision_id}`);
     expect((await buildLog(d)).filter((m) => m.startsWith('local agent agent-paused: fetching')).length).toBeGreaterThanOrEqual(2);
-    expect((await runGraph(paused.proxyPort, new URL(d.source_config.custom_url).hostname)).body.answer).toBe('the first answer');
+    expect((await runGraph(paused.proxyPort, d.source_config.custom_url)).body.answer).toBe('the first answer');
   });
 
   it('an interrupt during a build ends the build’s processes', { timeout: 120_000 }, async () => {

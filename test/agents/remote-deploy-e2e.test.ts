@@ -152,7 +152,7 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
 
     // The CLI's result: custom_url. A request to it through the agent's proxy reaches the running agent server.
     const deployment = await request('GET', `/v2/deployments/${id}`);
-    const host = new URL(deployment.source_config.custom_url as string).hostname;
+    const host = deployment.source_config.custom_url as string;
     expect((await hostFetch(agent.proxyPort, host, '/ok')).status).toBe(200);
     const askedAt = Date.now();
     const answer = await runGraph(agent.proxyPort, host);
@@ -177,11 +177,20 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
     const buildDir = join(workDir, id, revision.id);
     const pid = serverPidOf(buildDir);
     expect(isAlive(pid)).toBe(true);
+    const deletedAt = Date.now();
     await request('DELETE', `/v2/deployments/${id}`);
     await eventually(
       async () => ((await fetch(`${server!.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server!.apiKey } })).status === 404 ? true : undefined),
       60_000,
     );
+    console.log(`remote deploy e2e: DELETE to 404 in ${Date.now() - deletedAt} ms`);
+    // One teardown, done under its first claim: none went back to the queue after a lapsed lease.
+    expect(
+      agent
+        .output()
+        .split('\n')
+        .filter((line) => line === `agent: tore down ${deployment.name}`),
+    ).toHaveLength(1);
     await eventually(async () => (!isAlive(pid) ? true : undefined), 20_000);
     expect(existsSync(join(workDir, id))).toBe(false);
     expect((await hostFetch(agent.proxyPort, host, '/ok')).status).not.toBe(200);

@@ -69,7 +69,7 @@ describe('restarts of the local agent, and threads that survive them', () => {
     const id = created.body.id as string;
     const one = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(one.status, one.status_message).toBe('DEPLOYED');
-    const host = new URL((await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url).hostname;
+    const host = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url;
     const call = (method: string, path: string, body?: unknown) =>
       hostFetch(proxyPort, host, path, {
         method,

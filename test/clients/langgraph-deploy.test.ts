@@ -167,8 +167,21 @@ describe('langgraph deploy against this server', () => {
       (await fetch(`${server.url}/v2/deployments/${id}`, { headers: { 'X-Api-Key': server.apiKey } })).status === 404 ? true : undefined,
     );
     expect(api.calls.filter((call) => call.startsWith('POST /v1/projects/'))).not.toHaveLength(0);
+
+    // `deploy --remote --name <the same>` after the delete: "No deployment found. Will create." → 201,
+    // and its tracing project is the one the deleted deployment left behind.
+    const [leftBehind] = (await api.request('GET', `/v1/tracing-projects?name=${name}`)).resources;
+    expect(leftBehind.deployment_id).toBeNull();
+    const again = await deployRemote(await gzipTarball(agentProject()));
+    expect(again.created).toBe(true);
+    expect(again.deploymentId).not.toBe(id);
+    expect(again.wait.revision.status).toBe('DEPLOYED');
+    expect((await api.request('GET', `/v1/tracing-projects?name=${name}`)).resources).toEqual([
+      expect.objectContaining({ id: leftBehind.id, deployment_id: again.deploymentId }),
+    ]);
+
     // The signed URLs authorize an upload: they are never written to the log.
-    expect(signatures).toHaveLength(2);
+    expect(signatures).toHaveLength(3);
     for (const signature of signatures) expect(server.output()).not.toContain(signature);
   });
 

@@ -113,8 +113,12 @@ describe('the whole flow against a real server on a loopback port', () => {
     await eventually(async () => ((await api.get(`/v2/deployments/${deployment.id}`)).status === 404 ? true : undefined));
     const remaining = await api.get(`/v1/tracing-projects?name=${name}`);
     expect(remaining.body.resources[0]).toMatchObject({ name, deployment_id: null });
-    // The name stays taken by the tracing project.
-    expect((await api.post('/v2/deployments', githubBody(name, fixtures.integrationId))).status).toBe(409);
+    // The name is free again: a new deployment of it takes the tracing project over (docs/decisions/deleted-deployment-names.md).
+    const again = await api.post('/v2/deployments', githubBody(name, fixtures.integrationId));
+    expect(again.status).toBe(201);
+    expect((await api.get(`/v1/tracing-projects?name=${name}`)).body.resources).toEqual([
+      expect.objectContaining({ id: remaining.body.resources[0].id, deployment_id: again.body.id }),
+    ]);
   });
 
   it('creates an external_docker deployment and applies its PATCH rules', async () => {

@@ -76,7 +76,7 @@ describe("a private repository on the App's GitHub", () => {
     expect(first.status, `${first.status_message}\n${await logOf(first.id)}\n${agent.output()}`).toBe('DEPLOYED');
     expect(first.source_revision_config.repo_commit_sha).toBe(repo.first);
     const deployment = (await api.get(`/v2/deployments/${deploymentId}`)).body;
-    const host = new URL(deployment.source_config.custom_url).hostname;
+    const host = deployment.source_config.custom_url;
     expect((await runGraph(agent.proxyPort, host)).body).toMatchObject({ answer: 'the first answer', secret_seen: 'hello-from-a-secret' });
 
     // A push no webhook reports: the reconciler reads the private head with a token and builds it.

@@ -1,10 +1,11 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtVerify } from 'jose';
+import { gitHttpBackend } from '../../demo/git-http-backend.ts';
 import { GithubOpenApi } from './openapi-check.ts';
 
 /** One request the stand-in received, with what it answered. */
@@ -485,43 +486,7 @@ export class GithubStandIn {
       res.writeHead(401, { 'www-authenticate': 'Basic realm="GitHub"' }).end();
       return;
     }
-    const cgi = spawn('git', ['http-backend'], {
-      env: {
-        PATH: process.env.PATH,
-        GIT_PROJECT_ROOT: this.reposRoot,
-        GIT_HTTP_EXPORT_ALL: '1',
-        PATH_INFO: `/${repo}.git${match[3]}`,
-        QUERY_STRING: url.search.slice(1),
-        REQUEST_METHOD: req.method ?? 'GET',
-        CONTENT_TYPE: req.headers['content-type'] ?? '',
-        REMOTE_USER: 'x-access-token',
-        REMOTE_ADDR: '127.0.0.1',
-        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''),
-        HTTP_CONTENT_ENCODING: String(req.headers['content-encoding'] ?? ''),
-      },
-      stdio: ['pipe', 'pipe', 'ignore'],
-    });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0);
-    let headersDone = false;
-    cgi.stdout.on('data', (chunk: Buffer) => {
-      if (headersDone) return void res.write(chunk);
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      headersDone = true;
-      const headers: Record<string, string> = {};
-      let status = 200;
-      for (const line of head.subarray(0, end).toString().split('\r\n')) {
-        const [name, ...rest] = line.split(':');
-        const value = rest.join(':').trim();
-        if (name!.toLowerCase() === 'status') status = Number(value.split(' ')[0]);
-        else headers[name!] = value;
-      }
-      res.writeHead(status, headers);
-      res.write(head.subarray(end + 4));
-    });
-    cgi.on('close', () => res.end());
+    gitHttpBackend(req, res, { projectRoot: this.reposRoot, pathInfo: `/${repo}.git${match[3]}`, query: url.search.slice(1), remoteUser: 'x-access-token' });
   }
 }
 

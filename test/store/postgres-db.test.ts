@@ -14,6 +14,34 @@ describe('PgDb', () => {
     await db?.close();
   });
 
+  it('a statement PostgreSQL refuses leaves its connection in the pool: the next statement needs no new connection', async () => {
+    const one = new PgDb(await createTestDatabase(inject('postgresAdminUrl')), { max: 1 });
+    try {
+      const backend = async () => (await one.row<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!.pid;
+      const before = await backend();
+      let connects = 0;
+      one.pool.on('connect', () => (connects += 1));
+      const refusals: Array<[string, unknown[]]> = [
+        ['SELECT * FROM no_such_table', []],
+        ['SELECT 1 / 0', []],
+        // PostgreSQL refuses a NUL in text (22021).
+        ['SELECT CAST(? AS TEXT)', ['a\u0000b']],
+      ];
+      for (const [refused, params] of refusals) {
+        await expect(one.rows(refused, params), refused).rejects.toThrow();
+        expect(await backend(), refused).toBe(before);
+      }
+      // A unique violation outside a transaction (the store's single statements): the same.
+      await one.run('CREATE TABLE once (id TEXT PRIMARY KEY)');
+      await one.run("INSERT INTO once VALUES ('x')");
+      await expect(one.run("INSERT INTO once VALUES ('x')")).rejects.toMatchObject({ code: '23505' });
+      expect(await backend()).toBe(before);
+      expect(connects).toBe(0);
+    } finally {
+      await one.close();
+    }
+  });
+
   it('numbers ? placeholders in order', () => {
     expect(numbered('SELECT * FROM t WHERE a = ? AND b IN (?, ?)')).toBe('SELECT * FROM t WHERE a = $1 AND b IN ($2, $3)');
   });

@@ -229,9 +229,9 @@ export class AgentProtocol {
       keep -= 1;
       dropped += 1;
     }
-    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string }> = body.lines
+    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string; timestamp?: string }> = body.lines
       .slice(0, keep)
-      .map((line) => ({ type: 'deploy', level: line.level, message: sanitiseReportedText(line.message) }));
+      .map((line) => ({ type: 'deploy', level: line.level, message: sanitiseReportedText(line.message), timestamp: line.timestamp }));
     if (dropped > 0 && admitted > 0)
       lines.push({
         type: 'deploy',

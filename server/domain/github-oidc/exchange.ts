@@ -60,7 +60,7 @@ export class GithubTokenExchanger {
     });
     if (claims.event_name !== undefined && REFUSED_EVENTS.has(claims.event_name)) {
       throw new Forbidden(
-        `Tokens of ${claims.event_name} workflows are refused: those run code from elsewhere (a fork, another workflow) with the base repository's identity.`,
+        `The token's event_name (${claims.event_name}) is refused: ${claims.event_name} workflows run code from elsewhere (a fork, another workflow) with the base repository's identity.`,
       );
     }
     const entry = await this.#trustedEntry(claims, body.workspace_id);
