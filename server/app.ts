@@ -1,11 +1,14 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { NotFound, ValidationFailed } from './domain/errors.ts';
+import { auditTrail } from './http/audit-trail.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
+import { requestScope } from './http/request-id.ts';
 import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
+import { auditEventRoutes } from './routes/audit-events.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
 import { integrationRoutes } from './routes/integrations.ts';
@@ -58,7 +61,9 @@ export function createApp(
       lease.release();
     }
   };
+  app.use('*', requestScope);
   app.use('*', authenticate);
+  app.use('*', auditTrail(services.audit, services.log));
 
   healthRoutes(ctx);
   workspaceRoutes(ctx);
@@ -69,6 +74,7 @@ export function createApp(
   tracingProjectRoutes(ctx);
   projectLogRoutes(ctx);
   uploadRoutes(ctx);
+  auditEventRoutes(ctx);
   for (const register of options.extraRoutes ?? []) register(ctx);
   return app;
 }

@@ -69,6 +69,13 @@ export const Config = z
       '32 bytes, base64 (`openssl rand -base64 32`): key for secrets, OAuth client secrets and tokens at rest. Unset: generated once into `<database>.key` (mode 0600), with a warning; PostgreSQL needs it set.',
     ),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('`debug`, `info`, `warn`, `error` or `silent`.'),
+    AUDIT_RETENTION_DAYS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(36_500)
+      .default(365)
+      .describe('How many days audit entries (`GET /v1/audit-events`) are kept; older ones are removed once an hour.'),
     SQLITE_SYNCHRONOUS: z
       .enum(['FULL', 'NORMAL'])
       .default('FULL')

@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
+import { AuditLog } from './domain/audit.ts';
 import type { Clock } from './domain/clock.ts';
 import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
@@ -79,7 +80,16 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     leaseMs: deps.config.PIPELINE_LEASE_MS,
   });
   const installationRepos = deps.backend.installationRepos;
+  // The audit log's entries are written by the stores with each change; this reads and retains them.
+  const audit = new AuditLog({
+    store: deps.backend.audit,
+    clock: deps.clock,
+    log: deps.log,
+    retentionDays: deps.config.AUDIT_RETENTION_DAYS,
+    lead: () => coordination.tryLead('audit-retention'),
+  });
   const services = createServices({
+    audit,
     store: deps.backend.core,
     clock: deps.clock,
     log: deps.log,
@@ -107,6 +117,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [
     uploads,
     uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log),
+    audit,
   ];
 
   // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.

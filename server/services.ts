@@ -1,6 +1,7 @@
 import type { Config } from './config.ts';
 import { SandboxDataPlane } from './dataplane/sandbox.ts';
 import type { DataPlane } from './dataplane/types.ts';
+import type { AuditLog } from './domain/audit.ts';
 import { Auth } from './domain/auth.ts';
 import { AuthThrottle } from './domain/auth-throttle.ts';
 import type { Clock } from './domain/clock.ts';
@@ -46,6 +47,8 @@ export type ServiceDeps = {
   listenerAgent: DataPlane;
   /** The revisions' long-poll wake-ups; the control plane gives one shared with the other processes. */
   watch?: RevisionWatch;
+  /** The audit log: what reads it back and records what no change's transaction carried. */
+  audit: AuditLog;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -79,6 +82,7 @@ export function createServices(deps: ServiceDeps) {
     watch,
     pipeline,
     readiness,
+    audit: deps.audit,
     auth: new Auth({
       store,
       clock,

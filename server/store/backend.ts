@@ -1,6 +1,7 @@
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from './agents.ts';
+import type { AuditStore } from './audit.ts';
 import type { Coordination } from './coordination.ts';
 import type { GithubStore } from './github.ts';
 import type { GithubTrustStore } from './github-trust.ts';
@@ -30,6 +31,8 @@ export interface StoreBackend {
   readonly githubTrust: GithubTrustStore;
   /** The GitHub round trip: setup states, proven installations, the status outbox. */
   readonly github: GithubStore;
+  /** The audit log: entries written with the changes they record, read back per organization or workspace. */
+  readonly audit: AuditStore;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -1,4 +1,5 @@
 import { SqlAgentStore } from './agents.ts';
+import { SqlAuditStore } from './audit.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { LocalCoordination } from './coordination.ts';
 import { SqlGithubStore } from './github.ts';
@@ -26,6 +27,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     installationRepos: new SqlInstallationRepoStore(sql),
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
+    audit: new SqlAuditStore(sql),
     github: new SqlGithubStore(sql, options.rules),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.
     coordination: new LocalCoordination(),

@@ -1,6 +1,7 @@
 import { silentLogger } from '../../logger.ts';
 import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
+import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubStore } from '../github.ts';
@@ -34,6 +35,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     installationRepos: new SqlInstallationRepoStore(db),
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
+    audit: new SqlAuditStore(db),
     github: new SqlGithubStore(db, options.rules),
     coordination,
     description: redact(url),
