@@ -12,7 +12,9 @@ async function allEntries(api: App['api'], filter = ''): Promise<Entry[]> {
   const entries: Entry[] = [];
   let cursor: string | null = null;
   do {
-    const page: { status: number; body: { resources: Entry[]; next_cursor: string | null } } = await api.get(`/v1/audit-events?limit=2${filter}${cursor ? `&cursor=${cursor}` : ''}`);
+    const page: { status: number; body: { resources: Entry[]; next_cursor: string | null } } = await api.get(
+      `/v1/audit-events?limit=2${filter}${cursor ? `&cursor=${cursor}` : ''}`,
+    );
     expect(page.status).toBe(200);
     entries.push(...page.body.resources);
     cursor = page.body.next_cursor;
