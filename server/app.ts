@@ -5,7 +5,7 @@ import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
-import { requestScope } from './http/request-id.ts';
+import { observeRequests } from './http/request-id.ts';
 import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { auditEventRoutes } from './routes/audit-events.ts';
@@ -61,7 +61,7 @@ export function createApp(
       lease.release();
     }
   };
-  app.use('*', requestScope);
+  app.use('*', observeRequests(services.metrics, services.log));
   app.use('*', authenticate);
   app.use('*', auditTrail(services.audit, services.log));
 

@@ -15,6 +15,7 @@ import { createGithubWebhooks } from './github-webhooks.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
+import { Metrics } from './metrics.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
@@ -40,6 +41,8 @@ export type ControlPlaneDeps = {
    * (revisions, teardowns, webhook deliveries, uploads). A new one per control plane by default.
    */
   processId?: string;
+  /** The process's metrics; its own set by default (tests that build several control planes in one process). */
+  metrics?: Metrics;
 };
 
 export type ControlPlane = {
@@ -90,6 +93,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   const services = createServices({
     audit,
+    metrics: deps.metrics ?? new Metrics(deps.backend.clusterReadings),
     store: deps.backend.core,
     clock: deps.clock,
     log: deps.log,
@@ -130,6 +134,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     log: deps.log,
     publicUrl: deps.publicUrl,
     leadSender: () => coordination.tryLead('github-status-outbox'),
+    metrics: services.metrics,
   });
   if (githubApp) {
     extraRoutes.push(githubApp.routes);

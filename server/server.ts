@@ -135,7 +135,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
   const healthServer =
     config.HEALTH_PORT === undefined
       ? null
-      : await listen(healthApp(controlPlane.services.readiness).fetch, config.HEALTH_PORT, config.HOST, {
+      : await listen(healthApp(controlPlane.services.readiness, controlPlane.services.metrics).fetch, config.HEALTH_PORT, config.HOST, {
           ...limits,
           maxConnections: config.HEALTH_MAX_CONNECTIONS,
           headersTimeoutMs: Math.min(limits.headersTimeoutMs, 5000),

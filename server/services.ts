@@ -16,6 +16,7 @@ import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
 import type { Uploads } from './domain/uploads.ts';
 import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
 import type { InstallationRepoStore } from './store/installation-repos.ts';
 import type { Store } from './store/types.ts';
 
@@ -49,6 +50,8 @@ export type ServiceDeps = {
   watch?: RevisionWatch;
   /** The audit log: what reads it back and records what no change's transaction carried. */
   audit: AuditLog;
+  /** This process's metrics (`/metrics` on the health port). */
+  metrics: Metrics;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -74,6 +77,7 @@ export function createServices(deps: ServiceDeps) {
     listenerAgent: deps.listenerAgent,
     processId: deps.processId,
     leaseMs: deps.config.PIPELINE_LEASE_MS,
+    observer: deps.metrics,
   });
   return {
     store,
@@ -83,6 +87,7 @@ export function createServices(deps: ServiceDeps) {
     pipeline,
     readiness,
     audit: deps.audit,
+    metrics: deps.metrics,
     auth: new Auth({
       store,
       clock,

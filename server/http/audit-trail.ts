@@ -6,6 +6,7 @@ import { requestScope } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { AppEnv } from './env.ts';
 import { clientAddress, requestHeader } from './node-request.ts';
+import { routeTemplate } from './request-id.ts';
 
 /** Verbs a route may end with (`…/{id}/redeploy`): the action on the object named before them. */
 const VERBS = new Set(['redeploy', 'interrupt', 'authenticate']);
@@ -44,11 +45,6 @@ export function auditTrail(audit: AuditLog, log: Logger): MiddlewareHandler<AppE
       .record(pending.entry)
       .catch((error: unknown) => log.error('audit: could not record an entry', { error: String(error), action: pending.entry.action }));
   };
-}
-
-/** The template of the route that serves the request (`/v2/deployments/:deployment_id`), not its path. */
-function routeTemplate(c: Context): string | undefined {
-  return c.req.matchedRoutes.findLast((matched) => matched.method !== 'ALL')?.path;
 }
 
 function draft(c: Context, principal: Principal, template: string, requestId: string): AuditEntry {

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import { PayloadTooLarge } from '../domain/errors.ts';
 import { type Gone, signalGone } from '../domain/revision-watch.ts';
+import { requestScope } from '../lib/request-scope.ts';
 
 type NodeEnv =
   | {
@@ -67,13 +68,23 @@ export function clientAddress(c: Context): string | undefined {
   return (c.env as NodeEnv)?.incoming?.socket?.remoteAddress;
 }
 
+/** The header that carries a request's id, both ways. */
+export const REQUEST_ID_HEADER = 'x-request-id';
+
 /**
  * A JSON answer whose headers are a plain object: @hono/node-server then writes status, headers and
  * body straight to the socket (its `responseViaCache` path) without building a `Headers` object,
- * as `c.json` after `c.header` does. Only for handlers that set every header themselves.
+ * as `c.json` after `c.header` does. Only for handlers that set every header themselves (the
+ * request's id is added here, last).
  */
 export function jsonResponse(body: string, status: number, headers: Record<string, string>): Response {
-  return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
+  return new Response(body, { status, headers: withRequestId({ 'content-type': 'application/json', ...headers }) });
+}
+
+/** `headers` and, inside a request, its id: for answers made without Hono's context (which adds it itself). */
+export function withRequestId(headers: Record<string, string>): Record<string, string> {
+  const requestId = requestScope()?.requestId;
+  return requestId === undefined ? headers : { ...headers, [REQUEST_ID_HEADER]: requestId };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
+import type { ClusterReadings } from '../metrics.ts';
 import type { AgentStore } from './agents.ts';
 import type { AuditStore } from './audit.ts';
 import type { Coordination } from './coordination.ts';
@@ -33,6 +34,8 @@ export interface StoreBackend {
   readonly github: GithubStore;
   /** The audit log: entries written with the changes they record, read back per organization or workspace. */
   readonly audit: AuditStore;
+  /** What the cluster-wide metrics read from the database at each scrape. */
+  readonly clusterReadings: ClusterReadings;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -3,6 +3,7 @@ import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
 import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
+import { SqlClusterReadings } from '../cluster-readings.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
@@ -36,6 +37,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
     audit: new SqlAuditStore(db),
+    clusterReadings: new SqlClusterReadings(db),
     github: new SqlGithubStore(db, options.rules),
     coordination,
     description: redact(url),
