@@ -1,11 +1,14 @@
 import type { Context } from 'hono';
 import { PayloadTooLarge } from '../domain/errors.ts';
 import { type Gone, signalGone } from '../domain/revision-watch.ts';
-import { requestScope } from '../lib/request-scope.ts';
 
 type NodeEnv =
   | {
-      outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown };
+      outgoing?: {
+        once(event: 'close', listener: () => void): unknown;
+        off(event: 'close', listener: () => void): unknown;
+        setHeader(name: string, value: string): unknown;
+      };
       incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } };
     }
   | undefined;
@@ -74,17 +77,22 @@ export const REQUEST_ID_HEADER = 'x-request-id';
 /**
  * A JSON answer whose headers are a plain object: @hono/node-server then writes status, headers and
  * body straight to the socket (its `responseViaCache` path) without building a `Headers` object,
- * as `c.json` after `c.header` does. Only for handlers that set every header themselves (the
- * request's id is added here, last).
+ * as `c.json` after `c.header` does. Only for handlers that set every header themselves.
  */
 export function jsonResponse(body: string, status: number, headers: Record<string, string>): Response {
-  return new Response(body, { status, headers: withRequestId({ 'content-type': 'application/json', ...headers }) });
+  return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
 }
 
-/** `headers` and, inside a request, its id: for answers made without Hono's context (which adds it itself). */
-export function withRequestId(headers: Record<string, string>): Record<string, string> {
-  const requestId = requestScope()?.requestId;
-  return requestId === undefined ? headers : { ...headers, [REQUEST_ID_HEADER]: requestId };
+/**
+ * Adds a header to whatever answer the request gets, on Node's response itself: Node writes it with
+ * the headers @hono/node-server gives, so no answer has to be rebuilt with a `Headers` object (an
+ * answer whose headers are a plain object is written straight to the socket). In-process requests
+ * (`app.request()`, no Node response) get it through Hono's context instead.
+ */
+export function setAnswerHeader(c: Context, name: string, value: string): void {
+  const outgoing = (c.env as NodeEnv | undefined)?.outgoing;
+  if (outgoing) outgoing.setHeader(name, value);
+  else c.header(name, value);
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { runInRequestScope } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { REQUEST_ID_HEADER, requestHeader } from './node-request.ts';
+import { REQUEST_ID_HEADER, requestHeader, setAnswerHeader } from './node-request.ts';
 
 /** A caller's id is kept when it is a plain token (a proxy's or a client's); anything else is replaced. */
 const ACCEPTED_ID = /^[A-Za-z0-9._:+/=-]{1,128}$/;
@@ -28,9 +28,7 @@ export function observeRequests(metrics: Pick<Metrics, 'httpAnswered'>, log: Log
   return async (c, next) => {
     const started = performance.now();
     const requestId = requestIdFor(requestHeader(c, REQUEST_ID_HEADER));
-    // Set before the route answers: `c.json` and the error mapping's answers take it from here, and
-    // `jsonResponse` adds it from the scope, so no answer's headers are rebuilt afterwards.
-    c.header(REQUEST_ID_HEADER, requestId);
+    setAnswerHeader(c, REQUEST_ID_HEADER, requestId);
     await runInRequestScope({ requestId }, async () => {
       await next();
       const seconds = (performance.now() - started) / 1000;

@@ -121,20 +121,16 @@ function guarded(res: ServerResponse, write: () => void): void {
  * serialized for it alone (`revisionJson`), as the route does.
  */
 function answer(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord, body: string): void {
-  res.writeHead(200, {
-    'content-type': 'application/json',
-    ...revisionHeaders(revision),
-    [REQUEST_ID_HEADER]: requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)),
-    'Content-Length': Buffer.byteLength(body),
-  });
+  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
+  res.writeHead(200, { 'content-type': 'application/json', ...revisionHeaders(revision), 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
 function notModified(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord): void {
   const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  const requestId = requestIdFor(nodeHeader(req, REQUEST_ID_HEADER));
-  res.writeHead(304, { 'cache-control': cacheControl, etag, [REQUEST_ID_HEADER]: requestId, 'content-type': 'text/plain; charset=UTF-8' });
+  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
+  res.writeHead(304, { 'cache-control': cacheControl, etag, 'content-type': 'text/plain; charset=UTF-8' });
   res.end();
 }
 

@@ -4,7 +4,7 @@ import { Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '..
 import { publicDeployment } from '../domain/deployments.ts';
 import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
-import { clientGone, jsonResponse, requestHeader, withRequestId } from '../http/node-request.ts';
+import { clientGone, jsonResponse, requestHeader } from '../http/node-request.ts';
 import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from '../http/revision-answer.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson, readQuery } from '../http/validation.ts';
@@ -85,7 +85,7 @@ export function revisionRoutes(ctx: RouteContext): void {
           waitMs ?? 0,
           waitMs ? clientGone(c) : undefined,
         );
-        if (!changed) return new Response(null, { status: 304, headers: withRequestId(revisionHeaders(revision)) });
+        if (!changed) return new Response(null, { status: 304, headers: revisionHeaders(revision) });
         return jsonResponse(revisionBody(revision), 200, revisionHeaders(revision));
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
