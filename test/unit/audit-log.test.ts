@@ -105,6 +105,24 @@ describe('audit log (contract §17)', () => {
     expect(last).toMatchObject({ action: 'create', resource_type: 'deployment', outcome: 'failed', status: 409 });
   });
 
+  it('console sign-ins are recorded through the exported recordSignIn, succeeded or refused', async () => {
+    const principal = await t.services.auth.authenticate(t.apiKey, undefined);
+    for (const succeeded of [true, false]) {
+      await t.services.audit.recordSignIn({
+        organizationId: principal.organizationId,
+        workspaceId: principal.workspaceId,
+        keyId: principal.keyId,
+        organizationScoped: principal.organizationScoped,
+        address: '192.0.2.1',
+        userAgent: 'Mozilla/5.0',
+        succeeded,
+      });
+    }
+    const [refused, signedIn] = (await t.api.get(`/v1/audit-events?limit=2&actor=${principal.keyId}`)).body.resources;
+    expect(signedIn).toMatchObject({ action: 'sign_in', resource_type: 'console_session', outcome: 'succeeded', address: '192.0.2.1' });
+    expect(refused).toMatchObject({ action: 'sign_in', outcome: 'failed', status: 401 });
+  });
+
   it('bad filters are 422 in the contract format; retention removes only old entries', async () => {
     const bad = await t.api.get('/v1/audit-events?since=yesterday');
     expect(bad.status).toBe(422);
