@@ -14,8 +14,6 @@ const VERBS = new Set(['redeploy', 'interrupt', 'authenticate']);
 const RESOURCE_NAMES: Record<string, string> = { github: 'integration', 'github-trust': 'github_trust_entry', metadata: 'token' };
 /** Objects of the organization as a whole: entries an organization key makes on them are not shown to workspace keys. */
 const ORGANIZATION_RESOURCES = new Set(['workspace', 'api_key']);
-/** Routes whose callers are machines reporting their own progress (the listener agents' protocol): not audited. */
-const UNAUDITED_PREFIXES = ['/v2/agent/'];
 
 /**
  * Drafts the audit entry of every state-changing request made with an API key, before the route
@@ -31,7 +29,9 @@ export function auditTrail(audit: AuditLog, log: Logger): MiddlewareHandler<AppE
     const principal = c.get('principal') as Principal | undefined;
     const scope = requestScope();
     const template = routeTemplate(c);
-    if (!principal || !scope || !template || UNAUDITED_PREFIXES.some((prefix) => template.startsWith(prefix))) return next();
+    // Without a key's principal there is no organization to show the entry to: the paths that take
+    // no API key (the agents' protocol, webhooks, the OAuth callback, uploads) and refused keys.
+    if (!principal || !scope || !template) return next();
     const pending: PendingAudit = { entry: draft(c, principal, template, scope.requestId), state: 'pending', subjectNamed: false };
     scope.audit = pending;
     await next();
