@@ -19,6 +19,7 @@ import { tracingProjectRoutes } from './routes/tracing-projects.ts';
 import { uploadRoutes } from './routes/uploads.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
+import type { RequestTracer } from './tracing.ts';
 
 /** Paths under /v1 and /v2 that authenticate otherwise than by API key. */
 export type PublicPath = (path: string) => boolean;
@@ -29,7 +30,13 @@ export type PublicPath = (path: string) => boolean;
  */
 export function createApp(
   services: Services,
-  options: { extraRoutes?: Array<(ctx: RouteContext) => void>; publicPaths?: PublicPath[]; publicUrl?: () => string; inflightBodyBytes?: number } = {},
+  options: {
+    extraRoutes?: Array<(ctx: RouteContext) => void>;
+    publicPaths?: PublicPath[];
+    publicUrl?: () => string;
+    inflightBodyBytes?: number;
+    tracer?: RequestTracer;
+  } = {},
 ) {
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
@@ -61,7 +68,7 @@ export function createApp(
       lease.release();
     }
   };
-  app.use('*', observeRequests(services.metrics, services.log));
+  app.use('*', observeRequests(services.metrics, services.log, options.tracer));
   app.use('*', authenticate);
   app.use('*', auditTrail(services.audit, services.log));
 

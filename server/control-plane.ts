@@ -21,6 +21,7 @@ import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { TOPICS } from './store/coordination.ts';
+import type { RequestTracer } from './tracing.ts';
 
 export type ControlPlaneDeps = {
   /** The database, whichever backend: the wiring takes each store from it, never a handle. */
@@ -43,6 +44,8 @@ export type ControlPlaneDeps = {
   processId?: string;
   /** The process's metrics; its own set by default (tests that build several control planes in one process). */
   metrics?: Metrics;
+  /** Spans of requests, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set (`startTracing`). */
+  tracer?: RequestTracer;
 };
 
 export type ControlPlane = {
@@ -202,7 +205,13 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push(githubOidc.routes);
   publicPaths.push(githubOidc.isPublic);
 
-  const app = createApp(services, { extraRoutes, publicPaths, publicUrl: deps.publicUrl, inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES });
+  const app = createApp(services, {
+    extraRoutes,
+    publicPaths,
+    publicUrl: deps.publicUrl,
+    inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES,
+    tracer: deps.tracer,
+  });
   return {
     services,
     app,
