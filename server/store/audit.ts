@@ -34,6 +34,15 @@ const INSERT = `INSERT INTO audit_events (id, organization_id, workspace_id, act
     action, resource_type, resource_id, route, fields, outcome, status, request_id, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
+/**
+ * Whether a statement read with `row`/`rows` may change rows (`UPDATE … RETURNING`, a CTE): only
+ * those run in a transaction of their own while an audit entry is pending; plain reads stay one
+ * round trip.
+ */
+export function mayChangeRows(sql: string): boolean {
+  return !/^\s*SELECT\b/i.test(sql);
+}
+
 /** The statement that writes `entry`: the database adapters add it to the transaction of the change. */
 export function auditInsert(entry: AuditEntry): Statement {
   return {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { pendingAudit } from '../../lib/request-scope.ts';
-import { auditInsert } from '../audit.ts';
+import { auditInsert, mayChangeRows } from '../audit.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
@@ -120,12 +120,12 @@ export class PgDb implements Db {
    * entry is written with it if it changes anything.
    */
   async rows<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T[]> {
-    if (on === this.pool && pendingAudit()) return this.tx((tx) => tx.rows<T>(sql, params));
+    if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.rows<T>(sql, params));
     return (await query(on, sql, params)).rows as T[];
   }
 
   async row<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T | undefined> {
-    if (on === this.pool && pendingAudit()) return this.tx((tx) => tx.row<T>(sql, params));
+    if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
     return (await query(on, sql, params)).rows[0] as T | undefined;
   }
 

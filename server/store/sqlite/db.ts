@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { type AuditEntry, pendingAudit } from '../../lib/request-scope.ts';
-import { auditInsert } from '../audit.ts';
+import { auditInsert, mayChangeRows } from '../audit.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { sqliteDialect } from '../dialect.ts';
 
@@ -47,7 +47,7 @@ export class SqliteDb implements Db {
     if (this.#open) return this.#open.then(() => this.row<T>(sql, params));
     // A request with an audit entry to write: a statement on its own is a transaction of its own,
     // so the entry is written with it if it changes anything (an UPDATE … RETURNING).
-    if (pendingAudit()) return this.tx((tx) => tx.row<T>(sql, params));
+    if (pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
     // Inline rather than through the transaction's handle: this is every request's read.
     try {
       return Promise.resolve(this.statement(sql).get(...bind(params)) as T | undefined);
@@ -58,7 +58,7 @@ export class SqliteDb implements Db {
 
   rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
     if (this.#open) return this.#open.then(() => this.rows<T>(sql, params));
-    return pendingAudit() ? this.tx((tx) => tx.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
+    return pendingAudit() && mayChangeRows(sql) ? this.tx((tx) => tx.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
   }
 
   run(sql: string, params?: Params): Promise<number> {
