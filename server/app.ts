@@ -1,11 +1,14 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { NotFound, ValidationFailed } from './domain/errors.ts';
+import { auditTrail } from './http/audit-trail.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
 import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
+import { observeRequests } from './http/request-id.ts';
 import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
+import { auditEventRoutes } from './routes/audit-events.ts';
 import { deploymentRoutes } from './routes/deployments.ts';
 import { healthRoutes } from './routes/health.ts';
 import { integrationRoutes } from './routes/integrations.ts';
@@ -16,6 +19,7 @@ import { tracingProjectRoutes } from './routes/tracing-projects.ts';
 import { uploadRoutes } from './routes/uploads.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
+import type { RequestTracer } from './tracing.ts';
 
 /** Paths under /v1 and /v2 that authenticate otherwise than by API key. */
 export type PublicPath = (path: string) => boolean;
@@ -33,6 +37,8 @@ export function createApp(
     inflightBodyBytes?: number;
     /** Middleware that may answer before the key check (the console's redirects of browsers). */
     beforeAuth?: MiddlewareHandler[];
+
+    tracer?: RequestTracer;
   } = {},
 ) {
   const app = new Hono<AppEnv>();
@@ -65,8 +71,10 @@ export function createApp(
       lease.release();
     }
   };
+  app.use('*', observeRequests(services.metrics, services.log, options.tracer));
   for (const handler of options.beforeAuth ?? []) app.use('*', handler);
   app.use('*', authenticate);
+  app.use('*', auditTrail(services.audit, services.log));
 
   healthRoutes(ctx);
   workspaceRoutes(ctx);
@@ -77,6 +85,7 @@ export function createApp(
   tracingProjectRoutes(ctx);
   projectLogRoutes(ctx);
   uploadRoutes(ctx);
+  auditEventRoutes(ctx);
   for (const register of options.extraRoutes ?? []) register(ctx);
   return app;
 }

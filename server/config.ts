@@ -69,6 +69,21 @@ export const Config = z
       '32 bytes, base64 (`openssl rand -base64 32`): key for secrets, OAuth client secrets and tokens at rest. Unset: generated once into `<database>.key` (mode 0600), with a warning; PostgreSQL needs it set.',
     ),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info').describe('`debug`, `info`, `warn`, `error` or `silent`.'),
+    OTEL_EXPORTER_OTLP_ENDPOINT: optional
+      .refine((value) => value === undefined || /^https?:\/\/[^\s]+$/.test(value), {
+        message: 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL, e.g. http://collector:4318',
+      })
+      .describe(
+        "OpenTelemetry collector (OTLP/HTTP, e.g. `http://collector:4318`): when set, a span per request (child of the caller's `traceparent`) is exported to `<endpoint>/v1/traces`. Unset: tracing is off and its SDK is not loaded.",
+      ),
+    OTEL_SERVICE_NAME: z.string().min(1).default('agent-control-plane').describe('The `service.name` of the exported spans.'),
+    AUDIT_RETENTION_DAYS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(36_500)
+      .default(365)
+      .describe('How many days audit entries (`GET /v1/audit-events`) are kept; older ones are removed once an hour.'),
     SQLITE_SYNCHRONOUS: z
       .enum(['FULL', 'NORMAL'])
       .default('FULL')

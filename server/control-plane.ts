@@ -3,6 +3,7 @@ import { createApp, type PublicPath } from './app.ts';
 import type { Config } from './config.ts';
 import { createConsole } from './console/console.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
+import { AuditLog } from './domain/audit.ts';
 import type { Clock } from './domain/clock.ts';
 import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
@@ -15,11 +16,13 @@ import { createGithubWebhooks } from './github-webhooks.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
+import { Metrics } from './metrics.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { TOPICS } from './store/coordination.ts';
+import type { RequestTracer } from './tracing.ts';
 
 export type ControlPlaneDeps = {
   /** The database, whichever backend: the wiring takes each store from it, never a handle. */
@@ -40,6 +43,10 @@ export type ControlPlaneDeps = {
    * (revisions, teardowns, webhook deliveries, uploads). A new one per control plane by default.
    */
   processId?: string;
+  /** The process's metrics; its own set by default (tests that build several control planes in one process). */
+  metrics?: Metrics;
+  /** Spans of requests, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set (`startTracing`). */
+  tracer?: RequestTracer;
 };
 
 export type ControlPlane = {
@@ -80,7 +87,17 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     leaseMs: deps.config.PIPELINE_LEASE_MS,
   });
   const installationRepos = deps.backend.installationRepos;
+  // The audit log's entries are written by the stores with each change; this reads and retains them.
+  const audit = new AuditLog({
+    store: deps.backend.audit,
+    clock: deps.clock,
+    log: deps.log,
+    retentionDays: deps.config.AUDIT_RETENTION_DAYS,
+    lead: () => coordination.tryLead('audit-retention'),
+  });
   const services = createServices({
+    audit,
+    metrics: deps.metrics ?? new Metrics(deps.backend.clusterReadings),
     store: deps.backend.core,
     clock: deps.clock,
     log: deps.log,
@@ -108,6 +125,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [
     uploads,
     uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log),
+    audit,
   ];
 
   // The GitHub App (contract §12): proven installation links and installation tokens; null without App settings.
@@ -120,6 +138,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     log: deps.log,
     publicUrl: deps.publicUrl,
     leadSender: () => coordination.tryLead('github-status-outbox'),
+    metrics: services.metrics,
   });
   if (githubApp) {
     extraRoutes.push(githubApp.routes);
@@ -199,12 +218,15 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push(webConsole.routes);
   workers.push(webConsole.worker);
 
+
   const app = createApp(services, {
     extraRoutes,
     publicPaths,
     publicUrl: deps.publicUrl,
     inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES,
     beforeAuth: [webConsole.beforeAuth],
+
+    tracer: deps.tracer,
   });
   return {
     services,

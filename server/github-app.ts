@@ -2,6 +2,7 @@ import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import type { Clock } from './domain/clock.ts';
 import { type GithubAppSettings, githubAppFrom } from './github/app-settings.ts';
+import { countGithubRequests } from './github/counted-api.ts';
 import { GithubApi } from './github/github-api.ts';
 import { GithubPace } from './github/github-pace.ts';
 import { InstallationLinks } from './github/installation-links.ts';
@@ -10,6 +11,7 @@ import { RepoAccess } from './github/repo-access.ts';
 import { GithubStatusSender } from './github/status-sender.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
 import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
 import type { GithubStore } from './store/github.ts';
 import type { Store } from './store/types.ts';
@@ -31,6 +33,8 @@ export function createGithubApp(deps: {
   publicUrl: () => string;
   /** Whether this process sends the status outbox now (one process at a time on one database). */
   leadSender?: () => Promise<boolean>;
+  /** Counts the requests to GitHub (`acp_github_requests_total`). */
+  metrics?: Pick<Metrics, 'githubRequest'>;
 }) {
   const app = githubAppFrom(deps.config);
   if (!app) {
@@ -38,7 +42,7 @@ export function createGithubApp(deps: {
     return null;
   }
   const now = () => Date.parse(deps.clock.now());
-  const api = new GithubApi(app, now);
+  const api = deps.metrics ? countGithubRequests(new GithubApi(app, now), deps.metrics) : new GithubApi(app, now);
   const tokens = new InstallationTokens(api, now);
   const repoAccess = new RepoAccess({
     app,

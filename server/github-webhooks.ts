@@ -71,6 +71,7 @@ export function createGithubWebhooks(deps: {
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
     processId: deps.processId,
     leaseMs: config.PIPELINE_LEASE_MS,
+    observer: services.metrics,
   });
   const workspaceSecrets = new WorkspaceWebhookSecrets({
     store: deps.webhookSecrets,

@@ -1,3 +1,6 @@
+import pino from 'pino';
+import { requestScope } from './lib/request-scope.ts';
+
 /** A small structured logger: one JSON object per line on stderr. Never give it a secret. */
 export type LogFields = Record<string, unknown>;
 export type Logger = {
@@ -7,16 +10,44 @@ export type Logger = {
   error(message: string, fields?: LogFields): void;
 };
 
-const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
-export type LogLevelName = keyof typeof LEVELS;
+export type LogLevelName = 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
-export function createLogger(level: LogLevelName, write: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): Logger {
-  const threshold = LEVELS[level];
-  const emit = (name: Exclude<LogLevelName, 'silent'>) => (message: string, fields?: LogFields) => {
-    if (LEVELS[name] < threshold) return;
-    write(JSON.stringify({ time: new Date().toISOString(), level: name, msg: message, ...fields }));
+/**
+ * Field names whose values are never written, whatever a caller passes by mistake: keys, tokens,
+ * secrets and passwords, at the top of a line's fields or one level down. A second line of
+ * defence: callers log ids, never these values.
+ */
+const REDACTED = ['key', 'api_key', 'token', 'secret', 'password', 'authorization', 'client_secret', 'value'].flatMap((name) => [name, `*.${name}`]);
+
+/**
+ * One JSON object per line (pino): `time` (RFC 3339), `level` (its name), `msg`, the fields, and
+ * `request_id` for every line written while a request is served (the request scope carries it
+ * through awaits). `write` receives each line without its newline (tests); stderr by default.
+ */
+export function createLogger(level: LogLevelName, write?: (line: string) => void): Logger {
+  const destination = write ? { write: (line: string) => write(line.endsWith('\n') ? line.slice(0, -1) : line) } : pino.destination({ fd: 2, sync: true });
+  const base = pino(
+    {
+      level,
+      base: undefined,
+      messageKey: 'msg',
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACTED, censor: '[redacted]' },
+      mixin: () => {
+        const requestId = requestScope()?.requestId;
+        return requestId === undefined ? {} : { request_id: requestId };
+      },
+    },
+    destination,
+  );
+  // The message goes in first, so a line reads `…,"msg":"…",<its fields>` as it always has.
+  return {
+    debug: (message, fields) => base.debug({ msg: message, ...fields }),
+    info: (message, fields) => base.info({ msg: message, ...fields }),
+    warn: (message, fields) => base.warn({ msg: message, ...fields }),
+    error: (message, fields) => base.error({ msg: message, ...fields }),
   };
-  return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
 }
 
 export const silentLogger: Logger = createLogger('silent');

@@ -19,6 +19,7 @@ import type { Services } from './services.ts';
 import { databaseStartupError, StartupError } from './startup-errors.ts';
 import { databaseFilePath, type StoreBackend } from './store/backend.ts';
 import { openStore } from './store/open.ts';
+import { startTracing } from './tracing.ts';
 
 /**
  * An HTTP server for `fetch` with the connection limits applied, once it listens. `fastPath` may
@@ -120,7 +121,8 @@ export async function startServer(config: Config, options: { log?: Logger; print
   }
 
   let port = config.PORT;
-  const controlPlane = createControlPlane({ backend, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port) });
+  const tracer = config.OTEL_EXPORTER_OTLP_ENDPOINT ? await startTracing(config.OTEL_EXPORTER_OTLP_ENDPOINT, config.OTEL_SERVICE_NAME) : undefined;
+  const controlPlane = createControlPlane({ backend, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port), tracer });
   // Resume before accepting requests, so no revision created meanwhile is handed out twice.
   await controlPlane.start();
   const limits: ConnectionLimits = {
@@ -135,7 +137,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
   const healthServer =
     config.HEALTH_PORT === undefined
       ? null
-      : await listen(healthApp(controlPlane.services.readiness).fetch, config.HEALTH_PORT, config.HOST, {
+      : await listen(healthApp(controlPlane.services.readiness, controlPlane.services.metrics).fetch, config.HEALTH_PORT, config.HOST, {
           ...limits,
           maxConnections: config.HEALTH_MAX_CONNECTIONS,
           headersTimeoutMs: Math.min(limits.headersTimeoutMs, 5000),
@@ -163,6 +165,7 @@ export async function startServer(config: Config, options: { log?: Logger; print
       for (const s of servers) if ('closeAllConnections' in s) s.closeAllConnections();
       await closed;
       await controlPlane.releaseWork();
+      await tracer?.shutdown().catch((error: unknown) => log.warn('tracing: the last spans could not be exported', { error: String(error) }));
       await backend.close();
     },
   };

@@ -1,6 +1,7 @@
 import type { Config } from './config.ts';
 import { SandboxDataPlane } from './dataplane/sandbox.ts';
 import type { DataPlane } from './dataplane/types.ts';
+import type { AuditLog } from './domain/audit.ts';
 import { Auth } from './domain/auth.ts';
 import { AuthThrottle } from './domain/auth-throttle.ts';
 import type { Clock } from './domain/clock.ts';
@@ -15,6 +16,7 @@ import { Revisions } from './domain/revisions.ts';
 import { TracingProjects } from './domain/tracing-projects.ts';
 import type { Uploads } from './domain/uploads.ts';
 import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
 import type { InstallationRepoStore } from './store/installation-repos.ts';
 import type { Store } from './store/types.ts';
 
@@ -46,6 +48,10 @@ export type ServiceDeps = {
   listenerAgent: DataPlane;
   /** The revisions' long-poll wake-ups; the control plane gives one shared with the other processes. */
   watch?: RevisionWatch;
+  /** The audit log: what reads it back and records what no change's transaction carried. */
+  audit: AuditLog;
+  /** This process's metrics (`/metrics` on the health port). */
+  metrics: Metrics;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -71,6 +77,7 @@ export function createServices(deps: ServiceDeps) {
     listenerAgent: deps.listenerAgent,
     processId: deps.processId,
     leaseMs: deps.config.PIPELINE_LEASE_MS,
+    observer: deps.metrics,
   });
   return {
     store,
@@ -79,6 +86,8 @@ export function createServices(deps: ServiceDeps) {
     watch,
     pipeline,
     readiness,
+    audit: deps.audit,
+    metrics: deps.metrics,
     auth: new Auth({
       store,
       clock,

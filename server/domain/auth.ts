@@ -1,6 +1,7 @@
 import type { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/api-key.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
+import { auditSubject } from '../lib/request-scope.ts';
 import type { ApiKeyRecord, Store } from '../store/types.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 import type { Clock } from './clock.ts';
@@ -163,6 +164,7 @@ export class Auth {
   async createWorkspace(principal: Principal, name: string): Promise<Workspace> {
     requireOrganizationScope(principal, 'create workspaces');
     const workspace: Workspace = { id: crypto.randomUUID(), name, organization_id: principal.organizationId, created_at: this.#clock.now() };
+    auditSubject(workspace.id);
     await this.#store.createWorkspace(workspace);
     return workspace;
   }
@@ -191,6 +193,7 @@ export class Auth {
       description: body.description ?? null,
       created_at: this.#clock.now(),
     };
+    auditSubject(record.id);
     await this.#store.createApiKey({ ...record, key_hash: hashApiKey(key) });
     return { ...record, key };
   }

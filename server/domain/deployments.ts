@@ -12,6 +12,7 @@ import {
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
 import { repositoryOnHost } from '../github/app-settings.ts';
+import { auditSubject } from '../lib/request-scope.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
@@ -92,6 +93,7 @@ export class Deployments {
     const { store, clock, pipeline } = this.#deps;
     const now = clock.now();
     const id = crypto.randomUUID();
+    auditSubject(id);
     let revisionId: string | null = crypto.randomUUID();
     let sourceConfig: SourceConfig;
     let config: SourceRevisionConfig;

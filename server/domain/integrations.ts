@@ -1,4 +1,5 @@
 import type { GithubIntegration, GithubIntegrationCreate } from '../../shared/schemas/integration.ts';
+import { auditSubject } from '../lib/request-scope.ts';
 import type { Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
@@ -20,6 +21,7 @@ export class Integrations {
       );
     }
     const integration = { id: crypto.randomUUID(), installation_id: body.installation_id, name: body.name };
+    auditSubject(integration.id);
     await this.deps.store.createIntegration({ ...integration, tenant_id: tenantId, suspended: false, created_at: this.deps.clock.now() });
     return integration;
   }

@@ -1,4 +1,5 @@
 import type { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
+import { auditSubject } from '../lib/request-scope.ts';
 import type { ListenerRecord, Page, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
 import { Conflict, NotFound } from './errors.ts';
@@ -23,6 +24,7 @@ export class Listeners {
       created_at: now,
       updated_at: now,
     };
+    auditSubject(listener.id);
     await this.deps.store.createListener(listener);
     return listener;
   }

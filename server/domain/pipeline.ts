@@ -52,6 +52,8 @@ export type PipelineDeps = {
   processId: string;
   /** `PIPELINE_LEASE_MS`: how long a revision or teardown stays this process's without a renewal. */
   leaseMs: number;
+  /** Told of every stage change this process makes (the metrics). */
+  observer?: { revisionChanged(revision: RevisionRecord): void };
 };
 
 /**
@@ -109,6 +111,7 @@ export class Pipeline {
       const { started, skipped } = await store.startNextRevision(deploymentId, { firstStage, planStart }, clock.now());
       for (const id of skipped) watch.notify(id);
       if (!started) return;
+      this.#deps.observer?.revisionChanged(started);
       watch.notify(started.id, started);
       await this.#dispatch(started);
     });
@@ -166,6 +169,7 @@ export class Pipeline {
   /** After a stage change was written: tells waiters, and starts the next revision when this one ended. */
   async #ended(revision: RevisionRecord | null): Promise<RevisionRecord | null> {
     if (!revision) return null;
+    this.#deps.observer?.revisionChanged(revision);
     this.#deps.watch.notify(revision.id, revision);
     if (isTerminal(revision.status)) {
       this.#running.delete(revision.id);

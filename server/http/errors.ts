@@ -3,6 +3,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { DomainError, type DomainErrorKind, TooManyRequests, Unavailable, ValidationFailed } from '../domain/errors.ts';
 import type { Readiness } from '../domain/readiness.ts';
 import { asStorageUnavailable } from '../domain/storage-unavailable.ts';
+import { requestScope } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 
 export type ErrorDeps = { log: Logger; readiness?: Readiness };
@@ -31,9 +32,9 @@ export function errorResponse(error: unknown, c: Context, deps: ErrorDeps): Resp
     if (error instanceof Unavailable && error.closeConnection) c.header('connection', 'close');
     return c.json({ detail: error.message }, statusOf(error.kind));
   }
-  const requestId = crypto.randomUUID();
+  // The request's own id (its log lines carry it too), so the answer leads an operator to them.
+  const requestId = requestScope()?.requestId ?? crypto.randomUUID();
   log.error('unhandled error', {
-    request_id: requestId,
     method: c.req.method,
     path: c.req.path,
     error: error instanceof Error ? (error.stack ?? error.message) : String(error),

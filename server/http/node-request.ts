@@ -4,7 +4,11 @@ import { type Gone, signalGone } from '../domain/revision-watch.ts';
 
 type NodeEnv =
   | {
-      outgoing?: { once(event: 'close', listener: () => void): unknown; off(event: 'close', listener: () => void): unknown };
+      outgoing?: {
+        once(event: 'close', listener: () => void): unknown;
+        off(event: 'close', listener: () => void): unknown;
+        setHeader(name: string, value: string): unknown;
+      };
       incoming?: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[]; socket?: { remoteAddress?: string } };
     }
   | undefined;
@@ -67,6 +71,9 @@ export function clientAddress(c: Context): string | undefined {
   return (c.env as NodeEnv)?.incoming?.socket?.remoteAddress;
 }
 
+/** The header that carries a request's id, both ways. */
+export const REQUEST_ID_HEADER = 'x-request-id';
+
 /**
  * A JSON answer whose headers are a plain object: @hono/node-server then writes status, headers and
  * body straight to the socket (its `responseViaCache` path) without building a `Headers` object,
@@ -74,6 +81,18 @@ export function clientAddress(c: Context): string | undefined {
  */
 export function jsonResponse(body: string, status: number, headers: Record<string, string>): Response {
   return new Response(body, { status, headers: { 'content-type': 'application/json', ...headers } });
+}
+
+/**
+ * Adds a header to whatever answer the request gets, on Node's response itself: Node writes it with
+ * the headers @hono/node-server gives, so no answer has to be rebuilt with a `Headers` object (an
+ * answer whose headers are a plain object is written straight to the socket). In-process requests
+ * (`app.request()`, no Node response) get it through Hono's context instead.
+ */
+export function setAnswerHeader(c: Context, name: string, value: string): void {
+  const outgoing = (c.env as NodeEnv | undefined)?.outgoing;
+  if (outgoing) outgoing.setHeader(name, value);
+  else c.header(name, value);
 }
 
 /**

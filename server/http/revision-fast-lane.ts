@@ -2,7 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Gone } from '../domain/revision-watch.ts';
 import type { Services } from '../services.ts';
 import type { RevisionRecord } from '../store/types.ts';
-import { apiKeyFrom, nodeHeader } from './node-request.ts';
+import { apiKeyFrom, nodeHeader, REQUEST_ID_HEADER } from './node-request.ts';
+import { requestIdFor } from './request-id.ts';
 import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from './revision-answer.ts';
 
 /** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
@@ -11,6 +12,8 @@ export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
 const HEX = '[0-9a-fA-F]';
 const UUID = `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`;
 /** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
+/** The route this lane answers, as its metrics label (the template, as Hono registers it). */
+const REVISION_ROUTE = '/v2/deployments/:deployment_id/revisions/:revision_id';
 const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})$`);
 
 /**
@@ -26,11 +29,13 @@ const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})
  *
  * The answers are byte for byte Hono's (same status line, headers in the same order and case,
  * same body): `test/e2e/fast-path.test.ts` compares the two for the same requests, so they cannot
- * drift. Hono has no per-request middleware that writes anything for this route (no request log
- * line, no extra headers), so there is nothing else to repeat here.
+ * drift. Hono's only per-request header is the request's id (`X-Request-Id`), written here too;
+ * no log line is written for this route.
  */
-export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>, fallback: NodeListener): NodeListener {
-  const { auth, revisions } = services;
+export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' | 'metrics'>, fallback: NodeListener): NodeListener {
+  const { auth, revisions, metrics } = services;
+  // Counted under the route's template, as Hono's answers are (`observeRequests`).
+  const answered = (started: number, status: number) => metrics.httpAnswered('GET', REVISION_ROUTE, status, (performance.now() - started) / 1000);
   return (req, res) => {
     const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
     if (!match) return fallback(req, res);
@@ -43,6 +48,7 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
       req.socket.remoteAddress,
     );
     if (!principal) return fallback(req, res);
+    const started = performance.now();
     const deploymentId = match[1]!.toLowerCase();
     const revisionId = match[2]!.toLowerCase();
     // The route's own logic (routes/revisions.ts) and answer (revision-answer.ts), down to the
@@ -61,7 +67,10 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
       revisions
         .getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone)
         .then(
-          ({ revision, changed }) => guarded(res, () => (changed ? answer(res, revision, revisionBody(revision)) : notModified(res, revision))),
+          ({ revision, changed }) => {
+            guarded(res, () => (changed ? answer(req, res, revision, revisionBody(revision)) : notModified(req, res, revision)));
+            answered(started, changed ? 200 : 304);
+          },
           // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
           // wait (the re-read a change from another process asks for) is answered at once: the client
           // already waited, and one that has gone gets nothing.
@@ -74,7 +83,11 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions'>,
       return;
     }
     revisions.find(principal.workspaceId, deploymentId, revisionId).then(
-      (revision) => (revision ? guarded(res, () => answer(res, revision, revisionJson(revision))) : fallback(req, res)),
+      (revision) => {
+        if (!revision) return fallback(req, res);
+        guarded(res, () => answer(req, res, revision, revisionJson(revision)));
+        answered(started, 200);
+      },
       // Hono makes the error answer (the store fails there too, or answers by then).
       () => fallback(req, res),
     );
@@ -107,14 +120,16 @@ function guarded(res: ServerResponse, write: () => void): void {
  * (`revisionBody`: the thousand waiters woken by one change share one string), for a plain GET
  * serialized for it alone (`revisionJson`), as the route does.
  */
-function answer(res: ServerResponse, revision: RevisionRecord, body: string): void {
+function answer(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord, body: string): void {
+  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
   res.writeHead(200, { 'content-type': 'application/json', ...revisionHeaders(revision), 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
-function notModified(res: ServerResponse, revision: RevisionRecord): void {
+function notModified(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord): void {
   const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
+  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
   res.writeHead(304, { 'cache-control': cacheControl, etag, 'content-type': 'text/plain; charset=UTF-8' });
   res.end();
 }

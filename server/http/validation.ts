@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
 import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
 import { readLimited } from '../lib/read-limited.ts';
+import { auditFields } from '../lib/request-scope.ts';
 import { nodeBody, readNodeBody, requestHeader } from './node-request.ts';
 
 export { readLimited };
@@ -136,6 +137,7 @@ export type ReadJsonOptions = {
 export async function readJson<S extends z.ZodType>(c: Context, schema: S, options: number | ReadJsonOptions = {}): Promise<z.output<S>> {
   const { limit = API_BODY_LIMIT, unknownFields = 'ignore', nulCharacters = 'refuse' } = typeof options === 'number' ? { limit: options } : options;
   const value = await readJsonValue(c, limit, nulCharacters === 'refuse');
+  auditFields(value);
   if (unknownFields === 'refuse') return validate(schema, value, 'body');
   const { data, ignored } = validateIgnoringUnknown(schema, value);
   warnIgnored(c, ignored);

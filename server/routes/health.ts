@@ -4,6 +4,7 @@ import { ErrorDetail } from '../../shared/schemas/common.ts';
 import type { Readiness } from '../domain/readiness.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
+import type { Metrics } from '../metrics.ts';
 import { STORAGE_RETRY_AFTER_SECONDS } from '../store/storage-errors.ts';
 
 const healthz = (c: Context) => c.json({ status: 'ok' });
@@ -61,13 +62,19 @@ export function healthRoutes(ctx: RouteContext): void {
 }
 
 /**
- * The app of the health port (`HEALTH_PORT`): `/healthz` and `/readyz` only, the same answers as on
- * the main port, so probes keep an answer while the main port's connections are all taken.
+ * The app of the health port (`HEALTH_PORT`): `/healthz` and `/readyz`, the same answers as on the
+ * main port, so probes keep an answer while the main port's connections are all taken, and
+ * `/metrics` (Prometheus text), kept off the main port so that it is reachable only where the
+ * health port is (a scrape reveals the cluster's size and traffic, not for every API client).
  */
-export function healthApp(readiness: Readiness): Hono {
+export function healthApp(readiness: Readiness, metrics: Pick<Metrics, 'text'>): Hono {
   const app = new Hono();
   app.get('/healthz', healthz);
   app.get('/readyz', (c) => readyz(c, readiness));
-  app.notFound((c) => c.json({ detail: 'The health port serves only GET /healthz and GET /readyz.' }, 404));
+  app.get('/metrics', async (c) => {
+    const { body, contentType } = await metrics.text();
+    return c.body(body, 200, { 'content-type': contentType });
+  });
+  app.notFound((c) => c.json({ detail: 'The health port serves only GET /healthz, GET /readyz and GET /metrics.' }, 404));
   return app;
 }

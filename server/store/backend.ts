@@ -1,7 +1,10 @@
 import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
+import type { ClusterReadings } from '../metrics.ts';
 import type { AgentStore } from './agents.ts';
 import type { ConsoleStore } from './console.ts';
+
+import type { AuditStore } from './audit.ts';
 import type { Coordination } from './coordination.ts';
 import type { GithubStore } from './github.ts';
 import type { GithubTrustStore } from './github-trust.ts';
@@ -33,6 +36,11 @@ export interface StoreBackend {
   readonly github: GithubStore;
   /** The web console: sessions and the live pages' fingerprints. */
   readonly console: ConsoleStore;
+
+  /** The audit log: entries written with the changes they record, read back per organization or workspace. */
+  readonly audit: AuditStore;
+  /** What the cluster-wide metrics read from the database at each scrape. */
+  readonly clusterReadings: ClusterReadings;
   /**
    * News between the processes that share this database (wake-ups, cache invalidation) and who
    * runs the singletons: LISTEN/NOTIFY and advisory locks on PostgreSQL, nothing to do on SQLite.

@@ -1,6 +1,9 @@
 import { SqlAgentStore } from './agents.ts';
+import { SqlAuditStore } from './audit.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { SqlConsoleStore } from './console.ts';
+
+import { SqlClusterReadings } from './cluster-readings.ts';
 import { LocalCoordination } from './coordination.ts';
 import { SqlGithubStore } from './github.ts';
 import { SqlGithubTrustStore } from './github-trust.ts';
@@ -27,6 +30,8 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     installationRepos: new SqlInstallationRepoStore(sql),
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
+    audit: new SqlAuditStore(sql),
+    clusterReadings: new SqlClusterReadings(sql),
     github: new SqlGithubStore(sql, options.rules),
     console: new SqlConsoleStore(sql),
     // One process per SQLite file: the local wake-ups and cache drops already reach everyone.

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import { type AuditEntry, pendingAudit } from '../lib/request-scope.ts';
 import { CoreStore } from './core.ts';
 import { sqliteDialect } from './dialect.ts';
 import { GroupCommit } from './group-commit.ts';
@@ -84,14 +85,14 @@ export class SqliteStore extends CoreStore {
   readonly adapter: SqliteDb;
   readonly #creates: GroupCommit;
   /** Made once: `db.transaction(fn)` builds its wrapper functions anew on every call (~2% of a POST). */
-  readonly #createTransaction: (input: NewDeployment) => boolean;
+  readonly #createTransaction: (input: NewDeployment, audit: AuditEntry | undefined) => boolean;
 
   constructor(sql: SqliteDb, box: SecretBox, rules?: StoreRules) {
     super(sql, box, rules);
     this.db = sql.raw;
     this.adapter = sql;
     this.#creates = new GroupCommit(sql.raw);
-    this.#createTransaction = sql.raw.transaction((input: NewDeployment) => {
+    this.#createTransaction = sql.raw.transaction((input: NewDeployment, audit: AuditEntry | undefined) => {
       const statements = this.createStatements(input);
       let held = false;
       for (const statement of statements) {
@@ -100,6 +101,7 @@ export class SqliteStore extends CoreStore {
         if (statement === statements.revision) held = (bound.get(...params) as { runner_id: string | null }).runner_id !== null;
         else bound.run(...params);
       }
+      if (audit) this.adapter.writeAudit(audit);
       return held;
     });
   }
@@ -110,11 +112,16 @@ export class SqliteStore extends CoreStore {
 
   override async createDeployment(input: NewDeployment): Promise<CreatedDeployment> {
     let revisionHeld = false;
+    // Taken now, in the request's context: the group commits in whichever request's turn came first.
+    const audit = pendingAudit();
+    if (audit) audit.state = 'writing';
     try {
       await this.#creates.run(() => {
-        revisionHeld = this.#createTransaction(input);
+        revisionHeld = this.#createTransaction(input, audit?.entry);
       });
+      if (audit) audit.state = 'written';
     } catch (error) {
+      if (audit) audit.state = 'pending';
       throw this.createRefused(input, error);
     }
     return { deployment: { ...input.deployment, delete_tracing_project: false }, revisionHeld };

@@ -1,4 +1,5 @@
 export * from './api-key.ts';
+export * from './audit-event.ts';
 export * from './common.ts';
 export * from './deployment.ts';
 export * from './integration.ts';

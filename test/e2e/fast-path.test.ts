@@ -17,8 +17,9 @@ function exchange(port: number, lines: string[], body = ''): Promise<string> {
   });
 }
 
-/** The answer with its Date header's value blanked (the one thing that differs by the second). */
-const undated = (answer: string) => answer.replace(/\r\nDate: [^\r]*\r\n/, '\r\nDate: -\r\n');
+/** The answer with its Date and request id headers' values blanked (what differs by the second, and by the request). */
+const undated = (answer: string) =>
+  answer.replace(/\r\nDate: [^\r]*\r\n/, '\r\nDate: -\r\n').replace(/\r\nx-request-id: [0-9a-f-]{36}\r\n/, '\r\nx-request-id: -\r\n');
 
 /**
  * The GET revision fast path (server/http/revision-fast-lane.ts) answers before Hono; it must answer

@@ -26,7 +26,8 @@ async function failingServer(failAfterWait: boolean) {
         throw new Error('the storage refused the read');
       },
     },
-  } as unknown as Pick<Services, 'auth' | 'revisions'>;
+    metrics: { httpAnswered() {} },
+  } as unknown as Pick<Services, 'auth' | 'revisions' | 'metrics'>;
   const fallback = (req: IncomingMessage, res: import('node:http').ServerResponse) => {
     handedOn.push({ prefer: req.headers.prefer as string | undefined, rawPrefer: req.rawHeaders.some((h) => h.toLowerCase() === 'prefer') });
     res.writeHead(503).end();

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ListenerToken, ListenerTokenCreated } from '../../../shared/schemas/agent.ts';
 import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
+import { auditSubject } from '../../lib/request-scope.ts';
 import type { AgentStore } from '../../store/agents.ts';
 import type { Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
@@ -46,6 +47,7 @@ export class ListenerTokens {
     }
     const token = PREFIX + randomBytes(32).toString('base64url');
     const created = { id: crypto.randomUUID(), listener_id: listenerId, token, created_at: this.#clock.now() };
+    auditSubject(created.id);
     await this.#agents.createToken({ id: created.id, listenerId, tenantId, tokenHash: hashApiKey(token), now: created.created_at });
     return created;
   }

@@ -1,4 +1,5 @@
 import type { GithubTrust, GithubTrustCreate } from '../../../shared/schemas/github-trust.ts';
+import { auditSubject } from '../../lib/request-scope.ts';
 import type { GithubTrustStore } from '../../store/github-trust.ts';
 import type { Store } from '../../store/types.ts';
 import { type Principal, requireOrganizationScope } from '../auth.ts';
@@ -36,6 +37,7 @@ export class GithubTrustEntries {
       description: body.description ?? null,
       created_at: this.#clock.now(),
     };
+    auditSubject(entry.id);
     await this.#trust.create(entry);
     return entry;
   }

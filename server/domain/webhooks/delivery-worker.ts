@@ -22,6 +22,8 @@ export type DeliveryWorkerDeps = {
   processId: string;
   /** `PIPELINE_LEASE_MS`: how long a claim holds; a dead process's claims are taken over after it. */
   leaseMs: number;
+  /** Told of each delivery processed or failed (the metrics). */
+  observer?: { webhookDelivery(event: string, outcome: string): void };
 };
 
 /**
@@ -136,6 +138,7 @@ export class DeliveryWorker {
     try {
       const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown, delivery.workspace_id);
       await webhookStore.completeDelivery(delivery.delivery_id, { ...outcome, now: clock.now() });
+      this.#deps.observer?.webhookDelivery(delivery.event, outcome.outcome);
       log.info('webhooks: delivery processed', {
         delivery_id: delivery.delivery_id,
         event: delivery.event,
@@ -147,6 +150,7 @@ export class DeliveryWorker {
       return false;
     } catch (error) {
       const giveUp = delivery.attempts + 1 >= MAX_ATTEMPTS;
+      this.#deps.observer?.webhookDelivery(delivery.event, 'failed');
       log.error('webhooks: processing a delivery failed', {
         delivery_id: delivery.delivery_id,
         attempt: delivery.attempts + 1,

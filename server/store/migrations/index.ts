@@ -19,6 +19,8 @@ import githubRoundTrip from './017_github_round_trip.ts';
 import agentPublicUrl from './018_agent_public_url.ts';
 import consoleSessions from './020_console_sessions.ts';
 
+import auditEvents from './021_audit_events.ts';
+
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
 /**
@@ -48,6 +50,8 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 17, name: 'github_round_trip', sql: githubRoundTrip },
   { version: 18, name: 'agent_public_url', sql: agentPublicUrl },
   { version: 20, name: 'console_sessions', sql: consoleSessions },
+
+  { version: 21, name: 'audit_events', sql: auditEvents },
 ];
 
 /**

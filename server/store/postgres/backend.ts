@@ -1,8 +1,11 @@
 import { silentLogger } from '../../logger.ts';
 import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
+import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { SqlConsoleStore } from '../console.ts';
+
+import { SqlClusterReadings } from '../cluster-readings.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
@@ -35,6 +38,8 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     installationRepos: new SqlInstallationRepoStore(db),
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
+    audit: new SqlAuditStore(db),
+    clusterReadings: new SqlClusterReadings(db),
     github: new SqlGithubStore(db, options.rules),
     console: new SqlConsoleStore(db),
     coordination,

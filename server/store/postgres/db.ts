@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { pendingAudit } from '../../lib/request-scope.ts';
+import { auditInsert, mayChangeRows } from '../audit.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
@@ -83,29 +85,38 @@ async function onPooledClient(pool: pg.Pool, text: string, values: unknown[]): P
   }
 }
 
+const CHANGING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
+
 /** One transaction's client as a `Db`; a `tx` on it joins the transaction. */
 class PgTx implements Db, Queryable {
   readonly dialect = postgresDialect;
   readonly #client: pg.PoolClient;
+  /** Whether a statement of this transaction changed a row (its audit entry is written then). */
+  changed = false;
 
   constructor(client: pg.PoolClient) {
     this.#client = client;
   }
 
-  query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
-    return this.#client.query(text, values);
+  async query(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    return this.#noted(await this.#client.query(text, values));
   }
 
   async row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
-    return (await query(this.#client, sql, params)).rows[0] as T | undefined;
+    return (await query(this, sql, params)).rows[0] as T | undefined;
   }
 
   async rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
-    return (await query(this.#client, sql, params)).rows as T[];
+    return (await query(this, sql, params)).rows as T[];
   }
 
   async run(sql: string, params?: Params): Promise<number> {
-    return (await query(this.#client, sql, params)).rowCount ?? 0;
+    return (await query(this, sql, params)).rowCount ?? 0;
+  }
+
+  #noted(result: pg.QueryResult): pg.QueryResult {
+    if (!this.changed && (result.rowCount ?? 0) > 0 && CHANGING_COMMANDS.has(result.command)) this.changed = true;
+    return result;
   }
 
   tx<T>(work: (tx: Db) => Promise<T>): Promise<T> {
@@ -125,16 +136,23 @@ export class PgDb implements Db {
     this.pool.on('error', () => {});
   }
 
-  /** `on`: a transaction's handle to run it in (the pool, one statement's own transaction, when absent). */
+  /**
+   * `on`: a transaction's handle to run it in (the pool, one statement's own transaction, when
+   * absent). A request with an audit entry to write runs a lone statement in a transaction, so the
+   * entry is written with it if it changes anything.
+   */
   async rows<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T[]> {
+    if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.rows<T>(sql, params));
     return (await query(on, sql, params)).rows as T[];
   }
 
   async row<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T | undefined> {
+    if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
     return (await query(on, sql, params)).rows[0] as T | undefined;
   }
 
   async run(sql: string, params?: Params, on: Queryable = this.pool): Promise<number> {
+    if (on === this.pool && pendingAudit()) return this.tx((tx) => tx.run(sql, params));
     return (await query(on, sql, params)).rowCount ?? 0;
   }
 
@@ -163,12 +181,22 @@ export class PgDb implements Db {
       throw postgresConnectionFailure(error);
     }
     let broken = false;
+    const audit = pendingAudit();
     try {
       await client.query('BEGIN');
-      const result = await work(new PgTx(client));
+      const tx = new PgTx(client);
+      const result = await work(tx);
+      // The request's audit entry goes into the first of its transactions that changed something.
+      if (audit?.state === 'pending' && tx.changed) {
+        audit.state = 'writing';
+        const { sql, params } = auditInsert(audit.entry);
+        await query(client, sql, params);
+      }
       await client.query('COMMIT');
+      if (audit?.state === 'writing') audit.state = 'written';
       return result;
     } catch (error) {
+      if (audit?.state === 'writing') audit.state = 'pending';
       try {
         await client.query('ROLLBACK');
       } catch {

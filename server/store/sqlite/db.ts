@@ -1,4 +1,6 @@
 import type Database from 'better-sqlite3';
+import { type AuditEntry, pendingAudit } from '../../lib/request-scope.ts';
+import { auditInsert, mayChangeRows } from '../audit.ts';
 import type { Db, Params, Row } from '../db.ts';
 import { sqliteDialect } from '../dialect.ts';
 
@@ -43,6 +45,9 @@ export class SqliteDb implements Db {
 
   row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
     if (this.#open) return this.#open.then(() => this.row<T>(sql, params));
+    // A request with an audit entry to write: a statement on its own is a transaction of its own,
+    // so the entry is written with it if it changes anything (an UPDATE … RETURNING).
+    if (pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
     // Inline rather than through the transaction's handle: this is every request's read.
     try {
       return Promise.resolve(this.statement(sql).get(...bind(params)) as T | undefined);
@@ -52,11 +57,23 @@ export class SqliteDb implements Db {
   }
 
   rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
-    return this.#open ? this.#open.then(() => this.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
+    if (this.#open) return this.#open.then(() => this.rows<T>(sql, params));
+    return pendingAudit() && mayChangeRows(sql) ? this.tx((tx) => tx.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
   }
 
   run(sql: string, params?: Params): Promise<number> {
-    return this.#open ? this.#open.then(() => this.run(sql, params)) : this.#inTx.run(sql, params);
+    if (this.#open) return this.#open.then(() => this.run(sql, params));
+    return pendingAudit() ? this.tx((tx) => tx.run(sql, params)) : this.#inTx.run(sql, params);
+  }
+
+  /** Writes an audit entry now, synchronously, inside the transaction that is open (the group commit of creates too). */
+  writeAudit(entry: AuditEntry): void {
+    const { sql, params } = auditInsert(entry);
+    this.statement(sql).run(...bind(params));
+  }
+
+  #totalChanges(): number {
+    return (this.statement('SELECT total_changes() AS n').get() as { n: number }).n;
   }
 
   /** True while a transaction of this adapter is open (synchronous writers wait for it). */
@@ -68,17 +85,26 @@ export class SqliteDb implements Db {
     while (this.#open) await this.#open;
     let end!: () => void;
     this.#open = new Promise<void>((resolve) => (end = resolve));
+    const audit = pendingAudit();
     try {
       // IMMEDIATE: the write lock is taken (or waited for, up to the busy timeout) at the start,
       // never half-way through, where another connection holding it would fail the transaction.
       this.statement('BEGIN IMMEDIATE').run();
+      const changesBefore = audit ? this.#totalChanges() : 0;
       const result = await work(this.#inTx);
+      // The request's audit entry goes into the first of its transactions that changed something.
+      if (audit?.state === 'pending' && this.#totalChanges() > changesBefore) {
+        this.writeAudit(audit.entry);
+        audit.state = 'writing';
+      }
       this.statement('COMMIT').run();
+      if (audit?.state === 'writing') audit.state = 'written';
       return result;
     } catch (error) {
       if (this.raw.inTransaction) this.statement('ROLLBACK').run();
       throw error;
     } finally {
+      if (audit?.state === 'writing') audit.state = 'pending';
       this.#open = null;
       end();
     }

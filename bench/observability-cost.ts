@@ -1,0 +1,186 @@
+/**
+ * What the operator's view costs on the hot paths (contract §17): request ids and the request
+ * scope, the metrics, JSON logs and the audit trail, against the same server without them, in one
+ * process and one run:
+ *
+ *   node bench/observability-cost.ts --before=/path/to/a/checkout/without/them
+ *
+ * `--before` is another checkout of this repository (e.g. `git archive <commit> | tar -x -C dir`,
+ * with `node_modules` linked in); each round runs every case once on both real servers (one process,
+ * loopback ports, SQLite files of their own), one request at a time. A figure is the median over the rounds of µs per request;
+ * a ratio the median of the per-round ratios, which holds on a busy machine better than figures.
+ * The audit row's own cost on a create is measured at the store: the same create with and without
+ * an audit entry pending in its request scope. Tracing is not built yet: no tracing row.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const before = process.argv.find((arg) => arg.startsWith('--before='))?.slice('--before='.length);
+if (!before) throw new Error('usage: node bench/observability-cost.ts --before=<checkout without the operator view>');
+const CALLS = 400;
+const ROUNDS = Number(process.env.ROUNDS ?? 21);
+
+type Tree = { name: string; root: string };
+const trees: Tree[] = [
+  { name: 'before', root: resolve(before) },
+  { name: 'now', root: resolve(import.meta.dirname, '..') },
+];
+
+/** A real server of a checkout on a loopback port, with a deployment whose revision is read, on an SQLite file of its own. */
+async function serverOf(tree: Tree) {
+  const load = (path: string) => import(pathToFileURL(join(tree.root, path)).href);
+  const { loadConfig } = await load('server/config.ts');
+  const { startServer } = await load('server/server.ts');
+  const { silentLogger } = await load('server/logger.ts');
+  const path = join(mkdtempSync(join(tmpdir(), `cp-observability-${tree.name}-`)), 'control-plane.db');
+  const key = `bench-${randomBytes(16).toString('hex')}`;
+  // Stages that never end during a round: the pipeline stays out of the figures.
+  const config = loadConfig({ PORT: '0', DATABASE_URL: path, BOOTSTRAP_API_KEY: key, SANDBOX_STAGE_MS: '3600000', SQLITE_SYNCHRONOUS: 'NORMAL' });
+  const server = await startServer(config, { log: silentLogger, print: () => {} });
+  const base = `http://127.0.0.1:${server.port}`;
+  const headers = { 'x-api-key': key, 'content-type': 'application/json' };
+  const listeners = (await (await fetch(`${base}/v2/listeners`, { headers })).json()) as { resources: Array<{ id: string }> };
+  const listenerId = listeners.resources[0]!.id;
+  let n = 0;
+  const create = async () => {
+    const body = JSON.stringify({
+      name: `bench-${tree.name}-${n++}`,
+      source: 'external_docker',
+      source_config: { listener_id: listenerId },
+      source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
+      secrets: [{ name: 'OPENAI_API_KEY', value: 'sk-bench' }],
+    });
+    const response = await fetch(`${base}/v2/deployments`, { method: 'POST', headers, body });
+    if (response.status !== 201) throw new Error(`create: ${response.status} ${await response.text()}`);
+    return (await response.json()) as { id: string; latest_revision_id: string };
+  };
+  const first = await create();
+  const revisionUrl = `${base}/v2/deployments/${first.id}/revisions/${first.latest_revision_id}`;
+  const getRevision = async () => {
+    const response = await fetch(revisionUrl, { headers });
+    if (response.status !== 200) throw new Error(`get: ${response.status}`);
+    await response.arrayBuffer();
+  };
+  return { create, getRevision, close: () => server.close() };
+}
+
+/** µs per call of `work`, run `CALLS` times one after another. */
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  for (let i = 0; i < CALLS; i++) await work();
+  return ((performance.now() - started) * 1000) / CALLS;
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/** The store's create with and without an audit entry pending (the row it adds to the create's commit). */
+async function auditRowCost(): Promise<{ without: number; with: number; ratios: number[] }> {
+  const root = trees[1]!.root;
+  const load = (path: string) => import(pathToFileURL(join(root, path)).href);
+  const { openSqliteStore } = await load('server/store/sqlite.ts');
+  const { SecretBox } = await load('server/crypto/secret-box.ts');
+  const { DOMAIN_STORE_RULES } = await load('server/domain/store-rules.ts');
+  const { runInRequestScope } = await load('server/lib/request-scope.ts');
+  const path = join(mkdtempSync(join(tmpdir(), 'cp-audit-row-')), 'control-plane.db');
+  const store = openSqliteStore({ path, secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL', rules: DOMAIN_STORE_RULES });
+  const boot = await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: new Date().toISOString() });
+  const now = new Date().toISOString();
+  const input = () => {
+    const id = crypto.randomUUID();
+    return {
+      deployment: {
+        id,
+        tenant_id: boot.workspaceId,
+        name: `audit-${id}`,
+        source: 'external_docker',
+        source_config: { listener_id: null },
+        source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
+        secrets: [],
+        status: 'READY',
+        latest_revision_id: null,
+        active_revision_id: null,
+        image_version: null,
+        created_at: now,
+        updated_at: now,
+      },
+      revision: null,
+      tracingProject: { id: crypto.randomUUID(), name: `audit-${id}`, tenant_id: boot.workspaceId, deployment_id: id, created_at: now },
+    };
+  };
+  const entry = (id: string) => ({
+    id,
+    organization_id: boot.organizationId,
+    workspace_id: boot.workspaceId,
+    actor_kind: 'api_key',
+    actor_id: crypto.randomUUID(),
+    actor_scope: 'organization',
+    address: '127.0.0.1',
+    user_agent: 'bench',
+    action: 'create',
+    resource_type: 'deployment',
+    resource_id: id,
+    route: 'POST /v2/deployments',
+    fields: ['name', 'source', 'source_config.listener_id', 'source_revision_config.image_uri', 'secrets'],
+    outcome: 'succeeded',
+    status: null,
+    request_id: id,
+    created_at: now,
+  });
+  const plain = () => store.createDeployment(input());
+  const audited = () => {
+    const id = crypto.randomUUID();
+    return runInRequestScope({ requestId: id, audit: { entry: entry(id), state: 'pending', subjectNamed: true } }, () => store.createDeployment(input()));
+  };
+  const withouts: number[] = [];
+  const withs: number[] = [];
+  const ratios: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // Each goes first in every other round, so what the first leaves behind (garbage, cache) is shared.
+    let a: number;
+    let b: number;
+    if (round % 2 === 0) {
+      a = await timed(plain);
+      b = await timed(audited);
+    } else {
+      b = await timed(audited);
+      a = await timed(plain);
+    }
+    withouts.push(a);
+    withs.push(b);
+    ratios.push(b / a);
+  }
+  return { without: median(withouts), with: median(withs), ratios };
+}
+
+const apps = await Promise.all(trees.map(serverOf));
+const figures = { get: [[], []] as number[][], post: [[], []] as number[][] };
+const ratios = { get: [] as number[], post: [] as number[] };
+for (let round = 0; round < ROUNDS; round++) {
+  // Each tree goes first in every other round, so what the first leaves behind (garbage, cache) is shared.
+  const order = round % 2 === 0 ? [0, 1] : [1, 0];
+  const get: number[] = [];
+  const post: number[] = [];
+  for (const i of order) get[i] = await timed(apps[i]!.getRevision);
+  for (const i of order) post[i] = await timed(apps[i]!.create);
+  for (const i of [0, 1]) {
+    figures.get[i]!.push(get[i]!);
+    figures.post[i]!.push(post[i]!);
+  }
+  ratios.get.push(get[1]! / get[0]!);
+  ratios.post.push(post[1]! / post[0]!);
+}
+for (const app of apps) await app.close();
+const audit = await auditRowCost();
+
+const row = (name: string, a: number, b: number, ratio: number) => `| ${name} | ${a.toFixed(1)} | ${b.toFixed(1)} | ${ratio.toFixed(3)} |`;
+console.log(`${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL\n`);
+console.log('| case | before (µs) | now (µs) | now / before (median of per-round ratios) |');
+console.log('|---|---|---|---|');
+console.log(row('GET revision (the fast lane)', median(figures.get[0]!), median(figures.get[1]!), median(ratios.get)));
+console.log(row('POST deployment', median(figures.post[0]!), median(figures.post[1]!), median(ratios.post)));
+console.log(row('store create, audit row added (without → with)', audit.without, audit.with, median(audit.ratios)));
+process.exit(0);
