@@ -36,7 +36,13 @@ export function createConsole(deps: {
   publicUrl: () => string;
 }) {
   const { services, config } = deps;
-  const sessions = new ConsoleSessions({ auth: services.auth, store: deps.store, clock: services.clock, ttlSeconds: config.CONSOLE_SESSION_SECONDS });
+  const sessions = new ConsoleSessions({
+    auth: services.auth,
+    store: deps.store,
+    clock: services.clock,
+    ttlSeconds: config.CONSOLE_SESSION_SECONDS,
+    audit: services.audit,
+  });
   const hub = new LiveHub({ store: deps.store, log: deps.log, tickMs: config.CONSOLE_LIVE_INTERVAL_MS });
   const app = consoleRoutes({
     services,

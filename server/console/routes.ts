@@ -21,7 +21,7 @@ import type { Frame } from './pages/layout.ts';
 import { revisionPage } from './pages/revision.ts';
 import { confirmPage, errorPage, signInPage, workspacesPage } from './pages/sign-in.ts';
 import { apiKeysPage, integrationsPage, listenersPage, trustPage } from './pages/workspace-settings.ts';
-import type { ConsoleSession } from './sessions.ts';
+import type { ConsoleClient, ConsoleSession } from './sessions.ts';
 
 type ConsoleEnv = { Variables: { session: ConsoleSession | null } };
 type C = Context<ConsoleEnv>;
@@ -146,7 +146,7 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
     if (!key) return signInForm(c, 'Enter an API key.', 400, next);
     let session: ConsoleSession;
     try {
-      session = await sessions.signIn(key, clientAddress(c));
+      session = await sessions.signIn(key, consoleClient(c));
     } catch (error) {
       if (error instanceof Unauthorized) return signInForm(c, 'That API key is not valid (wrong, revoked or expired).', 401, next);
       throw error;
@@ -173,7 +173,7 @@ export function consoleRoutes(deps: ConsoleDeps): Hono<ConsoleEnv> {
 
   app.post('/sign-out', async (c) => {
     const session = c.get('session');
-    if (session) await sessions.signOut(session.token);
+    if (session) await sessions.signOut(session, consoleClient(c));
     deleteCookie(c, SESSION_COOKIE, { path: '/', secure: deps.secureCookies(c.req.url) });
     return c.redirect('/console/sign-in', 303);
   });
@@ -627,4 +627,9 @@ function uuidParam(c: Context, name: string): string {
 function uuidField(value: unknown, name: string): string {
   if (typeof value !== 'string' || !UUID.test(value)) throw new BadRequest(`${name} must be a workspace id.`);
   return value.toLowerCase();
+}
+
+/** Where a browser's sign-in or sign-out comes from, for the audit log. */
+function consoleClient(c: Context): ConsoleClient {
+  return { address: clientAddress(c), userAgent: c.req.header('user-agent') };
 }

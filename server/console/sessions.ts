@@ -1,8 +1,10 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { hashApiKey, sameDigest } from '../crypto/api-key.ts';
+import type { AuditLog } from '../domain/audit.ts';
 import type { Auth, Principal } from '../domain/auth.ts';
 import type { Clock } from '../domain/clock.ts';
 import { NotFound } from '../domain/errors.ts';
+import { requestScope } from '../lib/request-scope.ts';
 import type { ConsoleStore } from '../store/console.ts';
 
 /** The longest a console session lasts (contract section 16: at most 12 h), whatever it is used for meanwhile. */
@@ -10,6 +12,9 @@ export const SESSION_MAX_SECONDS = 12 * 60 * 60;
 
 /** A signed-in browser: the principal its key gives, and the token its cookie holds (for CSRF tokens and sign-out). */
 export type ConsoleSession = { principal: Principal; token: string; expiresAt: string };
+
+/** Where a sign-in or sign-out comes from, for the audit log. */
+export type ConsoleClient = { address: string | undefined; userAgent: string | undefined };
 
 /**
  * The console's sessions. Signing in exchanges an API key (checked exactly as the API checks it,
@@ -23,8 +28,10 @@ export class ConsoleSessions {
   readonly #store: ConsoleStore;
   readonly #clock: Clock;
   readonly #ttlSeconds: number;
+  readonly #audit: Pick<AuditLog, 'recordSignIn'> | undefined;
 
-  constructor(deps: { auth: Auth; store: ConsoleStore; clock: Clock; ttlSeconds: number }) {
+  constructor(deps: { auth: Auth; store: ConsoleStore; clock: Clock; ttlSeconds: number; audit?: Pick<AuditLog, 'recordSignIn'> }) {
+    this.#audit = deps.audit;
     this.#auth = deps.auth;
     this.#store = deps.store;
     this.#clock = deps.clock;
@@ -33,20 +40,38 @@ export class ConsoleSessions {
 
   /**
    * Signs in with `key` (throws `Unauthorized` for a wrong, revoked or expired key). The one
-   * place a session starts: an audit record of sign-ins belongs here.
+   * place a session starts, so the one place sign-ins are audited (a refused key names no
+   * organization to record it under: the key check's throttle and log see those).
    */
-  async signIn(key: string, clientAddress: string | undefined): Promise<ConsoleSession> {
-    const principal = await this.#auth.authenticate(key.trim(), undefined, clientAddress);
+  async signIn(key: string, client: ConsoleClient): Promise<ConsoleSession> {
+    const principal = await this.#auth.authenticate(key.trim(), undefined, client.address);
     const token = randomBytes(32).toString('base64url');
     const now = this.#clock.now();
     const expiresAt = new Date(Date.parse(now) + this.#ttlSeconds * 1000).toISOString();
     await this.#store.createSession({ tokenHash: hashApiKey(token), keyId: principal.keyId, workspaceId: principal.workspaceId, createdAt: now, expiresAt });
+    await this.#recordAudit('sign_in', principal, client);
     return { principal, token, expiresAt };
   }
 
-  /** Ends the session of `token` (nothing when there is none). The one place a session ends on request: an audit record of sign-outs belongs here. */
-  async signOut(token: string): Promise<void> {
-    await this.#store.deleteSession(hashApiKey(token));
+  /** Ends `session` on request: the one place a session ends so, and the one place sign-outs are audited. */
+  async signOut(session: ConsoleSession, client: ConsoleClient): Promise<void> {
+    await this.#store.deleteSession(hashApiKey(session.token));
+    await this.#recordAudit('sign_out', session.principal, client);
+  }
+
+  #recordAudit(action: 'sign_in' | 'sign_out', principal: Principal, client: ConsoleClient): Promise<void> {
+    if (!this.#audit) return Promise.resolve();
+    return this.#audit.recordSignIn({
+      action,
+      organizationId: principal.organizationId,
+      workspaceId: principal.workspaceId,
+      keyId: principal.keyId,
+      organizationScoped: principal.organizationScoped,
+      address: client.address ?? null,
+      userAgent: client.userAgent ?? null,
+      succeeded: true,
+      requestId: requestScope()?.requestId ?? null,
+    });
   }
 
   /** The live session of a cookie's token, or null (none, ended, expired, or its key revoked or expired). */

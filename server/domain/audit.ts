@@ -19,6 +19,8 @@ export type SignIn = {
   userAgent: string | null;
   succeeded: boolean;
   requestId?: string | null;
+  /** A session opened (the default) or ended on request. */
+  action?: 'sign_in' | 'sign_out';
 };
 
 const HOUR_MS = 3_600_000;
@@ -65,7 +67,7 @@ export class AuditLog {
       actor_scope: signIn.organizationScoped ? 'organization' : 'workspace',
       address: signIn.address,
       user_agent: signIn.userAgent,
-      action: 'sign_in',
+      action: signIn.action ?? 'sign_in',
       resource_type: 'console_session',
       resource_id: null,
       route: null,

@@ -176,6 +176,21 @@ describe('console sessions', () => {
     expect(replayed.status).toBe(303);
   });
 
+  it('records each sign-in and sign-out in the audit log, with the key, the address and the user agent', async () => {
+    const b = browser(t.app);
+    await b.signIn(t.apiKey);
+    const page = await b.get('/console', { 'user-agent': 'audit-probe/1.0' });
+    await b.post('/console/sign-out', { csrf: b.csrfOf(page.text) }, { 'user-agent': 'audit-probe/1.0' });
+    const { body } = await t.api.get('/v1/audit-events?limit=10');
+    const actions = body.resources.filter((entry: { resource_type: string }) => entry.resource_type === 'console_session');
+    expect(actions.map((entry: { action: string }) => entry.action).slice(0, 2)).toEqual(['sign_out', 'sign_in']);
+    const signOut = actions[0];
+    expect(signOut.actor_kind).toBe('api_key');
+    expect(signOut.user_agent).toBe('audit-probe/1.0');
+    expect(signOut.outcome).toBe('succeeded');
+    expect(JSON.stringify(actions)).not.toContain(t.apiKey);
+  });
+
   it('ends a session after 12 hours', async () => {
     const b = browser(t.app);
     await b.signIn(t.apiKey);
