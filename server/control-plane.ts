@@ -218,7 +218,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   extraRoutes.push(webConsole.routes);
   workers.push(webConsole.worker);
 
-
   const app = createApp(services, {
     extraRoutes,
     publicPaths,

@@ -2,9 +2,8 @@ import type { SecretBox } from '../crypto/secret-box.ts';
 import type { Logger } from '../logger.ts';
 import type { ClusterReadings } from '../metrics.ts';
 import type { AgentStore } from './agents.ts';
-import type { ConsoleStore } from './console.ts';
-
 import type { AuditStore } from './audit.ts';
+import type { ConsoleStore } from './console.ts';
 import type { Coordination } from './coordination.ts';
 import type { GithubStore } from './github.ts';
 import type { GithubTrustStore } from './github-trust.ts';

@@ -1,9 +1,8 @@
 import { SqlAgentStore } from './agents.ts';
 import { SqlAuditStore } from './audit.ts';
 import type { OpenStoreOptions, StoreBackend } from './backend.ts';
-import { SqlConsoleStore } from './console.ts';
-
 import { SqlClusterReadings } from './cluster-readings.ts';
+import { SqlConsoleStore } from './console.ts';
 import { LocalCoordination } from './coordination.ts';
 import { SqlGithubStore } from './github.ts';
 import { SqlGithubTrustStore } from './github-trust.ts';

@@ -3,9 +3,8 @@ import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
 import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
-import { SqlConsoleStore } from '../console.ts';
-
 import { SqlClusterReadings } from '../cluster-readings.ts';
+import { SqlConsoleStore } from '../console.ts';
 import { CoreStore } from '../core.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
