@@ -3,14 +3,18 @@ import { parseArgs } from 'node:util';
 import { connectionOptions, numberOption } from './cli-options.ts';
 import { LocalAgent } from './local-agent.ts';
 import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
+import { badCidr, type EgressPolicy, findPasta } from './sandbox-network.ts';
+import { type SandboxUser, SandboxUserUnavailable, sandboxUser } from './sandbox-user.ts';
 
 const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
   [--agent-id <id>] [--start-timeout 120] [--sandbox bwrap|none] [--pass-env NAME]... [--cache-dir <dir>]
-  [--public-url 'http://{name}.localhost:<proxy-port>']
+  [--public-url 'http://{name}.localhost:<proxy-port>'] [--sandbox-user NAME|UID] [--egress public|none] [--allow-egress CIDR]...
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
 Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
-runs them unsandboxed, for code you trust. --pass-env NAME hands the agent's variable NAME to install and
+runs them unsandboxed, for code you trust. Each sandbox has a network of its own (pasta, the passt package):
+public addresses only, private ranges refused unless --allow-egress CIDR; --egress none: no network at all.
+Run as root, sandboxes run as --sandbox-user (default: a cp-sandbox user the agent makes), never as root. --pass-env NAME hands the agent's variable NAME to install and
 build commands (a private registry's token); nothing else of the agent's environment reaches them.
 SIGTERM (a service manager's stop) leaves the proxy and the live agent servers serving: the agent started
 next on the same --work-dir takes them over, so a restart fails no request. SIGINT (Ctrl-C) stops everything.
@@ -43,6 +47,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       'pass-env': { type: 'string', multiple: true, default: [] },
       'cache-dir': { type: 'string' },
       'public-url': { type: 'string' },
+      'sandbox-user': { type: 'string' },
+      egress: { type: 'string', default: 'public' },
+      'allow-egress': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean' },
     },
   });
@@ -65,15 +72,39 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       process.exit(2);
     }
   }
+  const egressMode = values.egress;
+  if (egressMode !== 'public' && egressMode !== 'none') {
+    process.stderr.write(`--egress must be public or none, not ${egressMode}\n`);
+    process.exit(2);
+  }
+  const egress: EgressPolicy = { mode: egressMode, allow: values['allow-egress'] };
+  for (const cidr of egress.allow) {
+    const bad = badCidr(cidr);
+    if (bad) {
+      process.stderr.write(`${bad}\n`);
+      process.exit(2);
+    }
+  }
   let bwrapPath: string | null = null;
+  let pastaPath: string | null = null;
+  let user: SandboxUser | null = null;
   if (sandbox === 'bwrap') {
     try {
       bwrapPath = findBwrap(env.PATH ?? '');
+      user = sandboxUser(values['sandbox-user']);
     } catch (error) {
-      if (!(error instanceof SandboxUnavailable)) throw error;
+      if (!(error instanceof SandboxUnavailable) && !(error instanceof SandboxUserUnavailable)) throw error;
       process.stderr.write(`agent: ${error.message}\n`);
       process.exit(1);
     }
+    pastaPath = findPasta(env.PATH ?? '');
+    if (egress.mode === 'public' && !pastaPath) {
+      process.stderr.write(
+        'agent: pasta is not installed: each sandbox gets a network namespace of its own, connected to public addresses by pasta. Install it (Debian/Ubuntu: apt-get install passt), or start the agent with --egress none (no network for installs, builds and servers).\n',
+      );
+      process.exit(1);
+    }
+    if (user) process.stdout.write(`agent: sandboxes run as host user ${user.name} (uid ${user.uid}), not root\n`);
   } else {
     process.stderr.write(`agent: ${NONE_WARNING}\n`);
   }
@@ -91,6 +122,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     env,
     sandbox,
     bwrapPath,
+    sandboxUser: user,
+    egress,
+    pastaPath,
     passEnv,
     cacheDir: values['cache-dir'],
     publicUrl,

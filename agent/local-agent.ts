@@ -3,12 +3,13 @@ import { chmodSync, mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
-import { adoptAgentServer, endOrphan, type RunningAgentServer, startAgentServer } from './agent-server.ts';
-import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
+import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
+import { builtRecord, isBuilt, MAX_WORK_DIR_FOR_SOCKETS, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
@@ -28,9 +29,12 @@ import {
   type SandboxMode,
   sharedReadOnly,
 } from './sandbox.ts';
+import { type EgressPolicy, sandboxResolvConf } from './sandbox-network.ts';
+import { giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
 import type { ServerPaths } from './server-command.ts';
 import type { ServerLine } from './server-output.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
+import { upstreamKey } from './upstream.ts';
 
 const run = promisify(execFile);
 
@@ -50,6 +54,11 @@ export type LocalAgentOptions = {
   /** `bwrap`: every command for a deployment runs in a bubblewrap sandbox (`bwrapPath`); `none`: unsandboxed, on purpose. */
   sandbox: SandboxMode;
   bwrapPath: string | null;
+  /** The host user sandboxes run as when the agent is root (never root itself); null: the agent's own user. */
+  sandboxUser: SandboxUser | null;
+  /** Each sandbox's network: a namespace of its own, with egress to public addresses through pasta (`pastaPath`), or none. */
+  egress: EgressPolicy;
+  pastaPath: string | null;
   /** Operator variables install and build commands get (a private registry's token): names only, values from `env`. */
   passEnv: string[];
   /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
@@ -112,8 +121,14 @@ export class LocalAgent {
     };
     // Builds, records and deployments' state live here: owner-only, whatever the umask (the
     // sandboxed commands run as the agent's own user, so they still reach what is bound for them).
+    // With a sandbox user, bwrap (run as that user) must pass through it to bind a deployment's
+    // folders: traversable, not listable (0711); each deployment's own folders are the user's.
+    if (this.#sandboxed() && Buffer.byteLength(this.#options.workDir) > MAX_WORK_DIR_FOR_SOCKETS)
+      throw new Error(
+        `the work directory ${this.#options.workDir} is too long: the proxy reaches sandboxed servers through unix sockets in it, whose paths may have at most 107 bytes; use a --work-dir of at most ${MAX_WORK_DIR_FOR_SOCKETS} bytes`,
+      );
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
-    chmodSync(this.#options.workDir, 0o700);
+    chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
     // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
     // routes the previous agent gave until this one has restored (adopted or restarted) every
     // live server, then gets the whole table at once. The heartbeat comes after, so the control
@@ -338,6 +353,8 @@ export class LocalAgent {
     }
     const cwd = dirname(join(buildDir, configRelative));
     if (this.#options.sandbox === 'none') logs.line(type, NONE_WARNING, 'warn');
+    // Fetched by the agent; written by install and build, which run as the sandbox user.
+    else giveTo(this.#options.sandboxUser, buildDir);
     const installCommand = deployment.install_command ?? detectInstallCommand(cwd);
     // Only sandboxed: the stored packages are bound read-only, which only a sandbox can do.
     const packages = this.#options.sandbox === 'bwrap' ? packagesKey(cwd, installCommand) : null;
@@ -354,7 +371,7 @@ export class LocalAgent {
       const result = await runCommand(command, {
         cwd,
         env: this.#buildEnv(),
-        sandbox: this.#sandboxFor(buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
+        sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
         signal,
         onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
       });
@@ -438,28 +455,28 @@ export class LocalAgent {
   ): Promise<void> {
     const hosts = hostsOf(deployment);
     const previous = this.#live.get(deployment.id);
-    this.#proxy.route(hosts, server.port);
+    this.#proxy.route(deployment.id, hosts, server.upstream);
     this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
     logs.line(
       'deploy',
-      `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`,
+      `serving ${deployment.custom_url ?? deployment.name} through the agent's proxy (agent server at ${upstreamKey(server.upstream)}); the previous revision stops once its requests are answered`,
     );
     try {
       await commit();
     } catch (error) {
       if (previous) {
-        this.#proxy.route(hosts, previous.server.port);
+        this.#proxy.route(deployment.id, previous.hosts, previous.server.upstream);
         this.#live.set(deployment.id, previous);
       } else {
-        this.#proxy.unroute(hosts);
+        this.#proxy.unroute(deployment.id);
         this.#live.delete(deployment.id);
       }
       await server.stop();
       await runtimeLogs?.stop();
       throw error;
     }
-    if (previous && previous.server.port !== server.port) {
-      await this.#proxy.drained(previous.server.port);
+    if (previous && upstreamKey(previous.server.upstream) !== upstreamKey(server.upstream)) {
+      await this.#proxy.drained(previous.server.upstream);
       await previous.server.stop();
       await previous.runtimeLogs?.stop();
       if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
@@ -483,11 +500,27 @@ export class LocalAgent {
     const stateDir = command ? null : this.#stateFolder(deploymentId, cwd);
     const key = builtRecord(buildDir)?.packages ?? null;
     const packages = key ? { deploymentId, key } : null;
+    const socketDir = socketDirOf(buildDir);
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
-    const sandbox = command ? null : this.#sandboxFor(buildDir, cwd, stateDir, packages);
+    const sandbox =
+      command || !stateDir ? null : this.#sandboxFor(deploymentId, buildDir, cwd, { stateDir, socketDir: this.#socketFolder(socketDir) }, packages);
+    const channel: ServerChannel | null = sandbox
+      ? { node: `${SANDBOX_NODE_DIR}/node`, relay: SANDBOX_RELAY, socket: { host: join(socketDir, 'server.sock'), seen: `${SANDBOX_SOCKET_DIR}/server.sock` } }
+      : null;
     const env = command || this.#options.sandbox === 'none' ? { ...this.#unsandboxedEnv(), ...secrets } : { ...this.#serverEnv(), ...secrets };
     const paths = { ...this.#serverPaths(), checkoutModules: key ? storedPackages(this.#options.workDir, deploymentId, key) : null };
-    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+  }
+
+  /** The folder of a sandboxed server's socket: empty, the sandbox user's, nobody else's. */
+  #socketFolder(dir: string): string {
+    rmSync(dir, { recursive: true, force: true });
+    // Its parent is passed through (0711) by bwrap, which runs as the sandbox user, to bind it.
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o711 });
+    chmodSync(dirname(dir), 0o711);
+    mkdirSync(dir, { mode: 0o700 });
+    giveFolderTo(this.#options.sandboxUser, dir);
+    return dir;
   }
 
   /**
@@ -498,11 +531,15 @@ export class LocalAgent {
   #stateFolder(deploymentId: string, cwd: string): string {
     const state = join(this.#options.workDir, deploymentId, 'state');
     mkdirSync(state, { recursive: true });
+    if (this.#sandboxed()) giveTo(this.#options.sandboxUser, state);
     const inCheckout = join(cwd, '.langgraph_api');
     // Whatever the checkout has there (a file, a link planted by the repository) gives way.
     rmSync(inCheckout, { recursive: true, force: true });
     if (this.#options.sandbox === 'none') symlinkSync(state, inCheckout);
-    else mkdirSync(inCheckout);
+    else {
+      mkdirSync(inCheckout);
+      giveFolderTo(this.#options.sandboxUser, inCheckout);
+    }
     return state;
   }
 
@@ -511,21 +548,55 @@ export class LocalAgent {
    * read-write; with `stateDir` (the agent server) its deployment's state folder, else (install and
    * build) the package managers' cache, read-write; the agent's Node and node_modules read-only.
    */
-  #sandboxFor(buildDir: string, cwd: string, stateDir: string | null, packages: { deploymentId: string; key: string } | null = null): Sandboxed | null {
-    if (this.#options.sandbox === 'none' || !this.#options.bwrapPath) return null;
-    const writable = stateDir ? [{ from: stateDir, to: join(cwd, '.langgraph_api') }] : [{ from: this.#cacheDir(), to: SANDBOX_CACHE_DIR }];
+  #sandboxFor(
+    deploymentId: string,
+    buildDir: string,
+    cwd: string,
+    server: { stateDir: string; socketDir: string } | null,
+    packages: { deploymentId: string; key: string } | null = null,
+  ): Sandboxed | null {
+    if (!this.#sandboxed() || !this.#options.bwrapPath) return null;
+    const writable = server
+      ? [
+          { from: server.stateDir, to: join(cwd, '.langgraph_api') },
+          { from: server.socketDir, to: SANDBOX_SOCKET_DIR },
+        ]
+      : [{ from: this.#cacheDir(deploymentId), to: SANDBOX_CACHE_DIR }];
     const readOnly = sharedReadOnly(agentModules());
+    if (server) readOnly.push({ from: RELAY, to: SANDBOX_RELAY });
     const stored = packages ? storedPackages(this.#options.workDir, packages.deploymentId, packages.key) : null;
     if (stored) readOnly.push({ from: stored, to: join(cwd, 'node_modules') });
+    const egress = this.#options.egress;
     return {
       bwrap: this.#options.bwrapPath,
-      spec: { checkout: buildDir, cwd, writable, readOnly, dieWithAgent: stateDir === null },
+      spec: {
+        checkout: buildDir,
+        cwd,
+        writable,
+        readOnly,
+        dieWithAgent: server === null,
+        user: this.#options.sandboxUser,
+        network: {
+          policy: egress,
+          pasta: this.#options.pastaPath,
+          resolvConf: egress.mode === 'public' ? sandboxResolvConf(this.#options.workDir) : null,
+        },
+      },
     };
   }
 
-  #cacheDir(): string {
-    const dir = resolve(this.#options.cacheDir ?? join(this.#options.workDir, '.cache'));
-    mkdirSync(dir, { recursive: true });
+  #sandboxed(): boolean {
+    return this.#options.sandbox === 'bwrap';
+  }
+
+  /**
+   * The deployment's own package managers' cache: its installs write only there (a shared cache
+   * one install could write would let it plant packages for every other deployment).
+   */
+  #cacheDir(deploymentId: string): string {
+    const dir = join(this.#options.workDir, deploymentId, 'cache');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    giveFolderTo(this.#options.sandboxUser, dir);
     return dir;
   }
 
@@ -619,9 +690,12 @@ export class LocalAgent {
 
   async #teardown(deployment: WorkDeployment, claimId: string): Promise<void> {
     const live = this.#live.get(deployment.id);
+    // Whether or not this agent serves it now (an agent restarted meanwhile), nothing of the
+    // deployment stays routed: every host and path it had answers 404.
+    this.#proxy.unroute(deployment.id);
     if (live) {
-      this.#proxy.unroute(live.hosts);
       await live.server.stop();
+      removeBuild(live.buildDir);
       await live.runtimeLogs?.stop();
       this.#live.delete(deployment.id);
     }
@@ -645,7 +719,7 @@ export class LocalAgent {
       if (adopted) {
         // The server the previous agent left serving: its threads and runs go on untouched.
         const hosts = hostsOf(deployment);
-        this.#proxy.route(hosts, adopted.port);
+        this.#proxy.route(deployment.id, hosts, adopted.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
         this.#options.print(
           `agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`,
@@ -657,7 +731,7 @@ export class LocalAgent {
       try {
         const server = await this.#startServer(deployment.id, buildDir, revision, (line) => runtimeLogs.line(line), this.#stopping.signal);
         const hosts = hostsOf(deployment);
-        this.#proxy.route(hosts, server.port);
+        this.#proxy.route(deployment.id, hosts, server.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
         this.#options.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
       } catch (error) {
@@ -685,6 +759,12 @@ function hostsOf(deployment: WorkDeployment): string[] {
   }
   return hosts;
 }
+
+/** Where a sandboxed server's socket folder is bound inside its sandbox. */
+const SANDBOX_SOCKET_DIR = '/run/agent-server';
+/** The relay that serves a sandboxed server's port as that socket (sandbox-relay.mjs), and where the sandbox sees it. */
+const RELAY = fileURLToPath(new URL('./sandbox-relay.mjs', import.meta.url));
+const SANDBOX_RELAY = '/opt/agent/sandbox-relay.mjs';
 
 /** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */
 function agentModules(): string | null {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
+import { type SandboxSpec, sandboxCommand } from './sandbox.ts';
 
 /** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
 export type Sandboxed = { bwrap: string; spec: SandboxSpec };
@@ -98,7 +98,7 @@ export function startCommand(
   },
 ): ChildProcess {
   const [file, args, cwd] = options.sandbox
-    ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/']
+    ? [...sandboxCommand(options.sandbox.bwrap, options.sandbox.spec, closingDescriptors(command)), '/']
     : ['sh', ['-c', command], options.cwd];
   const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
   let child: ChildProcess;

@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processIdentity } from './build-records.ts';
+import { type Upstream, upstreamKey } from './upstream.ts';
 
 type Status = { pid: number; port: number; host: string };
 
@@ -17,7 +18,8 @@ export class ProxyClient {
   readonly #dir: string;
   readonly #socket: string;
   readonly #record: string;
-  readonly #table = new Map<string, { hosts: string[]; port: number }>();
+  /** Each deployment's routes, by deployment id: a deployment whose host names changed (its placeholder URL, then its custom_url) has one entry, which goes with it. */
+  readonly #table = new Map<string, { hosts: string[]; upstream: Upstream }>();
   #published = false;
   #sending: Promise<void> = Promise.resolve();
 
@@ -53,13 +55,15 @@ export class ProxyClient {
     }
   }
 
-  route(hosts: string[], port: number): void {
-    this.#table.set(hosts.join(' '), { hosts, port });
+  /** Serves the deployment's host names (all it has now: any it had before stop answering) from `upstream`. */
+  route(deploymentId: string, hosts: string[], upstream: Upstream): void {
+    this.#table.set(deploymentId, { hosts, upstream });
     this.#push();
   }
 
-  unroute(hosts: string[]): void {
-    this.#table.delete(hosts.join(' '));
+  /** The deployment is no longer served here: every host name and path it had answers 404. */
+  unroute(deploymentId: string): void {
+    this.#table.delete(deploymentId);
     this.#push();
   }
 
@@ -70,10 +74,10 @@ export class ProxyClient {
     return this.#sending;
   }
 
-  /** Resolves when no request is forwarded to `port` any more (or after `maxMs`). */
-  async drained(port: number, maxMs = 10_000): Promise<void> {
+  /** Resolves when no request is forwarded to `upstream` any more (or after `maxMs`). */
+  async drained(upstream: Upstream, maxMs = 10_000): Promise<void> {
     await this.#sending;
-    await this.#call('GET', `/drained?port=${port}&max_ms=${maxMs}`).catch(() => undefined);
+    await this.#call('GET', `/drained?upstream=${encodeURIComponent(upstreamKey(upstream))}&max_ms=${maxMs}`).catch(() => undefined);
   }
 
   /** `stopProxy`: the agent stops for good (SIGINT); otherwise the proxy serves on for the next agent. */

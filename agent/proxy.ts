@@ -1,24 +1,26 @@
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { connectTo, type Upstream, upstreamKey } from './upstream.ts';
 
-type Route = { port: number };
+type Route = { upstream: Upstream; key: string };
 
 /**
  * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
  * `custom_url` host name, or `<name>.<anything>` with the name's DNS-safe form), or its path does
- * (`/d/<name>/…`); it is forwarded to the port of that deployment's live agent server. Switching a route is one map write; requests already forwarded finish on the
- * old server, and `drained(port)` tells when none is left, so the old server can be stopped.
+ * (`/d/<name>/…`); it is forwarded to that deployment's live agent server (its socket, or its port). Switching a
+ * route is one map write; requests already forwarded finish on the old server, and
+ * `drained(upstream)` tells when none is left, so the old server can be stopped.
  */
 export class DeploymentProxy {
   readonly #routes = new Map<string, Route>();
-  readonly #inFlight = new Map<number, number>();
+  readonly #inFlight = new Map<string, number>();
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   #server: Server | null = null;
   #closing = false;
 
-  /** Points the deployment's host names at `port`. */
-  route(hosts: string[], port: number): void {
-    for (const host of hosts) this.#routes.set(host.toLowerCase(), { port });
+  /** Points the deployment's host names at `upstream`. */
+  route(hosts: string[], upstream: Upstream): void {
+    for (const host of hosts) this.#routes.set(host.toLowerCase(), { upstream, key: upstreamKey(upstream) });
   }
 
   unroute(hosts: string[]): void {
@@ -26,15 +28,15 @@ export class DeploymentProxy {
   }
 
   /** Replaces the whole routing table in one step (the agent sends it whole). */
-  replaceRoutes(routes: Array<{ hosts: string[]; port: number }>): void {
+  replaceRoutes(routes: Array<{ hosts: string[]; upstream: Upstream }>): void {
     this.#routes.clear();
-    for (const { hosts, port } of routes) this.route(hosts, port);
+    for (const { hosts, upstream } of routes) this.route(hosts, upstream);
   }
 
-  /** Resolves when no request is being forwarded to `port` (or after `maxMs`). */
-  async drained(port: number, maxMs = 10_000): Promise<void> {
+  /** Resolves when no request is being forwarded to the upstream named `key` (upstreamKey), or after `maxMs`. */
+  async drained(key: string, maxMs = 10_000): Promise<void> {
     const deadline = Date.now() + maxMs;
-    while ((this.#inFlight.get(port) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    while ((this.#inFlight.get(key) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   }
 
   /**
@@ -62,18 +64,17 @@ export class DeploymentProxy {
           .end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
       }
-      const { port: upstreamPort } = target;
-      this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 0) + 1);
+      const { key } = target;
+      this.#inFlight.set(key, (this.#inFlight.get(key) ?? 0) + 1);
       let done = false;
       const finish = () => {
         if (done) return;
         done = true;
-        this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
+        this.#inFlight.set(key, (this.#inFlight.get(key) ?? 1) - 1);
       };
       const upstream = request(
         {
-          host: '127.0.0.1',
-          port: upstreamPort,
+          ...connectTo(target.upstream),
           method: req.method,
           path: target.path,
           headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' },

@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { type EgressPolicy, inNetworkNamespace } from './sandbox-network.ts';
+import type { SandboxUser } from './sandbox-user.ts';
 
 /**
  * How the agent isolates what it runs for a deployment. `bwrap`: every install, build and agent
@@ -67,6 +69,10 @@ export type SandboxSpec = {
    * an agent server outlives it, so a restart of the agent fails no request.
    */
   dieWithAgent: boolean;
+  /** Who it runs as on the host (null: the agent's own user, which is then not root). */
+  user: SandboxUser | null;
+  /** Its network: a namespace of its own always; egress to public addresses through pasta, or none. */
+  network: { policy: EgressPolicy; pasta: string | null; resolvConf: string | null };
 };
 
 /**
@@ -102,8 +108,8 @@ const ETC_FILES = [
  */
 export function bwrapArgs(spec: SandboxSpec): string[] {
   const args = [
-    // Own user, pid, ipc, uts and cgroup namespaces; the network is shared (the proxy reaches the
-    // server on loopback, graphs call model APIs).
+    // Own user, pid, ipc, uts and cgroup namespaces; the network namespace is made around bwrap
+    // (sandbox-network.ts) or, without egress, by bwrap itself.
     '--unshare-user',
     '--unshare-pid',
     '--unshare-ipc',
@@ -133,6 +139,12 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
   }
   // Its own /proc (only its own processes), a minimal /dev, and an empty /tmp and home of its own.
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, '--tmpfs', '/run', '--tmpfs', '/var/tmp');
+  // Nothing of the kernel's settings is writable from inside, whatever the sandbox's rights are:
+  // /proc/sys read-only, the sysrq trigger and the kernel's core pattern not there at all.
+  args.push('--ro-bind', '/proc/sys', '/proc/sys');
+  for (const hidden of ['/proc/sysrq-trigger', '/proc/kcore', '/proc/kmsg']) if (existsSync(hidden)) args.push('--ro-bind', '/dev/null', hidden);
+  if (spec.network.policy.mode === 'none') args.push('--unshare-net');
+  if (spec.network.resolvConf) args.push('--ro-bind', spec.network.resolvConf, '/etc/resolv.conf');
   // The checkout first: binds inside it (stored packages, the state folder) go over it, not under.
   args.push('--bind', spec.checkout, spec.checkout);
   for (const { from, to } of spec.readOnly) args.push('--ro-bind', from, to);
@@ -140,6 +152,22 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
   args.push('--chdir', spec.cwd);
   if (spec.dieWithAgent) args.push('--die-with-parent');
   return args;
+}
+
+/**
+ * The program and arguments that run `inner` (the command inside bwrap) in its sandbox: as the
+ * sandbox user (setpriv, supplementary groups cleared), in its network namespace, under bwrap.
+ * `--pdeathsig KILL` where the sandbox must die with the agent: the chain's first process goes
+ * when the agent does, and bwrap's `--die-with-parent` takes the rest.
+ */
+export function sandboxCommand(bwrap: string, spec: SandboxSpec, inner: string[]): [string, string[]] {
+  const sandboxed = inNetworkNamespace([bwrap, ...bwrapArgs(spec), '--', ...inner], spec.network.policy, spec.network.pasta ?? 'pasta');
+  const setpriv = [
+    ...(spec.user ? ['--reuid', String(spec.user.uid), '--regid', String(spec.user.gid), '--clear-groups'] : []),
+    ...(spec.dieWithAgent ? ['--pdeathsig', 'KILL'] : []),
+  ];
+  if (setpriv.length === 0) return [sandboxed[0]!, sandboxed.slice(1)];
+  return ['setpriv', [...setpriv, '--', ...sandboxed]];
 }
 
 function isLinkTo(path: string, target: string): boolean {

@@ -1,7 +1,12 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeploymentProxy } from '../../agent/proxy.ts';
+import { ProxyClient } from '../../agent/proxy-client.ts';
+import { upstreamKey } from '../../agent/upstream.ts';
 import { eventually } from '../helpers/api.ts';
 
 /**
@@ -25,7 +30,7 @@ describe('the local agent’s reverse proxy', () => {
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', () => resolve()));
     proxy = new DeploymentProxy();
     proxyPort = await proxy.listen(0, '127.0.0.1');
-    proxy.route(['streamer'], (upstream.address() as AddressInfo).port);
+    proxy.route(['streamer'], { port: (upstream.address() as AddressInfo).port });
   });
   afterAll(async () => {
     await proxy.close();
@@ -55,7 +60,7 @@ describe('the local agent’s reverse proxy', () => {
     await eventually(async () => (open === 0 ? true : undefined), 5000);
     expect(open).toBe(0);
     // The proxy still answers: nothing is left counted in flight for that port.
-    await proxy.drained((upstream.address() as AddressInfo).port, 2000);
+    await proxy.drained(upstreamKey({ port: (upstream.address() as AddressInfo).port }), 2000);
     await openAndDrop();
     await eventually(async () => (open === 0 ? true : undefined), 5000);
   });
@@ -74,8 +79,8 @@ describe('the proxy’s routes', () => {
     const { dnsSafeName } = await import('../../shared/dns-safe-name.ts');
     const proxy = new DeploymentProxy();
     const port = await proxy.listen(0, '127.0.0.1');
-    proxy.route([dnsSafeName('my-agent')], await answering('my-agent'));
-    proxy.route([dnsSafeName('My_Agent')], await answering('My_Agent'));
+    proxy.route([dnsSafeName('my-agent')], { port: await answering('my-agent') });
+    proxy.route([dnsSafeName('My_Agent')], { port: await answering('My_Agent') });
     try {
       // A plain fetch by path: no name to resolve.
       const byPath = (await (await fetch(`http://127.0.0.1:${port}/d/my-agent/threads?limit=1`)).json()) as { who: string; path: string };
@@ -100,6 +105,48 @@ describe('the proxy’s routes', () => {
         server.closeAllConnections();
         server.close();
       }
+    }
+  });
+});
+
+/**
+ * The agent's real proxy process (proxy-main.ts) driven through ProxyClient, as the agent drives it.
+ * A deployment's first revision is routed under its placeholder URL's host, a later one under its
+ * custom_url's: before the table was keyed by deployment, the first entry was never removed and the
+ * deleted deployment answered 502 under its old host for ever.
+ */
+describe('proxy routes leave with their deployment', () => {
+  it('answers 404, not 502, for every host and path a deleted deployment ever had', async () => {
+    const workDir = mkdtempSync(join(tmpdir(), 'cp-proxy-routes-'));
+    const server = createServer((req, res) => res.end(JSON.stringify({ path: req.url })));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const upstream = { port: (server.address() as AddressInfo).port };
+    const client = new ProxyClient(workDir);
+    const port = await client.listen(0, '127.0.0.1');
+    await client.publish();
+    const status = (host: string, path = '/ok') =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      client.route('deployment-1', ['my-agent', 'my-agent.placeholder.example.com'], upstream);
+      client.route('deployment-1', ['my-agent', 'agents.example.org'], upstream);
+      await client.publish();
+      expect(await status('agents.example.org')).toBe(200);
+      client.unroute('deployment-1');
+      await client.publish();
+      // The upstream still answers: anything but 404 here would be a route that outlived the deployment.
+      for (const host of ['my-agent.localhost', 'my-agent.placeholder.example.com', 'agents.example.org']) expect(await status(host)).toBe(404);
+      expect(await status('127.0.0.1', '/d/my-agent/ok')).toBe(404);
+    } finally {
+      await client.close(true);
+      server.closeAllConnections();
+      rmSync(workDir, { recursive: true, force: true });
     }
   });
 });
