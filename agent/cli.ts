@@ -10,15 +10,21 @@ const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane UR
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
   [--agent-id <id>] [--start-timeout 120] [--sandbox bwrap|none] [--pass-env NAME]... [--cache-dir <dir>]
   [--public-url 'http://{name}.localhost:<proxy-port>'] [--sandbox-user NAME|UID] [--egress public|none] [--allow-egress CIDR]...
+  [--public] [--key-cache-seconds 30]
 The token may come from CONTROL_PLANE_AGENT_TOKEN instead of --token (it is then not visible in ps).
 Every install, build and agent server runs in a bubblewrap sandbox (the bubblewrap package); --sandbox none
 runs them unsandboxed, for code you trust. Each sandbox has a network of its own (pasta, the passt package):
 public addresses only, private ranges refused unless --allow-egress CIDR; --egress none: no network at all.
-Run as root, sandboxes run as --sandbox-user (default: a cp-sandbox user the agent makes), never as root. --pass-env NAME hands the agent's variable NAME to install and
+Run as root, sandboxes run as --sandbox-user (default: a cp-sandbox user the agent makes), never as root.
+Deployment URLs need X-Api-Key with a key of the deployment's workspace or organization (checked with the
+control plane, answers kept --key-cache-seconds, at most 30); GET /ok stays open. --public serves them to anyone. --pass-env NAME hands the agent's variable NAME to install and
 build commands (a private registry's token); nothing else of the agent's environment reaches them.
 SIGTERM (a service manager's stop) leaves the proxy and the live agent servers serving: the agent started
 next on the same --work-dir takes them over, so a restart fails no request. SIGINT (Ctrl-C) stops everything.
 For a k8s listener: npm run agent -- --compute k8s --help`;
+
+const PUBLIC_WARNING =
+  'WARNING: --public: every deployment this agent serves answers anyone who reaches its proxy, without an API key. Use it only behind your own authentication, or for deployments meant to be public.';
 
 /** Reads the options once, starts the agent, stops it cleanly on SIGINT / SIGTERM. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
@@ -48,6 +54,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       'cache-dir': { type: 'string' },
       'public-url': { type: 'string' },
       'sandbox-user': { type: 'string' },
+      public: { type: 'boolean', default: false },
+      'key-cache-seconds': { type: 'string', default: '30' },
       egress: { type: 'string', default: 'public' },
       'allow-egress': { type: 'string', multiple: true, default: [] },
       help: { type: 'boolean' },
@@ -108,6 +116,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   } else {
     process.stderr.write(`agent: ${NONE_WARNING}\n`);
   }
+  const keyCacheSeconds = int('key-cache-seconds', values['key-cache-seconds'], 0);
+  if (keyCacheSeconds > 30) {
+    process.stderr.write('--key-cache-seconds is at most 30: a revoked key must stop working within 30 s\n');
+    process.exit(2);
+  }
+  if (values.public) process.stderr.write(`agent: ${PUBLIC_WARNING}\n`);
   const agent = new LocalAgent({
     url,
     token,
@@ -123,6 +137,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     sandbox,
     bwrapPath,
     sandboxUser: user,
+    public: values.public,
+    keyCacheMs: keyCacheSeconds * 1000,
     egress,
     pastaPath,
     passEnv,

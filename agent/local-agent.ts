@@ -63,6 +63,9 @@ export type LocalAgentOptions = {
   passEnv: string[];
   /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
   cacheDir?: string;
+  /** `--public`: deployments answer without a key; otherwise `X-Api-Key` is checked with the control plane, answers kept `keyCacheMs` (≤ 30 s). */
+  public: boolean;
+  keyCacheMs: number;
   /** The URL template deployments are served under (`{name}`: the name's DNS-safe form); default `http://{name}.localhost:<proxy port>`. */
   publicUrl?: string;
   /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
@@ -135,6 +138,9 @@ export class LocalAgent {
     // plane hears from this agent (showing its deployments READY) once its proxy serves them.
     const proxyPort = await this.#proxy.listen(this.#options.proxyPort, this.#options.proxyHost);
     this.#options.print(`agent: proxy listening on http://${this.#options.proxyHost}:${proxyPort}`);
+    await this.#proxy.checkKeys(
+      this.#options.public ? { public: true } : { url: this.#options.url, token: this.#options.token, ttlMs: this.#options.keyCacheMs },
+    );
     checkStopping();
     await this.#restore();
     checkStopping();

@@ -67,6 +67,15 @@ export class ProxyClient {
     this.#push();
   }
 
+  /**
+   * How the proxy checks `X-Api-Key`: with the control plane at `url` as this agent (`token`),
+   * answers kept `ttlMs`; or not at all (`public`). Sent before any route is, so no deployment is
+   * ever served without the check it should have.
+   */
+  async checkKeys(settings: { public: true } | { url: string; token: string; ttlMs: number }): Promise<void> {
+    await this.#call('PUT', '/key-check', 'public' in settings ? settings : { url: settings.url, token: settings.token, ttl_ms: settings.ttlMs });
+  }
+
   /** Sends the table as it is now, and every change after it. */
   publish(): Promise<void> {
     this.#published = true;
@@ -88,7 +97,7 @@ export class ProxyClient {
 
   #push(): void {
     if (!this.#published) return;
-    const routes = [...this.#table.values()];
+    const routes = [...this.#table.entries()].map(([deploymentId, { hosts, upstream }]) => ({ deploymentId, hosts, upstream }));
     this.#sending = this.#sending.then(() => this.#call('PUT', '/routes', { routes }).then(() => undefined));
   }
 

@@ -1,8 +1,15 @@
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { KeyChecker } from './key-check.ts';
 import { connectTo, type Upstream, upstreamKey } from './upstream.ts';
 
-type Route = { upstream: Upstream; key: string };
+type Route = { deploymentId: string; upstream: Upstream; key: string };
+
+/** What a deployment's route is made of: the deployment, its host names, its server. */
+export type RouteEntry = { deploymentId: string; hosts: string[]; upstream: Upstream };
+
+/** The header the key comes in, as on the hosted product (and the LangGraph SDK's `api_key`). */
+const KEY_HEADER = 'x-api-key';
 
 /**
  * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
@@ -17,10 +24,17 @@ export class DeploymentProxy {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   #server: Server | null = null;
   #closing = false;
+  /** Null: every request is forwarded without a key (`--public`, or before the agent sent its settings). */
+  #keys: KeyChecker | null = null;
+
+  /** From now on requests need a key `keys` allows (null: none needed). */
+  checkKeys(keys: KeyChecker | null): void {
+    this.#keys = keys;
+  }
 
   /** Points the deployment's host names at `upstream`. */
-  route(hosts: string[], upstream: Upstream): void {
-    for (const host of hosts) this.#routes.set(host.toLowerCase(), { upstream, key: upstreamKey(upstream) });
+  route({ deploymentId, hosts, upstream }: RouteEntry): void {
+    for (const host of hosts) this.#routes.set(host.toLowerCase(), { deploymentId, upstream, key: upstreamKey(upstream) });
   }
 
   unroute(hosts: string[]): void {
@@ -28,9 +42,9 @@ export class DeploymentProxy {
   }
 
   /** Replaces the whole routing table in one step (the agent sends it whole). */
-  replaceRoutes(routes: Array<{ hosts: string[]; upstream: Upstream }>): void {
+  replaceRoutes(routes: RouteEntry[]): void {
     this.#routes.clear();
-    for (const { hosts, upstream } of routes) this.route(hosts, upstream);
+    for (const entry of routes) this.route(entry);
   }
 
   /** Resolves when no request is being forwarded to the upstream named `key` (upstreamKey), or after `maxMs`. */
@@ -55,8 +69,34 @@ export class DeploymentProxy {
     return { ...byPath, path: rest.startsWith('/') ? rest : `/${rest}` };
   }
 
+  /**
+   * Why a request may not reach the deployment, or null when it may: `GET /ok` is open (health
+   * checks); otherwise `X-Api-Key` must hold a key of the deployment's workspace or organization.
+   */
+  async #refusal(
+    method: string | undefined,
+    target: Route & { path: string },
+    header: string | string[] | undefined,
+  ): Promise<{ status: number; detail: string; headers?: Record<string, string> } | null> {
+    const keys = this.#keys;
+    if (!keys) return null;
+    if (method === 'GET' && (target.path === '/ok' || target.path.startsWith('/ok?'))) return null;
+    const key = Array.isArray(header) ? header[0] : header;
+    const challenge = { 'www-authenticate': 'ApiKey header="X-Api-Key"' };
+    if (!key) return { status: 401, detail: 'Missing API key: send a key of the deployment’s workspace in the X-Api-Key header.', headers: challenge };
+    let verdict: Awaited<ReturnType<KeyChecker['check']>>;
+    try {
+      verdict = await keys.check(target.deploymentId, key);
+    } catch (error) {
+      return { status: 503, detail: `The API key could not be checked with the control plane: ${(error as Error).message}`, headers: { 'retry-after': '5' } };
+    }
+    if (verdict === 'invalid') return { status: 401, detail: 'Invalid or revoked API key.', headers: challenge };
+    if (verdict === 'other_workspace') return { status: 403, detail: 'This API key may not use this deployment: it belongs to another workspace.' };
+    return null;
+  }
+
   listen(port: number, host: string): Promise<number> {
-    const server = createServer((req, res) => {
+    const server = createServer(async (req, res) => {
       const target = this.#target(req.headers.host, req.url ?? '/');
       if (!target) {
         res
@@ -64,6 +104,14 @@ export class DeploymentProxy {
           .end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
       }
+      const refused = await this.#refusal(req.method, target, req.headers[KEY_HEADER]);
+      if (refused) {
+        req.resume();
+        res.writeHead(refused.status, { 'content-type': 'application/json', ...refused.headers }).end(JSON.stringify({ detail: refused.detail }));
+        return;
+      }
+      // The key is the caller's credential for the control plane: the deployment's code never sees it.
+      delete req.headers[KEY_HEADER];
       const { key } = target;
       this.#inFlight.set(key, (this.#inFlight.get(key) ?? 0) + 1);
       let done = false;

@@ -30,7 +30,7 @@ describe('the local agent’s reverse proxy', () => {
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', () => resolve()));
     proxy = new DeploymentProxy();
     proxyPort = await proxy.listen(0, '127.0.0.1');
-    proxy.route(['streamer'], { port: (upstream.address() as AddressInfo).port });
+    proxy.route({ deploymentId: 'streamer', hosts: ['streamer'], upstream: { port: (upstream.address() as AddressInfo).port } });
   });
   afterAll(async () => {
     await proxy.close();
@@ -79,8 +79,8 @@ describe('the proxy’s routes', () => {
     const { dnsSafeName } = await import('../../shared/dns-safe-name.ts');
     const proxy = new DeploymentProxy();
     const port = await proxy.listen(0, '127.0.0.1');
-    proxy.route([dnsSafeName('my-agent')], { port: await answering('my-agent') });
-    proxy.route([dnsSafeName('My_Agent')], { port: await answering('My_Agent') });
+    proxy.route({ deploymentId: 'd1', hosts: [dnsSafeName('my-agent')], upstream: { port: await answering('my-agent') } });
+    proxy.route({ deploymentId: 'd2', hosts: [dnsSafeName('My_Agent')], upstream: { port: await answering('My_Agent') } });
     try {
       // A plain fetch by path: no name to resolve.
       const byPath = (await (await fetch(`http://127.0.0.1:${port}/d/my-agent/threads?limit=1`)).json()) as { who: string; path: string };
