@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyChecker } from '../../agent/key-check.ts';
 import { DeploymentProxy } from '../../agent/proxy.ts';
 import { ProxyClient } from '../../agent/proxy-client.ts';
 import { upstreamKey } from '../../agent/upstream.ts';
@@ -147,6 +148,57 @@ describe('proxy routes leave with their deployment', () => {
       await client.close(true);
       server.closeAllConnections();
       rmSync(workDir, { recursive: true, force: true });
+    }
+  });
+});
+
+/**
+ * The proxy's key check with an upstream that echoes the headers it got. The control plane here is
+ * a stand-in on loopback answering POST /v2/agent/verify-key as the real route does (the real route
+ * is tested in verify-key.test.ts, the whole path in deployment-keys.test.ts); it counts questions.
+ */
+describe('the proxy’s key check', () => {
+  it('removes X-Api-Key before the server, keeps an answer for its time only, and answers 503 when the control plane cannot say', async () => {
+    let asked = 0;
+    let answering = true;
+    const controlPlane = createServer((req, res) => {
+      let text = '';
+      req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      req.on('end', () => {
+        asked += 1;
+        if (!answering) return res.writeHead(500).end('{}');
+        const { key } = JSON.parse(text) as { key: string };
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify(key === 'good' ? { allowed: true } : { allowed: false, reason: 'invalid' }));
+      });
+    });
+    const echo = createServer((req, res) => res.end(JSON.stringify(req.headers)));
+    for (const server of [controlPlane, echo]) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const proxy = new DeploymentProxy();
+    const port = await proxy.listen(0, '127.0.0.1');
+    proxy.checkKeys(new KeyChecker({ url: `http://127.0.0.1:${(controlPlane.address() as AddressInfo).port}`, token: 'lat_test', ttlMs: 60_000 }));
+    proxy.route({ deploymentId: 'dep', hosts: ['echo'], upstream: { port: (echo.address() as AddressInfo).port } });
+    const call = async (key?: string) => {
+      const response = await fetch(`http://127.0.0.1:${port}/d/echo/info`, { headers: key ? { 'x-api-key': key } : {} });
+      return { status: response.status, body: (await response.json()) as Record<string, string> };
+    };
+    try {
+      const served = await call('good');
+      expect(served.status).toBe(200);
+      expect(served.body['x-api-key']).toBeUndefined();
+      // Kept: no second question for the same key and deployment (the cache is capped at 30 s whatever is asked).
+      expect((await call('good')).status).toBe(200);
+      expect(asked).toBe(1);
+      expect((await call('bad')).status).toBe(401);
+      answering = false;
+      expect((await call('other')).status).toBe(503);
+    } finally {
+      await proxy.close({ idleGraceMs: 0 });
+      for (const server of [controlPlane, echo]) {
+        server.closeAllConnections();
+        server.close();
+      }
     }
   });
 });
