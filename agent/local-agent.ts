@@ -10,10 +10,12 @@ import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/a
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
 import { builtRecord, isBuilt, MAX_WORK_DIR_FOR_SOCKETS, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
+import { Cgroup, type Limits } from './cgroups.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
 import { type GraphConfig, readGraphConfigInside } from './graph-config.ts';
+import { type AgentLimits, diskUsage, LIMITS_NONE_WARNING, spaceLimit } from './limits.ts';
 import { LogStream } from './log-stream.ts';
 import { packagesKey, prunePackages, storedPackages, storePackages } from './package-store.ts';
 import { runCommand, type Sandboxed } from './processes.ts';
@@ -59,6 +61,8 @@ export type LocalAgentOptions = {
   /** Each sandbox's network: a namespace of its own, with egress to public addresses through pasta (`pastaPath`), or none. */
   egress: EgressPolicy;
   pastaPath: string | null;
+  /** Resource limits of every sandboxed command; null: `--limits none` (warned in every build log). */
+  limits: AgentLimits | null;
   /** Operator variables install and build commands get (a private registry's token): names only, values from `env`. */
   passEnv: string[];
   /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
@@ -371,17 +375,40 @@ export class LocalAgent {
       ['install_command', reused ? null : installCommand],
       ['build_command', deployment.build_command],
     ];
+    const limits = this.#sandboxed() ? this.#options.limits : null;
+    if (this.#sandboxed() && !limits) logs.line(type, LIMITS_NONE_WARNING, 'warn');
+    // Install and build share one deadline.
+    const deadline = limits ? Date.now() + limits.buildTimeoutSeconds * 1000 : 0;
     for (const [label, command] of steps) {
       if (!command) continue;
       logs.line(type, `$ ${command}`);
-      const result = await runCommand(command, {
-        cwd,
-        env: this.#buildEnv(),
-        sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
-        signal,
-        onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
-      });
-      if (result.aborted) throw new Aborted(`${label} interrupted`);
+      const cgroup = limits
+        ? this.#cgroup(`${deployment.id}.${revision.id}.${label}`, { memoryMb: limits.buildMemoryMb, pidsMax: limits.pidsMax, cpus: limits.cpus })
+        : null;
+      const written = [buildDir, join(this.#options.workDir, deployment.id, 'cache')];
+      let result: Awaited<ReturnType<typeof runCommand>>;
+      try {
+        result = await runCommand(command, {
+          cwd,
+          env: this.#buildEnv(),
+          sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
+          signal,
+          onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
+          timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
+          watch: limits
+            ? {
+                everyMs: 1000,
+                check: async () =>
+                  (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
+              }
+            : undefined,
+        });
+      } finally {
+        cgroup?.remove();
+      }
+      if (result.aborted && !result.limit) throw new Aborted(`${label} interrupted`);
+      const limit = result.limit ?? cgroup?.breach() ?? (limits && result.code !== 0 ? spaceLimit(result, limits) : null);
+      if (limit) throw new StageFailure(`${label} \`${command}\` stopped: ${limit}`);
       if (result.code !== 0) {
         const how = result.code === null ? `signal ${result.signal}` : `exit code ${result.code}`;
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
@@ -491,7 +518,7 @@ export class LocalAgent {
     prunePackages(this.#options.workDir, deployment.id, new Set(inUse ? [inUse] : []));
   }
 
-  #startServer(
+  async #startServer(
     deploymentId: string,
     buildDir: string,
     revision: WorkRevision,
@@ -508,14 +535,33 @@ export class LocalAgent {
     const packages = key ? { deploymentId, key } : null;
     const socketDir = socketDirOf(buildDir);
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
+    const limits = this.#options.limits;
+    const spec = revision.resource_spec;
+    // The revision's resource_spec where it sets them, else the agent's flags.
+    const cgroup =
+      command || !stateDir || !limits || !this.#sandboxed()
+        ? null
+        : this.#cgroup(`${revision.id}.server`, {
+            memoryMb: spec?.memory_limit_mb ?? limits.memoryMb,
+            pidsMax: limits.pidsMax,
+            cpus: spec?.cpu_limit ?? limits.cpus,
+          });
     const sandbox =
-      command || !stateDir ? null : this.#sandboxFor(deploymentId, buildDir, cwd, { stateDir, socketDir: this.#socketFolder(socketDir) }, packages);
+      command || !stateDir ? null : this.#sandboxFor(deploymentId, buildDir, cwd, { stateDir, socketDir: this.#socketFolder(socketDir) }, packages, cgroup);
     const channel: ServerChannel | null = sandbox
       ? { node: `${SANDBOX_NODE_DIR}/node`, relay: SANDBOX_RELAY, socket: { host: join(socketDir, 'server.sock'), seen: `${SANDBOX_SOCKET_DIR}/server.sock` } }
       : null;
     const env = command || this.#options.sandbox === 'none' ? { ...this.#unsandboxedEnv(), ...secrets } : { ...this.#serverEnv(), ...secrets };
     const paths = { ...this.#serverPaths(), checkoutModules: key ? storedPackages(this.#options.workDir, deploymentId, key) : null };
-    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    try {
+      return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    } catch (error) {
+      // Stopped by its cgroup: the status message names the limit first.
+      const breach = cgroup?.breach();
+      cgroup?.remove();
+      if (breach) throw new Error(`the agent server stopped: ${breach} (${(error as Error).message})`);
+      throw error;
+    }
   }
 
   /** The folder of a sandboxed server's socket: empty, the sandbox user's, nobody else's. */
@@ -560,6 +606,7 @@ export class LocalAgent {
     cwd: string,
     server: { stateDir: string; socketDir: string } | null,
     packages: { deploymentId: string; key: string } | null = null,
+    cgroup: Cgroup | null = null,
   ): Sandboxed | null {
     if (!this.#sandboxed() || !this.#options.bwrapPath) return null;
     const writable = server
@@ -587,8 +634,14 @@ export class LocalAgent {
           pasta: this.#options.pastaPath,
           resolvConf: egress.mode === 'public' ? sandboxResolvConf(this.#options.workDir) : null,
         },
+        limits: cgroup && this.#options.limits ? { cgroup, tmpMb: this.#options.limits.tmpMb, fileMb: this.#options.limits.diskMb } : null,
       },
     };
+  }
+
+  /** A cgroup for one command, with `limits` (made now; the command joins it as it starts). */
+  #cgroup(name: string, limits: Limits): Cgroup | null {
+    return this.#options.limits ? new Cgroup(this.#options.limits.cgroups, name, limits) : null;
   }
 
   #sandboxed(): boolean {

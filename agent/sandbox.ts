@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Cgroup } from './cgroups.ts';
 import { type EgressPolicy, inNetworkNamespace } from './sandbox-network.ts';
 import type { SandboxUser } from './sandbox-user.ts';
 
@@ -73,6 +74,8 @@ export type SandboxSpec = {
   user: SandboxUser | null;
   /** Its network: a namespace of its own always; egress to public addresses through pasta, or none. */
   network: { policy: EgressPolicy; pasta: string | null; resolvConf: string | null };
+  /** Its resources (null: `--limits none`): its cgroup, the size of each tmpfs it gets, the largest file it may write. */
+  limits: { cgroup: Cgroup; tmpMb: number; fileMb: number } | null;
 };
 
 /**
@@ -138,7 +141,9 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
     if (existsSync(`/etc/${name}`)) args.push('--ro-bind', `/etc/${name}`, `/etc/${name}`);
   }
   // Its own /proc (only its own processes), a minimal /dev, and an empty /tmp and home of its own.
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, '--tmpfs', '/run', '--tmpfs', '/var/tmp');
+  // Each tmpfs is sized: unsized, it could hold as much as the machine's memory.
+  const size = spec.limits ? ['--size', String(spec.limits.tmpMb * 1024 * 1024)] : [];
+  args.push('--proc', '/proc', '--dev', '/dev', ...size, '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, ...size, '--tmpfs', '/run', ...size, '--tmpfs', '/var/tmp');
   // Nothing of the kernel's settings is writable from inside, whatever the sandbox's rights are:
   // /proc/sys read-only, the sysrq trigger and the kernel's core pattern not there at all.
   args.push('--ro-bind', '/proc/sys', '/proc/sys');
@@ -156,7 +161,8 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
 
 /**
  * The program and arguments that run `inner` (the command inside bwrap) in its sandbox: as the
- * sandbox user (setpriv, supplementary groups cleared), in its network namespace, under bwrap.
+ * sandbox user (setpriv, supplementary groups cleared), in its network namespace, under bwrap;
+ * with limits, inside its cgroup and with no file larger than the disk cap (prlimit).
  * `--pdeathsig KILL` where the sandbox must die with the agent: the chain's first process goes
  * when the agent does, and bwrap's `--die-with-parent` takes the rest.
  */
@@ -166,8 +172,10 @@ export function sandboxCommand(bwrap: string, spec: SandboxSpec, inner: string[]
     ...(spec.user ? ['--reuid', String(spec.user.uid), '--regid', String(spec.user.gid), '--clear-groups'] : []),
     ...(spec.dieWithAgent ? ['--pdeathsig', 'KILL'] : []),
   ];
-  if (setpriv.length === 0) return [sandboxed[0]!, sandboxed.slice(1)];
-  return ['setpriv', [...setpriv, '--', ...sandboxed]];
+  const chain = setpriv.length === 0 ? sandboxed : ['setpriv', ...setpriv, '--', ...sandboxed];
+  // Into its cgroup first (as the agent, which may write there), and no file past the disk cap.
+  const limited = spec.limits ? [...spec.limits.cgroup.joinPrefix(), 'prlimit', `--fsize=${spec.limits.fileMb * 1024 * 1024}`, '--', ...chain] : chain;
+  return [limited[0]!, limited.slice(1)];
 }
 
 function isLinkTo(path: string, target: string): boolean {
