@@ -65,7 +65,7 @@ export type LocalAgentOptions = {
   limits: AgentLimits | null;
   /** Operator variables install and build commands get (a private registry's token): names only, values from `env`. */
   passEnv: string[];
-  /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
+  /** Where each deployment's package managers' cache is made, `<cache-dir>/<deployment id>` (default `<work-dir>/<deployment id>/cache`). */
   cacheDir?: string;
   /** `--public`: deployments answer without a key; otherwise `X-Api-Key` is checked with the control plane, answers kept `keyCacheMs` (≤ 30 s). */
   public: boolean;
@@ -385,8 +385,9 @@ export class LocalAgent {
       const cgroup = limits
         ? this.#cgroup(`${deployment.id}.${revision.id}.${label}`, { memoryMb: limits.buildMemoryMb, pidsMax: limits.pidsMax, cpus: limits.cpus })
         : null;
-      const written = [buildDir, join(this.#options.workDir, deployment.id, 'cache')];
+      const written = [buildDir, this.#cacheDir(deployment.id)];
       let result: Awaited<ReturnType<typeof runCommand>>;
+      let breach: string | null = null;
       try {
         result = await runCommand(command, {
           cwd,
@@ -403,11 +404,13 @@ export class LocalAgent {
               }
             : undefined,
         });
+        // Read before the cgroup goes: its counters say which limit stopped the command.
+        breach = cgroup?.breach() ?? null;
       } finally {
         cgroup?.remove();
       }
       if (result.aborted && !result.limit) throw new Aborted(`${label} interrupted`);
-      const limit = result.limit ?? cgroup?.breach() ?? (limits && result.code !== 0 ? spaceLimit(result, limits) : null);
+      const limit = result.limit ?? breach ?? (limits && result.code !== 0 ? spaceLimit(result, limits) : null);
       if (limit) throw new StageFailure(`${label} \`${command}\` stopped: ${limit}`);
       if (result.code !== 0) {
         const how = result.code === null ? `signal ${result.signal}` : `exit code ${result.code}`;
@@ -653,7 +656,10 @@ export class LocalAgent {
    * one install could write would let it plant packages for every other deployment).
    */
   #cacheDir(deploymentId: string): string {
-    const dir = join(this.#options.workDir, deploymentId, 'cache');
+    const dir = this.#options.cacheDir ? join(resolve(this.#options.cacheDir), deploymentId) : join(this.#options.workDir, deploymentId, 'cache');
+    // Its parent is passed through (0711) by bwrap, which runs as the sandbox user, to bind it.
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o711 });
+    if (this.#options.cacheDir) chmodSync(dirname(dir), 0o711);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     giveFolderTo(this.#options.sandboxUser, dir);
     return dir;
@@ -759,6 +765,7 @@ export class LocalAgent {
       this.#live.delete(deployment.id);
     }
     rmSync(join(this.#options.workDir, deployment.id), { recursive: true, force: true });
+    rmSync(this.#cacheDir(deployment.id), { recursive: true, force: true });
     this.#options.print(`agent: tore down ${deployment.name}`);
     await this.#client.done(claimId);
   }

@@ -15,7 +15,7 @@ export type SandboxMode = 'bwrap' | 'none';
 
 /** Where the Node binary appears inside the sandbox: the host path of the agent's own Node is not shown. */
 export const SANDBOX_NODE_DIR = '/opt/node/bin';
-/** The package managers' cache inside the sandbox (the agent's `--cache-dir`). */
+/** The package managers' cache inside the sandbox: its deployment's own (under the agent's `--cache-dir`). */
 export const SANDBOX_CACHE_DIR = '/var/cache/sandbox';
 /** The sandbox's home: an empty folder on the sandbox's own /tmp, gone when the sandbox ends. */
 export const SANDBOX_HOME = '/tmp/home';
