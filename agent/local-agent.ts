@@ -205,7 +205,8 @@ export class LocalAgent {
       } catch (error) {
         if (signal.aborted) return;
         this.#options.print(`agent: claim failed: ${String(error)}`);
-        await sleep(1000);
+        // A stop during the pause ends it at once (the retry used to sleep through it).
+        await sleep(1000, signal);
         continue;
       }
       if (!work) continue;
@@ -851,6 +852,15 @@ async function answers(command: string, args: string[]): Promise<boolean> {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less when `signal` aborts meanwhile. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
