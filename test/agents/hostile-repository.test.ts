@@ -50,7 +50,7 @@ describe('a hostile repository next to another workspace on one machine', () => 
   // With the sandbox nothing is found; with `--sandbox none` the same probes find every target of
   // the network and the kernel (so they are proven able to find them).
   it.each(['bwrap', 'none'] as const)(
-    'with --sandbox %s: finds nothing of the other workspace, the agents, the control plane, the network or the kernel, writes nothing outside its own checkout, and sees its own secret only in its server',
+    'with --sandbox %s: sandboxed, finds nothing of the other workspace, the agents, the control plane, the network or the kernel and writes nothing outside its checkout; unsandboxed, its network and kernel probes find every target',
     {
       timeout: 600_000,
     },
