@@ -10,6 +10,7 @@ const POSTGRES_SUITES = ['test/unit', 'test/e2e', 'test/webhooks', 'test/oauth',
 const POSTGRES_EXTRA = [
   'test/fault/concurrent-patches.test.ts',
   'test/agents/protocol.test.ts',
+  'test/agents/verify-key.test.ts',
   'test/k8s/k8s-deployments-api.test.ts',
   'test/k8s/k8s-agent-e2e.test.ts',
   'test/k8s/k8s-spec-rules-api.test.ts',

@@ -9,12 +9,23 @@ import { killGroup, type Sandboxed, startCommand, untrackGroup } from './process
 import { productionServerCommand, type ServerPaths } from './server-command.ts';
 import { ServerLogTail } from './server-log-tail.ts';
 import { firstErrorLine, parseServerLine, type ServerLine } from './server-output.ts';
+import { answersOk, type Upstream } from './upstream.ts';
 
 /**
  * A LangGraph agent server this agent started or adopted. `stop()` ends it; `detach()` only stops
  * following its output (the agent is stopping and leaves it serving for its successor).
  */
-export type RunningAgentServer = { port: number; pid: number; stop(): Promise<void>; detach(): void };
+export type RunningAgentServer = { upstream: Upstream; pid: number; stop(): Promise<void>; detach(): void };
+
+/** The port a sandboxed server listens on: its network namespace's own loopback, which nothing else shares. */
+export const SANDBOXED_SERVER_PORT = 8000;
+
+/**
+ * How the proxy reaches a sandboxed server: a relay inside the sandbox (sandbox-relay.mjs) serves
+ * `socket.seen` (inside) = `socket.host` (on the host), forwarding to the server's own loopback port.
+ * No port is chosen on the machine, so none can be taken first by another process.
+ */
+export type ServerChannel = { node: string; relay: string; socket: { host: string; seen: string } };
 
 /** Where a server's output goes: beside the checkout with the agent's records, never inside it. */
 export function serverLogOf(buildDir: string): string {
@@ -29,13 +40,9 @@ export function serverLogOf(buildDir: string): string {
  */
 export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLine) => void): Promise<RunningAgentServer | null> {
   const orphan = orphanOf(buildDir);
-  if (!orphan || 'stale' in orphan || orphan.port === undefined) return null;
-  const port = orphan.port;
-  const ok = await fetch(`http://127.0.0.1:${port}/ok`, { signal: AbortSignal.timeout(2000) }).then(
-    (r) => r.ok,
-    () => false,
-  );
-  if (!ok) return null;
+  if (!orphan || 'stale' in orphan || orphan.upstream === undefined) return null;
+  const upstream = orphan.upstream;
+  if (!(await answersOk(upstream, 2000))) return null;
   const tail = new ServerLogTail(
     serverLogOf(buildDir),
     (raw) => {
@@ -46,7 +53,7 @@ export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLi
   );
   const pid = orphan.pid;
   return {
-    port,
+    upstream,
     pid,
     stop: async () => {
       await killGroup(pid);
@@ -57,7 +64,10 @@ export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLi
   };
 }
 
-/** A free loopback port (the OS picks one; it is free again when this resolves). */
+/**
+ * A free loopback port (the OS picks one; it is free again when this resolves, so another process
+ * may take it first): only for servers outside the sandbox (`--sandbox none`, container images).
+ */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -117,14 +127,19 @@ export async function startAgentServer(options: {
   paths: ServerPaths;
   env: NodeJS.ProcessEnv;
   sandbox: Sandboxed | null;
+  /** Sandboxed: the server is reached through a unix socket; null: on a free loopback port. */
+  channel: ServerChannel | null;
   timeoutMs: number;
   signal: AbortSignal;
   onLine: (line: ServerLine) => void;
 }): Promise<RunningAgentServer> {
-  const port = await freePort();
+  const channel = options.channel;
+  const port = channel ? SANDBOXED_SERVER_PORT : await freePort();
+  const upstream: Upstream = channel ? { socketPath: channel.socket.host } : { port };
   const recent: ServerLine[] = [];
   let firstErrorAt: number | null = null;
-  const command = options.command ? options.command.replaceAll('{port}', String(port)) : serverCommand(options.cwd, options.config, port, options.paths);
+  const server = options.command ? options.command.replaceAll('{port}', String(port)) : serverCommand(options.cwd, options.config, port, options.paths);
+  const command = channel ? `${quote(channel.node)} ${quote(channel.relay)} ${quote(channel.socket.seen)} ${port} & ${server}` : server;
   const outputFile = serverLogOf(options.buildDir);
   writeFileSync(outputFile, '');
   const onRaw = (raw: string) => {
@@ -144,7 +159,7 @@ export async function startAgentServer(options: {
   });
   const tail = new ServerLogTail(outputFile, onRaw);
   const pid = child.pid!;
-  recordServer(options.buildDir, pid, port);
+  recordServer(options.buildDir, pid, upstream);
   let exited: string | null = null;
   child.on('exit', (code, signal) => (exited = `exited with ${signal ?? `code ${code}`}`));
   const stop = async () => {
@@ -177,13 +192,9 @@ export async function startAgentServer(options: {
       await stop();
       throw new Error(`the agent server was not healthy (GET /ok) within ${Math.round(options.timeoutMs / 1000)} s: ${why()}`);
     }
-    const ok = await fetch(`http://127.0.0.1:${port}/ok`, { signal: AbortSignal.timeout(1000) }).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) {
+    if (await answersOk(upstream, 1000)) {
       untrackGroup(pid);
-      return { port, pid, stop, detach: () => tail.stop() };
+      return { upstream, pid, stop, detach: () => tail.stop() };
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+import type { Upstream } from './upstream.ts';
 
 /**
  * The agent's own records about a build directory (that its build finished; which process serves
@@ -53,7 +54,21 @@ export function isBuilt(buildDir: string): boolean {
 export function removeBuild(buildDir: string): void {
   rmSync(buildDir, { recursive: true, force: true });
   rmSync(stateDirOf(buildDir), { recursive: true, force: true });
+  rmSync(socketDirOf(buildDir), { recursive: true, force: true });
 }
+
+/**
+ * The folder of a sandboxed server's socket, `<work dir>/.s/<revision id>` for `<work dir>/<deployment
+ * id>/<revision id>`: outside the checkout (where the build could plant a link) and apart from the
+ * agent's records (the sandbox sees this folder, bound, and nothing else of the agent's); short,
+ * because a unix socket's path may have at most 107 bytes (MAX_WORK_DIR_FOR_SOCKETS).
+ */
+export function socketDirOf(buildDir: string): string {
+  return join(dirname(dirname(buildDir)), '.s', basename(buildDir));
+}
+
+/** The longest work directory whose sockets (`<work dir>/.s/<uuid>/server.sock`) fit in a unix socket path. */
+export const MAX_WORK_DIR_FOR_SOCKETS = 107 - '/.s/'.length - 36 - '/server.sock'.length;
 
 /**
  * What identifies a running process beyond its pid, which the system reuses (after a reboot,
@@ -81,11 +96,11 @@ export function processIdentity(pid: number): string | null {
   }
 }
 
-type ServerRecord = { pid: number; identity: string | null; port?: number };
+type ServerRecord = { pid: number; identity: string | null; port?: number; socketPath?: string };
 
-/** Records the process group the agent started to serve `buildDir` (and its port), with what identifies it. */
-export function recordServer(buildDir: string, pid: number, port?: number): void {
-  writeRecord(buildDir, SERVER, JSON.stringify({ pid, identity: processIdentity(pid), port } satisfies ServerRecord));
+/** Records the process group the agent started to serve `buildDir` (and where it answers), with what identifies it. */
+export function recordServer(buildDir: string, pid: number, upstream?: Upstream): void {
+  writeRecord(buildDir, SERVER, JSON.stringify({ pid, identity: processIdentity(pid), ...upstream } satisfies ServerRecord));
 }
 
 /** Forgets the record of `pid` (stopped); a record of another, newer server of the directory stays. */
@@ -98,7 +113,10 @@ function readServer(buildDir: string): ServerRecord | null {
   try {
     const record = JSON.parse(readFileSync(join(stateDirOf(buildDir), SERVER), 'utf8')) as Partial<ServerRecord>;
     const port = Number.isInteger(record.port) ? record.port : undefined;
-    return Number.isInteger(record.pid) && (record.pid as number) > 1 ? { pid: record.pid as number, identity: record.identity ?? null, port } : null;
+    const socketPath = typeof record.socketPath === 'string' ? record.socketPath : undefined;
+    return Number.isInteger(record.pid) && (record.pid as number) > 1
+      ? { pid: record.pid as number, identity: record.identity ?? null, port, socketPath }
+      : null;
   } catch {
     return null;
   }
@@ -109,11 +127,12 @@ function readServer(buildDir: string): ServerRecord | null {
  * was killed), when that process still runs and is still the one recorded; null otherwise (gone,
  * or the pid now names another process: after a reboot, or reused), so nothing unrelated is killed.
  */
-export function orphanOf(buildDir: string): { pid: number; port?: number } | { pid: number; stale: true } | null {
+export function orphanOf(buildDir: string): { pid: number; upstream?: Upstream } | { pid: number; stale: true } | null {
   const record = readServer(buildDir);
   if (!record) return null;
   const now = processIdentity(record.pid);
   if (now === null) return null;
   if (record.identity === null || now !== record.identity) return { pid: record.pid, stale: true };
-  return { pid: record.pid, port: record.port };
+  const upstream = record.socketPath !== undefined ? { socketPath: record.socketPath } : record.port !== undefined ? { port: record.port } : undefined;
+  return { pid: record.pid, upstream };
 }

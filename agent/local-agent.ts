@@ -3,16 +3,19 @@ import { chmodSync, mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deploymentUrl, dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
-import { adoptAgentServer, endOrphan, type RunningAgentServer, startAgentServer } from './agent-server.ts';
-import { builtRecord, isBuilt, markBuilt, removeBuild } from './build-records.ts';
+import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
+import { builtRecord, isBuilt, MAX_WORK_DIR_FOR_SOCKETS, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
+import { Cgroup, type Limits } from './cgroups.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
 import { type GraphConfig, readGraphConfigInside } from './graph-config.ts';
+import { type AgentLimits, diskUsage, LIMITS_NONE_WARNING, spaceLimit } from './limits.ts';
 import { LogStream } from './log-stream.ts';
 import { packagesKey, prunePackages, storedPackages, storePackages } from './package-store.ts';
 import { runCommand, type Sandboxed } from './processes.ts';
@@ -28,9 +31,12 @@ import {
   type SandboxMode,
   sharedReadOnly,
 } from './sandbox.ts';
+import { type EgressPolicy, sandboxResolvConf } from './sandbox-network.ts';
+import { giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
 import type { ServerPaths } from './server-command.ts';
 import type { ServerLine } from './server-output.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
+import { upstreamKey } from './upstream.ts';
 
 const run = promisify(execFile);
 
@@ -50,10 +56,20 @@ export type LocalAgentOptions = {
   /** `bwrap`: every command for a deployment runs in a bubblewrap sandbox (`bwrapPath`); `none`: unsandboxed, on purpose. */
   sandbox: SandboxMode;
   bwrapPath: string | null;
+  /** The host user sandboxes run as when the agent is root (never root itself); null: the agent's own user. */
+  sandboxUser: SandboxUser | null;
+  /** Each sandbox's network: a namespace of its own, with egress to public addresses through pasta (`pastaPath`), or none. */
+  egress: EgressPolicy;
+  pastaPath: string | null;
+  /** Resource limits of every sandboxed command; null: `--limits none` (warned in every build log). */
+  limits: AgentLimits | null;
   /** Operator variables install and build commands get (a private registry's token): names only, values from `env`. */
   passEnv: string[];
-  /** The package managers' cache shared by this agent's builds (default `<work-dir>/.cache`). */
+  /** Where each deployment's package managers' cache is made, `<cache-dir>/<deployment id>` (default `<work-dir>/<deployment id>/cache`). */
   cacheDir?: string;
+  /** `--public`: deployments answer without a key; otherwise `X-Api-Key` is checked with the control plane, answers kept `keyCacheMs` (≤ 30 s). */
+  public: boolean;
+  keyCacheMs: number;
   /** The URL template deployments are served under (`{name}`: the name's DNS-safe form); default `http://{name}.localhost:<proxy port>`. */
   publicUrl?: string;
   /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
@@ -114,14 +130,23 @@ export class LocalAgent {
     };
     // Builds, records and deployments' state live here: owner-only, whatever the umask (the
     // sandboxed commands run as the agent's own user, so they still reach what is bound for them).
+    // With a sandbox user, bwrap (run as that user) must pass through it to bind a deployment's
+    // folders: traversable, not listable (0711); each deployment's own folders are the user's.
+    if (this.#sandboxed() && Buffer.byteLength(this.#options.workDir) > MAX_WORK_DIR_FOR_SOCKETS)
+      throw new Error(
+        `the work directory ${this.#options.workDir} is too long: the proxy reaches sandboxed servers through unix sockets in it, whose paths may have at most 107 bytes; use a --work-dir of at most ${MAX_WORK_DIR_FOR_SOCKETS} bytes`,
+      );
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
-    chmodSync(this.#options.workDir, 0o700);
+    chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
     // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
     // routes the previous agent gave until this one has restored (adopted or restarted) every
     // live server, then gets the whole table at once. The heartbeat comes after, so the control
     // plane hears from this agent (showing its deployments READY) once its proxy serves them.
     const proxyPort = await this.#proxy.listen(this.#options.proxyPort, this.#options.proxyHost);
     this.#options.print(`agent: proxy listening on http://${this.#options.proxyHost}:${proxyPort}`);
+    await this.#proxy.checkKeys(
+      this.#options.public ? { public: true } : { url: this.#options.url, token: this.#options.token, ttlMs: this.#options.keyCacheMs },
+    );
     checkStopping();
     await this.#restore();
     checkStopping();
@@ -183,7 +208,8 @@ export class LocalAgent {
       } catch (error) {
         if (signal.aborted) return;
         this.#options.print(`agent: claim failed: ${String(error)}`);
-        await sleep(1000);
+        // A stop during the pause ends it at once (the retry used to sleep through it).
+        await sleep(1000, signal);
         continue;
       }
       if (!work) continue;
@@ -341,6 +367,8 @@ export class LocalAgent {
     }
     const cwd = dirname(join(buildDir, configRelative));
     if (this.#options.sandbox === 'none') logs.line(type, NONE_WARNING, 'warn');
+    // Fetched by the agent; written by install and build, which run as the sandbox user.
+    else giveTo(this.#options.sandboxUser, buildDir);
     const installCommand = deployment.install_command ?? detectInstallCommand(cwd);
     // Only sandboxed: the stored packages are bound read-only, which only a sandbox can do.
     const packages = this.#options.sandbox === 'bwrap' ? packagesKey(cwd, installCommand) : null;
@@ -351,17 +379,43 @@ export class LocalAgent {
       ['install_command', reused ? null : installCommand],
       ['build_command', deployment.build_command],
     ];
+    const limits = this.#sandboxed() ? this.#options.limits : null;
+    if (this.#sandboxed() && !limits) logs.line(type, LIMITS_NONE_WARNING, 'warn');
+    // Install and build share one deadline.
+    const deadline = limits ? Date.now() + limits.buildTimeoutSeconds * 1000 : 0;
     for (const [label, command] of steps) {
       if (!command) continue;
       logs.line(type, `$ ${command}`);
-      const result = await runCommand(command, {
-        cwd,
-        env: this.#buildEnv(),
-        sandbox: this.#sandboxFor(buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null),
-        signal,
-        onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
-      });
-      if (result.aborted) throw new Aborted(`${label} interrupted`);
+      const cgroup = limits
+        ? this.#cgroup(`${deployment.id}.${revision.id}.${label}`, { memoryMb: limits.buildMemoryMb, pidsMax: limits.pidsMax, cpus: limits.cpus })
+        : null;
+      const written = [buildDir, this.#cacheDir(deployment.id)];
+      let result: Awaited<ReturnType<typeof runCommand>>;
+      let breach: string | null = null;
+      try {
+        result = await runCommand(command, {
+          cwd,
+          env: this.#buildEnv(),
+          sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
+          signal,
+          onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
+          timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
+          watch: limits
+            ? {
+                everyMs: 1000,
+                check: async () =>
+                  (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
+              }
+            : undefined,
+        });
+        // Read before the cgroup goes: its counters say which limit stopped the command.
+        breach = cgroup?.breach() ?? null;
+      } finally {
+        cgroup?.remove();
+      }
+      if (result.aborted && !result.limit) throw new Aborted(`${label} interrupted`);
+      const limit = result.limit ?? breach ?? (limits && result.code !== 0 ? spaceLimit(result, limits) : null);
+      if (limit) throw new StageFailure(`${label} \`${command}\` stopped: ${limit}`);
       if (result.code !== 0) {
         const how = result.code === null ? `signal ${result.signal}` : `exit code ${result.code}`;
         throw new StageFailure(`${label} \`${command}\` failed with ${how}: ${result.lastLines.slice(-8).join('\n')}`);
@@ -441,28 +495,28 @@ export class LocalAgent {
   ): Promise<void> {
     const hosts = hostsOf(deployment);
     const previous = this.#live.get(deployment.id);
-    this.#proxy.route(hosts, server.port);
+    this.#proxy.route(deployment.id, hosts, server.upstream);
     this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
     logs.line(
       'deploy',
-      `serving ${deploymentUrl(this.#publicUrl, deployment.name)} through the agent's proxy (agent server on port ${server.port}); the previous revision stops once its requests are answered`,
+      `serving ${deploymentUrl(this.#publicUrl, deployment.name)} through the agent's proxy (agent server at ${upstreamKey(server.upstream)}); the previous revision stops once its requests are answered`,
     );
     try {
       await commit();
     } catch (error) {
       if (previous) {
-        this.#proxy.route(hosts, previous.server.port);
+        this.#proxy.route(deployment.id, previous.hosts, previous.server.upstream);
         this.#live.set(deployment.id, previous);
       } else {
-        this.#proxy.unroute(hosts);
+        this.#proxy.unroute(deployment.id);
         this.#live.delete(deployment.id);
       }
       await server.stop();
       await runtimeLogs?.stop();
       throw error;
     }
-    if (previous && previous.server.port !== server.port) {
-      await this.#proxy.drained(previous.server.port);
+    if (previous && upstreamKey(previous.server.upstream) !== upstreamKey(server.upstream)) {
+      await this.#proxy.drained(previous.server.upstream);
       await previous.server.stop();
       await previous.runtimeLogs?.stop();
       if (previous.buildDir !== buildDir) removeBuild(previous.buildDir);
@@ -471,7 +525,7 @@ export class LocalAgent {
     prunePackages(this.#options.workDir, deployment.id, new Set(inUse ? [inUse] : []));
   }
 
-  #startServer(
+  async #startServer(
     deploymentId: string,
     buildDir: string,
     revision: WorkRevision,
@@ -486,11 +540,46 @@ export class LocalAgent {
     const stateDir = command ? null : this.#stateFolder(deploymentId, cwd);
     const key = builtRecord(buildDir)?.packages ?? null;
     const packages = key ? { deploymentId, key } : null;
+    const socketDir = socketDirOf(buildDir);
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
-    const sandbox = command ? null : this.#sandboxFor(buildDir, cwd, stateDir, packages);
+    const limits = this.#options.limits;
+    const spec = revision.resource_spec;
+    // The revision's resource_spec where it sets them, else the agent's flags.
+    const cgroup =
+      command || !stateDir || !limits || !this.#sandboxed()
+        ? null
+        : this.#cgroup(`${revision.id}.server`, {
+            memoryMb: spec?.memory_limit_mb ?? limits.memoryMb,
+            pidsMax: limits.pidsMax,
+            cpus: spec?.cpu_limit ?? limits.cpus,
+          });
+    const sandbox =
+      command || !stateDir ? null : this.#sandboxFor(deploymentId, buildDir, cwd, { stateDir, socketDir: this.#socketFolder(socketDir) }, packages, cgroup);
+    const channel: ServerChannel | null = sandbox
+      ? { node: `${SANDBOX_NODE_DIR}/node`, relay: SANDBOX_RELAY, socket: { host: join(socketDir, 'server.sock'), seen: `${SANDBOX_SOCKET_DIR}/server.sock` } }
+      : null;
     const env = command || this.#options.sandbox === 'none' ? { ...this.#unsandboxedEnv(), ...secrets } : { ...this.#serverEnv(), ...secrets };
     const paths = { ...this.#serverPaths(), checkoutModules: key ? storedPackages(this.#options.workDir, deploymentId, key) : null };
-    return startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    try {
+      return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#options.startTimeoutMs, signal, onLine });
+    } catch (error) {
+      // Stopped by its cgroup: the status message names the limit first.
+      const breach = cgroup?.breach();
+      cgroup?.remove();
+      if (breach) throw new Error(`the agent server stopped: ${breach} (${(error as Error).message})`);
+      throw error;
+    }
+  }
+
+  /** The folder of a sandboxed server's socket: empty, the sandbox user's, nobody else's. */
+  #socketFolder(dir: string): string {
+    rmSync(dir, { recursive: true, force: true });
+    // Its parent is passed through (0711) by bwrap, which runs as the sandbox user, to bind it.
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o711 });
+    chmodSync(dirname(dir), 0o711);
+    mkdirSync(dir, { mode: 0o700 });
+    giveFolderTo(this.#options.sandboxUser, dir);
+    return dir;
   }
 
   /**
@@ -501,11 +590,15 @@ export class LocalAgent {
   #stateFolder(deploymentId: string, cwd: string): string {
     const state = join(this.#options.workDir, deploymentId, 'state');
     mkdirSync(state, { recursive: true });
+    if (this.#sandboxed()) giveTo(this.#options.sandboxUser, state);
     const inCheckout = join(cwd, '.langgraph_api');
     // Whatever the checkout has there (a file, a link planted by the repository) gives way.
     rmSync(inCheckout, { recursive: true, force: true });
     if (this.#options.sandbox === 'none') symlinkSync(state, inCheckout);
-    else mkdirSync(inCheckout);
+    else {
+      mkdirSync(inCheckout);
+      giveFolderTo(this.#options.sandboxUser, inCheckout);
+    }
     return state;
   }
 
@@ -514,21 +607,65 @@ export class LocalAgent {
    * read-write; with `stateDir` (the agent server) its deployment's state folder, else (install and
    * build) the package managers' cache, read-write; the agent's Node and node_modules read-only.
    */
-  #sandboxFor(buildDir: string, cwd: string, stateDir: string | null, packages: { deploymentId: string; key: string } | null = null): Sandboxed | null {
-    if (this.#options.sandbox === 'none' || !this.#options.bwrapPath) return null;
-    const writable = stateDir ? [{ from: stateDir, to: join(cwd, '.langgraph_api') }] : [{ from: this.#cacheDir(), to: SANDBOX_CACHE_DIR }];
+  #sandboxFor(
+    deploymentId: string,
+    buildDir: string,
+    cwd: string,
+    server: { stateDir: string; socketDir: string } | null,
+    packages: { deploymentId: string; key: string } | null = null,
+    cgroup: Cgroup | null = null,
+  ): Sandboxed | null {
+    if (!this.#sandboxed() || !this.#options.bwrapPath) return null;
+    const writable = server
+      ? [
+          { from: server.stateDir, to: join(cwd, '.langgraph_api') },
+          { from: server.socketDir, to: SANDBOX_SOCKET_DIR },
+        ]
+      : [{ from: this.#cacheDir(deploymentId), to: SANDBOX_CACHE_DIR }];
     const readOnly = sharedReadOnly(agentModules());
+    if (server) readOnly.push({ from: RELAY, to: SANDBOX_RELAY });
     const stored = packages ? storedPackages(this.#options.workDir, packages.deploymentId, packages.key) : null;
     if (stored) readOnly.push({ from: stored, to: join(cwd, 'node_modules') });
+    const egress = this.#options.egress;
     return {
       bwrap: this.#options.bwrapPath,
-      spec: { checkout: buildDir, cwd, writable, readOnly, dieWithAgent: stateDir === null },
+      spec: {
+        checkout: buildDir,
+        cwd,
+        writable,
+        readOnly,
+        dieWithAgent: server === null,
+        user: this.#options.sandboxUser,
+        network: {
+          policy: egress,
+          pasta: this.#options.pastaPath,
+          resolvConf: egress.mode === 'public' ? sandboxResolvConf(this.#options.workDir) : null,
+        },
+        limits: cgroup && this.#options.limits ? { cgroup, tmpMb: this.#options.limits.tmpMb, fileMb: this.#options.limits.diskMb } : null,
+      },
     };
   }
 
-  #cacheDir(): string {
-    const dir = resolve(this.#options.cacheDir ?? join(this.#options.workDir, '.cache'));
-    mkdirSync(dir, { recursive: true });
+  /** A cgroup for one command, with `limits` (made now; the command joins it as it starts). */
+  #cgroup(name: string, limits: Limits): Cgroup | null {
+    return this.#options.limits ? new Cgroup(this.#options.limits.cgroups, name, limits) : null;
+  }
+
+  #sandboxed(): boolean {
+    return this.#options.sandbox === 'bwrap';
+  }
+
+  /**
+   * The deployment's own package managers' cache: its installs write only there (a shared cache
+   * one install could write would let it plant packages for every other deployment).
+   */
+  #cacheDir(deploymentId: string): string {
+    const dir = this.#options.cacheDir ? join(resolve(this.#options.cacheDir), deploymentId) : join(this.#options.workDir, deploymentId, 'cache');
+    // Its parent is passed through (0711) by bwrap, which runs as the sandbox user, to bind it.
+    mkdirSync(dirname(dir), { recursive: true, mode: 0o711 });
+    if (this.#options.cacheDir) chmodSync(dirname(dir), 0o711);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    giveFolderTo(this.#options.sandboxUser, dir);
     return dir;
   }
 
@@ -623,13 +760,17 @@ export class LocalAgent {
 
   async #teardown(deployment: WorkDeployment, claimId: string): Promise<void> {
     const live = this.#live.get(deployment.id);
+    // Whether or not this agent serves it now (an agent restarted meanwhile), nothing of the
+    // deployment stays routed: every host and path it had answers 404.
+    this.#proxy.unroute(deployment.id);
     if (live) {
-      this.#proxy.unroute(live.hosts);
       await live.server.stop();
+      removeBuild(live.buildDir);
       await live.runtimeLogs?.stop();
       this.#live.delete(deployment.id);
     }
     rmSync(join(this.#options.workDir, deployment.id), { recursive: true, force: true });
+    rmSync(this.#cacheDir(deployment.id), { recursive: true, force: true });
     this.#options.print(`agent: tore down ${deployment.name}`);
     await this.#client.done(claimId);
   }
@@ -649,7 +790,7 @@ export class LocalAgent {
       if (adopted) {
         // The server the previous agent left serving: its threads and runs go on untouched.
         const hosts = hostsOf(deployment);
-        this.#proxy.route(hosts, adopted.port);
+        this.#proxy.route(deployment.id, hosts, adopted.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
         this.#options.print(
           `agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`,
@@ -661,7 +802,7 @@ export class LocalAgent {
       try {
         const server = await this.#startServer(deployment.id, buildDir, revision, (line) => runtimeLogs.line(line), this.#stopping.signal);
         const hosts = hostsOf(deployment);
-        this.#proxy.route(hosts, server.port);
+        this.#proxy.route(deployment.id, hosts, server.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
         this.#options.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
       } catch (error) {
@@ -701,6 +842,12 @@ export function defaultPublicUrl(proxyHost: string, proxyPort: number): string {
   return `http://${isIP(host) === 6 ? `[${host}]` : host}:${proxyPort}/d/{name}`;
 }
 
+/** Where a sandboxed server's socket folder is bound inside its sandbox. */
+const SANDBOX_SOCKET_DIR = '/run/agent-server';
+/** The relay that serves a sandboxed server's port as that socket (sandbox-relay.mjs), and where the sandbox sees it. */
+const RELAY = fileURLToPath(new URL('./sandbox-relay.mjs', import.meta.url));
+const SANDBOX_RELAY = '/opt/agent/sandbox-relay.mjs';
+
 /** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */
 function agentModules(): string | null {
   try {
@@ -720,6 +867,15 @@ async function answers(command: string, args: string[]): Promise<boolean> {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less when `signal` aborts meanwhile. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { bwrapArgs, type SandboxSpec } from './sandbox.ts';
+import { type SandboxSpec, sandboxCommand } from './sandbox.ts';
 
 /** Runs a command inside a bubblewrap sandbox: the bwrap binary and what the sandbox holds. */
 export type Sandboxed = { bwrap: string; spec: SandboxSpec };
@@ -98,7 +98,7 @@ export function startCommand(
   },
 ): ChildProcess {
   const [file, args, cwd] = options.sandbox
-    ? [options.sandbox.bwrap, [...bwrapArgs(options.sandbox.spec), '--', ...closingDescriptors(command)], '/']
+    ? [...sandboxCommand(options.sandbox.bwrap, options.sandbox.spec, closingDescriptors(command)), '/']
     : ['sh', ['-c', command], options.cwd];
   const output = options.outputFile ? openSync(options.outputFile, 'a') : null;
   let child: ChildProcess;
@@ -176,7 +176,14 @@ export function splitLines(stream: Readable, onLine: (line: string) => void, max
   });
 }
 
-export type CommandResult = { code: number | null; signal: string | null; lastLines: string[]; aborted: boolean };
+export type CommandResult = {
+  code: number | null;
+  signal: string | null;
+  lastLines: string[];
+  aborted: boolean;
+  /** The limit that ended it (its timeout, or what `watch` said), as a status message names it. */
+  limit: string | null;
+};
 
 /**
  * Runs a command to its end, every line to `onLine`; `signal` kills its whole process group (an
@@ -190,11 +197,16 @@ export function runCommand(
     signal: AbortSignal;
     onLine: (line: string, stream: 'stdout' | 'stderr') => void;
     sandbox?: Sandboxed | null;
+    /** Ends the command after this long; the result's `limit` says so with `timeoutMessage`. */
+    timeout?: { ms: number; message: string };
+    /** Asked every `everyMs` while the command runs: a message ends the command (a limit it went past). */
+    watch?: { everyMs: number; check: () => Promise<string | null> };
   },
 ): Promise<CommandResult> {
   const lastLines: string[] = [];
+  let limit: string | null = null;
   return new Promise((resolve, reject) => {
-    if (options.signal.aborted) return resolve({ code: null, signal: null, lastLines, aborted: true });
+    if (options.signal.aborted) return resolve({ code: null, signal: null, lastLines, aborted: true, limit });
     const child = startCommand(command, {
       cwd: options.cwd,
       env: options.env,
@@ -208,14 +220,38 @@ export function runCommand(
     const onAbort = () => {
       if (child.pid) void killGroup(child.pid);
     };
+    const endFor = (message: string) => {
+      limit ??= message;
+      onAbort();
+    };
+    const timer = options.timeout ? setTimeout(() => endFor(options.timeout!.message), options.timeout.ms) : null;
+    let watching = false;
+    const watcher = options.watch
+      ? setInterval(() => {
+          if (watching) return;
+          watching = true;
+          options.watch!.check().then(
+            (message) => {
+              watching = false;
+              if (message) endFor(message);
+            },
+            () => (watching = false),
+          );
+        }, options.watch.everyMs)
+      : null;
+    const cleanUp = () => {
+      options.signal.removeEventListener('abort', onAbort);
+      if (timer) clearTimeout(timer);
+      if (watcher) clearInterval(watcher);
+    };
     options.signal.addEventListener('abort', onAbort, { once: true });
     child.on('error', (error) => {
-      options.signal.removeEventListener('abort', onAbort);
+      cleanUp();
       reject(error);
     });
     child.on('close', (code, signal) => {
-      options.signal.removeEventListener('abort', onAbort);
-      resolve({ code, signal, lastLines, aborted: options.signal.aborted });
+      cleanUp();
+      resolve({ code, signal, lastLines, aborted: options.signal.aborted, limit });
     });
   });
 }

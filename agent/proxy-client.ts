@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processIdentity } from './build-records.ts';
+import { type Upstream, upstreamKey } from './upstream.ts';
 
 type Status = { pid: number; port: number; host: string };
 
@@ -17,7 +18,8 @@ export class ProxyClient {
   readonly #dir: string;
   readonly #socket: string;
   readonly #record: string;
-  readonly #table = new Map<string, { hosts: string[]; port: number }>();
+  /** Each deployment's routes, by deployment id: a deployment whose host names changed (its placeholder URL, then its custom_url) has one entry, which goes with it. */
+  readonly #table = new Map<string, { hosts: string[]; upstream: Upstream }>();
   #published = false;
   #sending: Promise<void> = Promise.resolve();
 
@@ -53,14 +55,25 @@ export class ProxyClient {
     }
   }
 
-  route(hosts: string[], port: number): void {
-    this.#table.set(hosts.join(' '), { hosts, port });
+  /** Serves the deployment's host names (all it has now: any it had before stop answering) from `upstream`. */
+  route(deploymentId: string, hosts: string[], upstream: Upstream): void {
+    this.#table.set(deploymentId, { hosts, upstream });
     this.#push();
   }
 
-  unroute(hosts: string[]): void {
-    this.#table.delete(hosts.join(' '));
+  /** The deployment is no longer served here: every host name and path it had answers 404. */
+  unroute(deploymentId: string): void {
+    this.#table.delete(deploymentId);
     this.#push();
+  }
+
+  /**
+   * How the proxy checks `X-Api-Key`: with the control plane at `url` as this agent (`token`),
+   * answers kept `ttlMs`; or not at all (`public`). Sent before any route is, so no deployment is
+   * ever served without the check it should have.
+   */
+  async checkKeys(settings: { public: true } | { url: string; token: string; ttlMs: number }): Promise<void> {
+    await this.#call('PUT', '/key-check', 'public' in settings ? settings : { url: settings.url, token: settings.token, ttl_ms: settings.ttlMs });
   }
 
   /** Sends the table as it is now, and every change after it. */
@@ -70,10 +83,10 @@ export class ProxyClient {
     return this.#sending;
   }
 
-  /** Resolves when no request is forwarded to `port` any more (or after `maxMs`). */
-  async drained(port: number, maxMs = 10_000): Promise<void> {
+  /** Resolves when no request is forwarded to `upstream` any more (or after `maxMs`). */
+  async drained(upstream: Upstream, maxMs = 10_000): Promise<void> {
     await this.#sending;
-    await this.#call('GET', `/drained?port=${port}&max_ms=${maxMs}`).catch(() => undefined);
+    await this.#call('GET', `/drained?upstream=${encodeURIComponent(upstreamKey(upstream))}&max_ms=${maxMs}`).catch(() => undefined);
   }
 
   /** `stopProxy`: the agent stops for good (SIGINT); otherwise the proxy serves on for the next agent. */
@@ -84,7 +97,7 @@ export class ProxyClient {
 
   #push(): void {
     if (!this.#published) return;
-    const routes = [...this.#table.values()];
+    const routes = [...this.#table.entries()].map(([deploymentId, { hosts, upstream }]) => ({ deploymentId, hosts, upstream }));
     this.#sending = this.#sending.then(() => this.#call('PUT', '/routes', { routes }).then(() => undefined));
   }
 

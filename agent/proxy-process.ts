@@ -3,14 +3,15 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { processIdentity } from './build-records.ts';
-import { DeploymentProxy } from './proxy.ts';
+import { KeyChecker } from './key-check.ts';
+import { DeploymentProxy, type RouteEntry } from './proxy.ts';
 
 /**
  * The agent's reverse proxy as a process of its own, so that it outlives a restart of the agent:
  * the port stays open and every connection keeps being answered while one agent stops and the
  * next starts. The agent drives it over a control socket in its work directory (not reachable
- * from the sandboxes): `PUT /routes` replaces the routing table, `GET /drained?port=` waits until
- * no request is forwarded to a port, `GET /status`, `POST /exit`.
+ * from the sandboxes): `PUT /routes` replaces the routing table, `PUT /key-check` says how keys are checked, `GET /drained?upstream=` waits until
+ * no request is forwarded to a server, `GET /status`, `POST /exit`.
  */
 export async function runProxyProcess(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -50,12 +51,20 @@ async function answer(proxy: DeploymentProxy, req: IncomingMessage, res: ServerR
     if (req.method === 'PUT' && url.pathname === '/routes') {
       let text = '';
       for await (const chunk of req) text += String(chunk);
-      const { routes } = JSON.parse(text) as { routes: Array<{ hosts: string[]; port: number }> };
+      const { routes } = JSON.parse(text) as { routes: RouteEntry[] };
       proxy.replaceRoutes(routes);
       return json(200, { routes: routes.length });
     }
+    if (req.method === 'PUT' && url.pathname === '/key-check') {
+      // The agent's token comes over this socket (owner-only, in the work directory), never on a command line.
+      let text = '';
+      for await (const chunk of req) text += String(chunk);
+      const settings = JSON.parse(text) as { public: true } | { url: string; token: string; ttl_ms: number };
+      proxy.checkKeys('public' in settings ? null : new KeyChecker({ url: settings.url, token: settings.token, ttlMs: settings.ttl_ms }));
+      return json(200, { checking: !('public' in settings) });
+    }
     if (req.method === 'GET' && url.pathname === '/drained') {
-      await proxy.drained(Number(url.searchParams.get('port')), Number(url.searchParams.get('max_ms') ?? 10_000));
+      await proxy.drained(url.searchParams.get('upstream') ?? '', Number(url.searchParams.get('max_ms') ?? 10_000));
       return json(200, { drained: true });
     }
     if (req.method === 'POST' && url.pathname === '/exit') {

@@ -1,24 +1,40 @@
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { KeyChecker } from './key-check.ts';
+import { connectTo, type Upstream, upstreamKey } from './upstream.ts';
 
-type Route = { port: number };
+type Route = { deploymentId: string; upstream: Upstream; key: string };
+
+/** What a deployment's route is made of: the deployment, its host names, its server. */
+export type RouteEntry = { deploymentId: string; hosts: string[]; upstream: Upstream };
+
+/** The header the key comes in, as on the hosted product (and the LangGraph SDK's `api_key`). */
+const KEY_HEADER = 'x-api-key';
 
 /**
  * The reverse proxy of a `local` listener: a request's `Host` names the deployment (its
  * `custom_url` host name, or `<name>.<anything>` with the name's DNS-safe form), or its path does
- * (`/d/<name>/…`); it is forwarded to the port of that deployment's live agent server. Switching a route is one map write; requests already forwarded finish on the
- * old server, and `drained(port)` tells when none is left, so the old server can be stopped.
+ * (`/d/<name>/…`); it is forwarded to that deployment's live agent server (its socket, or its port). Switching a
+ * route is one map write; requests already forwarded finish on the old server, and
+ * `drained(upstream)` tells when none is left, so the old server can be stopped.
  */
 export class DeploymentProxy {
   readonly #routes = new Map<string, Route>();
-  readonly #inFlight = new Map<number, number>();
+  readonly #inFlight = new Map<string, number>();
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   #server: Server | null = null;
   #closing = false;
+  /** Null: every request is forwarded without a key (`--public`, or before the agent sent its settings). */
+  #keys: KeyChecker | null = null;
 
-  /** Points the deployment's host names at `port`. */
-  route(hosts: string[], port: number): void {
-    for (const host of hosts) this.#routes.set(host.toLowerCase(), { port });
+  /** From now on requests need a key `keys` allows (null: none needed). */
+  checkKeys(keys: KeyChecker | null): void {
+    this.#keys = keys;
+  }
+
+  /** Points the deployment's host names at `upstream`. */
+  route({ deploymentId, hosts, upstream }: RouteEntry): void {
+    for (const host of hosts) this.#routes.set(host.toLowerCase(), { deploymentId, upstream, key: upstreamKey(upstream) });
   }
 
   unroute(hosts: string[]): void {
@@ -26,15 +42,15 @@ export class DeploymentProxy {
   }
 
   /** Replaces the whole routing table in one step (the agent sends it whole). */
-  replaceRoutes(routes: Array<{ hosts: string[]; port: number }>): void {
+  replaceRoutes(routes: RouteEntry[]): void {
     this.#routes.clear();
-    for (const { hosts, port } of routes) this.route(hosts, port);
+    for (const entry of routes) this.route(entry);
   }
 
-  /** Resolves when no request is being forwarded to `port` (or after `maxMs`). */
-  async drained(port: number, maxMs = 10_000): Promise<void> {
+  /** Resolves when no request is being forwarded to the upstream named `key` (upstreamKey), or after `maxMs`. */
+  async drained(key: string, maxMs = 10_000): Promise<void> {
     const deadline = Date.now() + maxMs;
-    while ((this.#inFlight.get(port) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    while ((this.#inFlight.get(key) ?? 0) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   }
 
   /**
@@ -53,8 +69,34 @@ export class DeploymentProxy {
     return { ...byPath, path: rest.startsWith('/') ? rest : `/${rest}` };
   }
 
+  /**
+   * Why a request may not reach the deployment, or null when it may: `GET /ok` is open (health
+   * checks); otherwise `X-Api-Key` must hold a key of the deployment's workspace or organization.
+   */
+  async #refusal(
+    method: string | undefined,
+    target: Route & { path: string },
+    header: string | string[] | undefined,
+  ): Promise<{ status: number; detail: string; headers?: Record<string, string> } | null> {
+    const keys = this.#keys;
+    if (!keys) return null;
+    if (method === 'GET' && (target.path === '/ok' || target.path.startsWith('/ok?'))) return null;
+    const key = Array.isArray(header) ? header[0] : header;
+    const challenge = { 'www-authenticate': 'ApiKey header="X-Api-Key"' };
+    if (!key) return { status: 401, detail: 'Missing API key: send a key of the deployment’s workspace in the X-Api-Key header.', headers: challenge };
+    let verdict: Awaited<ReturnType<KeyChecker['check']>>;
+    try {
+      verdict = await keys.check(target.deploymentId, key);
+    } catch (error) {
+      return { status: 503, detail: `The API key could not be checked with the control plane: ${(error as Error).message}`, headers: { 'retry-after': '5' } };
+    }
+    if (verdict === 'invalid') return { status: 401, detail: 'Invalid or revoked API key.', headers: challenge };
+    if (verdict === 'other_workspace') return { status: 403, detail: 'This API key may not use this deployment: it belongs to another workspace.' };
+    return null;
+  }
+
   listen(port: number, host: string): Promise<number> {
-    const server = createServer((req, res) => {
+    const server = createServer(async (req, res) => {
       const target = this.#target(req.headers.host, req.url ?? '/');
       if (!target) {
         res
@@ -62,18 +104,25 @@ export class DeploymentProxy {
           .end(JSON.stringify({ detail: `No deployment is served here for host ${req.headers.host ?? ''}.` }));
         return;
       }
-      const { port: upstreamPort } = target;
-      this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 0) + 1);
+      const refused = await this.#refusal(req.method, target, req.headers[KEY_HEADER]);
+      if (refused) {
+        req.resume();
+        res.writeHead(refused.status, { 'content-type': 'application/json', ...refused.headers }).end(JSON.stringify({ detail: refused.detail }));
+        return;
+      }
+      // The key is the caller's credential for the control plane: the deployment's code never sees it.
+      delete req.headers[KEY_HEADER];
+      const { key } = target;
+      this.#inFlight.set(key, (this.#inFlight.get(key) ?? 0) + 1);
       let done = false;
       const finish = () => {
         if (done) return;
         done = true;
-        this.#inFlight.set(upstreamPort, (this.#inFlight.get(upstreamPort) ?? 1) - 1);
+        this.#inFlight.set(key, (this.#inFlight.get(key) ?? 1) - 1);
       };
       const upstream = request(
         {
-          host: '127.0.0.1',
-          port: upstreamPort,
+          ...connectTo(target.upstream),
           method: req.method,
           path: target.path,
           headers: { ...req.headers, 'x-forwarded-host': req.headers.host ?? '' },

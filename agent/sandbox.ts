@@ -1,6 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { Cgroup } from './cgroups.ts';
+import { type EgressPolicy, inNetworkNamespace } from './sandbox-network.ts';
+import type { SandboxUser } from './sandbox-user.ts';
 
 /**
  * How the agent isolates what it runs for a deployment. `bwrap`: every install, build and agent
@@ -12,7 +15,7 @@ export type SandboxMode = 'bwrap' | 'none';
 
 /** Where the Node binary appears inside the sandbox: the host path of the agent's own Node is not shown. */
 export const SANDBOX_NODE_DIR = '/opt/node/bin';
-/** The package managers' cache inside the sandbox (the agent's `--cache-dir`). */
+/** The package managers' cache inside the sandbox: its deployment's own (under the agent's `--cache-dir`). */
 export const SANDBOX_CACHE_DIR = '/var/cache/sandbox';
 /** The sandbox's home: an empty folder on the sandbox's own /tmp, gone when the sandbox ends. */
 export const SANDBOX_HOME = '/tmp/home';
@@ -67,6 +70,12 @@ export type SandboxSpec = {
    * an agent server outlives it, so a restart of the agent fails no request.
    */
   dieWithAgent: boolean;
+  /** Who it runs as on the host (null: the agent's own user, which is then not root). */
+  user: SandboxUser | null;
+  /** Its network: a namespace of its own always; egress to public addresses through pasta, or none. */
+  network: { policy: EgressPolicy; pasta: string | null; resolvConf: string | null };
+  /** Its resources (null: `--limits none`): its cgroup, the size of each tmpfs it gets, the largest file it may write. */
+  limits: { cgroup: Cgroup; tmpMb: number; fileMb: number } | null;
 };
 
 /**
@@ -102,8 +111,8 @@ const ETC_FILES = [
  */
 export function bwrapArgs(spec: SandboxSpec): string[] {
   const args = [
-    // Own user, pid, ipc, uts and cgroup namespaces; the network is shared (the proxy reaches the
-    // server on loopback, graphs call model APIs).
+    // Own user, pid, ipc, uts and cgroup namespaces; the network namespace is made around bwrap
+    // (sandbox-network.ts) or, without egress, by bwrap itself.
     '--unshare-user',
     '--unshare-pid',
     '--unshare-ipc',
@@ -132,7 +141,15 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
     if (existsSync(`/etc/${name}`)) args.push('--ro-bind', `/etc/${name}`, `/etc/${name}`);
   }
   // Its own /proc (only its own processes), a minimal /dev, and an empty /tmp and home of its own.
-  args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, '--tmpfs', '/run', '--tmpfs', '/var/tmp');
+  // Each tmpfs is sized: unsized, it could hold as much as the machine's memory.
+  const size = spec.limits ? ['--size', String(spec.limits.tmpMb * 1024 * 1024)] : [];
+  args.push('--proc', '/proc', '--dev', '/dev', ...size, '--tmpfs', '/tmp', '--dir', SANDBOX_HOME, ...size, '--tmpfs', '/run', ...size, '--tmpfs', '/var/tmp');
+  // Nothing of the kernel's settings is writable from inside, whatever the sandbox's rights are:
+  // /proc/sys read-only, the sysrq trigger and the kernel's core pattern not there at all.
+  args.push('--ro-bind', '/proc/sys', '/proc/sys');
+  for (const hidden of ['/proc/sysrq-trigger', '/proc/kcore', '/proc/kmsg']) if (existsSync(hidden)) args.push('--ro-bind', '/dev/null', hidden);
+  if (spec.network.policy.mode === 'none') args.push('--unshare-net');
+  if (spec.network.resolvConf) args.push('--ro-bind', spec.network.resolvConf, '/etc/resolv.conf');
   // The checkout first: binds inside it (stored packages, the state folder) go over it, not under.
   args.push('--bind', spec.checkout, spec.checkout);
   for (const { from, to } of spec.readOnly) args.push('--ro-bind', from, to);
@@ -140,6 +157,25 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
   args.push('--chdir', spec.cwd);
   if (spec.dieWithAgent) args.push('--die-with-parent');
   return args;
+}
+
+/**
+ * The program and arguments that run `inner` (the command inside bwrap) in its sandbox: as the
+ * sandbox user (setpriv, supplementary groups cleared), in its network namespace, under bwrap;
+ * with limits, inside its cgroup and with no file larger than the disk cap (prlimit).
+ * `--pdeathsig KILL` where the sandbox must die with the agent: the chain's first process goes
+ * when the agent does, and bwrap's `--die-with-parent` takes the rest.
+ */
+export function sandboxCommand(bwrap: string, spec: SandboxSpec, inner: string[]): [string, string[]] {
+  const sandboxed = inNetworkNamespace([bwrap, ...bwrapArgs(spec), '--', ...inner], spec.network.policy, spec.network.pasta ?? 'pasta');
+  const setpriv = [
+    ...(spec.user ? ['--reuid', String(spec.user.uid), '--regid', String(spec.user.gid), '--clear-groups'] : []),
+    ...(spec.dieWithAgent ? ['--pdeathsig', 'KILL'] : []),
+  ];
+  const chain = setpriv.length === 0 ? sandboxed : ['setpriv', ...setpriv, '--', ...sandboxed];
+  // Into its cgroup first (as the agent, which may write there), and no file past the disk cap.
+  const limited = spec.limits ? [...spec.limits.cgroup.joinPrefix(), 'prlimit', `--fsize=${spec.limits.fileMb * 1024 * 1024}`, '--', ...chain] : chain;
+  return [limited[0]!, limited.slice(1)];
 }
 
 function isLinkTo(path: string, target: string): boolean {

@@ -76,7 +76,7 @@ export function createListenerAgents(deps: {
         protocol,
         routes: (ctx: RouteContext) => {
           listenerTokenRoutes(ctx, tokens);
-          agentRoutes(ctx, { tokens, protocol });
+          agentRoutes(ctx, { tokens, protocol, auth: services.auth, store });
           workspaceSettingsRoutes(ctx, defaults);
         },
         /** Agent routes authenticate by listener token, not by API key. */

@@ -12,22 +12,27 @@ import {
   LiveDeployments,
   RuntimeLogAppend,
   RuntimeLogsStored,
+  VerifyKeyRequest,
+  VerifyKeyResponse,
 } from '../../shared/schemas/agent.ts';
 import { Revision } from '../../shared/schemas/revision.ts';
 import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
 import type { AgentProtocol } from '../domain/agents/protocol.ts';
+import { verifyDeploymentKey } from '../domain/agents/verify-key.ts';
+import type { Auth } from '../domain/auth.ts';
 import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { pathId, readJson } from '../http/validation.ts';
+import type { Store } from '../store/types.ts';
 
-export const AGENT_PATH = /^\/v2\/listeners\/[^/]+\/agent(\/|$)/;
+export const AGENT_PATH = /^\/v2\/(listeners\/[^/]+\/agent|agent)(\/|$)/;
 
 /**
  * The listener-agent protocol (docs/listener-protocol.md). These routes take a listener token, not
  * an API key (the API-key middleware skips them), and only the token's own listener's.
  */
-export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; protocol: AgentProtocol }): void {
+export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; protocol: AgentProtocol; auth: Auth; store: Store }): void {
   const { tokens, protocol } = deps;
   const tag = 'listener-agent';
   const base = '/v2/listeners/:listener_id/agent';
@@ -205,6 +210,22 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
     async (c) => {
       const agent = await agentOf(c);
       return c.json(await protocol.live(agent));
+    },
+  );
+
+  route(
+    ctx,
+    {
+      ...doc,
+      method: 'post',
+      path: '/v2/agent/verify-key',
+      summary: "May this API key read this deployment of the agent's workspace? Asked by the agent's proxy before it forwards a request (listener token)",
+      body: VerifyKeyRequest,
+      response: { status: 200, schema: VerifyKeyResponse },
+    },
+    async (c) => {
+      const agent = await tokens.authenticateAgent(bearerOf(c.req.raw.headers));
+      return c.json(await verifyDeploymentKey(deps, agent, await readJson(c, VerifyKeyRequest)));
     },
   );
 }

@@ -164,3 +164,14 @@ export const LiveDeployments = z.object({
   deployments: z.array(z.object({ deployment: WorkDeployment, revision: WorkRevision })),
 });
 export type LiveDeployments = z.infer<typeof LiveDeployments>;
+
+/** An agent's question before its proxy forwards a request: may this API key read this deployment? */
+export const VerifyKeyRequest = z.strictObject({ key: z.string().min(1).max(512), deployment_id: Uuid });
+export type VerifyKeyRequest = z.infer<typeof VerifyKeyRequest>;
+
+/**
+ * `allowed`; when not, `reason`: `invalid` (no such key, revoked or expired: the proxy answers 401)
+ * or `other_workspace` (a valid key that may not read this deployment: 403).
+ */
+export const VerifyKeyResponse = z.object({ allowed: z.boolean(), reason: z.enum(['invalid', 'other_workspace']).optional() });
+export type VerifyKeyResponse = z.infer<typeof VerifyKeyResponse>;

@@ -65,6 +65,11 @@ export async function startAgent(options: {
   cacheDir?: string;
   inheritedFd?: boolean;
   proxyPort?: number;
+  /**
+   * Whether the proxy asks for X-Api-Key as it does by default; false (the default here) starts
+   * the agent with --public, for tests about everything else than keys (their requests carry none).
+   */
+  requireKeys?: boolean;
 }): Promise<AgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
@@ -84,6 +89,7 @@ export async function startAgent(options: {
       ...['npm_config_prefer_offline', 'npm_config_audit', 'npm_config_fund'].flatMap((name) => ['--pass-env', name]),
       '--cache-dir',
       options.cacheDir ?? SHARED_TEST_CACHE,
+      ...(options.requireKeys ? [] : ['--public']),
       ...(options.args ?? []),
     ],
     {

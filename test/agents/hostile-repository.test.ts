@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,19 @@ import { type ServerProcess, startServerProcess } from '../helpers/server-proces
 import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
 
 type Probe = { found: string[]; reached: string[]; wrote: string[]; env: string[] };
+type NetProbe = { connected: string[]; kernel: string[]; marker: string };
+
+/** A listener the attacker must not reach: on 127.0.0.1 (a port) or an abstract unix socket (a name starting with NUL). */
+async function canary(where: number | string): Promise<{ server: Server; port: number }> {
+  const server = createServer((socket) => {
+    // The probe hangs up at once: a write into a closed socket is no failure of the canary.
+    socket.on('error', () => undefined);
+    socket.end('canary\n');
+  });
+  await new Promise<void>((resolve) => (typeof where === 'number' ? server.listen(where, '127.0.0.1', resolve) : server.listen(where, resolve)));
+  const address = server.address();
+  return { server, port: typeof address === 'object' && address ? address.port : 0 };
+}
 
 const OPERATOR_TOKEN = `operator-registry-token-${crypto.randomUUID()}`;
 
@@ -21,193 +35,257 @@ const OPERATOR_TOKEN = `operator-registry-token-${crypto.randomUUID()}`;
  * the LangGraph.js API server, git over file://.
  */
 describe('a hostile repository next to another workspace on one machine', () => {
-  let server: ServerProcess | undefined;
+  const servers: ServerProcess[] = [];
   const agents: AgentProcess[] = [];
-  const victimWork = mkdtempSync(join(tmpdir(), 'cp-victim-work-'));
-  const attackerWork = mkdtempSync(join(tmpdir(), 'cp-attacker-work-'));
+  const workDirs: string[] = [];
+  const canaries: Server[] = [];
 
   afterAll(async () => {
     for (const agent of agents) await agent.stop('SIGTERM');
-    await server?.kill('SIGTERM');
-    killLeftoverServers(victimWork);
-    killLeftoverServers(attackerWork);
+    for (const server of servers) await server.kill('SIGTERM');
+    for (const dir of workDirs) killLeftoverServers(dir);
+    for (const server of canaries) server.close();
   });
 
-  it('finds nothing of the other workspace, the agents or the control plane, writes nothing outside its own checkout, and sees its own secret only in its server', {
-    timeout: 600_000,
-  }, async () => {
-    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
-    const owner = apiClient(server.url, server.apiKey);
-    const attackerWs = (await owner.get('/v1/workspaces')).body[0].id as string;
-    const victimWsCreated = await owner.post('/v1/workspaces', { name: `victim-${crypto.randomUUID().slice(0, 6)}` });
-    expect(victimWsCreated.status).toBe(201);
-    const victimWs = victimWsCreated.body.id as string;
-    const victimApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': victimWs });
-    const attackerApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': attackerWs });
+  // With the sandbox nothing is found; with `--sandbox none` the same probes find every target of
+  // the network and the kernel (so they are proven able to find them).
+  it.each(['bwrap', 'none'] as const)(
+    'with --sandbox %s: sandboxed, finds nothing of the other workspace, the agents, the control plane, the network or the kernel and writes nothing outside its checkout; unsandboxed, its network and kernel probes find every target',
+    {
+      timeout: 600_000,
+    },
+    async (sandbox) => {
+      const sandboxed = sandbox === 'bwrap';
+      const args = ['--sandbox', sandbox];
+      const victimWork = mkdtempSync(join(tmpdir(), 'cp-victim-work-'));
+      const attackerWork = mkdtempSync(join(tmpdir(), 'cp-attacker-work-'));
+      workDirs.push(victimWork, attackerWork);
+      const server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
+      servers.push(server);
+      const owner = apiClient(server.url, server.apiKey);
+      const attackerWs = (await owner.get('/v1/workspaces')).body[0].id as string;
+      const victimWsCreated = await owner.post('/v1/workspaces', { name: `victim-${crypto.randomUUID().slice(0, 6)}` });
+      expect(victimWsCreated.status).toBe(201);
+      const victimWs = victimWsCreated.body.id as string;
+      const victimApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': victimWs });
+      const attackerApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': attackerWs });
 
-    // The victim: the fixture app with its secret, served by its own workspace's agent.
-    const victimSecret = `victim-secret-${crypto.randomUUID()}`;
-    const victimListener = await localListener(victimApi, victimWs);
-    const victimAgent = await startAgent({
-      url: server.url,
-      token: victimListener.token,
-      listenerId: victimListener.listenerId,
-      workDir: victimWork,
-      env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
-    });
-    agents.push(victimAgent);
-    const victimFx = await workspaceFixtures(victimApi);
-    const victimRepo = graphRepo();
-    const victim = await victimApi.post(
-      '/v2/deployments',
-      githubBody(uniqueName('victim'), victimFx.integrationId, {
-        source_config: { integration_id: victimFx.integrationId, repo_url: victimRepo.url, deployment_type: 'dev', build_on_push: false },
-        secrets: [{ name: 'GREETING', value: victimSecret }],
-      }),
-    );
-    expect(victim.status).toBe(201);
-    const victimRevision = await revisionReaches(
-      victimApi,
-      victim.body.id,
-      victim.body.latest_revision_id,
-      ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
-      300_000,
-    );
-    expect(victimRevision.status, `${victimRevision.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
-    const victimDeployment = (await victimApi.get(`/v2/deployments/${victim.body.id}`)).body;
-    const victimHost = victimDeployment.source_config.custom_url;
-    const victimCheckout = join(victimWork, victim.body.id, victimRevision.id);
-    const victimGraph = readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8');
+      // The victim: the fixture app with its secret, served by its own workspace's agent.
+      const victimSecret = `victim-secret-${crypto.randomUUID()}`;
+      const victimListener = await localListener(victimApi, victimWs);
+      const victimAgent = await startAgent({
+        url: server.url,
+        token: victimListener.token,
+        listenerId: victimListener.listenerId,
+        workDir: victimWork,
+        env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
+        args,
+      });
+      agents.push(victimAgent);
+      const victimFx = await workspaceFixtures(victimApi);
+      const victimRepo = graphRepo();
+      const victim = await victimApi.post(
+        '/v2/deployments',
+        githubBody(uniqueName('victim'), victimFx.integrationId, {
+          source_config: { integration_id: victimFx.integrationId, repo_url: victimRepo.url, deployment_type: 'dev', build_on_push: false },
+          secrets: [{ name: 'GREETING', value: victimSecret }],
+        }),
+      );
+      expect(victim.status).toBe(201);
+      const victimRevision = await revisionReaches(
+        victimApi,
+        victim.body.id,
+        victim.body.latest_revision_id,
+        ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
+        300_000,
+      );
+      expect(victimRevision.status, `${victimRevision.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
+      const victimDeployment = (await victimApi.get(`/v2/deployments/${victim.body.id}`)).body;
+      const victimHost = victimDeployment.source_config.custom_url;
+      const victimCheckout = join(victimWork, victim.body.id, victimRevision.id);
+      const victimGraph = readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8');
 
-    // The attacker: its own workspace, its own agent (started with an extra inherited descriptor).
-    const attackerListener = await localListener(attackerApi, attackerWs);
-    const attackerAgent = await startAgent({
-      url: server.url,
-      token: attackerListener.token,
-      listenerId: attackerListener.listenerId,
-      workDir: attackerWork,
-      env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
-      inheritedFd: true,
-      cacheDir: mkdtempSync(join(tmpdir(), 'cp-attacker-cache-')),
-    });
-    agents.push(attackerAgent);
-    const attackerFx = await workspaceFixtures(attackerApi);
-    const attackerSecret = `attacker-own-secret-${crypto.randomUUID()}`;
-    const hostileRepo = graphRepo();
-    const dataDir = dirname(server.databasePath);
-    // Whatever an earlier (failed) run left in the home folder must not pass for this run's write.
-    rmSync(join(homedir(), 'planted-by-hostile'), { force: true });
-    const keyFile = `${server.databasePath}.key`;
+      // The attacker: its own workspace, its own agent (started with an extra inherited descriptor).
+      const attackerListener = await localListener(attackerApi, attackerWs);
+      const attackerAgent = await startAgent({
+        url: server.url,
+        token: attackerListener.token,
+        listenerId: attackerListener.listenerId,
+        workDir: attackerWork,
+        env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
+        inheritedFd: true,
+        cacheDir: mkdtempSync(join(tmpdir(), 'cp-attacker-cache-')),
+        args,
+      });
+      agents.push(attackerAgent);
+      const attackerFx = await workspaceFixtures(attackerApi);
+      const attackerSecret = `attacker-own-secret-${crypto.randomUUID()}`;
+      const hostileRepo = graphRepo();
+      const dataDir = dirname(server.databasePath);
+      // Whatever an earlier (failed) run left in the home folder must not pass for this run's write.
+      rmSync(join(homedir(), 'planted-by-hostile'), { force: true });
+      const keyFile = `${server.databasePath}.key`;
 
-    const attackerName = uniqueName('hostile');
-    const needles: Record<string, string> = {
-      'the victim secret': victimSecret,
-      "the victim agent's token": victimListener.token,
-      "the attacker agent's own token": attackerListener.token,
-      'the bootstrap API key': server.apiKey,
-      "the operator's registry token": OPERATOR_TOKEN,
-    };
-    if (existsSync(keyFile)) needles['the control plane key'] = readFileSync(keyFile, 'utf8').trim();
-    const manifest = JSON.parse(hostileRepo.read('package.json')) as Record<string, unknown>;
-    manifest.scripts = { postinstall: 'node install-probe.mjs' };
-    // ownCheckout null: the probe takes the folder it runs in (its checkout) and the agent's records beside it.
-    const targets = {
-      needles,
-      ownCheckout: null,
-      unreachable: [
-        server.databasePath,
-        keyFile,
-        dataDir,
-        victimWork,
-        victimCheckout,
-        join(victimCheckout, 'src/graph.mjs'),
-        `${victimCheckout}.agent`,
-        join(victimWork, victim.body.id, 'state'),
-        attackerWork,
-        homedir(),
-        ROOT,
-        '/work',
-      ],
-      writes: [
-        join(victimCheckout, 'src/graph.mjs'),
-        join(victimWork, victim.body.id, 'state', 'planted.json'),
-        join(dataDir, 'planted'),
-        join(homedir(), 'planted-by-hostile'),
-      ],
-    };
-    hostileRepo.commit(
-      {
-        'targets.json': JSON.stringify(targets),
-        'probe.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/probe.mjs'), 'utf8'),
-        'install-probe.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/install-probe.mjs'), 'utf8'),
-        'src/graph.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/graph.mjs'), 'utf8'),
-        'package.json': JSON.stringify(manifest, null, 2),
-      },
-      'A hostile install script and graph',
-    );
-    // The build command lists the descriptors the sandbox got (0-2, and 3 for the listing itself).
-    const created = await attackerApi.post(
-      '/v2/deployments',
-      githubBody(attackerName, attackerFx.integrationId, {
-        source_config: {
-          integration_id: attackerFx.integrationId,
-          repo_url: hostileRepo.url,
-          deployment_type: 'dev',
-          build_on_push: false,
-          build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+      const attackerName = uniqueName('hostile');
+      const needles: Record<string, string> = {
+        'the victim secret': victimSecret,
+        "the victim agent's token": victimListener.token,
+        "the attacker agent's own token": attackerListener.token,
+        'the bootstrap API key': server.apiKey,
+        "the operator's registry token": OPERATOR_TOKEN,
+      };
+      if (existsSync(keyFile)) needles['the control plane key'] = readFileSync(keyFile, 'utf8').trim();
+      const manifest = JSON.parse(hostileRepo.read('package.json')) as Record<string, unknown>;
+      manifest.scripts = { postinstall: 'node install-probe.mjs' };
+      // The network's targets: the control plane, the victim's proxy and server (its port, or its
+      // socket), a canary on 127.0.0.1 and a canary abstract socket, all on this machine's loopback.
+      const tcpCanary = await canary(0);
+      const abstractName = `\0cp-canary-${crypto.randomUUID()}`;
+      const abstractCanary = await canary(abstractName);
+      canaries.push(tcpCanary.server, abstractCanary.server);
+      const victimServer = JSON.parse(readFileSync(join(`${victimCheckout}.agent`, 'server.json'), 'utf8')) as { port?: number; socketPath?: string };
+      const network = {
+        tcp: [
+          { label: 'the control plane', port: Number(new URL(server.url).port) },
+          { label: "the victim's proxy", port: victimAgent.proxyPort },
+          { label: 'the canary on 127.0.0.1', port: tcpCanary.port },
+          ...(victimServer.port ? [{ label: "the victim's server", port: victimServer.port }] : []),
+        ],
+        unix: [
+          { label: 'the canary abstract socket', path: abstractName },
+          ...(victimServer.socketPath ? [{ label: "the victim's server", path: victimServer.socketPath }] : []),
+        ],
+      };
+      // ownCheckout null: the probe takes the folder it runs in (its checkout) and the agent's records beside it.
+      const targets = {
+        network,
+        needles,
+        ownCheckout: null,
+        unreachable: [
+          server.databasePath,
+          keyFile,
+          dataDir,
+          victimWork,
+          victimCheckout,
+          join(victimCheckout, 'src/graph.mjs'),
+          `${victimCheckout}.agent`,
+          join(victimWork, victim.body.id, 'state'),
+          attackerWork,
+          homedir(),
+          ROOT,
+          '/work',
+        ],
+        writes: [
+          join(victimCheckout, 'src/graph.mjs'),
+          join(victimWork, victim.body.id, 'state', 'planted.json'),
+          join(dataDir, 'planted'),
+          join(homedir(), 'planted-by-hostile'),
+        ],
+      };
+      hostileRepo.commit(
+        {
+          'targets.json': JSON.stringify(targets),
+          'probe.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/probe.mjs'), 'utf8'),
+          'install-probe.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/install-probe.mjs'), 'utf8'),
+          'net-probe.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/net-probe.mjs'), 'utf8'),
+          'src/graph.mjs': readFileSync(join(ROOT, 'test/fixtures/hostile/graph.mjs'), 'utf8'),
+          'package.json': JSON.stringify(manifest, null, 2),
         },
-        secrets: [{ name: 'GREETING', value: attackerSecret }],
-      }),
-    );
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const hostile = await revisionReaches(
-      attackerApi,
-      created.body.id,
-      created.body.latest_revision_id,
-      ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
-      300_000,
-    );
-    const buildLog = (
-      (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
-    ).map((l) => l.message);
-    expect(hostile.status, `${hostile.status_message}\n${buildLog.join('\n')}\n${attackerAgent.output()}`).toBe('DEPLOYED');
+        'A hostile install script and graph',
+      );
+      // The build command lists the descriptors the sandbox got (0-2, and 3 for the listing itself).
+      const created = await attackerApi.post(
+        '/v2/deployments',
+        githubBody(attackerName, attackerFx.integrationId, {
+          source_config: {
+            integration_id: attackerFx.integrationId,
+            repo_url: hostileRepo.url,
+            deployment_type: 'dev',
+            build_on_push: false,
+            build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+          },
+          secrets: [{ name: 'GREETING', value: attackerSecret }],
+        }),
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const hostile = await revisionReaches(
+        attackerApi,
+        created.body.id,
+        created.body.latest_revision_id,
+        ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
+        300_000,
+      );
+      const buildLog = (
+        (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
+      ).map((l) => l.message);
+      expect(hostile.status, `${hostile.status_message}\n${buildLog.join('\n')}\n${attackerAgent.output()}`).toBe('DEPLOYED');
 
-    // The install script's search: nothing found, nothing reached, nothing written, no secret.
-    const installLine = buildLog.find((line) => line.startsWith('PROBE '));
-    expect(installLine, buildLog.join('\n')).toBeDefined();
-    const install = JSON.parse(installLine!.slice('PROBE '.length)) as Probe;
-    expect(install.found).toEqual([]);
-    expect(install.reached).toEqual([]);
-    expect(install.wrote).toEqual([]);
-    expect(install.env).not.toContain('GREETING');
-    expect(install.env).not.toContain('OPERATOR_REGISTRY_TOKEN');
-    expect(install.env).not.toContain('CONTROL_PLANE_AGENT_TOKEN');
-    // No descriptor of the agent (the inherited one is 3 in the agent) reached the build command.
-    const fds = buildLog.find((line) => line.startsWith('FDS '));
-    expect(fds?.trim()).toBe('FDS 0 1 2 3');
+      // The network and the kernel, from the install script and from the graph.
+      const everything = ['the control plane', "the victim's proxy", 'the canary on 127.0.0.1', "the victim's server", 'the canary abstract socket'];
+      const installNet = JSON.parse(buildLog.find((line) => line.startsWith('NETPROBE '))?.slice('NETPROBE '.length) ?? 'null') as NetProbe | null;
+      expect(installNet, buildLog.join('\n')).not.toBeNull();
+      const attackerDeployment = (await attackerApi.get(`/v2/deployments/${created.body.id}`)).body;
+      const answer = await runGraph(attackerAgent.proxyPort, attackerDeployment.source_config.custom_url);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      const servedNet = answer.body.network as NetProbe;
+      for (const found of [installNet!, servedNet]) {
+        const hostUid = statSync(found.marker).uid;
+        if (sandboxed) {
+          expect(found.connected).toEqual([]);
+          expect(found.kernel).toEqual([]);
+          // The sandbox's user as the host sees it (this test runs as root, as the agent may).
+          if (process.getuid?.() === 0) expect(hostUid).not.toBe(0);
+        } else {
+          expect([...found.connected].sort()).toEqual([...everything].sort());
+          if (process.getuid?.() === 0) {
+            expect(found.kernel).toContain('/proc/sys/kernel/printk_ratelimit');
+            expect(hostUid).toBe(0);
+          }
+        }
+      }
+      // Unsandboxed, the file search finds what it looks for too: that is what --sandbox none means.
+      if (!sandboxed) return;
 
-    // The graph's search, run by the agent server: the same, and its own secret visible to it.
-    const answer = await runGraph(attackerAgent.proxyPort, (await attackerApi.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url);
-    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-    const served = answer.body.probe as Probe;
-    expect(served.found).toEqual([]);
-    expect(served.reached).toEqual([]);
-    expect(served.wrote).toEqual([]);
-    expect(answer.body.secret_seen).toBe(attackerSecret);
-    expect(served.env).not.toContain('OPERATOR_REGISTRY_TOKEN');
+      // The install script's search: nothing found, nothing reached, nothing written, no secret.
+      const installLine = buildLog.find((line) => line.startsWith('PROBE '));
+      expect(installLine, buildLog.join('\n')).toBeDefined();
+      const install = JSON.parse(installLine!.slice('PROBE '.length)) as Probe;
+      expect(install.found).toEqual([]);
+      expect(install.reached).toEqual([]);
+      expect(install.wrote).toEqual([]);
+      expect(install.env).not.toContain('GREETING');
+      expect(install.env).not.toContain('OPERATOR_REGISTRY_TOKEN');
+      expect(install.env).not.toContain('CONTROL_PLANE_AGENT_TOKEN');
+      // No descriptor of the agent (the inherited one is 3 in the agent) reached the build command.
+      const fds = buildLog.find((line) => line.startsWith('FDS '));
+      expect(fds?.trim()).toBe('FDS 0 1 2 3');
 
-    // The victim is untouched: its files, and its answer with its own secret.
-    expect(readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8')).toBe(victimGraph);
-    expect(existsSync(join(victimWork, victim.body.id, 'state', 'planted.json'))).toBe(false);
-    expect(existsSync(join(dataDir, 'planted'))).toBe(false);
-    expect(existsSync(join(homedir(), 'planted-by-hostile'))).toBe(false);
-    const victimAnswer = await runGraph(victimAgent.proxyPort, victimHost);
-    expect(victimAnswer.body).toMatchObject({ answer: 'the first answer', secret_seen: victimSecret });
-    // Outside the sandbox the same probe does find what it looks for (the test can fail).
-    const probeModule: string = join(ROOT, 'test/fixtures/hostile/probe.mjs');
-    const { probe } = (await import(probeModule)) as { probe: (t: unknown) => Probe };
-    const outside = probe({ needles, ownCheckout: mkdtempSync(join(tmpdir(), 'cp-outside-')), unreachable: [server.databasePath, victimCheckout], writes: [] });
-    expect(outside.found.length).toBeGreaterThan(0);
-    expect(outside.reached).toContain(server.databasePath);
-  });
+      // The graph's search, run by the agent server: the same, and its own secret visible to it.
+      const served = answer.body.probe as Probe;
+      expect(served.found).toEqual([]);
+      expect(served.reached).toEqual([]);
+      expect(served.wrote).toEqual([]);
+      expect(answer.body.secret_seen).toBe(attackerSecret);
+      expect(served.env).not.toContain('OPERATOR_REGISTRY_TOKEN');
+
+      // The victim is untouched: its files, and its answer with its own secret.
+      expect(readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8')).toBe(victimGraph);
+      expect(existsSync(join(victimWork, victim.body.id, 'state', 'planted.json'))).toBe(false);
+      expect(existsSync(join(dataDir, 'planted'))).toBe(false);
+      expect(existsSync(join(homedir(), 'planted-by-hostile'))).toBe(false);
+      const victimAnswer = await runGraph(victimAgent.proxyPort, victimHost);
+      expect(victimAnswer.body).toMatchObject({ answer: 'the first answer', secret_seen: victimSecret });
+      // Outside the sandbox the same probe does find what it looks for (the test can fail).
+      const probeModule: string = join(ROOT, 'test/fixtures/hostile/probe.mjs');
+      const { probe } = (await import(probeModule)) as { probe: (t: unknown) => Probe };
+      const outside = probe({
+        needles,
+        ownCheckout: mkdtempSync(join(tmpdir(), 'cp-outside-')),
+        unreachable: [server.databasePath, victimCheckout],
+        writes: [],
+      });
+      expect(outside.found.length).toBeGreaterThan(0);
+      expect(outside.reached).toContain(server.databasePath);
+    },
+  );
 });

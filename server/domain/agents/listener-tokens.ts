@@ -65,13 +65,19 @@ export class ListenerTokens {
 
   /** The listener the token belongs to, when it is the one the path names. */
   async authenticate(token: string | undefined, listenerId: string): Promise<AgentPrincipal> {
+    const agent = await this.authenticateAgent(token);
+    // Another listener's token: answer as if the listener did not exist for this caller.
+    if (agent.listenerId !== listenerId) throw new NotFound(`Listener ID ${listenerId} not found.`);
+    return agent;
+  }
+
+  /** The listener the token belongs to (agent routes whose path names no listener: `/v2/agent/…`). */
+  async authenticateAgent(token: string | undefined): Promise<AgentPrincipal> {
     if (!token) throw new Unauthorized('Missing listener token: send it as Authorization: Bearer <token>.');
     if (!token.startsWith(PREFIX)) throw new Unauthorized('Agent routes take a listener token (POST /v2/listeners/{id}/tokens), not an API key.');
     const hash = hashApiKey(token);
     const record = await this.#agents.findToken(hash);
     if (!record || record.revoked || !sameDigest(record.token_hash, hash)) throw new Unauthorized('Invalid or revoked listener token.');
-    // Another listener's token: answer as if the listener did not exist for this caller.
-    if (record.listener_id !== listenerId) throw new NotFound(`Listener ID ${listenerId} not found.`);
     return { listenerId: record.listener_id, tenantId: record.tenant_id, tokenId: record.id, tokenHash: record.token_hash };
   }
 
