@@ -175,9 +175,10 @@ async function main(): Promise<void> {
     await new Promise((done) => setTimeout(done, 500));
   }
   const url = (await api(base, key, 'GET', `/v2/deployments/${deployment.id}`)).source_config.custom_url as string;
+  // Deployment URLs need an API key of the deployment's workspace, as on the hosted product.
   const answer = await fetch(`${url}/runs/wait`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', 'x-api-key': key },
     body: JSON.stringify({ assistant_id: 'agent', input: { name: 'demo' } }),
   });
   if (!answer.ok) await fail(`${url}/runs/wait answered ${answer.status}: ${await answer.text()}`);
@@ -187,9 +188,11 @@ demo: ${NAME} is deployed and answers at
   ${url}
   (also by host name: http://${NAME}.localhost:${proxyPort}, where the client resolves *.localhost, as curl and browsers do)
 
-  curl -s ${url}/runs/wait -H 'Content-Type: application/json' -d '${run}'
-  node -e 'fetch("${url}/runs/wait", {method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(${run})}).then((r) => r.json()).then(console.log)'
-  python3 -c 'import json, urllib.request as u; print(json.load(u.urlopen(u.Request("${url}/runs/wait", data=json.dumps(${run}).encode(), headers={"Content-Type": "application/json"}))))'
+  (every request but GET /ok carries an API key of the deployment's workspace: X-Api-Key)
+
+  curl -s ${url}/runs/wait -H 'X-Api-Key: ${key}' -H 'Content-Type: application/json' -d '${run}'
+  node -e 'fetch("${url}/runs/wait", {method: "POST", headers: {"x-api-key": "${key}", "content-type": "application/json"}, body: JSON.stringify(${run})}).then((r) => r.json()).then(console.log)'
+  python3 -c 'import json, urllib.request as u; print(json.load(u.urlopen(u.Request("${url}/runs/wait", data=json.dumps(${run}).encode(), headers={"X-Api-Key": "${key}", "Content-Type": "application/json"}))))'
 
   API: export API=${base} KEY=${key}   (curl -s $API/v2/deployments -H "X-Api-Key: $KEY")
 demo: ready (Ctrl-C stops the agent, its servers and the control plane; their output: ${join(dir, 'server.log')}, ${join(dir, 'agent.log')})`);

@@ -67,11 +67,17 @@ describe('npm run demo, from a fresh clone', () => {
     // The URL it prints is the path form on loopback: Node's fetch reaches it without any DNS.
     const url = /answers at\n\s+(http:\/\/127\.0\.0\.1:\d+\/d\/demo-graph)\n/.exec(output)?.[1];
     expect(url, output).toBeDefined();
-    const viaFetch = await fetch(`${url}/runs/wait`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ assistant_id: 'agent', input: { name: 'fetch' } }),
-    });
+    // Deployment URLs need the workspace's key (the one the demo prints); without it, 401.
+    const key = /\(API key ([0-9a-f]{48})\)/.exec(output)?.[1];
+    expect(key, output).toBeDefined();
+    const runFrom = (headers: Record<string, string>) =>
+      fetch(`${url}/runs/wait`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ assistant_id: 'agent', input: { name: 'fetch' } }),
+      });
+    expect((await runFrom({})).status).toBe(401);
+    const viaFetch = await runFrom({ 'x-api-key': key! });
     expect(viaFetch.status).toBe(200);
     expect(((await viaFetch.json()) as { answer: string }).answer).toBe('hello, fetch, from a graph deployed by the control plane');
 
