@@ -32,7 +32,7 @@ import {
   sharedReadOnly,
 } from './sandbox.ts';
 import { type EgressPolicy, sandboxResolvConf } from './sandbox-network.ts';
-import { giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
+import { folderBarringUser, giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
 import type { ServerPaths } from './server-command.ts';
 import type { ServerLine } from './server-output.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
@@ -138,6 +138,11 @@ export class LocalAgent {
       );
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
     chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
+    const barring = this.#sandboxed() && this.#options.sandboxUser ? folderBarringUser(this.#options.workDir, this.#options.sandboxUser) : null;
+    if (barring)
+      throw new Error(
+        `the sandbox user ${this.#options.sandboxUser!.name} cannot pass through ${barring} on the way to the work directory ${this.#options.workDir}: choose a --work-dir it can reach (under /var/lib or /srv, say), or let it search that folder (chmod o+x ${barring})`,
+      );
     // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
     // routes the previous agent gave until this one has restored (adopted or restarted) every
     // live server, then gets the whole table at once. The heartbeat comes after, so the control

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { chownSync, readFileSync } from 'node:fs';
+import { chownSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /** The host user every sandbox runs as (docs/decisions/local-agent-sandbox-user.md). */
 export type SandboxUser = { name: string; uid: number; gid: number };
@@ -72,4 +73,23 @@ export function giveTo(user: SandboxUser | null, ...paths: string[]): void {
 /** Gives one folder (not its contents) to the sandbox user. */
 export function giveFolderTo(user: SandboxUser | null, path: string): void {
   if (user) chownSync(path, user.uid, user.gid);
+}
+
+/**
+ * The first folder above `workDir` that `user` may not pass through, or null when it may reach
+ * `workDir`. bwrap runs as the sandbox user and opens the folders it binds by their paths, so
+ * every folder on the way must let that user search it: a work directory under `/root` (0700)
+ * or under a `mkdtemp` folder would make every build fail with bwrap's "Permission denied".
+ * Only the mode bits are read (an ACL that grants more is not seen: the check errs on refusing).
+ */
+export function folderBarringUser(workDir: string, user: SandboxUser): string | null {
+  let folder = dirname(realpathSync(workDir));
+  for (;;) {
+    const { mode, uid, gid } = statSync(folder);
+    const searchBit = uid === user.uid ? 0o100 : gid === user.gid ? 0o010 : 0o001;
+    if ((mode & searchBit) === 0) return folder;
+    const parent = dirname(folder);
+    if (parent === folder) return null;
+    folder = parent;
+  }
 }

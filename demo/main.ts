@@ -9,8 +9,9 @@
  *   npm run demo [-- --dir ./data/demo --port 8080 --proxy-port 8180 --git-port 8190 [-- <agent options>]]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes, randomInt } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { cpSync, createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startGitServer } from './git-http-backend.ts';
@@ -114,6 +115,11 @@ async function main(): Promise<void> {
   }
   // Each run starts from nothing: its own database, repository and agent work directory.
   rmSync(dir, { recursive: true, force: true });
+  // The agent's builds live apart from the demo's folder: as root its sandboxes run as an
+  // unprivileged user, who must be able to pass through every folder above the work directory
+  // (a clone under /root or a mkdtemp folder is closed to it), and its sockets want a short path.
+  const agentWorkDir = join(tmpdir(), `acp-demo-${createHash('sha256').update(resolve(dir)).digest('hex').slice(0, 12)}`);
+  rmSync(agentWorkDir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const gitRoot = join(dir, 'git');
   makeRepository(gitRoot);
@@ -148,7 +154,7 @@ async function main(): Promise<void> {
 
   const agent = await startChild(
     'agent/main.ts',
-    ['--url', base, '--listener', listener.id, '--proxy-port', values['proxy-port'], '--work-dir', join(dir, 'agent'), ...agentArgs],
+    ['--url', base, '--listener', listener.id, '--proxy-port', values['proxy-port'], '--work-dir', agentWorkDir, ...agentArgs],
     { ...process.env, CONTROL_PLANE_AGENT_TOKEN: token },
     /proxy listening on http:\/\/[^:]+:(\d+)[\s\S]*agent: serving listener/,
   );
