@@ -138,11 +138,17 @@ export class LocalAgent {
       );
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
     chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
-    const barring = this.#sandboxed() && this.#options.sandboxUser ? folderBarringUser(this.#options.workDir, this.#options.sandboxUser) : null;
-    if (barring)
-      throw new Error(
-        `the sandbox user ${this.#options.sandboxUser!.name} cannot pass through ${barring} on the way to the work directory ${this.#options.workDir}: choose a --work-dir it can reach (under /var/lib or /srv, say), or let it search that folder (chmod o+x ${barring})`,
-      );
+    const sandboxUser = this.#sandboxed() ? this.#options.sandboxUser : null;
+    if (sandboxUser) {
+      // What every sandbox binds: the work directory, the agent's Node and packages, the relay.
+      for (const path of [this.#options.workDir, RELAY, ...sharedReadOnly(agentModules()).map((bind) => bind.from)]) {
+        const barring = folderBarringUser(path, sandboxUser);
+        if (barring)
+          throw new Error(
+            `the sandbox user ${sandboxUser.name} cannot pass through ${barring} to reach ${path}, which every sandbox binds (bwrap runs as that user): let it search that folder (chmod o+x ${barring}), or keep the agent and its --work-dir where it can (under /opt, /srv or /var/lib, say)`,
+          );
+      }
+    }
     // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
     // routes the previous agent gave until this one has restored (adopted or restarted) every
     // live server, then gets the whole table at once. The heartbeat comes after, so the control

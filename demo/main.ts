@@ -9,11 +9,11 @@
  *   npm run demo [-- --dir ./data/demo --port 8080 --proxy-port 8180 --git-port 8190 [-- <agent options>]]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { cpSync, createWriteStream, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { demoAgentWorkDir } from './agent-work-dir.ts';
 import { startGitServer } from './git-http-backend.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -115,10 +115,7 @@ async function main(): Promise<void> {
   }
   // Each run starts from nothing: its own database, repository and agent work directory.
   rmSync(dir, { recursive: true, force: true });
-  // The agent's builds live apart from the demo's folder: as root its sandboxes run as an
-  // unprivileged user, who must be able to pass through every folder above the work directory
-  // (a clone under /root or a mkdtemp folder is closed to it), and its sockets want a short path.
-  const agentWorkDir = join(tmpdir(), `acp-demo-${createHash('sha256').update(resolve(dir)).digest('hex').slice(0, 12)}`);
+  const agentWorkDir = demoAgentWorkDir(dir);
   rmSync(agentWorkDir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const gitRoot = join(dir, 'git');

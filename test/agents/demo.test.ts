@@ -1,8 +1,9 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { demoAgentWorkDir } from '../../demo/agent-work-dir.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { killLeftoverServers, SHARED_TEST_CACHE } from './harness.ts';
 
@@ -14,6 +15,8 @@ import { killLeftoverServers, SHARED_TEST_CACHE } from './harness.ts';
  */
 describe('npm run demo, from a fresh clone', () => {
   const root = mkdtempSync(join(tmpdir(), 'cp-demo-'));
+  // A clone where the agent's sandbox user may pass (mkdtemp makes 0700): the agent binds its relay from it.
+  chmodSync(root, 0o711);
   const clone = join(root, 'clone');
   const dataDir = join(root, 'data');
   let demo: ChildProcess | undefined;
@@ -24,7 +27,8 @@ describe('npm run demo, from a fresh clone', () => {
       process.kill(-demo.pid!, 'SIGINT');
       await exited;
     }
-    killLeftoverServers(join(dataDir, 'agent'));
+    killLeftoverServers(demoAgentWorkDir(dataDir));
+    rmSync(demoAgentWorkDir(dataDir), { recursive: true, force: true });
     rmSync(root, { recursive: true, force: true });
   });
 
