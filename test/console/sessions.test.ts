@@ -191,6 +191,31 @@ describe('console sessions', () => {
     expect(JSON.stringify(actions)).not.toContain(t.apiKey);
   });
 
+  it('interrupts a revision in progress from its page, after asking', async () => {
+    // Stages of a minute: the revision is still in progress when the form is sent.
+    const slow = await inProcessApp({ stageMs: 60_000 });
+    try {
+      const fx = await workspaceFixtures(slow.api);
+      const created = await slow.api.post('/v2/deployments', githubBody(uniqueName('interrupt'), fx.integrationId));
+      expect(created.status).toBe(201);
+      const b = browser(slow.app);
+      await b.signIn(slow.apiKey);
+      const path = `/console/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}/interrupt`;
+      const question = await b.get(path);
+      expect(question.status).toBe(200);
+      expect(question.text).toContain('Interrupt this revision');
+      // Asking changed nothing; confirming interrupts it.
+      expect((await slow.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`)).body.status).not.toBe('INTERRUPTED');
+      const done = await b.post(path, { csrf: b.csrfOf(question.text) });
+      expect(done.status).toBe(303);
+      expect(done.location).toBe(`/console/deployments/${created.body.id}?done=interrupt`);
+      const revision = await revisionReaches(slow.api, created.body.id, created.body.latest_revision_id, ['INTERRUPTED'], 10_000);
+      expect(revision.status).toBe('INTERRUPTED');
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('ends a session after 12 hours', async () => {
     const b = browser(t.app);
     await b.signIn(t.apiKey);
