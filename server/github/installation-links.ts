@@ -1,5 +1,6 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { GithubIntegration } from '../../shared/schemas/integration.ts';
+import { sameText } from '../crypto/same-text.ts';
 import type { Clock } from '../domain/clock.ts';
 import { BadRequest, Conflict, DomainError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
@@ -267,10 +268,4 @@ function refused(message: string, status: 400 | 409 | 502 = 400, retryUrl?: stri
 
 function hashOf(token: string): string {
   return createHash('sha256').update(token).digest('hex');
-}
-
-function sameText(a: string, b: string): boolean {
-  const left = Buffer.from(a);
-  const right = Buffer.from(b);
-  return left.length === right.length && timingSafeEqual(left, right);
 }

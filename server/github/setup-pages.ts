@@ -18,9 +18,9 @@ export const SETUP_PAGE_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
 };
 
-/** A page that says what happened, with a way to try again when there is one. */
-export function messagePage(title: string, message: string, retryUrl?: string): string {
-  const retry = retryUrl ? `<p><a href="${escapeHtml(retryUrl)}">Try again through GitHub</a></p>` : '';
+/** A page that says what happened, with a link on (to try again through GitHub, or the next step) when there is one. */
+export function messagePage(title: string, message: string, retryUrl?: string, linkText = 'Try again through GitHub'): string {
+  const retry = retryUrl ? `<p><a href="${escapeHtml(retryUrl)}">${escapeHtml(linkText)}</a></p>` : '';
   return page(title, `<p>${escapeHtml(message)}</p>${retry}`);
 }
 
@@ -57,7 +57,8 @@ ${where}
   );
 }
 
-function page(title: string, body: string): string {
+/** The frame of every page under `/console/github`: one heading, the body, no script. */
+export function page(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title>

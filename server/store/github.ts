@@ -20,6 +20,12 @@ export type LinkAttempt = {
   created_at: string;
 };
 
+/** The single-use `state` of a manifest page, bound to the organization that asked. */
+export type ManifestState = { id: string; organization_id: string; expires_at: string; created_at: string };
+
+/** The App GitHub made from the manifest: its secrets sealed (encrypted JSON). */
+export type AppRegistration = { app_id: string; slug: string; sealed: string; created_at: string };
+
 /** The GitHub account an installation was proven to belong to. */
 export type InstallationAccount = { login: string; id: number; type: string };
 
@@ -71,6 +77,12 @@ export interface GithubStore {
   /** The state, left usable: it is used up only with the link it leads to (`linkInstallation`). */
   setupState(id: string): Promise<SetupState | null>;
   createLinkAttempt(attempt: LinkAttempt): Promise<void>;
+  createManifestState(state: ManifestState): Promise<void>;
+  /** Deletes and answers the state: a second use finds nothing. */
+  takeManifestState(id: string): Promise<ManifestState | null>;
+  /** Stores the App made from the manifest, replacing one made before. */
+  saveAppRegistration(registration: AppRegistration): Promise<void>;
+  appRegistration(): Promise<AppRegistration | null>;
   linkAttempt(id: string): Promise<LinkAttempt | null>;
   /** Records who the installation was proven to belong to, and the hash of the token that confirms the link. */
   proveLinkAttempt(id: string, account: InstallationAccount, confirmHash: string): Promise<void>;
@@ -148,6 +160,31 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
 
   async setupState(id: string): Promise<SetupState | null> {
     return (await this.sql.row<SetupState>('SELECT * FROM github_setup_states WHERE id = ?', [id])) ?? null;
+  }
+
+  async createManifestState(state: ManifestState): Promise<void> {
+    await this.sql.run('INSERT INTO github_manifest_states (id, organization_id, expires_at, created_at) VALUES (?, ?, ?, ?)', [
+      state.id,
+      state.organization_id,
+      state.expires_at,
+      state.created_at,
+    ]);
+  }
+
+  async takeManifestState(id: string): Promise<ManifestState | null> {
+    return (await this.sql.row<ManifestState>('DELETE FROM github_manifest_states WHERE id = ? RETURNING *', [id])) ?? null;
+  }
+
+  async saveAppRegistration(r: AppRegistration): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO github_app_registrations (id, app_id, slug, sealed, created_at) VALUES (1, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET app_id = excluded.app_id, slug = excluded.slug, sealed = excluded.sealed, created_at = excluded.created_at`,
+      [r.app_id, r.slug, r.sealed, r.created_at],
+    );
+  }
+
+  async appRegistration(): Promise<AppRegistration | null> {
+    return (await this.sql.row<AppRegistration>('SELECT app_id, slug, sealed, created_at FROM github_app_registrations WHERE id = 1')) ?? null;
   }
 
   async createLinkAttempt(a: LinkAttempt): Promise<void> {
@@ -256,7 +293,8 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
   async prune(sentBefore: string, now: string): Promise<number> {
     const events = await this.sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
     const states = await this.sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]);
-    return events + states + (await this.sql.run('DELETE FROM github_link_attempts WHERE expires_at < ?', [now]));
+    const manifests = await this.sql.run('DELETE FROM github_manifest_states WHERE expires_at < ?', [now]);
+    return events + states + manifests + (await this.sql.run('DELETE FROM github_link_attempts WHERE expires_at < ?', [now]));
   }
 
   async pendingCount(): Promise<number> {

@@ -45,12 +45,18 @@ function description(): GithubOpenApi {
  * minted for that very repository with `contents` access, unexpired.
  */
 export class GithubStandIn {
-  readonly appId = String(100_000 + Math.floor(Math.random() * 800_000));
-  readonly slug = 'control-plane-test';
-  readonly clientId = `Iv1.${randomBytes(8).toString('hex')}`;
-  readonly clientSecret = randomBytes(20).toString('hex');
-  readonly privateKeyPem: string;
-  readonly #publicKey: KeyObject;
+  // The App's identity: replaced when a manifest conversion makes a new App (`manifestConversion`).
+  appId = String(100_000 + Math.floor(Math.random() * 800_000));
+  slug = 'control-plane-test';
+  clientId = `Iv1.${randomBytes(8).toString('hex')}`;
+  clientSecret = randomBytes(20).toString('hex');
+  privateKeyPem: string;
+  /** The webhook secret GitHub generated for an App made from a manifest; null before. */
+  webhookSecret: string | null = null;
+  #publicKey: KeyObject;
+  /** Manifests posted to the "new App" pages, with the organization they were posted under. */
+  readonly manifests: Array<{ organization: string | null; manifest: Record<string, unknown>; state: string | null }> = [];
+  readonly #manifestCodes = new Map<string, Record<string, unknown>>();
   readonly reposRoot = mkdtempSync(join(tmpdir(), 'cp-github-repos-'));
   readonly exchanges: Exchange[] = [];
   /** Visits of the OAuth authorization page. */
@@ -191,6 +197,8 @@ export class GithubStandIn {
     const raw = await readBody(req);
     if (url.pathname === '/login/oauth/access_token' && req.method === 'POST') return this.#exchangeCode(raw, res, req.headers['content-type'] ?? '');
     if (url.pathname === '/login/oauth/authorize' && req.method === 'GET') return this.#authorize(url, res);
+    const newApp = /^(?:\/organizations\/([^/]+))?\/settings\/apps\/new$/.exec(url.pathname);
+    if (newApp && req.method === 'POST') return this.#newAppFromManifest(newApp[1] ?? null, url, raw, res);
     if (url.pathname.startsWith('/api/v3/')) return this.#rest(req, res, url, raw);
     res.writeHead(404).end();
   }
@@ -212,6 +220,33 @@ export class GithubStandIn {
     const back = new URL(redirect);
     back.searchParams.set('code', this.codeFor(login));
     const state = url.searchParams.get('state');
+    if (state) back.searchParams.set('state', state);
+    res.writeHead(302, { location: back.toString() }).end();
+  }
+
+  /**
+   * GitHub's "new App from a manifest" page (web host): takes the form's `manifest` (JSON, with the
+   * fields GitHub requires: `url`, `hook_attributes.url`), and, as if the user clicked "Create",
+   * sends the browser to the manifest's `redirect_url` with a one-hour code and the `state` as given.
+   */
+  #newAppFromManifest(organization: string | null, url: URL, raw: string, res: ServerResponse): void {
+    let manifest: Record<string, unknown> | null = null;
+    try {
+      manifest = JSON.parse(new URLSearchParams(raw).get('manifest') ?? 'null') as Record<string, unknown> | null;
+    } catch {
+      manifest = null;
+    }
+    const hook = manifest?.hook_attributes as { url?: unknown } | undefined;
+    if (!manifest || typeof manifest.url !== 'string' || typeof hook?.url !== 'string' || typeof manifest.redirect_url !== 'string') {
+      res.writeHead(422, { 'content-type': 'text/html' }).end('<p>Invalid GitHub App configuration</p>');
+      return;
+    }
+    const state = url.searchParams.get('state');
+    this.manifests.push({ organization, manifest, state });
+    const code = randomBytes(10).toString('hex');
+    this.#manifestCodes.set(code, { ...manifest, organization });
+    const back = new URL(manifest.redirect_url);
+    back.searchParams.set('code', code);
     if (state) back.searchParams.set('state', state);
     res.writeHead(302, { location: back.toString() }).end();
   }
@@ -283,6 +318,13 @@ export class GithubStandIn {
     }
     const json = (body ?? {}) as Record<string, unknown>;
     let m: RegExpExecArray | null;
+    m = /^\/app-manifests\/([^/]+)\/conversions$/.exec(path);
+    if (m && method === 'POST') {
+      const manifest = this.#manifestCodes.get(m[1]!);
+      if (!manifest) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+      this.#manifestCodes.delete(m[1]!);
+      return send(201, this.#becomeAppOf(manifest));
+    }
     m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
 
     if (m && method === 'POST') {
@@ -468,6 +510,41 @@ export class GithubStandIn {
       }
     }
     send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
+  }
+
+  /** A new App made from `manifest`: the stand-in takes its identity (new id, slug, keys, secrets) and answers GitHub's conversion. */
+  #becomeAppOf(manifest: Record<string, unknown>) {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    this.appId = String(100_000 + Math.floor(Math.random() * 800_000));
+    this.slug = String(manifest.name ?? 'app')
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '');
+    this.clientId = `Iv1.${randomBytes(8).toString('hex')}`;
+    this.clientSecret = randomBytes(20).toString('hex');
+    this.privateKeyPem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    this.#publicKey = publicKey;
+    this.webhookSecret = randomBytes(20).toString('hex');
+    const organization = manifest.organization as string | null;
+    const now = '2026-11-26T00:00:00Z';
+    return {
+      id: Number(this.appId),
+      slug: this.slug,
+      node_id: `A_${this.appId}`,
+      owner: simpleUser(organization ?? 'octocat', 501, organization ? 'Organization' : 'User'),
+      name: String(manifest.name ?? this.slug),
+      description: (manifest.description as string | undefined) ?? null,
+      external_url: String(manifest.url),
+      html_url: `${this.url}/apps/${this.slug}`,
+      created_at: now,
+      updated_at: now,
+      permissions: (manifest.default_permissions as Record<string, string> | undefined) ?? {},
+      events: (manifest.default_events as string[] | undefined) ?? [],
+      client_id: this.clientId,
+      client_secret: this.clientSecret,
+      webhook_secret: this.webhookSecret,
+      pem: this.privateKeyPem,
+    };
   }
 
   /** GitHub's App JWT rules: RS256 by the App's key, `iss` the App id, `exp` at most 10 minutes ahead, `iat` not in the future. */

@@ -10,6 +10,11 @@ import type { SchemaDialect } from '../db.ts';
  *   recorded and the installer confirms on a page naming the workspace, with a token only that
  *   page had (`confirm_hash`, its SHA-256). `setup_state_id` is the install URL's state, when the
  *   way in had one: it names the workspace and is used up only when the link is stored.
+ * - `github_manifest_states`: the single-use `state` of a "create the App from its manifest"
+ *   page, bound to the organization whose operator key asked for it.
+ * - `github_app_registrations`: the App GitHub made from the manifest (one per control plane,
+ *   `id` 1): its id and slug, and its private key, OAuth client and webhook secret sealed with
+ *   the encryption key (`sealed`).
  */
 export default (d: SchemaDialect) => `
 CREATE TABLE github_link_attempts (
@@ -24,4 +29,19 @@ CREATE TABLE github_link_attempts (
   created_at TEXT NOT NULL
 );
 CREATE INDEX github_link_attempts_expiry ON github_link_attempts (expires_at);
+
+CREATE TABLE github_manifest_states (
+  id TEXT PRIMARY KEY,
+  organization_id TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+
+CREATE TABLE github_app_registrations (
+  id INTEGER PRIMARY KEY,
+  app_id TEXT NOT NULL,
+  slug TEXT NOT NULL,
+  sealed TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
 `;
