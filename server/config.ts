@@ -308,9 +308,16 @@ export const Config = z
       .number()
       .int()
       .min(1)
-      .max(10_000)
-      .default(60)
-      .describe("Content-creating GitHub calls (statuses, deployments) per minute, all repositories together: under GitHub's secondary limit of about 80."),
+      .max(80, "GITHUB_WRITES_PER_MINUTE is at most 80: GitHub's secondary limit for content-creating calls")
+      .default(80)
+      .describe("Content-creating GitHub calls (deployments, statuses, check runs) per installation in any minute: GitHub's secondary limit is 80."),
+    GITHUB_WRITES_PER_HOUR: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(500, "GITHUB_WRITES_PER_HOUR is at most 500: GitHub's secondary limit for content-creating calls")
+      .default(500)
+      .describe("Content-creating GitHub calls per installation in any hour: GitHub's secondary limit is 500."),
     WEBHOOK_PROCESS_DELAY_MS: z.coerce
       .number()
       .int()

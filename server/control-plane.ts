@@ -10,6 +10,7 @@ import { createOAuth } from './domain/oauth/oauth.ts';
 import type { Resolve } from './domain/oauth/outbound.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
+import { ManifestFlow } from './github/manifest-flow.ts';
 import { createGithubActionsOidc } from './github-actions-oidc.ts';
 import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
@@ -17,6 +18,7 @@ import type { AppEnv, RouteContext } from './http/env.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
 import { Metrics } from './metrics.ts';
+import { githubManifestRoutes, isManifestPath } from './routes/github-manifest.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
@@ -145,6 +147,18 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     publicPaths.push(githubApp.isPublic);
     workers.push(githubApp.sender);
   }
+
+  // Creating the GitHub App from its manifest: available with or without App settings (it makes them).
+  const manifestFlow = new ManifestFlow({
+    store: deps.backend.github,
+    secretBox: deps.secretBox,
+    clock: deps.clock,
+    log: deps.log,
+    config: deps.config,
+    publicUrl: deps.publicUrl,
+  });
+  extraRoutes.push((ctx) => githubManifestRoutes(ctx, manifestFlow, deps.config.GITHUB_URL));
+  publicPaths.push(isManifestPath);
 
   // GitHub push webhooks: signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({

@@ -8,6 +8,7 @@ import { GithubPace } from './github/github-pace.ts';
 import { InstallationLinks } from './github/installation-links.ts';
 import { InstallationTokens } from './github/installation-tokens.ts';
 import { RepoAccess } from './github/repo-access.ts';
+import { LINK_CONFIRM_PATH } from './github/setup-pages.ts';
 import { GithubStatusSender } from './github/status-sender.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Logger } from './logger.ts';
@@ -16,7 +17,7 @@ import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
 import type { GithubStore } from './store/github.ts';
 import type { Store } from './store/types.ts';
 
-type GithubAppConfig = GithubAppSettings & Pick<Config, 'GITHUB_WRITES_PER_MINUTE'>;
+type GithubAppConfig = GithubAppSettings & Pick<Config, 'GITHUB_WRITES_PER_MINUTE' | 'GITHUB_WRITES_PER_HOUR'>;
 
 /**
  * The GitHub App side of the round trip (contract §12), or null without App settings: the server
@@ -57,6 +58,8 @@ export function createGithubApp(deps: {
     clock: deps.clock,
     log: deps.log,
     signingKey: deps.secretBox.deriveKey('github-setup-state'),
+    workspaces: deps.store,
+    setupUrl: () => `${deps.publicUrl()}${GITHUB_SETUP_PATH}`,
   });
   const sender = new GithubStatusSender({
     app,
@@ -64,7 +67,7 @@ export function createGithubApp(deps: {
     tokens,
     store: deps.store,
     github: deps.github,
-    pace: new GithubPace(deps.config.GITHUB_WRITES_PER_MINUTE, now),
+    pace: new GithubPace({ perMinute: deps.config.GITHUB_WRITES_PER_MINUTE, perHour: deps.config.GITHUB_WRITES_PER_HOUR }, now),
     clock: deps.clock,
     log: deps.log,
     publicUrl: deps.publicUrl,
@@ -84,6 +87,6 @@ export function createGithubApp(deps: {
     /** Sends revision changes to GitHub as deployments and commit statuses. */
     sender,
     routes: (ctx: RouteContext) => githubSetupRoutes(ctx, links),
-    isPublic: (path: string) => path === GITHUB_SETUP_PATH,
+    isPublic: (path: string) => path === GITHUB_SETUP_PATH || path === LINK_CONFIRM_PATH,
   };
 }

@@ -10,6 +10,7 @@ import { SecretBox } from './crypto/secret-box.ts';
 import { systemClock } from './domain/clock.ts';
 import { DOMAIN_STORE_RULES } from './domain/store-rules.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
+import { withStoredGithubApp } from './github/manifest-flow.ts';
 import { applyConnectionLimits, type ConnectionLimits, serverOptions } from './http/connection-limits.ts';
 import { type NodeListener, revisionFastPath } from './http/revision-fast-lane.ts';
 import { createPrivateFile, makePrivateDir, tightenFileModes } from './lib/private-files.ts';
@@ -101,9 +102,11 @@ export type RunningServer = {
  * Opens the store, makes sure a key exists, starts HTTP, then resumes the pipeline. `print`
  * receives the one-time message with a generated API key (stdout by default, never the log).
  */
-export async function startServer(config: Config, options: { log?: Logger; print?: (text: string) => void } = {}): Promise<RunningServer> {
-  const log = options.log ?? createLogger(config.LOG_LEVEL);
-  const { secretBox, backend } = await openDatabase(config, log);
+export async function startServer(givenConfig: Config, options: { log?: Logger; print?: (text: string) => void } = {}): Promise<RunningServer> {
+  const log = options.log ?? createLogger(givenConfig.LOG_LEVEL);
+  const { secretBox, backend } = await openDatabase(givenConfig, log);
+  // The GitHub App made from the manifest, unless the environment names one.
+  const config = await withStoredGithubApp(givenConfig, backend.github, secretBox, log);
   const store = backend.core;
 
   const generated = config.BOOTSTRAP_API_KEY ? null : generateApiKey();

@@ -107,7 +107,7 @@ export function createServices(deps: ServiceDeps) {
       tarballUploaded: (deploymentId, objectPath) => deps.uploads.isUploaded(deploymentId, objectPath),
     }),
     uploads: deps.uploads,
-    installationRepos: new InstallationRepos({ store, repos: deps.installationRepos, clock }),
+    installationRepos: new InstallationRepos({ store, repos: deps.installationRepos, clock, webUrl: deps.config.GITHUB_URL ?? 'https://github.com' }),
     registry: { REGISTRY_URL: deps.config.REGISTRY_URL, REGISTRY_PUSH_TOKEN: deps.config.REGISTRY_PUSH_TOKEN },
     revisions: new Revisions({ store, watch }),
     listeners: new Listeners({ store, clock }),

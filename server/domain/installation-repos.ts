@@ -7,6 +7,14 @@ import { NotFound } from './errors.ts';
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+type InstallationReposDeps = {
+  store: Store;
+  repos: InstallationRepoStore;
+  clock: Clock;
+  /** GitHub's web host (`GITHUB_URL`): a repository's page when a delivery names none (GitHub Enterprise Server included). */
+  webUrl: string;
+};
+
 /**
  * The repositories each GitHub App installation was granted, as GitHub's deliveries report them:
  * `installation` (`created`, `new_permissions_accepted`: the full list; `deleted`: none left),
@@ -14,9 +22,9 @@ const isObject = (value: unknown): value is Json => typeof value === 'object' &&
  * default branch). The webhook processor calls `recordFromDelivery` for each delivery it handles.
  */
 export class InstallationRepos {
-  readonly #deps: { store: Store; repos: InstallationRepoStore; clock: Clock };
+  readonly #deps: InstallationReposDeps;
 
-  constructor(deps: { store: Store; repos: InstallationRepoStore; clock: Clock }) {
+  constructor(deps: InstallationReposDeps) {
     this.#deps = deps;
   }
 
@@ -47,7 +55,7 @@ export class InstallationRepos {
       if (Array.isArray(payload.repositories))
         return repos.upsertRepos(
           installationId,
-          payload.repositories.flatMap((r) => listed(r, owner)),
+          payload.repositories.flatMap((r) => listed(r, owner, this.#deps.webUrl)),
           now,
           true,
         );
@@ -55,7 +63,7 @@ export class InstallationRepos {
       if (Array.isArray(payload.repositories_added))
         await repos.upsertRepos(
           installationId,
-          payload.repositories_added.flatMap((r) => listed(r, owner)),
+          payload.repositories_added.flatMap((r) => listed(r, owner, this.#deps.webUrl)),
           now,
           false,
         );
@@ -66,23 +74,23 @@ export class InstallationRepos {
         );
       }
     } else if (event === 'push' && isObject(payload.repository)) {
-      const repo = pushed(payload.repository);
+      const repo = pushed(payload.repository, this.#deps.webUrl);
       if (repo) await repos.upsertRepos(installationId, [repo], now, false);
     }
   }
 }
 
 /** An item of an installation event's repository list: `{id, name, full_name}`. */
-function listed(value: unknown, accountLogin: string | null): InstallationRepo[] {
+function listed(value: unknown, accountLogin: string | null, webUrl: string): InstallationRepo[] {
   if (!isObject(value) || typeof value.id !== 'number' || typeof value.name !== 'string') return [];
   const fullName = typeof value.full_name === 'string' ? value.full_name : accountLogin ? `${accountLogin}/${value.name}` : null;
   if (!fullName) return [];
   const owner = fullName.split('/')[0]!;
-  return [{ repo_id: value.id, name: value.name, owner, url: `https://github.com/${fullName}`, default_branch: null }];
+  return [{ repo_id: value.id, name: value.name, owner, url: `${webUrl}/${fullName}`, default_branch: null }];
 }
 
 /** A push delivery's full repository object. */
-function pushed(value: Json): InstallationRepo | null {
+function pushed(value: Json, webUrl: string): InstallationRepo | null {
   if (typeof value.id !== 'number' || typeof value.name !== 'string') return null;
   const owner = isObject(value.owner)
     ? typeof value.owner.login === 'string'
@@ -92,6 +100,6 @@ function pushed(value: Json): InstallationRepo | null {
         : null
     : null;
   if (!owner) return null;
-  const url = typeof value.html_url === 'string' ? value.html_url : `https://github.com/${owner}/${value.name}`;
+  const url = typeof value.html_url === 'string' ? value.html_url : `${webUrl}/${owner}/${value.name}`;
   return { repo_id: value.id, name: value.name, owner, url, default_branch: typeof value.default_branch === 'string' ? value.default_branch : null };
 }

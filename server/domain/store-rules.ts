@@ -34,6 +34,8 @@ export function refusalError(refusal: Refusal): Error {
       return new NotFound(`Deployment ID ${refusal.id} not found.`);
     case 'listener_compute_id_taken':
       return new Conflict(`A listener with compute_id '${refusal.computeId}' already exists in this workspace.`);
+    case 'link_attempt_used':
+      return new Conflict('This link was already used. Start again from the install URL.');
     case 'installation_linked_elsewhere':
       return new Conflict(`Installation ${refusal.installationId} is linked to another organization.`);
     case 'installation_linked_here':

@@ -115,3 +115,16 @@ export function cloneUrlOf(repository: GithubRepository, webUrl: string, repoUrl
   if (given?.startsWith(`${new URL(webUrl).protocol}//`)) return given;
   return `${webUrl}/${repository.owner}/${repository.name}.git`;
 }
+
+/**
+ * Whether the App lives on GitHub Enterprise Server: its REST API is `https://<host>/api/v3`
+ * (github.com's and GHE.com's are `api.` hosts).
+ */
+export function isEnterpriseServer(app: Pick<GithubApp, 'apiUrl'>): boolean {
+  return /\/api\/v3$/.test(new URL(app.apiUrl).pathname.replace(/\/+$/, ''));
+}
+
+/** The App's install page: `/github-apps/<slug>/installations/new` on GitHub Enterprise Server, `/apps/<slug>/…` elsewhere. */
+export function installPageUrl(app: Pick<GithubApp, 'apiUrl' | 'webUrl' | 'slug'>): string {
+  return `${app.webUrl}/${isEnterpriseServer(app) ? 'github-apps' : 'apps'}/${app.slug}/installations/new`;
+}

@@ -77,30 +77,40 @@ export class GithubApi {
   }
 
   async request<T>(request: GithubRequest): Promise<T> {
-    const headers: Record<string, string> = {
-      accept: 'application/vnd.github+json',
-      'x-github-api-version': '2022-11-28',
-      'user-agent': `agent-control-plane/${this.#app.appId}`,
-    };
-    if (request.auth.kind === 'app') headers.authorization = `Bearer ${await appJwt(this.#app.appId, this.#app.privateKey, this.#now())}`;
-    else if (request.auth.kind === 'token') headers.authorization = `Bearer ${request.auth.token}`;
-    if (request.body !== undefined) headers['content-type'] = 'application/json';
-    const signal = request.signal ? AbortSignal.any([request.signal, AbortSignal.timeout(TIMEOUT_MS)]) : AbortSignal.timeout(TIMEOUT_MS);
-    const response = await fetch(`${this.#app.apiUrl}${request.path}`, {
-      method: request.method,
-      headers,
-      body: request.body === undefined ? undefined : JSON.stringify(request.body),
-      signal,
-      redirect: 'error',
-    });
-    const text = await response.text();
-    let body: unknown = null;
-    try {
-      body = text ? JSON.parse(text) : null;
-    } catch {
-      body = text.slice(0, 200);
-    }
-    if (!response.ok) throw new GithubApiError(request.method, request.path, response.status, response.headers, body);
-    return body as T;
+    let authorization: string | undefined;
+    if (request.auth.kind === 'app') authorization = `Bearer ${await appJwt(this.#app.appId, this.#app.privateKey, this.#now())}`;
+    else if (request.auth.kind === 'token') authorization = `Bearer ${request.auth.token}`;
+    return restCall<T>(this.#app.apiUrl, request, `agent-control-plane/${this.#app.appId}`, authorization);
   }
+}
+
+/**
+ * One call of GitHub's REST API at `apiUrl` with the headers GitHub asks for (API version, JSON
+ * media type, a User-Agent); also for calls made before any App exists (the manifest conversion).
+ */
+export async function restCall<T>(apiUrl: string, request: Omit<GithubRequest, 'auth'>, userAgent: string, authorization?: string): Promise<T> {
+  const headers: Record<string, string> = {
+    accept: 'application/vnd.github+json',
+    'x-github-api-version': '2022-11-28',
+    'user-agent': userAgent,
+  };
+  if (authorization) headers.authorization = authorization;
+  if (request.body !== undefined) headers['content-type'] = 'application/json';
+  const signal = request.signal ? AbortSignal.any([request.signal, AbortSignal.timeout(TIMEOUT_MS)]) : AbortSignal.timeout(TIMEOUT_MS);
+  const response = await fetch(`${apiUrl}${request.path}`, {
+    method: request.method,
+    headers,
+    body: request.body === undefined ? undefined : JSON.stringify(request.body),
+    signal,
+    redirect: 'error',
+  });
+  const text = await response.text();
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = text.slice(0, 200);
+  }
+  if (!response.ok) throw new GithubApiError(request.method, request.path, response.status, response.headers, body);
+  return body as T;
 }

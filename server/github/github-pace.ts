@@ -1,40 +1,73 @@
+/** One installation's writes of the last hour (oldest first) and its pause. */
+type Lane = { pausedUntil: number; lastHour: number[] };
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+
 /**
- * One pace for every content-creating GitHub call this server makes (statuses, deployments):
- * at most `perMinute`, spaced evenly, so a burst of revisions never trips GitHub's secondary rate
- * limit (about 80 a minute). A `Retry-After` or an exhausted `x-ratelimit-remaining` pauses all
- * calls until GitHub says, since those limits are per App installation, not per repository.
+ * The pace of content-creating GitHub calls (deployments, statuses, check runs), per App
+ * installation: GitHub's secondary limits count per actor, and an installation token acts as its
+ * installation. At most `perMinute` calls in any minute and `perHour` in any hour (GitHub's limits
+ * are 80 and 500): a burst below the limits goes at once, the rest waits for the window to slide.
+ * A rate-limit answer pauses that installation's calls until GitHub said, never the others'.
  */
 export class GithubPace {
-  readonly #gapMs: number;
+  readonly #perMinute: number;
+  readonly #perHour: number;
   readonly #now: () => number;
-  #nextAt = 0;
-  #pausedUntil = 0;
+  readonly #lanes = new Map<number, Lane>();
 
-  constructor(perMinute: number, now: () => number = Date.now) {
-    this.#gapMs = 60_000 / perMinute;
+  constructor(limits: { perMinute: number; perHour: number }, now: () => number = Date.now) {
+    this.#perMinute = limits.perMinute;
+    this.#perHour = limits.perHour;
     this.#now = now;
   }
 
-  /** How long to wait before the next call may go; the call's slot is taken when this answers 0. */
-  take(): number {
+  /** How long to wait before the installation's next call may go; the call's slot is taken when this answers 0. */
+  take(installationId: number): number {
     const now = this.#now();
-    const at = Math.max(this.#nextAt, this.#pausedUntil);
+    const lane = this.#lane(installationId);
+    const { lastHour } = lane;
+    while (lastHour.length > 0 && lastHour[0]! <= now - HOUR_MS) lastHour.shift();
+    // The call that must leave a window before one more fits in it: the perMinute-th newest, the perHour-th newest.
+    const inLastMinute = lastHour.length - firstAfter(lastHour, now - MINUTE_MS);
+    const minuteFreesAt = inLastMinute >= this.#perMinute ? lastHour[lastHour.length - this.#perMinute]! + MINUTE_MS : 0;
+    const hourFreesAt = lastHour.length >= this.#perHour ? lastHour[lastHour.length - this.#perHour]! + HOUR_MS : 0;
+    const at = Math.max(lane.pausedUntil, minuteFreesAt, hourFreesAt);
     if (at > now) return at - now;
-    this.#nextAt = now + this.#gapMs;
+    lastHour.push(now);
     return 0;
   }
 
-  /** GitHub asked for a pause (`Retry-After` seconds, or `x-ratelimit-reset` epoch seconds); answers until when. */
-  pauseFrom(headers: Headers): number | null {
-    const now = this.#now();
-    const retryAfter = headers.get('retry-after');
-    let until: number | null = null;
-    if (retryAfter !== null && /^\d+$/.test(retryAfter.trim())) until = now + Number(retryAfter) * 1000;
-    else if (headers.get('x-ratelimit-remaining') === '0' && /^\d+$/.test(headers.get('x-ratelimit-reset') ?? ''))
-      until = Number(headers.get('x-ratelimit-reset')) * 1000;
-    if (until === null) return null;
-    // Never longer than an hour: a wrong header must not silence GitHub updates for a day.
-    this.#pausedUntil = Math.max(this.#pausedUntil, Math.min(until, now + 3_600_000));
-    return this.#pausedUntil;
+  /** GitHub asked this installation to wait until `untilMs`. */
+  pause(installationId: number, untilMs: number): void {
+    const lane = this.#lane(installationId);
+    lane.pausedUntil = Math.max(lane.pausedUntil, untilMs);
   }
+
+  /** Until when the installation is paused (0: not paused). */
+  pausedUntil(installationId: number): number {
+    return this.#lanes.get(installationId)?.pausedUntil ?? 0;
+  }
+
+  #lane(installationId: number): Lane {
+    let lane = this.#lanes.get(installationId);
+    if (!lane) {
+      lane = { pausedUntil: 0, lastHour: [] };
+      this.#lanes.set(installationId, lane);
+    }
+    return lane;
+  }
+}
+
+/** The index of the first time after `after` in ascending `times` (binary search: up to 500 entries). */
+function firstAfter(times: number[], after: number): number {
+  let low = 0;
+  let high = times.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (times[middle]! > after) high = middle;
+    else low = middle + 1;
+  }
+  return low;
 }

@@ -1,5 +1,6 @@
 import type { GithubRepository } from './app-settings.ts';
-import type { GithubApi } from './github-api.ts';
+import { type GithubApi, GithubApiError } from './github-api.ts';
+import { isRateLimited } from './rate-limits.ts';
 
 /** A token is handed out only while it has at least this long to live: a clone started with it finishes. */
 const REUSE_MARGIN_MS = 5 * 60_000;
@@ -7,8 +8,52 @@ const REUSE_MARGIN_MS = 5 * 60_000;
 type Minted = { token: string; expiresAtMs: number };
 
 /**
+ * GitHub will not mint the token until someone changes something on GitHub: the repository is not
+ * among the installation's selected ones, the installation has not accepted the permissions asked,
+ * it is gone or suspended, or the App's own credentials are wrong. Retrying changes nothing; the
+ * message says what to fix, and where.
+ */
+export class TokenRefused extends Error {
+  override readonly name = 'TokenRefused';
+  readonly status: number;
+  constructor(message: string, status: number) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** The sentence a user reads for a refused mint: which of GitHub's reasons, and where to fix it. */
+function refusalOf(error: GithubApiError, installationId: number, repository: GithubRepository, permissions: Record<string, string>): TokenRefused {
+  const full = `${repository.owner}/${repository.name}`;
+  const where = `on GitHub: Settings → Applications → Installed GitHub Apps → Configure (installation ${installationId})`;
+  if (error.status === 404)
+    return new TokenRefused(`The GitHub App's installation ${installationId} no longer exists (uninstalled): install the App again and link it.`, 404);
+  if (error.status === 401) return new TokenRefused("GitHub did not accept the App's credentials: check GITHUB_APP_ID and the App's private key.", 401);
+  if (error.status === 403 && /suspend/i.test(error.message))
+    return new TokenRefused(`The GitHub App's installation ${installationId} is suspended: unsuspend it ${where}.`, 403);
+  if (/permission/i.test(error.message)) {
+    const asked = Object.entries(permissions)
+      .map(([name, level]) => `${name}: ${level}`)
+      .join(', ');
+    return new TokenRefused(
+      `The GitHub App's installation ${installationId} has not granted the permissions needed (${asked}): an owner accepts the App's new permissions ${where}.`,
+      error.status,
+    );
+  }
+  if (error.status === 422)
+    return new TokenRefused(
+      `The repository ${full} is not among the repositories selected in the GitHub App's installation ${installationId}: add it under "Repository access" ${where}.`,
+      422,
+    );
+  return new TokenRefused(`GitHub refused a token for ${full} through installation ${installationId} (${error.message}).`, error.status);
+}
+
+/**
  * Installation tokens narrowed to one repository with `contents: read`
  * (`POST /app/installations/{id}/access_tokens`), reused until 5 minutes before they expire.
+ * The first mint names the repository; GitHub's answer gives its id, and later mints narrow by
+ * `repository_ids`, which a rename does not change. A mint GitHub refuses for good (4xx other than
+ * a rate limit) throws `TokenRefused`.
  * They live only in this process's memory: never stored, so never in the database in clear,
  * and a restart simply mints new ones (GitHub tokens last an hour; minting is one call).
  */
@@ -16,6 +61,8 @@ export class InstallationTokens {
   readonly #api: GithubApi;
   readonly #now: () => number;
   readonly #cache = new Map<string, Minted>();
+  /** Repository ids learned from mints, by installation and `owner/name` (lower case). */
+  readonly #repositoryIds = new Map<string, number>();
   /** Mints under way, so that ten claims at once for one repository make one call. */
   readonly #minting = new Map<string, Promise<Minted>>();
 
@@ -53,12 +100,26 @@ export class InstallationTokens {
   }
 
   async #mint(installationId: number, repository: GithubRepository, permissions: Record<string, 'read' | 'write'>): Promise<Minted> {
-    const answer = await this.#api.request<{ token: string; expires_at: string }>({
-      method: 'POST',
-      path: `/app/installations/${installationId}/access_tokens`,
-      auth: { kind: 'app' },
-      body: { repositories: [repository.name], permissions },
-    });
+    const named = `${installationId}\n${repository.owner.toLowerCase()}/${repository.name.toLowerCase()}`;
+    const id = this.#repositoryIds.get(named);
+    let answer: { token: string; expires_at: string; repositories?: Array<{ id: number; full_name: string }> };
+    try {
+      answer = await this.#api.request({
+        method: 'POST',
+        path: `/app/installations/${installationId}/access_tokens`,
+        auth: { kind: 'app' },
+        body: { ...(id === undefined ? { repositories: [repository.name] } : { repository_ids: [id] }), permissions },
+      });
+    } catch (error) {
+      if (error instanceof GithubApiError && error.status >= 400 && error.status < 500 && !isRateLimited(error)) {
+        // An id learned earlier may name a repository since deleted and re-created: named again next time.
+        this.#repositoryIds.delete(named);
+        throw refusalOf(error, installationId, repository, permissions);
+      }
+      throw error;
+    }
+    const learned = answer.repositories?.find((r) => r.full_name.toLowerCase() === `${repository.owner}/${repository.name}`.toLowerCase());
+    if (learned) this.#repositoryIds.set(named, learned.id);
     return { token: answer.token, expiresAtMs: Date.parse(answer.expires_at) };
   }
 

@@ -1,7 +1,8 @@
+import { Unavailable } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import type { IntegrationRecord, Store } from '../store/types.ts';
 import { cloneUrlOf, type GithubApp, repositoryOnHost } from './app-settings.ts';
-import type { InstallationTokens } from './installation-tokens.ts';
+import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
 
 /** How git reaches a private repository: the URL the token opens and the token. */
 export type RepoCredentials = { url: string; token: string };
@@ -29,9 +30,11 @@ export class RepoAccess {
   }
 
   /**
-   * Credentials for `repoUrl` through `integrationId`, or null when it is read without any. A
-   * GitHub that cannot mint one is logged (never the token) and answers null: a public repository
-   * still builds, a private one fails with git's own message.
+   * Credentials for `repoUrl` through `integrationId`, or null when it is read without any (not on
+   * the App's host, no proven installation). Once the installation is the way in, there is no
+   * anonymous fallback: git's "could not read Username" would hide the reason. A mint GitHub
+   * refuses for good throws `TokenRefused` (the message says what to fix on GitHub); one that may
+   * pass (5xx, timeout, rate limit) throws `Unavailable`.
    */
   async credentials(repoUrl: string | null, integrationId: string | null, context: Record<string, unknown> = {}): Promise<RepoCredentials | null> {
     const { app, store, tokens, proven, log } = this.#deps;
@@ -43,13 +46,16 @@ export class RepoAccess {
     try {
       return { url: cloneUrlOf(repository, app.webUrl, repoUrl), token: await tokens.forRepository(integration.installation_id, repository) };
     } catch (error) {
-      log.warn('github: could not mint an installation token; the repository is read without one', {
+      const reason = String(error instanceof Error ? error.message : error);
+      log.warn('github: could not mint an installation token', {
         ...context,
         installation_id: integration.installation_id,
         repository: `${repository.owner}/${repository.name}`,
-        error: String(error instanceof Error ? error.message : error),
+        refused_for_good: error instanceof TokenRefused,
+        error: reason,
       });
-      return null;
+      if (error instanceof TokenRefused) throw error;
+      throw new Unavailable(`GitHub could not give a token for ${repository.owner}/${repository.name} now (${reason}).`, { retryAfterSeconds: 10 });
     }
   }
 }

@@ -7,8 +7,14 @@ import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts'
 import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
-import type { InstallationTokens } from './installation-tokens.ts';
+import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
+import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
 import { describe, planFor, type StatusPlan } from './status-plan.ts';
+
+/** The console's page of one revision (contract §16): what a browser opens from GitHub's Details and log links. */
+export function revisionPageUrl(publicUrl: string, deploymentId: string, revisionId: string): string {
+  return `${publicUrl}/console/deployments/${encodeURIComponent(deploymentId)}/revisions/${encodeURIComponent(revisionId)}`;
+}
 
 /** What the sender's token may do: create deployments and statuses on the one repository. */
 const WRITE = { deployments: 'write', statuses: 'write' } as const;
@@ -143,7 +149,8 @@ export class GithubStatusSender {
       return finish('sent');
     } catch (error) {
       if (!(error instanceof TryLater)) throw error;
-      const backoff = Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2);
+      // A rate limit says itself how long to wait; anything else backs off, up to 5 minutes.
+      const backoff = error.untilMs === null ? Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2) : 0;
       const at = Math.max(Date.parse(clock.now()) + backoff, error.untilMs ?? 0);
       log.warn('github: a status could not be sent; it is tried again', {
         revision_id: event.revision_id,
@@ -159,7 +166,7 @@ export class GithubStatusSender {
 
   async #send(event: OutboxEvent, revision: RevisionRecord, deployment: DeploymentRecord, target: Target, sha: string, plan: StatusPlan): Promise<void> {
     const { github, publicUrl } = this.#deps;
-    const logUrl = `${publicUrl()}/v2/deployments/${deployment.id}/revisions/${revision.id}/logs?type=build`;
+    const logUrl = revisionPageUrl(publicUrl(), deployment.id, revision.id);
     const environmentUrl = deployment.source_config.custom_url ?? undefined;
     if (plan.deployment) {
       const record = await this.#ensureDeployment(event, revision, deployment, target, sha, logUrl);
@@ -206,7 +213,7 @@ export class GithubStatusSender {
   async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
     const target = await this.#target(parent);
     if (!target) return;
-    await this.#paced();
+    await this.#paced(target);
     const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
     await this.#deps.api.request({
       method: 'POST',
@@ -255,11 +262,11 @@ export class GithubStatusSender {
     const existing = await github.githubDeployment(revision.id);
     if (existing) return existing;
     if (await github.wasSent(revision.id, 'deployment', 'refused')) return null;
-    // A preview reports to the transient environment `<parent>/pr-<n>` that GitHub shows in the pull request.
+    // All previews of a deployment share one environment, `<parent>/preview`, each its own transient
+    // deployment there: a repository gains one environment per deployment, not one per pull request.
     const previewOf = previewOfDeployment(deployment);
     const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
-    const environment =
-      previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/pr-${previewOf.pull_request}` : deployment.name;
+    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/preview` : deployment.name;
     const body = {
       ref: sha,
       task: 'deploy',
@@ -333,13 +340,13 @@ export class GithubStatusSender {
     const { github, clock, log } = this.#deps;
     if (await github.wasSent(revisionId, call, state)) return true;
     const marker = `sending ${revisionId} ${call} ${state}`;
-    if (event.outcome === marker && (await this.#safely(() => alreadyThere()))) {
+    if (event.outcome === marker && (await this.#safely(target, () => alreadyThere()))) {
       await github.markSent(revisionId, call, state, clock.now());
       return true;
     }
     await github.noteEvent(event.id, marker);
     event.outcome = marker;
-    await this.#paced();
+    await this.#paced(target);
     try {
       const answer = await this.#deps.api.request({ ...request, auth: { kind: 'token', token: await this.#token(target) } });
       onAnswer?.(answer);
@@ -354,7 +361,7 @@ export class GithubStatusSender {
         await github.markSent(revisionId, call, state, clock.now());
         return false;
       }
-      this.#retryable(error, target);
+      this.#retryable(error, target, event.attempts);
       log.error('github: GitHub refused a status; it is dropped', { revision_id: revisionId, call, state, error: (error as Error).message });
       await github.markSent(revisionId, call, `${state}:refused`, clock.now());
       return false;
@@ -363,12 +370,22 @@ export class GithubStatusSender {
     return true;
   }
 
-  /** Throws TryLater for what may pass (5xx, timeouts, rate limits, a token GitHub no longer takes); returns for a refusal for good. */
-  #retryable(error: unknown, target: Target): void {
+  /**
+   * Throws TryLater for what may pass (5xx, timeouts, a rate limit, a token GitHub no longer
+   * takes); returns for a refusal for good, a token GitHub will not mint included (a repository not
+   * selected, permissions not accepted, the installation gone): those wait for a person on GitHub.
+   */
+  #retryable(error: unknown, target: Target, attempts = 0): void {
     if (error instanceof TryLater) throw error;
+    if (error instanceof TokenRefused) return;
+    if (isRateLimited(error)) {
+      // Never dropped for a limit: the installation's calls wait as long as GitHub's rules say.
+      const until = rateLimitedUntil(error.headers, attempts, Date.parse(this.#deps.clock.now()));
+      this.#deps.pace.pause(target.installationId, until);
+      throw new TryLater(error.message, until);
+    }
     if (error instanceof GithubApiError) {
-      const pausedUntil = this.#deps.pace.pauseFrom(error.headers);
-      if (error.status >= 500 || error.status === 429 || pausedUntil !== null) throw new TryLater(error.message, pausedUntil);
+      if (error.status >= 500) throw new TryLater(error.message, null);
       if (error.status === 401) {
         this.#deps.tokens.forget(target.installationId, target.repository, WRITE);
         throw new TryLater(error.message, null);
@@ -379,11 +396,11 @@ export class GithubStatusSender {
     throw new TryLater(error instanceof Error ? error.message : String(error), null);
   }
 
-  async #safely(check: () => Promise<boolean>): Promise<boolean> {
+  async #safely(target: Target, check: () => Promise<boolean>): Promise<boolean> {
     try {
       return await check();
     } catch (error) {
-      this.#retryable(error, { repository: { owner: '', name: '' }, installationId: 0, path: '' });
+      this.#retryable(error, target);
       return false;
     }
   }
@@ -398,6 +415,7 @@ export class GithubStatusSender {
       return await this.#deps.api.request<T>({ method: 'GET', path, auth: { kind: 'token', token: await this.#token(target) } });
     } catch (error) {
       this.#retryable(error, target);
+      if (error instanceof TokenRefused) throw error;
       throw new TryLater((error as Error).message, null);
     }
   }
@@ -407,12 +425,15 @@ export class GithubStatusSender {
       return await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
     } catch (error) {
       this.#retryable(error, target);
+      // A mint refused for good goes to the caller as it is: the call is dropped with GitHub's reason.
+      if (error instanceof TokenRefused) throw error;
       throw new TryLater(`no token: ${(error as Error).message}`, null);
     }
   }
 
-  async #paced(): Promise<void> {
-    for (let wait = this.#deps.pace.take(); wait > 0; wait = this.#deps.pace.take()) {
+  async #paced(target: Target): Promise<void> {
+    const { pace } = this.#deps;
+    for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
       if (this.#stopped) throw new TryLater('stopping', null);
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
     }

@@ -1,9 +1,11 @@
 import { z } from 'zod';
-import type { InstallationLinks, SetupOutcome } from '../github/installation-links.ts';
+import { DomainError } from '../domain/errors.ts';
+import type { InstallationLinks } from '../github/installation-links.ts';
+import { confirmationPage, LINK_CONFIRM_PATH, messagePage, SETUP_PAGE_HEADERS } from '../github/setup-pages.ts';
 import type { RouteContext } from '../http/env.ts';
+import { clientAddress } from '../http/node-request.ts';
 import { route } from '../http/route.ts';
 import { readJson } from '../http/validation.ts';
-import { CALLBACK_PAGE_HEADERS, callbackPage } from './oauth-page.ts';
 
 /** Where the GitHub App's "Setup URL" points: GitHub sends the installer's browser here, with no API key. */
 export const GITHUB_SETUP_PATH = '/v1/integrations/github/setup';
@@ -30,30 +32,12 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
       return c.json(await links.installUrl(c.get('principal').workspaceId, body.name ?? null), 200, { 'cache-control': 'no-store' });
     },
   );
-  const describe = (outcome: SetupOutcome): { status: 200 | 400 | 502; title: string; message: string } => {
-    switch (outcome.kind) {
-      case 'linked':
-        return {
-          status: 200,
-          title: 'GitHub installation linked',
-          message: `The installation on ${outcome.account.login} is linked as integration ${outcome.integration.id}. You can close this window.`,
-        };
-      case 'requested':
-        return {
-          status: 200,
-          title: 'Installation requested',
-          message: 'An owner of the GitHub organization must approve the installation; link it again from a new install URL once they have.',
-        };
-      case 'refused':
-        return { status: outcome.status, title: 'Nothing was linked', message: outcome.message };
-    }
-  };
   route(
     ctx,
     {
       method: 'get',
       path: GITHUB_SETUP_PATH,
-      summary: "The GitHub App's setup URL: links the installation once the state and the installer's authorization prove it (HTML page; no API key)",
+      summary: "The GitHub App's setup URL (and its OAuth callback): proves who installed the App, then asks them to confirm the link (HTML page; no API key)",
       tag,
       auth: false,
       query: z.object({
@@ -62,28 +46,73 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
         state: z.string().optional(),
         code: z.string().optional(),
       }),
-      response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: linked, or requested from an organization owner' },
+      response: {
+        status: 200,
+        schema: z.string(),
+        contentType: 'text/html',
+        description: 'HTML page: confirm the link (naming the workspace), or requested from an organization owner',
+      },
       responses: [
+        { status: 302, schema: null, description: "No code: to GitHub's OAuth authorization, which comes back here with one" },
         {
           status: 400,
           schema: z.string(),
           contentType: 'text/html',
-          description: 'HTML page: unknown, used or expired state, no code, or an installation the installer cannot see',
+          description: 'HTML page: unknown, used or expired state, or an installation the installer cannot see',
         },
-        { status: 502, schema: z.string(), contentType: 'text/html', description: 'HTML page: GitHub could not be reached' },
+        { status: 502, schema: z.string(), contentType: 'text/html', description: 'HTML page: GitHub could not be reached (with a link to try again)' },
       ],
       errors: [],
     },
     async (c) => {
-      const { status, title, message } = describe(
-        await links.complete({
-          installation_id: c.req.query('installation_id'),
-          setup_action: c.req.query('setup_action'),
-          state: c.req.query('state'),
-          code: c.req.query('code'),
-        }),
-      );
-      return c.html(callbackPage(title, message), status, CALLBACK_PAGE_HEADERS);
+      const outcome = await links.complete({
+        installation_id: c.req.query('installation_id'),
+        setup_action: c.req.query('setup_action'),
+        state: c.req.query('state'),
+        code: c.req.query('code'),
+      });
+      switch (outcome.kind) {
+        case 'authorize':
+          return c.redirect(outcome.url, 302);
+        case 'confirm':
+          return c.html(confirmationPage(outcome), 200, SETUP_PAGE_HEADERS);
+        case 'requested':
+          return c.html(
+            messagePage(
+              'Installation requested',
+              'An owner of the GitHub organization must approve the installation. Once they do, GitHub brings them back here to link it.',
+            ),
+            200,
+            SETUP_PAGE_HEADERS,
+          );
+        case 'refused':
+          return c.html(messagePage('Nothing was linked', outcome.message, outcome.retryUrl), outcome.status, SETUP_PAGE_HEADERS);
+      }
     },
   );
+  // A console page, not an API operation: posted by the confirmation page's form.
+  ctx.app.post(LINK_CONFIRM_PATH, async (c) => {
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const text = (name: string) => (typeof form[name] === 'string' ? (form[name] as string) : undefined);
+    let keyWorkspaceId: string | null = null;
+    const apiKey = text('api_key');
+    if (apiKey) {
+      try {
+        keyWorkspaceId = (await ctx.services.auth.authenticate(apiKey, undefined, clientAddress(c))).workspaceId;
+      } catch (error) {
+        if (!(error instanceof DomainError)) throw error;
+        return c.html(messagePage('Nothing was linked', `That API key was not accepted (${error.message}).`), 400, SETUP_PAGE_HEADERS);
+      }
+    }
+    const outcome = await links.confirm({ attempt: text('attempt'), confirm: text('confirm') }, keyWorkspaceId);
+    if (outcome.kind === 'refused') return c.html(messagePage('Nothing was linked', outcome.message), outcome.status, SETUP_PAGE_HEADERS);
+    return c.html(
+      messagePage(
+        'GitHub installation linked',
+        `The installation on ${outcome.account.login} is linked to the workspace ${outcome.target.workspace_name} as integration ${outcome.integration.id}. You can close this window.`,
+      ),
+      200,
+      SETUP_PAGE_HEADERS,
+    );
+  });
 }

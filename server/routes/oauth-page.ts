@@ -17,6 +17,7 @@ export const CALLBACK_PAGE_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
 };
 
-function escapeHtml(text: string): string {
+/** Text made safe to put in HTML, attributes included. */
+export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }

@@ -6,6 +6,26 @@ import type { IntegrationRecord } from './types.ts';
 /** The single-use `state` of an install URL, bound to a workspace. */
 export type SetupState = { id: string; tenant_id: string; name: string | null; expires_at: string; created_at: string };
 
+/**
+ * One installation on its way to a workspace (migration 019): proven once `account` is set,
+ * linked when the installer confirms with the token whose SHA-256 is `confirm_hash`.
+ */
+export type LinkAttempt = {
+  id: string;
+  setup_state_id: string | null;
+  installation_id: number;
+  account: InstallationAccount | null;
+  confirm_hash: string | null;
+  expires_at: string;
+  created_at: string;
+};
+
+/** The single-use `state` of a manifest page, bound to the organization that asked. */
+export type ManifestState = { id: string; organization_id: string; expires_at: string; created_at: string };
+
+/** The App GitHub made from the manifest: its secrets sealed (encrypted JSON). */
+export type AppRegistration = { app_id: string; slug: string; sealed: string; created_at: string };
+
 /** The GitHub account an installation was proven to belong to. */
 export type InstallationAccount = { login: string; id: number; type: string };
 
@@ -46,17 +66,32 @@ export type PreviewRecord = {
   created_at: string;
 };
 
+/** What a link uses up, in the transaction that stores it: the attempt, and the install URL's state when it had one. */
+export type LinkUsedUp = { attemptId: string; setupStateId: string | null };
+
 /** Storage of the GitHub round trip (contract §12): setup states, proven installations, the status outbox, previews. */
 export interface GithubStore {
   createSetupState(state: SetupState): Promise<void>;
   /** Deletes and answers the state: a second use finds nothing. */
   takeSetupState(id: string): Promise<SetupState | null>;
+  /** The state, left usable: it is used up only with the link it leads to (`linkInstallation`). */
+  setupState(id: string): Promise<SetupState | null>;
+  createLinkAttempt(attempt: LinkAttempt): Promise<void>;
+  createManifestState(state: ManifestState): Promise<void>;
+  /** Deletes and answers the state: a second use finds nothing. */
+  takeManifestState(id: string): Promise<ManifestState | null>;
+  /** Stores the App made from the manifest, replacing one made before. */
+  saveAppRegistration(registration: AppRegistration): Promise<void>;
+  appRegistration(): Promise<AppRegistration | null>;
+  linkAttempt(id: string): Promise<LinkAttempt | null>;
+  /** Records who the installation was proven to belong to, and the hash of the token that confirms the link. */
+  proveLinkAttempt(id: string, account: InstallationAccount, confirmHash: string): Promise<void>;
   /**
    * Links a proven installation to the workspace in one transaction: the integration (made, or the
    * workspace's existing one for the installation) and its account. Links of other organizations
    * that were never proven (a bare `installation_id`) are removed; a proven one elsewhere is refused (`installation_linked_elsewhere`).
    */
-  linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord>;
+  linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string, usedUp?: LinkUsedUp): Promise<IntegrationRecord>;
   accountOf(integrationId: string): Promise<InstallationAccount | null>;
 
   /** The oldest unsent event of each revision that is due (`next_attempt_at` passed), oldest revisions first. */
@@ -123,8 +158,85 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
     return (await this.sql.row<SetupState>('DELETE FROM github_setup_states WHERE id = ? RETURNING *', [id])) ?? null;
   }
 
-  async linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string): Promise<IntegrationRecord> {
+  async setupState(id: string): Promise<SetupState | null> {
+    return (await this.sql.row<SetupState>('SELECT * FROM github_setup_states WHERE id = ?', [id])) ?? null;
+  }
+
+  async createManifestState(state: ManifestState): Promise<void> {
+    await this.sql.run('INSERT INTO github_manifest_states (id, organization_id, expires_at, created_at) VALUES (?, ?, ?, ?)', [
+      state.id,
+      state.organization_id,
+      state.expires_at,
+      state.created_at,
+    ]);
+  }
+
+  async takeManifestState(id: string): Promise<ManifestState | null> {
+    return (await this.sql.row<ManifestState>('DELETE FROM github_manifest_states WHERE id = ? RETURNING *', [id])) ?? null;
+  }
+
+  async saveAppRegistration(r: AppRegistration): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO github_app_registrations (id, app_id, slug, sealed, created_at) VALUES (1, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET app_id = excluded.app_id, slug = excluded.slug, sealed = excluded.sealed, created_at = excluded.created_at`,
+      [r.app_id, r.slug, r.sealed, r.created_at],
+    );
+  }
+
+  async appRegistration(): Promise<AppRegistration | null> {
+    return (await this.sql.row<AppRegistration>('SELECT app_id, slug, sealed, created_at FROM github_app_registrations WHERE id = 1')) ?? null;
+  }
+
+  async createLinkAttempt(a: LinkAttempt): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO github_link_attempts (id, setup_state_id, installation_id, account_login, account_id, account_type, confirm_hash, expires_at, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        a.id,
+        a.setup_state_id,
+        a.installation_id,
+        a.account?.login ?? null,
+        a.account?.id ?? null,
+        a.account?.type ?? null,
+        a.confirm_hash,
+        a.expires_at,
+        a.created_at,
+      ],
+    );
+  }
+
+  async linkAttempt(id: string): Promise<LinkAttempt | null> {
+    const row = await this.sql.row<Row>('SELECT * FROM github_link_attempts WHERE id = ?', [id]);
+    if (!row) return null;
+    return {
+      id: row.id as string,
+      setup_state_id: (row.setup_state_id as string | null) ?? null,
+      installation_id: Number(row.installation_id),
+      account: row.account_login === null || row.account_login === undefined ? null : toAccount(row),
+      confirm_hash: (row.confirm_hash as string | null) ?? null,
+      expires_at: row.expires_at as string,
+      created_at: row.created_at as string,
+    };
+  }
+
+  async proveLinkAttempt(id: string, account: InstallationAccount, confirmHash: string): Promise<void> {
+    await this.sql.run('UPDATE github_link_attempts SET account_login = ?, account_id = ?, account_type = ?, confirm_hash = ? WHERE id = ?', [
+      account.login,
+      account.id,
+      account.type,
+      confirmHash,
+      id,
+    ]);
+  }
+
+  async linkInstallation(integration: IntegrationRecord, account: InstallationAccount, now: string, usedUp?: LinkUsedUp): Promise<IntegrationRecord> {
     return this.sql.tx(async (tx) => {
+      if (usedUp) {
+        // Used up with the link, in its transaction: a link that fails leaves them usable, and two confirmations link once.
+        if ((await tx.run('DELETE FROM github_link_attempts WHERE id = ?', [usedUp.attemptId])) === 0) throw this.rules.refusal({ kind: 'link_attempt_used' });
+        if (usedUp.setupStateId !== null && (await tx.run('DELETE FROM github_setup_states WHERE id = ?', [usedUp.setupStateId])) === 0)
+          throw this.rules.refusal({ kind: 'link_attempt_used' });
+      }
       // The same key as linking by a bare id: links of one installation are made one at a time.
       await tx.dialect.serialize(tx, `installation:${integration.installation_id}`);
       const others = await tx.rows<{ id: string; proven: number | null }>(GITHUB_SQL.otherOrganizationsLinks, [
@@ -180,7 +292,9 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
 
   async prune(sentBefore: string, now: string): Promise<number> {
     const events = await this.sql.run('DELETE FROM github_outbox WHERE done_at IS NOT NULL AND done_at < ?', [sentBefore]);
-    return events + (await this.sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]));
+    const states = await this.sql.run('DELETE FROM github_setup_states WHERE expires_at < ?', [now]);
+    const manifests = await this.sql.run('DELETE FROM github_manifest_states WHERE expires_at < ?', [now]);
+    return events + states + manifests + (await this.sql.run('DELETE FROM github_link_attempts WHERE expires_at < ?', [now]));
   }
 
   async pendingCount(): Promise<number> {

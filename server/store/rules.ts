@@ -12,6 +12,8 @@ export type Refusal =
   | { kind: 'deployment_not_found'; id: string }
   | { kind: 'listener_compute_id_taken'; computeId: string }
   | { kind: 'installation_linked_elsewhere'; installationId: number }
+  /** A GitHub link attempt (or the install URL's state it came with) was used up by another confirmation first. */
+  | { kind: 'link_attempt_used' }
   | { kind: 'installation_linked_here'; installationId: number }
   | { kind: 'oauth_provider_taken'; providerId: string };
 

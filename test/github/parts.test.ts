@@ -3,10 +3,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { githubAppFrom, repositoryOnHost } from '../../server/github/app-settings.ts';
+import { githubAppFrom, installPageUrl, repositoryOnHost } from '../../server/github/app-settings.ts';
 import { GithubApi } from '../../server/github/github-api.ts';
 import { GithubPace } from '../../server/github/github-pace.ts';
 import { InstallationTokens } from '../../server/github/installation-tokens.ts';
+import { rateLimitedUntil } from '../../server/github/rate-limits.ts';
 import { describe as describeStatus, planFor } from '../../server/github/status-plan.ts';
 import { gitTokenEnv } from '../../shared/git-auth.ts';
 import { GithubStandIn } from './stand-in.ts';
@@ -47,7 +48,18 @@ describe('the GitHub parts on their own', () => {
     const installation = github.install({ login: 'other', id: 2, type: 'User' }, ['other/x'], []);
     const impostor = new GithubStandIn();
     const app = githubAppFrom({ ...github.serverEnv(), GITHUB_APP_PRIVATE_KEY: impostor.privateKeyPem } as never)!;
-    await expect(new InstallationTokens(new GithubApi(app)).forRepository(installation, { owner: 'other', name: 'x' })).rejects.toThrow(/401/);
+    await expect(new InstallationTokens(new GithubApi(app)).forRepository(installation, { owner: 'other', name: 'x' })).rejects.toThrow(
+      "GitHub did not accept the App's credentials",
+    );
+  });
+
+  it('makes the install page on github.com and on GitHub Enterprise Server, with no host written in', () => {
+    expect(installPageUrl({ webUrl: 'https://github.com', apiUrl: 'https://api.github.com', slug: 'deployer' })).toBe(
+      'https://github.com/apps/deployer/installations/new',
+    );
+    expect(installPageUrl({ webUrl: 'https://ghe.example', apiUrl: 'https://ghe.example/api/v3', slug: 'deployer' })).toBe(
+      'https://ghe.example/github-apps/deployer/installations/new',
+    );
   });
 
   it("knows which repository URLs are on the App's host", () => {
@@ -92,20 +104,41 @@ describe('the GitHub parts on their own', () => {
     expect(execFileSync('git', ['-C', dir, 'config', '--local', '--list'], { encoding: 'utf8' })).not.toContain('ghs_secret');
   });
 
-  it('paces writes evenly and pauses all of them when GitHub says so', () => {
+  it('holds 200 pushes of one installation under 80 writes a minute and 500 an hour, while another installation goes at once', () => {
     let now = 1_000_000;
-    const pace = new GithubPace(60, () => now);
-    expect(pace.take()).toBe(0);
-    expect(pace.take()).toBe(1000);
-    now += 1000;
-    expect(pace.take()).toBe(0);
-    now += 1000;
-    expect(pace.pauseFrom(new Headers({ 'retry-after': '30' }))).toBe(now + 30_000);
-    expect(pace.take()).toBe(30_000);
-    expect(pace.pauseFrom(new Headers({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor((now + 90_000) / 1000)) }))).toBe(
-      Math.floor((now + 90_000) / 1000) * 1000,
-    );
-    expect(pace.pauseFrom(new Headers({ 'x-ratelimit-remaining': '12' }))).toBeNull();
+    const pace = new GithubPace({ perMinute: 80, perHour: 500 }, () => now);
+    const sent: number[] = [];
+    // 200 pushes at once, 5 writes each (a deployment, its statuses, the check run): every write waits its turn.
+    for (let write = 0; write < 200 * 5; write++) {
+      for (let wait = pace.take(1); wait > 0; wait = pace.take(1)) {
+        // Another installation is not held up by this one's queue.
+        if (write === 400) expect(pace.take(2)).toBe(0);
+        now += wait;
+      }
+      sent.push(now);
+    }
+    const most = (windowMs: number) => Math.max(...sent.map((at) => sent.filter((t) => t >= at && t < at + windowMs).length));
+    expect(most(60_000)).toBe(80);
+    expect(most(3_600_000)).toBe(500);
+    // The first 80 went at once: a burst under the limit is not slowed.
+    expect(sent[79]).toBe(1_000_000);
+    expect(sent[80]).toBe(1_060_000);
+  });
+
+  it("pauses only the installation GitHub rate-limited, as long as GitHub's rules say", () => {
+    const now = 1_000_000;
+    const pace = new GithubPace({ perMinute: 80, perHour: 500 }, () => now);
+    pace.pause(1, rateLimitedUntil(new Headers({ 'retry-after': '30' }), 0, now));
+    expect(pace.take(1)).toBe(30_000);
+    expect(pace.take(2)).toBe(0);
+    const reset = Math.floor((now + 90_000) / 1000);
+    expect(rateLimitedUntil(new Headers({ 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(reset) }), 0, now)).toBe(reset * 1000);
+    // No header (a secondary limit's bare 403): at least a minute, then doubling.
+    expect(rateLimitedUntil(new Headers(), 0, now)).toBe(now + 60_000);
+    expect(rateLimitedUntil(new Headers(), 2, now)).toBe(now + 240_000);
+    expect(rateLimitedUntil(new Headers({ 'x-ratelimit-remaining': '12' }), 0, now)).toBe(now + 60_000);
+    // Never more than an hour, whatever a header says.
+    expect(rateLimitedUntil(new Headers({ 'retry-after': '999999' }), 0, now)).toBe(now + 3_600_000);
   });
 
   it('collapses revision stages into GitHub states, each description within 140 characters', () => {

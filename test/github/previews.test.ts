@@ -27,7 +27,7 @@ describe('pull-request previews', () => {
       ...github.serverEnv(),
       GITHUB_WEBHOOK_SECRET: SECRET,
       RECONCILE_INTERVAL_MS: '0',
-      GITHUB_WRITES_PER_MINUTE: '1200',
+
       PREVIEW_SWEEP_MS: '300',
     });
     api = apiClient(server.url, server.apiKey);
@@ -94,7 +94,8 @@ describe('pull-request previews', () => {
     await revisionReaches(api, preview.id, first.id, ['DEPLOYED'], 30_000);
     await eventually(async () => (github.deployments.find((d) => d.body.ref === one.head)?.statuses.at(-1)?.state === 'success' ? true : undefined), 30_000);
     const ghDeployment = github.deployments.find((d) => d.body.ref === one.head)!;
-    expect(ghDeployment.body).toMatchObject({ environment: `${main.name}/pr-1`, transient_environment: true, production_environment: false });
+    // One environment for every preview of the deployment, not one per pull request.
+    expect(ghDeployment.body).toMatchObject({ environment: `${main.name}/preview`, transient_environment: true, production_environment: false });
 
     // The parent's secrets change later: the preview keeps its snapshot.
     expect(
@@ -119,8 +120,11 @@ describe('pull-request previews', () => {
     expect(await previewNamed(`${main.name}-pr-3`)).toBeUndefined();
 
     // Two at most: the third is refused, and the pull request is told why.
-    await pullRequest('acme/agent', 'opened', 2);
+    const two = await pullRequest('acme/agent', 'opened', 2);
     await eventually(() => previewNamed(`${main.name}-pr-2`));
+    const twoDeployed = await eventually(async () => github.deployments.find((d) => d.body.ref === two.head), 30_000);
+    expect(twoDeployed.body.environment).toBe(`${main.name}/preview`);
+    expect(new Set(github.deployments.filter((d) => d.repo === 'acme/agent').map((d) => d.body.environment))).toEqual(new Set([`${main.name}/preview`]));
     const refused = await pullRequest('acme/agent', 'opened', 4);
     expect(await previewNamed(`${main.name}-pr-4`)).toBeUndefined();
     const told = await eventually(async () => github.commitStatuses.find((c) => c.sha === refused.head));

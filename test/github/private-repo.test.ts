@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from '../agents/harness.ts';
-import { apiClient, eventually } from '../helpers/api.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { revisionsOf } from '../webhooks/github.ts';
@@ -21,6 +21,8 @@ describe("a private repository on the App's GitHub", () => {
   let github: GithubStandIn | undefined;
   let server: ServerProcess | undefined;
   let agent: AgentProcess | undefined;
+  let api: Api;
+  let integrationId: string;
   const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-work-'));
 
   afterAll(async () => {
@@ -52,9 +54,9 @@ describe("a private repository on the App's GitHub", () => {
     const anonymousRequests = github.gitRequests.length;
 
     server = await startServerProcess({ ...github.serverEnv(), RECONCILE_INTERVAL_MS: '1000', AGENT_LEASE_MS: '10000' });
-    const api = apiClient(server.url, server.apiKey);
+    api = apiClient(server.url, server.apiKey);
     const workspaceId = (await api.get('/v1/workspaces')).body[0].id as string;
-    const integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
     const { listenerId, token } = await localListener(api, workspaceId);
     agent = await startAgent({ url: server.url, token, listenerId, workDir });
 
@@ -135,5 +137,33 @@ describe("a private repository on the App's GitHub", () => {
     const checkouts = execFileSync('find', [workDir, '-path', '*/.git/config'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
     expect(checkouts.length).toBeGreaterThan(0);
     for (const config of checkouts) expect(readFileSync(config, 'utf8')).not.toMatch(/extraheader|authorization/i);
+    // After the first mint named the repository, GitHub's answer gave its id: later mints narrow by id.
+    const mints = github.exchanges.filter((e) => e.template === '/app/installations/{installation_id}/access_tokens');
+    expect(
+      mints.some((e) => JSON.stringify((e.body as { repository_ids?: number[] }).repository_ids) === JSON.stringify([github!.repositoryId('acme/remote')])),
+    ).toBe(true);
+  });
+
+  it("fails a revision of a repository outside the installation's selection at once, saying what to fix, with no anonymous clone", {
+    timeout: 120_000,
+  }, async () => {
+    // The repository exists and git serves it, but the installation was not granted it.
+    github!.createRepository('acme/hidden');
+    const before = github!.gitRequests.length;
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('hidden'), integrationId, {
+        source_config: { integration_id: integrationId, repo_url: `${github!.url}/acme/hidden`, deployment_type: 'dev' },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+      }),
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const failed = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 30_000);
+    expect(failed.status).toBe('BUILD_FAILED');
+    expect(failed.status_message).toContain('acme/hidden is not among the repositories selected');
+    expect(failed.status_message).toContain('Repository access');
+    // git was never asked for it, with or without credentials.
+    expect(github!.gitRequests.slice(before).filter((r) => r.repo === 'acme/hidden')).toEqual([]);
+    expect(github!.problems()).toEqual([]);
   });
 });

@@ -46,14 +46,22 @@ function description(): GithubOpenApi {
  * minted for that very repository with `contents` access, unexpired.
  */
 export class GithubStandIn {
-  readonly appId = String(100_000 + Math.floor(Math.random() * 800_000));
-  readonly slug = 'control-plane-test';
-  readonly clientId = `Iv1.${randomBytes(8).toString('hex')}`;
-  readonly clientSecret = randomBytes(20).toString('hex');
-  readonly privateKeyPem: string;
-  readonly #publicKey: KeyObject;
+  // The App's identity: replaced when a manifest conversion makes a new App (`manifestConversion`).
+  appId = String(100_000 + Math.floor(Math.random() * 800_000));
+  slug = 'control-plane-test';
+  clientId = `Iv1.${randomBytes(8).toString('hex')}`;
+  clientSecret = randomBytes(20).toString('hex');
+  privateKeyPem: string;
+  /** The webhook secret GitHub generated for an App made from a manifest; null before. */
+  webhookSecret: string | null = null;
+  #publicKey: KeyObject;
+  /** Manifests posted to the "new App" pages, with the organization they were posted under. */
+  readonly manifests: Array<{ organization: string | null; manifest: Record<string, unknown>; state: string | null }> = [];
+  readonly #manifestCodes = new Map<string, Record<string, unknown>>();
   readonly reposRoot = mkdtempSync(join(tmpdir(), 'cp-github-repos-'));
   readonly exchanges: Exchange[] = [];
+  /** Visits of the OAuth authorization page. */
+  readonly authorizations: Array<{ clientId: string | null; redirectUri: string | null; state: string | null }> = [];
   readonly gitRequests: Array<{
     repo: string;
     authorized: boolean;
@@ -66,6 +74,7 @@ export class GithubStandIn {
   readonly #userTokens = new Map<string, string>();
   readonly #tokens = new Map<string, MintedToken>();
   readonly #faults: Fault[] = [];
+  readonly #repositoryIds = new Map<string, number>();
   readonly #slow: Array<{ method: string; path: RegExp; delayMs: number; times: number }> = [];
   /** Everything GitHub would show on a repository, as posted. */
   readonly deployments: Array<{
@@ -132,6 +141,16 @@ export class GithubStandIn {
     return id;
   }
 
+  /** The id GitHub gives a repository `owner/name` (stable for the stand-in's life, as GitHub's is across renames). */
+  repositoryId(fullName: string): number {
+    let id = this.#repositoryIds.get(fullName);
+    if (id === undefined) {
+      id = 70_000 + this.#repositoryIds.size;
+      this.#repositoryIds.set(fullName, id);
+    }
+    return id;
+  }
+
   /** What GitHub gives the setup URL when `login` authorizes the App: a one-time code. */
   codeFor(login: string): string {
     const code = randomBytes(10).toString('hex');
@@ -178,8 +197,66 @@ export class GithubStandIn {
     if (GIT_PATH.test(url.pathname)) return this.#git(req, res, url);
     const raw = await readBody(req);
     if (url.pathname === '/login/oauth/access_token' && req.method === 'POST') return this.#exchangeCode(raw, res, req.headers['content-type'] ?? '');
+    if (url.pathname === '/login/oauth/authorize' && req.method === 'GET') return this.#authorize(url, res);
+    const newApp = /^(?:\/organizations\/([^/]+))?\/settings\/apps\/new$/.exec(url.pathname);
+    if (newApp && req.method === 'POST') return this.#newAppFromManifest(newApp[1] ?? null, url, raw, res);
     if (url.pathname.startsWith('/api/v3/')) return this.#rest(req, res, url, raw);
     res.writeHead(404).end();
+  }
+
+  /**
+   * GitHub's OAuth authorization page (web host) for the browser of the user signed in there
+   * (`asBrowserOf`): a user who already authorized the App is sent straight back to `redirect_uri`
+   * with a code and the `state` as given; an unknown client id or a `redirect_uri` off the App's
+   * callback host is an error page, as on GitHub.
+   */
+  #authorize(url: URL, res: ServerResponse): void {
+    const login = url.searchParams.get('login_as');
+    const redirect = url.searchParams.get('redirect_uri');
+    this.authorizations.push({ clientId: url.searchParams.get('client_id'), redirectUri: redirect, state: url.searchParams.get('state') });
+    if (url.searchParams.get('client_id') !== this.clientId || !redirect || !login) {
+      res.writeHead(404, { 'content-type': 'text/html' }).end('<p>Unknown application or not signed in</p>');
+      return;
+    }
+    const back = new URL(redirect);
+    back.searchParams.set('code', this.codeFor(login));
+    const state = url.searchParams.get('state');
+    if (state) back.searchParams.set('state', state);
+    res.writeHead(302, { location: back.toString() }).end();
+  }
+
+  /**
+   * GitHub's "new App from a manifest" page (web host): takes the form's `manifest` (JSON, with the
+   * fields GitHub requires: `url`, `hook_attributes.url`), and, as if the user clicked "Create",
+   * sends the browser to the manifest's `redirect_url` with a one-hour code and the `state` as given.
+   */
+  #newAppFromManifest(organization: string | null, url: URL, raw: string, res: ServerResponse): void {
+    let manifest: Record<string, unknown> | null = null;
+    try {
+      manifest = JSON.parse(new URLSearchParams(raw).get('manifest') ?? 'null') as Record<string, unknown> | null;
+    } catch {
+      manifest = null;
+    }
+    const hook = manifest?.hook_attributes as { url?: unknown } | undefined;
+    if (!manifest || typeof manifest.url !== 'string' || typeof hook?.url !== 'string' || typeof manifest.redirect_url !== 'string') {
+      res.writeHead(422, { 'content-type': 'text/html' }).end('<p>Invalid GitHub App configuration</p>');
+      return;
+    }
+    const state = url.searchParams.get('state');
+    this.manifests.push({ organization, manifest, state });
+    const code = randomBytes(10).toString('hex');
+    this.#manifestCodes.set(code, { ...manifest, organization });
+    const back = new URL(manifest.redirect_url);
+    back.searchParams.set('code', code);
+    if (state) back.searchParams.set('state', state);
+    res.writeHead(302, { location: back.toString() }).end();
+  }
+
+  /** `url` on the stand-in's web host as `login`'s signed-in browser opens it (the stand-in's stand-in for GitHub's session cookie). */
+  asBrowserOf(login: string, url: URL): string {
+    const signedIn = new URL(url);
+    signedIn.searchParams.set('login_as', login);
+    return signedIn.toString();
   }
 
   /** The OAuth code exchange (web host, not part of the REST description): GitHub's documented form. */
@@ -242,6 +319,13 @@ export class GithubStandIn {
     }
     const json = (body ?? {}) as Record<string, unknown>;
     let m: RegExpExecArray | null;
+    m = /^\/app-manifests\/([^/]+)\/conversions$/.exec(path);
+    if (m && method === 'POST') {
+      const manifest = this.#manifestCodes.get(m[1]!);
+      if (!manifest) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+      this.#manifestCodes.delete(m[1]!);
+      return send(201, this.#becomeAppOf(manifest));
+    }
     m = /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path);
 
     if (m && method === 'POST') {
@@ -249,8 +333,13 @@ export class GithubStandIn {
         return send(401, { message: 'A JSON web token could not be decoded', documentation_url: 'https://docs.github.com/rest' });
       const installation = this.#installations.get(Number(m[1]));
       if (!installation) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
-      const names = (json.repositories as string[] | undefined) ?? installation.repositories.map((r) => r.split('/')[1]!);
-      const repositories = names.map((n) => installation.repositories.find((r) => r.split('/')[1] === n));
+      // Narrowed by names or by ids, as GitHub takes either.
+      const ids = json.repository_ids as number[] | undefined;
+      const names = (json.repositories as string[] | undefined) ?? (ids ? [] : installation.repositories.map((r) => r.split('/')[1]!));
+      const repositories = [
+        ...names.map((n) => installation.repositories.find((r) => r.split('/')[1] === n)),
+        ...(ids ?? []).map((id) => installation.repositories.find((r) => this.repositoryId(r) === id)),
+      ];
       if (repositories.some((r) => r === undefined))
         return send(422, {
           message: 'There is at least one repository that does not exist or is not accessible to the parent installation.',
@@ -265,7 +354,13 @@ export class GithubStandIn {
       };
       const expiresAtMs = Date.now() + 3600_000;
       this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
-      return send(201, { token, expires_at: new Date(expiresAtMs).toISOString().replace(/\.\d+Z$/, 'Z'), permissions, repository_selection: 'selected' });
+      return send(201, {
+        token,
+        expires_at: new Date(expiresAtMs).toISOString().replace(/\.\d+Z$/, 'Z'),
+        permissions,
+        repository_selection: 'selected',
+        repositories: (repositories as string[]).map((r) => this.#repositoryJson(r)),
+      });
     }
     m = /^\/app\/installations\/(\d+)$/.exec(path);
 
@@ -418,6 +513,41 @@ export class GithubStandIn {
     send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
   }
 
+  /** A new App made from `manifest`: the stand-in takes its identity (new id, slug, keys, secrets) and answers GitHub's conversion. */
+  #becomeAppOf(manifest: Record<string, unknown>) {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    this.appId = String(100_000 + Math.floor(Math.random() * 800_000));
+    this.slug = String(manifest.name ?? 'app')
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '');
+    this.clientId = `Iv1.${randomBytes(8).toString('hex')}`;
+    this.clientSecret = randomBytes(20).toString('hex');
+    this.privateKeyPem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    this.#publicKey = publicKey;
+    this.webhookSecret = randomBytes(20).toString('hex');
+    const organization = manifest.organization as string | null;
+    const now = '2026-11-26T00:00:00Z';
+    return {
+      id: Number(this.appId),
+      slug: this.slug,
+      node_id: `A_${this.appId}`,
+      owner: simpleUser(organization ?? 'octocat', 501, organization ? 'Organization' : 'User'),
+      name: String(manifest.name ?? this.slug),
+      description: (manifest.description as string | undefined) ?? null,
+      external_url: String(manifest.url),
+      html_url: `${this.url}/apps/${this.slug}`,
+      created_at: now,
+      updated_at: now,
+      permissions: (manifest.default_permissions as Record<string, string> | undefined) ?? {},
+      events: (manifest.default_events as string[] | undefined) ?? [],
+      client_id: this.clientId,
+      client_secret: this.clientSecret,
+      webhook_secret: this.webhookSecret,
+      pem: this.privateKeyPem,
+    };
+  }
+
   /** GitHub's App JWT rules: RS256 by the App's key, `iss` the App id, `exp` at most 10 minutes ahead, `iat` not in the future. */
   async #appJwtOk(authorization: string): Promise<boolean> {
     const jwt = /^Bearer (\S+)$/.exec(authorization)?.[1];
@@ -457,6 +587,93 @@ export class GithubStandIn {
       single_file_name: null,
       suspended_by: null,
       suspended_at: null,
+    };
+  }
+
+  /** GitHub's full repository object (what an installation token's answer lists), every field GitHub's description requires. */
+  #repositoryJson(fullName: string) {
+    const [owner, name] = fullName.split('/') as [string, string];
+    const id = this.repositoryId(fullName);
+    const api = `${this.apiUrl}/repos/${fullName}`;
+    const urls = Object.fromEntries(
+      [
+        'archive',
+        'assignees',
+        'blobs',
+        'branches',
+        'collaborators',
+        'comments',
+        'commits',
+        'compare',
+        'contents',
+        'contributors',
+        'deployments',
+        'downloads',
+        'events',
+        'forks',
+        'git_commits',
+        'git_refs',
+        'git_tags',
+        'hooks',
+        'issue_comment',
+        'issue_events',
+        'issues',
+        'keys',
+        'labels',
+        'languages',
+        'merges',
+        'milestones',
+        'notifications',
+        'pulls',
+        'releases',
+        'stargazers',
+        'statuses',
+        'subscribers',
+        'subscription',
+        'tags',
+        'teams',
+        'trees',
+      ].map((k) => [`${k}_url`, `${api}/${k}`]),
+    );
+    return {
+      ...urls,
+      id,
+      node_id: `R_${id}`,
+      name,
+      full_name: fullName,
+      owner: simpleUser(owner, 501, 'Organization'),
+      private: true,
+      html_url: `${this.url}/${fullName}`,
+      description: null,
+      fork: false,
+      url: api,
+      clone_url: `${this.url}/${fullName}.git`,
+      git_url: `git://stand-in/${fullName}.git`,
+      ssh_url: `git@stand-in:${fullName}.git`,
+      svn_url: `${this.url}/${fullName}`,
+      mirror_url: null,
+      homepage: null,
+      language: null,
+      default_branch: 'main',
+      forks: 0,
+      forks_count: 0,
+      open_issues: 0,
+      open_issues_count: 0,
+      stargazers_count: 0,
+      watchers: 0,
+      watchers_count: 0,
+      size: 0,
+      has_downloads: true,
+      has_issues: true,
+      has_projects: true,
+      has_wiki: true,
+      has_pages: false,
+      archived: false,
+      disabled: false,
+      license: null,
+      pushed_at: null,
+      created_at: '2026-11-26T00:00:00Z',
+      updated_at: '2026-11-26T00:00:00Z',
     };
   }
 

@@ -22,7 +22,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
   let installation: number;
   let integrationId: string;
   const repoUrl = () => `${github.url}/acme/agent`;
-  const env = () => ({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', GITHUB_WRITES_PER_MINUTE: '1200', LOG_LEVEL: 'info' });
+  const env = () => ({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', LOG_LEVEL: 'info' });
 
   beforeAll(async () => {
     github = await new GithubStandIn().start();
@@ -91,9 +91,11 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(made.body).toMatchObject({ auto_merge: false, required_contexts: [], environment: deployment.name, transient_environment: false });
     const success = made.statuses.at(-1)!;
     expect(success.environment_url).toBe(deployment.source_config.custom_url);
-    expect(String(success.log_url)).toContain(`/v2/deployments/${deployment.id}/revisions/${first.revision.id}/logs`);
+    // Both links open the console's revision page in a browser, not a JSON route that wants an API key.
+    const revisionPage = new RegExp(`^http://[^/]+/console/deployments/${deployment.id}/revisions/${first.revision.id}$`);
+    expect(success.log_url).toMatch(revisionPage);
     const status = github.commitStatuses.find((c) => c.sha === first.after && c.body.state === 'success')!;
-    expect(String(status.body.target_url)).toContain(first.revision.id);
+    expect(status.body.target_url).toMatch(revisionPage);
     expect(String(status.body.description).length).toBeLessThanOrEqual(140);
 
     const callsBefore = github.exchanges.length;
@@ -163,6 +165,50 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(deploymentStates(killed.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
     expect(commitStates(killed.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(deploymentStates(during.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(github.problems()).toEqual([]);
+  });
+
+  it('waits at least a minute after a secondary-limit 403 that names no time, then sends it', async () => {
+    const deployment = await create(uniqueName('limited'));
+    // The creation's own statuses go first, so the limit falls on the push's first call.
+    await outboxDrained();
+    // GitHub's bare secondary-limit answer: a 403, no retry-after, no x-ratelimit-* headers.
+    github.fail({
+      method: 'POST',
+      path: /^\/repos\//,
+      status: 403,
+      times: 1,
+      body: {
+        message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
+        documentation_url: 'https://docs.github.com',
+      },
+    });
+    const limitedAt = Date.now();
+    const limited = await push(deployment.id);
+    await revisionReaches(api, deployment.id, limited.revision.id, ['DEPLOYED'], 30_000);
+    const sql = serverSql(server);
+    try {
+      // Kept, not dropped, and not due for at least a minute after GitHub's answer.
+      const waiting = await eventually(async () => {
+        const rows = await sql.all<{ next_attempt_at: string | null; outcome: string | null }>(
+          "SELECT next_attempt_at, outcome FROM github_outbox WHERE done_at IS NULL AND outcome LIKE 'retry:%' ORDER BY id LIMIT 1",
+        );
+        return rows[0]?.outcome?.startsWith('retry:') ? rows[0] : undefined;
+      }, 20_000);
+      expect(Date.parse(waiting.next_attempt_at!)).toBeGreaterThanOrEqual(limitedAt + 60_000);
+      expect(waiting.outcome).toContain('secondary rate limit');
+      expect(server.output()).not.toContain('GitHub refused a status; it is dropped');
+      // The minute passes (moved into the past rather than waited for; a restart forgets the in-memory pause): it lands.
+      await sql.run('UPDATE github_outbox SET next_attempt_at = ? WHERE done_at IS NULL', new Date(Date.now() - 1000).toISOString());
+    } finally {
+      await sql.close();
+    }
+    await server.kill('SIGTERM');
+    server = await server.restart(env());
+    api = apiClient(server.url, server.apiKey);
+    await outboxDrained();
+    expect(deploymentStates(limited.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(commitStates(limited.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
   });
 

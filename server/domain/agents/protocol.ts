@@ -14,8 +14,9 @@ import type {
   WorkRevision,
   WorkSource,
 } from '../../../shared/schemas/agent.ts';
-import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
+import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
+import { TokenRefused } from '../../github/installation-tokens.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, ListenerRecord, RevisionWork, Store } from '../../store/types.ts';
@@ -111,7 +112,11 @@ export class AgentProtocol {
             await this.#giveBack(claim.claim_id, agent.listenerId);
             throw revokedToken();
           }
-          const item = await this.#workItem(claim);
+          const item = await this.#workItem(claim).catch(async (error: unknown) => {
+            // No credentials now (GitHub unreachable): the work goes back to the queue, the agent polls again later.
+            await this.#giveBack(claim.claim_id, agent.listenerId);
+            throw error;
+          });
           if (item && !this.#sessions.isRevoked(agent.tokenId)) return item;
           await this.#giveBack(claim.claim_id, agent.listenerId);
           if (item) throw revokedToken();
@@ -327,10 +332,24 @@ export class AgentProtocol {
     const work = workRevision(revision, deployment, sourceUrl);
     if (work.source.type === 'git' && this.#deps.repoAccess) {
       // Minted for this claim and handed over only inside it: the agent gives it to git and nothing else.
-      const credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, {
-        deployment_id: deployment.id,
-        revision_id: revision.id,
-      });
+      let credentials: Awaited<ReturnType<RepoAccess['credentials']>>;
+      try {
+        credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, {
+          deployment_id: deployment.id,
+          revision_id: revision.id,
+        });
+      } catch (error) {
+        if (!(error instanceof TokenRefused)) throw error;
+        // Refused until someone changes the installation on GitHub: the revision fails now, saying what to change.
+        await this.#deps.pipeline.transition({
+          revisionId: revision.id,
+          from: UNFINISHED_REVISION_STATUSES,
+          to: 'BUILD_FAILED',
+          statusMessage: error.message,
+          logs: [{ type: 'build', level: 'error', message: error.message }],
+        });
+        return null;
+      }
       if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
     }
     const listener = await store.getListenerById(claim.listener_id);

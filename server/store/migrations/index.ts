@@ -17,8 +17,8 @@ import githubOidc from './015_github_oidc.ts';
 import uploadReservationsLogCaps from './016_upload_reservations_log_caps.ts';
 import githubRoundTrip from './017_github_round_trip.ts';
 import agentPublicUrl from './018_agent_public_url.ts';
+import githubEveryWayIn from './019_github_every_way_in.ts';
 import consoleSessions from './020_console_sessions.ts';
-
 import auditEvents from './021_audit_events.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
@@ -49,8 +49,8 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 16, name: 'upload_reservations_log_caps', sql: uploadReservationsLogCaps },
   { version: 17, name: 'github_round_trip', sql: githubRoundTrip },
   { version: 18, name: 'agent_public_url', sql: agentPublicUrl },
+  { version: 19, name: 'github_every_way_in', sql: githubEveryWayIn },
   { version: 20, name: 'console_sessions', sql: consoleSessions },
-
   { version: 21, name: 'audit_events', sql: auditEvents },
 ];
 
