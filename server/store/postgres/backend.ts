@@ -3,10 +3,10 @@ import { StartupError } from '../../startup-errors.ts';
 import { SqlAgentStore } from '../agents.ts';
 import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
-import { SqlConsoleStore } from '../console.ts';
-
 import { SqlClusterReadings } from '../cluster-readings.ts';
+import { SqlConsoleStore } from '../console.ts';
 import { CoreStore } from '../core.ts';
+import { SqlEventStore } from '../events.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
 import { SqlInstallationRepoStore } from '../installation-repos.ts';
@@ -39,6 +39,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
     audit: new SqlAuditStore(db),
+    events: new SqlEventStore(db),
     clusterReadings: new SqlClusterReadings(db),
     github: new SqlGithubStore(db, options.rules),
     console: new SqlConsoleStore(db),
