@@ -1,5 +1,7 @@
 /**
- * What the GitHub status outbox's triggers (migration 014) cost a revision change on SQLite: the
+ * What the outboxes' triggers cost a revision change on SQLite: the GitHub status outbox's
+ * (migration 017) and the outgoing events' (migration 025, a workspace with one subscription to
+ * every event). The
  * same status flip (`UPDATE revisions SET status`, one transaction each, as the pipeline's
  * compare-and-set is) on a revision of a deployment whose integration is proven (the trigger
  * writes an outbox row), of one whose integration is not (the trigger's condition is false), and
@@ -16,7 +18,11 @@ import { removeTempDirs, tempDir } from './lib/processes.ts';
 const ROUNDS = process.argv.includes('--quick') ? 2000 : 20_000;
 const now = '2026-01-01T00:00:00.000Z';
 
-async function revisionOf(proven: boolean, dropTriggers: boolean): Promise<{ db: Database.Database; revisionId: string; close: () => Promise<void> }> {
+async function revisionOf(
+  proven: boolean,
+  subscribed: boolean,
+  dropTriggers: boolean,
+): Promise<{ db: Database.Database; revisionId: string; close: () => Promise<void> }> {
   const backend = await openStore(join(tempDir('cp-bench-outbox-'), 'db.sqlite'), { secretBox: new SecretBox(randomBytes(32)), synchronous: 'NORMAL' });
   const core = backend.core as SqliteStore;
   const ws = (await core.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now })).workspaceId;
@@ -28,6 +34,16 @@ async function revisionOf(proven: boolean, dropTriggers: boolean): Promise<{ db:
       { login: 'acme', id: 1, type: 'Organization' },
       now,
     );
+  if (subscribed)
+    await backend.events.create({
+      id: crypto.randomUUID(),
+      tenant_id: ws,
+      url: 'https://hooks.example.com/x',
+      events: ['*'],
+      format: 'standard',
+      secret_enc: 'unused',
+      created_at: now,
+    });
   const config = {
     repo_ref: 'main',
     graph_config_path: 'langgraph.json',
@@ -70,7 +86,15 @@ async function revisionOf(proven: boolean, dropTriggers: boolean): Promise<{ db:
   });
   const db = core.db as Database.Database;
   if (dropTriggers)
-    for (const name of ['github_outbox_revision_created', 'github_outbox_revision_moved', 'github_outbox_deployment_deleting']) db.exec(`DROP TRIGGER ${name}`);
+    for (const name of [
+      'github_outbox_revision_created',
+      'github_outbox_revision_moved',
+      'github_outbox_deployment_deleting',
+      'event_deliveries_deployment_created',
+      'event_deliveries_deployment_deleted',
+      'event_deliveries_revision_status_changed',
+    ])
+      db.exec(`DROP TRIGGER ${name}`);
   return { db, revisionId, close: () => backend.close() };
 }
 
@@ -84,12 +108,13 @@ function measure(db: Database.Database, revisionId: string): number {
 }
 
 const results: Record<string, number> = {};
-for (const [label, proven, drop] of [
-  ['no triggers', false, true],
-  ['trigger, integration not proven', false, false],
-  ['trigger, proven (writes an outbox row)', true, false],
+for (const [label, proven, subscribed, drop] of [
+  ['no triggers', false, false, true],
+  ['triggers, integration not proven, no event subscription', false, false, false],
+  ['triggers, proven (writes a GitHub outbox row)', true, false, false],
+  ['triggers, one event subscription (writes an event delivery row)', false, true, false],
 ] as const) {
-  const { db, revisionId, close } = await revisionOf(proven, drop);
+  const { db, revisionId, close } = await revisionOf(proven, subscribed, drop);
   results[label] = measure(db, revisionId);
   const rows = (db.prepare('SELECT count(*) AS n FROM sqlite_master WHERE name = ?').get('github_outbox') as { n: number }).n
     ? (db.prepare('SELECT count(*) AS n FROM github_outbox').get() as { n: number }).n

@@ -7,6 +7,18 @@ const optional = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
+/** A list of hosts an outbound rule lets through (`host` or `host:port`, comma-separated). */
+const allowedHosts = z
+  .string()
+  .default('')
+  .superRefine((value, ctx) => {
+    try {
+      parseAllowedHosts(value);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    }
+  });
+
 /** Shorter bootstrap keys are refused: the key opens the whole organization. */
 export const MIN_BOOTSTRAP_KEY_LENGTH = 24;
 
@@ -33,19 +45,12 @@ export const Config = z
         `At start, make sure organization \`default\`, its workspace \`default\` and an organization-scoped key with exactly this value exist: at least ${MIN_BOOTSTRAP_KEY_LENGTH} characters (\`openssl rand -hex 24\`), a shorter one stops the start. Unset on an empty database: a key is generated and printed once.`,
       ),
     PUBLIC_URL: optional.describe('The address the outside world uses (OAuth `redirect_uri`, upload URLs). Unset: `http://localhost:$PORT`.'),
-    OAUTH_ALLOWED_HOSTS: z
-      .string()
-      .default('')
-      .superRefine((value, ctx) => {
-        try {
-          parseAllowedHosts(value);
-        } catch (error) {
-          ctx.addIssue({ code: 'custom', message: (error as Error).message });
-        }
-      })
-      .describe(
-        'Comma-separated `host` or `host:port` that OAuth providers may name even when they resolve to loopback, private, link-local or metadata addresses (an internal identity provider); all others are refused ([oauth.md](oauth.md)).',
-      ),
+    OAUTH_ALLOWED_HOSTS: allowedHosts.describe(
+      'Comma-separated `host` or `host:port` that OAuth providers may name even when they resolve to loopback, private, link-local or metadata addresses (an internal identity provider); all others are refused ([oauth.md](oauth.md)).',
+    ),
+    EVENTS_ALLOWED_HOSTS: allowedHosts.describe(
+      'Comma-separated `host` or `host:port` that event subscriptions may send to even when they resolve to loopback, private, link-local or metadata addresses (a receiver on the internal network); all others are refused ([operators-view.md](operators-view.md)).',
+    ),
     GITHUB_WEBHOOK_SECRET: optional.describe("HMAC secret of the GitHub App's deliveries; unset: the App webhook answers 503."),
     GITHUB_OIDC_ISSUER: z
       .url({ protocol: /^https?$/, message: 'GITHUB_OIDC_ISSUER must be an http(s) URL, e.g. https://token.actions.githubusercontent.com' })

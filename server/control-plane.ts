@@ -18,6 +18,7 @@ import type { AppEnv, RouteContext } from './http/env.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
 import { Metrics } from './metrics.ts';
+import { createOutgoingEvents } from './outgoing-events.ts';
 import { githubManifestRoutes, isManifestPath } from './routes/github-manifest.ts';
 import { oauthRoutes } from './routes/oauth.ts';
 import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
@@ -200,6 +201,19 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
   publicPaths.push(isOAuthCallbackPath);
+
+  // Outgoing events: workspaces' subscriptions, and the sender of the outbox the triggers fill.
+  const outgoingEvents = createOutgoingEvents({
+    store: deps.backend.events,
+    secretBox: deps.secretBox,
+    clock: deps.clock,
+    log: deps.log,
+    config: deps.config,
+    resolve: deps.oauthResolve,
+    lead: () => coordination.tryLead('event-outbox'),
+  });
+  extraRoutes.push(outgoingEvents.routes);
+  workers.push(outgoingEvents.sender);
 
   // Listener agents: agent tokens, the agent protocol, the workspace's default listener.
   const agents = listenerAgents.attach(services, { repoAccess: githubApp?.repoAccess });

@@ -5,6 +5,7 @@ import type { AgentStore } from './agents.ts';
 import type { AuditStore } from './audit.ts';
 import type { ConsoleStore } from './console.ts';
 import type { Coordination } from './coordination.ts';
+import type { EventStore } from './events.ts';
 import type { GithubStore } from './github.ts';
 import type { GithubTrustStore } from './github-trust.ts';
 import type { InstallationRepoStore } from './installation-repos.ts';
@@ -38,6 +39,8 @@ export interface StoreBackend {
 
   /** The audit log: entries written with the changes they record, read back per organization or workspace. */
   readonly audit: AuditStore;
+  /** Outgoing events: workspaces' subscriptions and the outbox the triggers fill. */
+  readonly events: EventStore;
   /** What the cluster-wide metrics read from the database at each scrape. */
   readonly clusterReadings: ClusterReadings;
   /**

@@ -4,6 +4,7 @@ import type { OpenStoreOptions, StoreBackend } from './backend.ts';
 import { SqlClusterReadings } from './cluster-readings.ts';
 import { SqlConsoleStore } from './console.ts';
 import { LocalCoordination } from './coordination.ts';
+import { SqlEventStore } from './events.ts';
 import { SqlGithubStore } from './github.ts';
 import { SqlGithubTrustStore } from './github-trust.ts';
 import { SqlInstallationRepoStore } from './installation-repos.ts';
@@ -30,6 +31,7 @@ export function openSqliteBackend(path: string, options: OpenStoreOptions): Sqli
     agents: new SqlAgentStore(sql),
     githubTrust: new SqlGithubTrustStore(sql),
     audit: new SqlAuditStore(sql),
+    events: new SqlEventStore(sql),
     clusterReadings: new SqlClusterReadings(sql),
     github: new SqlGithubStore(sql, options.rules),
     console: new SqlConsoleStore(sql),

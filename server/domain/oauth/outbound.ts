@@ -132,10 +132,13 @@ const CHECK_RESOLVE_TIMEOUT_MS = 5_000;
 export class OutboundPolicy {
   readonly #allowed: AllowedHost[];
   readonly #resolve: Resolve;
+  readonly #refusal: string;
 
-  constructor(options: { allowedHosts: string; resolve?: Resolve }) {
+  /** `setting`: the setting that lists the allowed hosts, named in the refusal (`OAUTH_ALLOWED_HOSTS` by default). */
+  constructor(options: { allowedHosts: string; resolve?: Resolve; setting?: string }) {
     this.#allowed = parseAllowedHosts(options.allowedHosts);
     this.#resolve = options.resolve ?? systemResolve;
+    this.#refusal = refusalNaming(options.setting ?? 'OAUTH_ALLOWED_HOSTS');
   }
 
   /** Whether the operator allowed this URL's host (and port) outright. */
@@ -153,14 +156,14 @@ export class OutboundPolicy {
     const url = new URL(urlText);
     if (this.isAllowedHost(url)) return null;
     const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    if (isIP(literal) !== 0) return isForbiddenAddress(literal) ? REFUSAL : null;
+    if (isIP(literal) !== 0) return isForbiddenAddress(literal) ? this.#refusal : null;
     let addresses: ResolvedAddress[];
     try {
       addresses = await withTimeout(this.#resolve(url.hostname), CHECK_RESOLVE_TIMEOUT_MS);
     } catch {
       return null;
     }
-    return addresses.some((a) => isForbiddenAddress(a.address)) ? REFUSAL : null;
+    return addresses.some((a) => isForbiddenAddress(a.address)) ? this.#refusal : null;
   }
 
   /**
@@ -173,19 +176,19 @@ export class OutboundPolicy {
     const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
     const allowed = this.isAllowedHost(url);
     if (isIP(literal) !== 0) {
-      if (!allowed && isForbiddenAddress(literal)) throw new OutboundRefused(REFUSAL);
+      if (!allowed && isForbiddenAddress(literal)) throw new OutboundRefused(this.#refusal);
       return { address: literal, family: isIP(literal) };
     }
     const addresses = await this.#resolve(url.hostname);
     if (addresses.length === 0) throw new Error('The name did not resolve');
     // Any forbidden answer refuses the host: a resolver that mixes answers is not to be trusted.
-    if (!allowed && addresses.some((a) => isForbiddenAddress(a.address))) throw new OutboundRefused(REFUSAL);
+    if (!allowed && addresses.some((a) => isForbiddenAddress(a.address))) throw new OutboundRefused(this.#refusal);
     return addresses[0]!;
   }
 }
 
-const REFUSAL =
-  'The host resolves to an address this server may not contact (loopback, private, link-local, unique-local, carrier-grade NAT or cloud metadata); an operator can allow it with OAUTH_ALLOWED_HOSTS';
+const refusalNaming = (setting: string) =>
+  `The host resolves to an address this server may not contact (loopback, private, link-local, unique-local, carrier-grade NAT or cloud metadata); an operator can allow it with ${setting}`;
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {

@@ -177,7 +177,7 @@ export async function requestToken(client: TokenClient, params: Record<string, s
  * uses hands back the address `policy` resolved and checked (for an IP literal Node does no
  * look-up, and `pinnedAddress` has checked the literal). TLS SNI and `Host` stay the URL's name.
  */
-async function post(
+export async function post(
   url: URL,
   headers: Record<string, string>,
   body: string,

@@ -6,6 +6,7 @@ import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { SqlClusterReadings } from '../cluster-readings.ts';
 import { SqlConsoleStore } from '../console.ts';
 import { CoreStore } from '../core.ts';
+import { SqlEventStore } from '../events.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
 import { SqlInstallationRepoStore } from '../installation-repos.ts';
@@ -38,6 +39,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     agents: new SqlAgentStore(db),
     githubTrust: new SqlGithubTrustStore(db),
     audit: new SqlAuditStore(db),
+    events: new SqlEventStore(db),
     clusterReadings: new SqlClusterReadings(db),
     github: new SqlGithubStore(db, options.rules),
     console: new SqlConsoleStore(db),
