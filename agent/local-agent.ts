@@ -9,7 +9,7 @@ import { deploymentUrl, dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
-import { builtRecord, isBuilt, MAX_WORK_DIR_FOR_SOCKETS, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
+import { builtRecord, isBuilt, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
 import { Cgroup, type Limits } from './cgroups.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
@@ -35,6 +35,7 @@ import { type EgressPolicy, sandboxResolvConf } from './sandbox-network.ts';
 import { giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
 import type { ServerPaths } from './server-command.ts';
 import type { ServerLine } from './server-output.ts';
+import { makeSocketRoot } from './socket-root.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { upstreamKey } from './upstream.ts';
 
@@ -132,12 +133,16 @@ export class LocalAgent {
     // sandboxed commands run as the agent's own user, so they still reach what is bound for them).
     // With a sandbox user, bwrap (run as that user) must pass through it to bind a deployment's
     // folders: traversable, not listable (0711); each deployment's own folders are the user's.
-    if (this.#sandboxed() && Buffer.byteLength(this.#options.workDir) > MAX_WORK_DIR_FOR_SOCKETS)
-      throw new Error(
-        `the work directory ${this.#options.workDir} is too long: the proxy reaches sandboxed servers through unix sockets in it, whose paths may have at most 107 bytes; use a --work-dir of at most ${MAX_WORK_DIR_FOR_SOCKETS} bytes`,
-      );
+    const folderMode = this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700;
+    // Its missing parents (the default ./data of ./data/agent) as any folder is made: the sandbox
+    // user's bwrap must pass through them to bind a deployment's folders.
+    mkdirSync(dirname(this.#options.workDir), { recursive: true });
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
-    chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
+    chmodSync(this.#options.workDir, folderMode);
+    // The proxy's control socket and the servers' sockets: in the work directory, or (when that is
+    // too long for a socket's path) in a short folder standing for it, passed through the same way.
+    const socketRoot = makeSocketRoot(this.#options.workDir, folderMode);
+    if (socketRoot !== this.#options.workDir) this.#options.print(`agent: the work directory is too long for unix sockets; they live in ${socketRoot}`);
     // The proxy runs as a process of its own and outlives a restart of the agent: it keeps the
     // routes the previous agent gave until this one has restored (adopted or restarted) every
     // live server, then gets the whole table at once. The heartbeat comes after, so the control
