@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deploymentUrl, dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
+import { withResourceSpecDefaults } from '../shared/schemas/resource-spec.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
 import { builtRecord, isBuilt, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
@@ -551,8 +552,10 @@ export class LocalAgent {
     const socketDir = socketDirOf(buildDir);
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
     const limits = this.#options.limits;
-    const spec = revision.resource_spec;
-    // The revision's resource_spec where it sets them, else the agent's flags.
+    // The revision's resource_spec where it sets them, else the agent's flags. The work item has the
+    // spec as stored: a spec with only the requests (`memory_mb`, `cpu`) has its limits from the
+    // hosted API's defaults (twice the request), as the k8s agent renders them.
+    const spec = revision.resource_spec ? withResourceSpecDefaults(revision.resource_spec) : null;
     const cgroup =
       command || !stateDir || !limits || !this.#sandboxed()
         ? null
