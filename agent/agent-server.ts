@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { forgetServer, orphanOf, recordServer, stateDirOf } from './build-records.ts';
+import { forgetServer, orphanOf, processIdentity, recordServer, stateDirOf } from './build-records.ts';
 import { quote } from './git.ts';
 import type { GraphConfig } from './graph-config.ts';
 import { killGroup, type Sandboxed, startCommand, untrackGroup } from './processes.ts';
@@ -15,7 +15,32 @@ import { answersOk, type Upstream } from './upstream.ts';
  * A LangGraph agent server this agent started or adopted. `stop()` ends it; `detach()` only stops
  * following its output (the agent is stopping and leaves it serving for its successor).
  */
-export type RunningAgentServer = { upstream: Upstream; pid: number; stop(): Promise<void>; detach(): void };
+export type RunningAgentServer = {
+  upstream: Upstream;
+  pid: number;
+  /** Settles when the server's process ends, however (a stop included), saying how. */
+  exited: Promise<string>;
+  stop(): Promise<void>;
+  detach(): void;
+};
+
+/**
+ * When the process `pid`, which is not this agent's child (a server the previous agent left),
+ * ends: its identity (pid and start time) is checked every second, so a reused pid is no
+ * stand-in. `until` aborting stops the watch (the promise then never settles).
+ */
+function endOf(pid: number, identity: string | null, until: AbortSignal): Promise<string> {
+  return new Promise((resolve) => {
+    const timer = setInterval(() => {
+      if (until.aborted) clearInterval(timer);
+      else if (processIdentity(pid) !== identity) {
+        clearInterval(timer);
+        resolve('ended');
+      }
+    }, 1000);
+    timer.unref();
+  });
+}
 
 /** The port a sandboxed server listens on: its network namespace's own loopback, which nothing else shares. */
 export const SANDBOXED_SERVER_PORT = 8000;
@@ -52,15 +77,20 @@ export async function adoptAgentServer(buildDir: string, onLine: (line: ServerLi
     { fromEnd: true },
   );
   const pid = orphan.pid;
+  const watching = new AbortController();
   return {
     upstream,
     pid,
+    exited: endOf(pid, processIdentity(pid), watching.signal),
     stop: async () => {
       await killGroup(pid);
       tail.stop();
       forgetServer(buildDir, pid);
     },
-    detach: () => tail.stop(),
+    detach: () => {
+      watching.abort();
+      tail.stop();
+    },
   };
 }
 
@@ -161,7 +191,12 @@ export async function startAgentServer(options: {
   const pid = child.pid!;
   recordServer(options.buildDir, pid, upstream);
   let exited: string | null = null;
-  child.on('exit', (code, signal) => (exited = `exited with ${signal ?? `code ${code}`}`));
+  const ended = new Promise<string>((resolve) =>
+    child.on('exit', (code, signal) => {
+      exited = `exited with ${signal ?? `code ${code}`}`;
+      resolve(exited);
+    }),
+  );
   const stop = async () => {
     await killGroup(pid);
     tail.stop();
@@ -194,7 +229,7 @@ export async function startAgentServer(options: {
     }
     if (await answersOk(upstream, 1000)) {
       untrackGroup(pid);
-      return { upstream, pid, stop, detach: () => tail.stop() };
+      return { upstream, pid, exited: ended, stop, detach: () => tail.stop() };
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { socketRootOf } from './socket-root.ts';
 import type { Upstream } from './upstream.ts';
 
 /**
@@ -58,17 +59,15 @@ export function removeBuild(buildDir: string): void {
 }
 
 /**
- * The folder of a sandboxed server's socket, `<work dir>/.s/<revision id>` for `<work dir>/<deployment
+ * The folder of a sandboxed server's socket, `<socket root>/.s/<revision id>` for `<work dir>/<deployment
  * id>/<revision id>`: outside the checkout (where the build could plant a link) and apart from the
- * agent's records (the sandbox sees this folder, bound, and nothing else of the agent's); short,
- * because a unix socket's path may have at most 107 bytes (MAX_WORK_DIR_FOR_SOCKETS).
+ * agent's records (the sandbox sees this folder, bound, and nothing else of the agent's); under the
+ * work directory, or a short folder standing for it when that is too long for a socket's path
+ * (socket-root.ts).
  */
 export function socketDirOf(buildDir: string): string {
-  return join(dirname(dirname(buildDir)), '.s', basename(buildDir));
+  return join(socketRootOf(dirname(dirname(buildDir))), '.s', basename(buildDir));
 }
-
-/** The longest work directory whose sockets (`<work dir>/.s/<uuid>/server.sock`) fit in a unix socket path. */
-export const MAX_WORK_DIR_FOR_SOCKETS = 107 - '/.s/'.length - 36 - '/server.sock'.length;
 
 /**
  * What identifies a running process beyond its pid, which the system reuses (after a reboot,

@@ -7,9 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { deploymentUrl, dnsSafeName } from '../shared/dns-safe-name.ts';
 import type { WorkDeployment, WorkItem, WorkRevision } from '../shared/schemas/agent.ts';
+import { withResourceSpecDefaults } from '../shared/schemas/resource-spec.ts';
 import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
-import { builtRecord, isBuilt, MAX_WORK_DIR_FOR_SOCKETS, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
+import { builtRecord, isBuilt, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
 import { Cgroup, type Limits } from './cgroups.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
@@ -35,6 +36,8 @@ import { type EgressPolicy, sandboxResolvConf } from './sandbox-network.ts';
 import { folderBarringUser, giveFolderTo, giveTo, type SandboxUser } from './sandbox-user.ts';
 import type { ServerPaths } from './server-command.ts';
 import type { ServerLine } from './server-output.ts';
+import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget } from './server-restarts.ts';
+import { makeSocketRoot } from './socket-root.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
 import { upstreamKey } from './upstream.ts';
 
@@ -132,12 +135,16 @@ export class LocalAgent {
     // sandboxed commands run as the agent's own user, so they still reach what is bound for them).
     // With a sandbox user, bwrap (run as that user) must pass through it to bind a deployment's
     // folders: traversable, not listable (0711); each deployment's own folders are the user's.
-    if (this.#sandboxed() && Buffer.byteLength(this.#options.workDir) > MAX_WORK_DIR_FOR_SOCKETS)
-      throw new Error(
-        `the work directory ${this.#options.workDir} is too long: the proxy reaches sandboxed servers through unix sockets in it, whose paths may have at most 107 bytes; use a --work-dir of at most ${MAX_WORK_DIR_FOR_SOCKETS} bytes`,
-      );
+    const folderMode = this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700;
+    // Its missing parents (the default ./data of ./data/agent) as any folder is made: the sandbox
+    // user's bwrap must pass through them to bind a deployment's folders.
+    mkdirSync(dirname(this.#options.workDir), { recursive: true });
     mkdirSync(this.#options.workDir, { recursive: true, mode: 0o700 });
-    chmodSync(this.#options.workDir, this.#sandboxed() && this.#options.sandboxUser ? 0o711 : 0o700);
+    chmodSync(this.#options.workDir, folderMode);
+    // The proxy's control socket and the servers' sockets: in the work directory, or (when that is
+    // too long for a socket's path) in a short folder standing for it, passed through the same way.
+    const socketRoot = makeSocketRoot(this.#options.workDir, folderMode);
+    if (socketRoot !== this.#options.workDir) this.#options.print(`agent: the work directory is too long for unix sockets; they live in ${socketRoot}`);
     const sandboxUser = this.#sandboxed() ? this.#options.sandboxUser : null;
     if (sandboxUser) {
       // What every sandbox binds: the work directory, the agent's Node and packages, the relay.
@@ -526,6 +533,8 @@ export class LocalAgent {
       await runtimeLogs?.stop();
       throw error;
     }
+    // Built revisions only: an image's server is its container engine's to restart.
+    if (runtimeLogs) this.#supervise(deployment, revision, this.#live.get(deployment.id)!, new RestartBudget());
     if (previous && upstreamKey(previous.server.upstream) !== upstreamKey(server.upstream)) {
       await this.#proxy.drained(previous.server.upstream);
       await previous.server.stop();
@@ -554,8 +563,10 @@ export class LocalAgent {
     const socketDir = socketDirOf(buildDir);
     // A container engine isolates the image itself, and the sandbox could not reach its socket.
     const limits = this.#options.limits;
-    const spec = revision.resource_spec;
-    // The revision's resource_spec where it sets them, else the agent's flags.
+    // The revision's resource_spec where it sets them, else the agent's flags. The work item has the
+    // spec as stored: a spec with only the requests (`memory_mb`, `cpu`) has its limits from the
+    // hosted API's defaults (twice the request), as the k8s agent renders them.
+    const spec = revision.resource_spec ? withResourceSpecDefaults(revision.resource_spec) : null;
     const cgroup =
       command || !stateDir || !limits || !this.#sandboxed()
         ? null
@@ -775,15 +786,69 @@ export class LocalAgent {
     // deployment stays routed: every host and path it had answers 404.
     this.#proxy.unroute(deployment.id);
     if (live) {
+      // Forgotten first: its server's exit is then no crash to restart it after.
+      this.#live.delete(deployment.id);
       await live.server.stop();
       removeBuild(live.buildDir);
       await live.runtimeLogs?.stop();
-      this.#live.delete(deployment.id);
     }
     rmSync(join(this.#options.workDir, deployment.id), { recursive: true, force: true });
     rmSync(this.#cacheDir(deployment.id), { recursive: true, force: true });
     this.#options.print(`agent: tore down ${deployment.name}`);
     await this.#client.done(claimId);
+  }
+
+  /**
+   * Restarts the live server of `live` when it exits (it crashed, or a graph called
+   * `process.exit`), at most 3 times in 10 minutes; the next exit fails the revision: it is said in
+   * its deploy log and the deployment is no longer routed. A server stopped on purpose (replaced,
+   * torn down, the agent stopping) is no longer `live` by then and is left alone.
+   * docs/decisions/local-agent-server-restarts.md says why the revision's status stays DEPLOYED.
+   */
+  #supervise(deployment: WorkDeployment, revision: WorkRevision, live: Live, budget: RestartBudget): void {
+    const current = () => !this.#stopping.signal.aborted && this.#live.get(deployment.id) === live;
+    const say = (level: 'warn' | 'error', message: string) => {
+      live.runtimeLogs?.line({ level, message });
+      this.#options.print(`agent: ${deployment.name}: ${message}`);
+    };
+    void live.server.exited.then(async (how) => {
+      if (!current()) return;
+      const restart = budget.exit(Date.now());
+      if (restart === null) {
+        say(
+          'error',
+          `revision ${revision.id} failed: its agent server ${how} after it was deployed, the ${MAX_RESTARTS + 1}th exit in ${RESTART_WINDOW_MS / 60_000} minutes, and is not restarted again (a new revision, or restarting the agent, serves it again)`,
+        );
+        this.#proxy.unroute(deployment.id);
+        this.#live.delete(deployment.id);
+        await live.runtimeLogs?.stop();
+        return;
+      }
+      say(
+        'warn',
+        `the agent server of revision ${revision.id} ${how} after it was deployed; restarting it (restart ${restart} of ${MAX_RESTARTS} in ${RESTART_WINDOW_MS / 60_000} minutes)`,
+      );
+      let server: RunningAgentServer;
+      try {
+        server = await this.#startServer(deployment.id, live.buildDir, revision, (line) => live.runtimeLogs?.line(line), this.#stopping.signal);
+      } catch (error) {
+        if (!current()) return;
+        // A restart that does not come up counts as one more exit.
+        const failed = { ...live.server, exited: Promise.resolve(`did not start again (${(error as Error).message})`) };
+        const next = { ...live, server: failed };
+        this.#live.set(deployment.id, next);
+        this.#supervise(deployment, revision, next, budget);
+        return;
+      }
+      if (!current()) {
+        await server.stop();
+        return;
+      }
+      const next = { ...live, server };
+      this.#proxy.route(deployment.id, live.hosts, server.upstream);
+      this.#live.set(deployment.id, next);
+      this.#supervise(deployment, revision, next, budget);
+    });
   }
 
   /** At start: serves again every live revision of the listener whose build is on this machine. */
@@ -803,6 +868,7 @@ export class LocalAgent {
         const hosts = hostsOf(deployment);
         this.#proxy.route(deployment.id, hosts, adopted.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server: adopted, hosts, buildDir, runtimeLogs });
+        this.#supervise(deployment, revision, this.#live.get(deployment.id)!, new RestartBudget());
         this.#options.print(
           `agent: ${deployment.name}: took over the agent server (pid ${adopted.pid}) of revision ${revision.id} that the previous agent left serving`,
         );
@@ -815,6 +881,7 @@ export class LocalAgent {
         const hosts = hostsOf(deployment);
         this.#proxy.route(deployment.id, hosts, server.upstream);
         this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
+        this.#supervise(deployment, revision, this.#live.get(deployment.id)!, new RestartBudget());
         this.#options.print(`agent: ${deployment.name}: restarted revision ${revision.id} from its build directory (no rebuild)`);
       } catch (error) {
         this.#options.print(`agent: ${deployment.name}: could not restart revision ${revision.id}: ${(error as Error).message}`);

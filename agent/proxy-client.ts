@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processIdentity } from './build-records.ts';
+import { socketRootOf } from './socket-root.ts';
 import { type Upstream, upstreamKey } from './upstream.ts';
 
 type Status = { pid: number; port: number; host: string };
@@ -25,7 +26,8 @@ export class ProxyClient {
 
   constructor(workDir: string) {
     this.#dir = join(workDir, '.proxy');
-    this.#socket = join(this.#dir, 'control.sock');
+    // A long work directory's sockets live under a short folder standing for it (socket-root.ts).
+    this.#socket = join(socketRootOf(workDir), '.proxy', 'control.sock');
     this.#record = join(this.#dir, 'proxy.json');
   }
 

@@ -134,7 +134,15 @@ export class DeploymentProxy {
           res.writeHead(answer.statusCode ?? 502, headers);
           answer.pipe(res);
           answer.on('end', finish);
-          answer.on('error', finish);
+          // The server died mid-answer (it crashed during a streamed run): the client's answer is
+          // cut too, or it would wait forever for the rest.
+          answer.on('error', () => {
+            finish();
+            res.destroy();
+          });
+          answer.on('close', () => {
+            if (!answer.complete) res.destroy();
+          });
         },
       );
       upstream.on('error', (error) => {

@@ -1,0 +1,104 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, runGraph, startAgent } from './harness.ts';
+
+/**
+ * A graph whose one node ends its server's process: `process.kill` of the server's own pid, which
+ * ends the whole server whether the graph runs on its main thread or a worker (where
+ * `process.exit` would end only the worker).
+ */
+const EXITING_GRAPH = `import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
+const State = Annotation.Root({ answer: Annotation() });
+export const graph = new StateGraph(State)
+  .addNode('respond', () => { process.kill(process.pid, 'SIGKILL'); return { answer: 'never' }; })
+  .addEdge(START, 'respond')
+  .addEdge('respond', END)
+  .compile();
+`;
+
+/**
+ * Contract §15: a server that exits after DEPLOYED is restarted (at most 3 times in 10 minutes),
+ * then its revision is reported failed in its deploy log. Real agent, bwrap, the LangGraph.js
+ * API server, a graph that kills its server on every run.
+ */
+describe('a live server that exits', () => {
+  let server: ServerProcess | undefined;
+  let agent: AgentProcess | undefined;
+  const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-exits-'));
+
+  afterAll(async () => {
+    await agent?.stop('SIGINT');
+    await server?.kill('SIGTERM');
+    killLeftoverServers(workDir);
+  });
+
+  it('is restarted three times and answers again each time; the fourth exit fails it in its deploy log', { timeout: 600_000 }, async () => {
+    const scene = await localScene();
+    server = scene.server;
+    const { api, integrationId, listenerId, token } = scene;
+    agent = await startAgent({ url: server.url, token, listenerId, workDir });
+    const repo = graphRepo();
+    repo.commit({ 'src/graph.mjs': EXITING_GRAPH }, 'A graph that ends its server');
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(uniqueName('exits'), integrationId, {
+        source_config: {
+          integration_id: integrationId,
+          repo_url: repo.url,
+          deployment_type: 'dev',
+          build_on_push: false,
+          install_command: `ln -s ${SANDBOX_AGENT_MODULES} node_modules`,
+        },
+      }),
+    );
+    expect(created.status).toBe(201);
+    const { id } = created.body as { id: string };
+    const revision = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
+    expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
+    const url = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+    const search = () =>
+      hostFetch(agent!.proxyPort, url, '/assistants/search', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).catch(
+        (error: Error) => ({ status: 0, body: error.message }),
+      );
+    const until = async <T>(what: string, check: () => Promise<T | null>): Promise<T> => {
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const found = await check();
+        if (found !== null) return found;
+        if (Date.now() > deadline) throw new Error(`${what} did not happen:\n${agent!.output()}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
+    const deployLog = async () =>
+      ((await api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=deploy&limit=1000&offset=0`)).body.logs as Array<{
+        message: string;
+        level: string;
+      }>) ?? [];
+
+    for (let restart = 1; restart <= 3; restart += 1) {
+      expect((await search()).status).toBe(200);
+      // The run ends the server: the request fails (how is the proxy's business), the server comes back.
+      await runGraph(agent.proxyPort, url).catch(() => undefined);
+      await until(`restart ${restart}`, async () =>
+        agent!.output().includes(`restarting it (restart ${restart} of 3 in 10 minutes)`) && (await search()).status === 200 ? true : null,
+      );
+    }
+    await runGraph(agent.proxyPort, url).catch(() => undefined);
+    const failed = await until(
+      'the report of the fourth exit',
+      async () => (await deployLog()).find((l) => /failed: its agent server/.test(l.message)) ?? null,
+    );
+    expect(failed.level).toBe('error');
+    expect(failed.message).toContain('the 4th exit in 10 minutes, and is not restarted again');
+    const log = await deployLog();
+    for (let restart = 1; restart <= 3; restart += 1)
+      expect(log.some((l) => l.message.includes(`restarting it (restart ${restart} of 3 in 10 minutes)`))).toBe(true);
+    // Nothing serves it any more.
+    expect((await search()).status).toBe(404);
+  });
+});
