@@ -18,11 +18,18 @@ const blob = (bytes: number) => gzipSync(randomBytes(bytes), { level: 0 });
  */
 describe('upload quota, open-URL cap and sweep', () => {
   const first = blob(4000);
+  // The server's clock, moved by the test: a URL lifetime passes when the test says, not when a
+  // busy machine happens to take a second over five requests.
+  let offsetMs = 0;
+  const clock = { now: () => new Date(Date.now() + offsetMs).toISOString() };
+  const aLifetimePasses = () => {
+    offsetMs += 1100;
+  };
   let t: App;
   let base: string;
   let server: ServerType;
   beforeAll(async () => {
-    t = await inProcessApp({ stageMs: 5, env: { UPLOAD_WORKSPACE_QUOTA_BYTES: String(first.length + 100), UPLOAD_URL_TTL_SECONDS: '1' } });
+    t = await inProcessApp({ stageMs: 5, clock, env: { UPLOAD_WORKSPACE_QUOTA_BYTES: String(first.length + 100), UPLOAD_URL_TTL_SECONDS: '1' } });
     server = await new Promise<ServerType>((resolve) => {
       const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
     });
@@ -69,7 +76,7 @@ describe('upload quota, open-URL cap and sweep', () => {
 
   it('a deployment holds at most 5 open URLs; the sweep drops unused tarballs and expired URLs of every deployment', async () => {
     // Make room: the sweep removes the complete tarballs no revision names, once a URL lifetime (1 s) has passed.
-    await new Promise((r) => setTimeout(r, 1100));
+    aLifetimePasses();
     const removed = await t.services.uploads.sweep();
     expect(removed).toBeGreaterThanOrEqual(2);
     expect(await storedBytes()).toBe(0);
@@ -80,7 +87,7 @@ describe('upload quota, open-URL cap and sweep', () => {
     expect(sixth.status).toBe(409);
     expect(sixth.body.detail).toMatch(/5 upload URLs open/);
     // Once they expire, the deployment may have new ones.
-    await new Promise((r) => setTimeout(r, 1100));
+    aLifetimePasses();
     expect((await issue(id)).status).toBe(200);
   });
 
@@ -93,7 +100,7 @@ describe('upload quota, open-URL cap and sweep', () => {
       source_revision_config: { source_tarball_path: issued.object_path, langgraph_config_path: 'langgraph.json' },
     });
     expect(patched.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 1100));
+    aLifetimePasses();
     await t.services.uploads.sweep();
     expect(await count("SELECT count(*) AS n FROM uploads WHERE object_path = ? AND state = 'complete'", issued.object_path)).toBe(1);
   });
