@@ -42,7 +42,9 @@ describe('X-Api-Key on deployment URLs', () => {
     expect(created.status).toBe(201);
     const revision = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
-    const host = new URL((await api.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url).hostname;
+    // The deployment's URL as given (the path form on the proxy, the agent's default): `/d/<name>`.
+    const deployment = (await api.get(`/v2/deployments/${created.body.id}`)).body;
+    const host = deployment.source_config.custom_url;
     const search = (key?: string) =>
       hostFetch(agent!.proxyPort, host, '/assistants/search', {
         method: 'POST',
@@ -55,7 +57,7 @@ describe('X-Api-Key on deployment URLs', () => {
     const none = await search();
     expect(none.status).toBe(401);
     expect(none.body.detail).toMatch(/X-Api-Key/);
-    const challenged = await fetch(`http://127.0.0.1:${agent.proxyPort}/d/${host.split('.')[0]}/info`);
+    const challenged = await fetch(`http://127.0.0.1:${agent.proxyPort}/d/${deployment.name}/info`);
     expect(challenged.status).toBe(401);
     expect(challenged.headers.get('www-authenticate')).toMatch(/X-Api-Key/);
     expect((await search('not-a-key-of-anyone')).status).toBe(401);
@@ -76,7 +78,7 @@ describe('X-Api-Key on deployment URLs', () => {
     expect(refused.body.detail).toMatch(/another workspace/);
 
     // The LangGraph SDK, unchanged, with its api_key: through the path form of the URL.
-    const apiUrl = `http://127.0.0.1:${agent.proxyPort}/d/${host.split('.')[0]}`;
+    const apiUrl = `http://127.0.0.1:${agent.proxyPort}/d/${deployment.name}`;
     const sdk = new Client({ apiUrl, apiKey: own.body.key });
     const assistants = await sdk.assistants.search({ graphId: 'agent' });
     expect(assistants.length).toBeGreaterThan(0);

@@ -72,7 +72,8 @@ describe('the proxy → server channel', () => {
     expect(created.status).toBe(201);
     const revision = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
-    const host = new URL((await api.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url).hostname;
+    // The deployment's URL as given (the path form on the proxy, the agent's default).
+    const host = (await api.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url;
     for (let i = 0; i < 20; i += 1) {
       const answer = await hostFetch(agent.proxyPort, host, '/assistants/search', {
         method: 'POST',

@@ -52,7 +52,8 @@ describe('resource limits', () => {
 
     const neighbour = await deploy(LINK_MODULES);
     expect((await ends(api, neighbour)).status, agent.output()).toBe('DEPLOYED');
-    const host = new URL((await api.get(`/v2/deployments/${neighbour.id}`)).body.source_config.custom_url).hostname;
+    // The deployment's URL as given (the path form on the proxy, the agent's default).
+    const host = (await api.get(`/v2/deployments/${neighbour.id}`)).body.source_config.custom_url;
     const servedDuring = async (breach: () => Promise<void>) => {
       let running = true;
       let served = 0;
