@@ -20,6 +20,7 @@ import agentPublicUrl from './018_agent_public_url.ts';
 import githubEveryWayIn from './019_github_every_way_in.ts';
 import consoleSessions from './020_console_sessions.ts';
 import auditEvents from './021_audit_events.ts';
+import githubCheckRuns from './026_github_check_runs.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -52,6 +53,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 19, name: 'github_every_way_in', sql: githubEveryWayIn },
   { version: 20, name: 'console_sessions', sql: consoleSessions },
   { version: 21, name: 'audit_events', sql: auditEvents },
+  { version: 26, name: 'github_check_runs', sql: githubCheckRuns },
 ];
 
 /**
