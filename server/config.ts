@@ -287,7 +287,9 @@ export const Config = z
           .regex(/^[a-z0-9-]+$/i, "GITHUB_APP_SLUG is the App's URL name")
           .optional(),
       )
-      .describe("The App's URL name: its install page is `GITHUB_URL/apps/<slug>/installations/new`."),
+      .describe(
+        "The App's URL name: its install page is `GITHUB_URL/apps/<slug>/installations/new`, or `GITHUB_URL/github-apps/<slug>/installations/new` on GitHub Enterprise Server (`GITHUB_API_URL` ending in `/api/v3`).",
+      ),
     GITHUB_APP_CLIENT_ID: optional.describe(
       "The App's OAuth client id: the setup URL exchanges its `code` for a user token that proves who installed the App.",
     ),

@@ -6,6 +6,7 @@ import { countGithubRequests } from './github/counted-api.ts';
 import { GithubApi } from './github/github-api.ts';
 import { GithubPace } from './github/github-pace.ts';
 import { InstallationLinks } from './github/installation-links.ts';
+import { InstallationPermissions } from './github/installation-permissions.ts';
 import { InstallationTokens } from './github/installation-tokens.ts';
 import { RepoAccess } from './github/repo-access.ts';
 import { LINK_CONFIRM_PATH } from './github/setup-pages.ts';
@@ -65,6 +66,7 @@ export function createGithubApp(deps: {
     app,
     api,
     tokens,
+    permissions: new InstallationPermissions(api, now),
     store: deps.store,
     github: deps.github,
     pace: new GithubPace({ perMinute: deps.config.GITHUB_WRITES_PER_MINUTE, perHour: deps.config.GITHUB_WRITES_PER_HOUR }, now),

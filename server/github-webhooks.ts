@@ -1,5 +1,6 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
+import { CheckRunRerun } from './domain/webhooks/check-run-rerun.ts';
 import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
 import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
 import { WebhookIntake } from './domain/webhooks/intake.ts';
@@ -65,7 +66,17 @@ export function createGithubWebhooks(deps: {
     : undefined;
   const worker = new DeliveryWorker({
     webhookStore,
-    processor: new DeliveryProcessor({ store, builds, clock, heads: webhookStore, installations: webhookStore, repos: services.installationRepos, previews }),
+    processor: new DeliveryProcessor({
+      store,
+      builds,
+      clock,
+      heads: webhookStore,
+      installations: webhookStore,
+      repos: services.installationRepos,
+      previews,
+      // Re-runs come from check runs, which only a GitHub App makes.
+      rerun: deps.previews ? new CheckRunRerun({ store, deployments: services.deployments, installations: webhookStore }) : undefined,
+    }),
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,

@@ -2,8 +2,20 @@
 export type DeploymentState = 'queued' | 'in_progress' | 'success' | 'failure' | 'error' | 'inactive';
 export type CommitState = 'pending' | 'success' | 'failure' | 'error';
 
-/** What one revision change tells GitHub: a deployment status and/or a commit status, with one sentence. */
-export type StatusPlan = { deployment: DeploymentState | null; commit: CommitState | null; description: string; replacesOthers: boolean };
+/** A check run's phase: its status while it runs, its conclusion once completed. */
+export type CheckState = 'queued' | 'in_progress' | 'success' | 'failure' | 'cancelled';
+
+/**
+ * What one revision change tells GitHub: a deployment status, and a commit status or (where the
+ * installation grants `checks: write`) the check run's state, with one sentence.
+ */
+export type StatusPlan = {
+  deployment: DeploymentState | null;
+  commit: CommitState | null;
+  check: CheckState | null;
+  description: string;
+  replacesOthers: boolean;
+};
 
 /** GitHub refuses a description longer than this (422), for deployment and commit statuses alike. */
 export const MAX_DESCRIPTION = 140;
@@ -19,24 +31,30 @@ export function planFor(event: string, statusMessage: string | null): StatusPlan
   switch (event) {
     case 'QUEUED':
     case 'AWAITING_BUILD':
-      return { deployment: 'queued', commit: 'pending', description: 'Queued', replacesOthers: false };
+      return { deployment: 'queued', commit: 'pending', check: 'queued', description: 'Queued', replacesOthers: false };
     case 'BUILDING':
-      return { deployment: 'in_progress', commit: 'pending', description: 'Building', replacesOthers: false };
+      return { deployment: 'in_progress', commit: 'pending', check: 'in_progress', description: 'Building', replacesOthers: false };
     case 'AWAITING_DEPLOY':
     case 'DEPLOYING':
-      return { deployment: 'in_progress', commit: 'pending', description: 'Deploying', replacesOthers: false };
+      return { deployment: 'in_progress', commit: 'pending', check: 'in_progress', description: 'Deploying', replacesOthers: false };
     case 'DEPLOYED':
-      return { deployment: 'success', commit: 'success', description: 'Deployed', replacesOthers: true };
+      return { deployment: 'success', commit: 'success', check: 'success', description: 'Deployed', replacesOthers: true };
     case 'CREATE_FAILED':
     case 'BUILD_FAILED':
-      return { deployment: 'failure', commit: 'failure', description: detail('Build failed'), replacesOthers: false };
+      return { deployment: 'failure', commit: 'failure', check: 'failure', description: detail('Build failed'), replacesOthers: false };
     case 'DEPLOY_FAILED':
-      return { deployment: 'failure', commit: 'failure', description: detail('Deploy failed'), replacesOthers: false };
+      return { deployment: 'failure', commit: 'failure', check: 'failure', description: detail('Deploy failed'), replacesOthers: false };
     case 'INTERRUPTED':
     case 'SKIPPED':
-      return { deployment: 'error', commit: 'error', description: 'Replaced by a newer revision before it was deployed', replacesOthers: false };
+      return {
+        deployment: 'error',
+        commit: 'error',
+        check: 'cancelled',
+        description: 'Replaced by a newer revision before it was deployed',
+        replacesOthers: false,
+      };
     case 'DELETED':
-      return { deployment: 'inactive', commit: null, description: 'The deployment was deleted', replacesOthers: false };
+      return { deployment: 'inactive', commit: null, check: null, description: 'The deployment was deleted', replacesOthers: false };
     default:
       return null;
   }

@@ -7,6 +7,7 @@ import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts'
 import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
+import type { InstallationPermissions } from './installation-permissions.ts';
 import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
 import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
 import { describe, planFor, type StatusPlan } from './status-plan.ts';
@@ -16,8 +17,13 @@ export function revisionPageUrl(publicUrl: string, deploymentId: string, revisio
   return `${publicUrl}/console/deployments/${encodeURIComponent(deploymentId)}/revisions/${encodeURIComponent(revisionId)}`;
 }
 
-/** What the sender's token may do: create deployments and statuses on the one repository. */
+/** What the sender's token may do: create deployments and statuses on the one repository (and check runs, where granted). */
 const WRITE = { deployments: 'write', statuses: 'write' } as const;
+const WRITE_WITH_CHECKS = { checks: 'write', deployments: 'write', statuses: 'write' } as const;
+/** Log lines a check run's summary ends with. */
+const SUMMARY_LOG_LINES = 50;
+/** GitHub's limit on a check run's `output.summary`. */
+const MAX_SUMMARY = 65_535;
 /** How long an event waits for its revision's commit to become known before it is given up. */
 const COMMIT_WAIT_MS = 15 * 60_000;
 /** Events looked at per pass (each of a different revision). */
@@ -30,7 +36,9 @@ export type StatusSenderDeps = {
   app: GithubApp;
   api: GithubApi;
   tokens: InstallationTokens;
-  store: Pick<Store, 'getRevisionById' | 'getDeploymentById' | 'getIntegrationById'>;
+  store: Pick<Store, 'getRevisionById' | 'getDeploymentById' | 'getIntegrationById' | 'searchLogs'>;
+  /** Whether an installation grants `checks: write`: check runs then replace commit statuses. */
+  permissions: InstallationPermissions;
   github: GithubStore;
   pace: GithubPace;
   clock: Clock;
@@ -191,7 +199,8 @@ export class GithubStatusSender {
         await github.setGithubDeploymentState(revision.id, plan.deployment);
       }
     }
-    if (plan.commit) {
+    if (plan.check && target.checks) await this.#checkRun(event, revision, deployment, target, sha, logUrl, plan);
+    if (plan.commit && !target.checks) {
       const context = `deploy/${deployment.name}`;
       const body = { state: plan.commit, target_url: logUrl, description: describe(plan.description), context };
       await this.#call(event, revision.id, 'commit_status', plan.commit, target, { method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, body }, () =>
@@ -214,7 +223,7 @@ export class GithubStatusSender {
     const target = await this.#target(parent);
     if (!target) return;
     await this.#paced(target);
-    const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
+    const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
     await this.#deps.api.request({
       method: 'POST',
       path: `/repos/${target.path}/statuses/${sha}`,
@@ -231,6 +240,8 @@ export class GithubStatusSender {
       repository: { owner: record.owner, name: record.repo },
       installationId: record.installation_id,
       path: `${record.owner}/${record.repo}`,
+      write: WRITE,
+      checks: false,
     });
     return 'sent';
   }
@@ -333,7 +344,7 @@ export class GithubStatusSender {
     call: string,
     state: string,
     target: Target,
-    request: { method: 'POST'; path: string; body: unknown },
+    request: { method: 'POST' | 'PATCH'; path: string; body: unknown },
     alreadyThere: () => Promise<boolean>,
     onAnswer?: (answer: unknown) => void,
   ): Promise<boolean> {
@@ -387,7 +398,7 @@ export class GithubStatusSender {
     if (error instanceof GithubApiError) {
       if (error.status >= 500) throw new TryLater(error.message, null);
       if (error.status === 401) {
-        this.#deps.tokens.forget(target.installationId, target.repository, WRITE);
+        this.#deps.tokens.forget(target.installationId, target.repository, target.write);
         throw new TryLater(error.message, null);
       }
       return;
@@ -422,7 +433,7 @@ export class GithubStatusSender {
 
   async #token(target: Target): Promise<string> {
     try {
-      return await this.#deps.tokens.forRepository(target.installationId, target.repository, WRITE);
+      return await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
     } catch (error) {
       this.#retryable(error, target);
       // A mint refused for good goes to the caller as it is: the call is dropped with GitHub's reason.
@@ -440,13 +451,134 @@ export class GithubStatusSender {
   }
 
   async #target(deployment: DeploymentRecord): Promise<Target | null> {
-    const { app, store, github } = this.#deps;
+    const { app, store, github, permissions } = this.#deps;
     const repository = deployment.source_config.repo_url ? repositoryOnHost(deployment.source_config.repo_url, app.webUrl) : null;
     if (!repository || !deployment.source_config.integration_id) return null;
     const integration = await store.getIntegrationById(deployment.source_config.integration_id);
     if (!integration || integration.suspended || !(await github.accountOf(integration.id))) return null;
-    return { repository, installationId: integration.installation_id, path: `${repository.owner}/${repository.name}` };
+    let checks: boolean;
+    try {
+      checks = await permissions.canWrite(integration.installation_id, 'checks');
+    } catch (error) {
+      throw new TryLater(`the installation's permissions could not be read: ${(error as Error).message}`, null);
+    }
+    return {
+      repository,
+      installationId: integration.installation_id,
+      path: `${repository.owner}/${repository.name}`,
+      write: checks ? WRITE_WITH_CHECKS : WRITE,
+      checks,
+    };
+  }
+
+  /**
+   * The revision's check run `deploy/<name>`: created (once) in the phase the revision is in, then
+   * moved on (`in_progress`, then `completed` with its conclusion and a Markdown summary). Its
+   * `external_id` is the revision id: GitHub's "Re-run" names it.
+   */
+  async #checkRun(
+    event: OutboxEvent,
+    revision: RevisionRecord,
+    deployment: DeploymentRecord,
+    target: Target,
+    sha: string,
+    pageUrl: string,
+    plan: StatusPlan,
+  ): Promise<void> {
+    const { github, clock } = this.#deps;
+    const check = plan.check!;
+    const phase = check === 'queued' || check === 'in_progress' ? check : 'completed';
+    const name = `deploy/${deployment.name}`;
+    const fields = async () =>
+      phase === 'completed'
+        ? {
+            status: 'completed',
+            conclusion: check,
+            completed_at: clock.now().replace(/\.\d+Z$/, 'Z'),
+            output: { title: plan.description, summary: await this.#summary(revision, deployment, pageUrl, plan.description) },
+          }
+        : { status: phase };
+    const record = await github.checkRun(revision.id);
+    if (record) {
+      // A PATCH sets the same fields when made twice: a call cut off by a crash is simply made again.
+      await this.#call(
+        event,
+        revision.id,
+        'check_run',
+        phase,
+        target,
+        { method: 'PATCH', path: `/repos/${target.path}/check-runs/${record.check_run_id}`, body: await fields() },
+        async () => false,
+      );
+      return;
+    }
+    if (await github.wasSent(revision.id, 'check_run', 'refused')) return;
+    let created: { id: number } | null = null;
+    // Made in the phase the revision is in now: a check run first seen late is not walked through the earlier ones.
+    const body = { name, head_sha: sha, external_id: revision.id, details_url: pageUrl, ...(await fields()) };
+    const made = await this.#call(
+      event,
+      revision.id,
+      'check_run',
+      'created',
+      target,
+      { method: 'POST', path: `/repos/${target.path}/check-runs`, body },
+      async () => {
+        const listed = await this.#get<{ check_runs: Array<{ id: number; external_id: string | null }> }>(
+          target,
+          `/repos/${target.path}/commits/${sha}/check-runs?check_name=${encodeURIComponent(name)}&per_page=100`,
+        );
+        const found = listed.check_runs.find((r) => r.external_id === revision.id);
+        if (found) created = { id: found.id };
+        return Boolean(found);
+      },
+      (answer) => (created = answer as { id: number }),
+    );
+    if (!made || !created) {
+      await github.markSent(revision.id, 'check_run', 'refused', clock.now());
+      return;
+    }
+    await github.recordCheckRun({
+      revision_id: revision.id,
+      check_run_id: (created as { id: number }).id,
+      installation_id: target.installationId,
+      owner: target.repository.owner,
+      repo: target.repository.name,
+      created_at: clock.now(),
+    });
+    await github.markSent(revision.id, 'check_run', phase, clock.now());
+  }
+
+  /** The check run's Markdown summary: the status, the URL, the revision's page and its last 50 log lines. */
+  async #summary(revision: RevisionRecord, deployment: DeploymentRecord, pageUrl: string, description: string): Promise<string> {
+    const { store } = this.#deps;
+    const newest = async (type: 'build' | 'deploy') =>
+      (await store.searchLogs(revision.id, { type, order: 'desc', cursor: 0, limit: SUMMARY_LOG_LINES })).logs.reverse();
+    const lines = [...(await newest('build')), ...(await newest('deploy'))].slice(-SUMMARY_LOG_LINES);
+    const url = deployment.source_config.custom_url;
+    const fence = '````';
+    const log = lines.map((l) => `${l.timestamp} ${l.level.padEnd(5)} ${l.message.replaceAll(fence, '```')}`).join('\n');
+    const summary = [
+      `**Status:** ${description}`,
+      `**URL:** ${url ? `<${url}>` : 'none yet'}`,
+      `**Revision:** [${revision.id}](${pageUrl})`,
+      '',
+      `**Last ${SUMMARY_LOG_LINES} log lines**`,
+      '',
+      fence,
+      log || '(no log lines)',
+      fence,
+    ].join('\n');
+    return summary.length <= MAX_SUMMARY ? summary : `${summary.slice(0, MAX_SUMMARY - fence.length - 2)}\n${fence}`;
   }
 }
 
-type Target = { repository: GithubRepository; installationId: number; path: string };
+type Target = {
+  repository: GithubRepository;
+  installationId: number;
+  path: string;
+  /** The permissions of the sender's token for this installation. */
+  write: Record<string, 'write'>;
+  /** Whether check runs replace commit statuses. */
+  checks: boolean;
+};

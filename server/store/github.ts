@@ -56,6 +56,9 @@ export type GithubDeploymentRecord = {
   created_at: string;
 };
 
+/** The check run made for a revision. */
+export type CheckRunRecord = { revision_id: string; check_run_id: number; installation_id: number; owner: string; repo: string; created_at: string };
+
 /** A pull-request preview: the child deployment, its parent and pull request. */
 export type PreviewRecord = {
   deployment_id: string;
@@ -114,6 +117,9 @@ export interface GithubStore {
   setGithubDeploymentState(revisionId: string, state: string): Promise<void>;
   /** The deployment's GitHub deployments, oldest first. */
   githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]>;
+
+  checkRun(revisionId: string): Promise<CheckRunRecord | null>;
+  recordCheckRun(record: CheckRunRecord): Promise<void>;
 
   recordPreview(preview: PreviewRecord): Promise<void>;
   previewFor(parentDeploymentId: string, pullRequest: number): Promise<PreviewRecord | null>;
@@ -347,6 +353,18 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
   async githubDeploymentsOf(deploymentId: string): Promise<GithubDeploymentRecord[]> {
     return (await this.sql.rows<Row>('SELECT * FROM github_deployments WHERE deployment_id = ? ORDER BY created_at, revision_id', [deploymentId])).map(
       toGithubDeployment,
+    );
+  }
+
+  async checkRun(revisionId: string): Promise<CheckRunRecord | null> {
+    const row = await this.sql.row<Row>('SELECT * FROM github_check_runs WHERE revision_id = ?', [revisionId]);
+    return row ? ({ ...row, check_run_id: Number(row.check_run_id), installation_id: Number(row.installation_id) } as CheckRunRecord) : null;
+  }
+
+  async recordCheckRun(r: CheckRunRecord): Promise<void> {
+    await this.sql.run(
+      'INSERT INTO github_check_runs (revision_id, check_run_id, installation_id, owner, repo, created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [r.revision_id, r.check_run_id, r.installation_id, r.owner, r.repo, r.created_at],
     );
   }
 

@@ -56,6 +56,13 @@ describe('creating the GitHub App from its manifest', () => {
       request_oauth_on_install: false,
       default_permissions: { contents: 'read', deployments: 'write', statuses: 'write', checks: 'write' },
     });
+    // The manifest the docs show (for registering by hand) is this one, with the docs' example URL.
+    const posted = JSON.parse(manifest) as { url: string; name: string };
+    const documented = readFileSync(new URL('../../docs/github-app-manifest.json', import.meta.url), 'utf8').replaceAll(
+      'https://control-plane.example.com',
+      posted.url,
+    );
+    expect({ ...posted, name: 'Agent control plane' }).toEqual(JSON.parse(documented));
 
     // The operator clicks "Create" on GitHub: GitHub sends the browser back with a code.
     const created = await open(action, {

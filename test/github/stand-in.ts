@@ -24,7 +24,10 @@ export type Exchange = {
 export type Fault = { method: string; path: RegExp; status: number; headers?: Record<string, string>; body?: unknown; times: number };
 
 type Account = { login: string; id: number; type: 'User' | 'Organization' };
-type Installation = { id: number; account: Account; repositories: string[]; users: Set<string> };
+type Installation = { id: number; account: Account; repositories: string[]; users: Set<string>; permissions: Record<string, string> };
+
+/** What an installation grants unless a test says otherwise: what the App asked for before check runs. */
+const DEFAULT_PERMISSIONS = { contents: 'read', deployments: 'write', statuses: 'write', metadata: 'read', pull_requests: 'read' };
 type MintedToken = { installationId: number; repositories: string[]; permissions: Record<string, string>; expiresAtMs: number };
 
 let openApi: GithubOpenApi | null = null;
@@ -86,6 +89,8 @@ export class GithubStandIn {
     statusJson: unknown[];
   }> = [];
   readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
+  /** Check runs as GitHub keeps them: the fields as they stand, and every create or update as sent. */
+  readonly checkRuns: Array<{ id: number; repo: string; fields: Record<string, unknown>; updates: Array<Record<string, unknown>> }> = [];
   /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
   statusCap = 1000;
   #server: Server | null = null;
@@ -134,10 +139,10 @@ export class GithubStandIn {
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
   }
 
-  /** An installation of the App on `account`, granted `repositories` (`owner/name`), visible to `users`. */
-  install(account: Account, repositories: string[], users: string[]): number {
+  /** An installation of the App on `account`, granted `repositories` (`owner/name`) and `permissions`, visible to `users`. */
+  install(account: Account, repositories: string[], users: string[], permissions: Record<string, string> = DEFAULT_PERMISSIONS): number {
     const id = this.#nextId++;
-    this.#installations.set(id, { id, account, repositories, users: new Set(users) });
+    this.#installations.set(id, { id, account, repositories, users: new Set(users), permissions });
     return id;
   }
 
@@ -345,6 +350,10 @@ export class GithubStandIn {
           message: 'There is at least one repository that does not exist or is not accessible to the parent installation.',
           documentation_url: 'https://docs.github.com/rest',
         });
+      // A token asks for no more than the installation granted (GitHub: 422).
+      const asked = Object.entries((json.permissions as Record<string, string> | undefined) ?? {});
+      if (asked.some(([name, level]) => !installation.permissions[name] || (level === 'write' && installation.permissions[name] !== 'write')))
+        return send(422, { message: 'The permissions requested are not granted to this installation.', documentation_url: 'https://docs.github.com/rest' });
       const token = `ghs_${randomBytes(18).toString('hex')}`;
       const permissions = (json.permissions as Record<string, string> | undefined) ?? {
         contents: 'write',
@@ -383,7 +392,7 @@ export class GithubStandIn {
     if (m) {
       const repo = `${m[1]}/${m[2]}`;
       const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
-      const needed = path.includes('/deployments') ? 'deployments' : 'statuses';
+      const needed = path.includes('/deployments') ? 'deployments' : path.includes('/check-runs') ? 'checks' : 'statuses';
       if (!token || token.expiresAtMs < Date.now())
         return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write')
@@ -417,6 +426,27 @@ export class GithubStandIn {
             .map((c) => c.json)
             .reverse(),
         );
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/commits\/([^/]+)\/check-runs$/.exec(path);
+      if (m && method === 'GET') {
+        const name = url.searchParams.get('check_name');
+        const runs = this.checkRuns
+          .filter((r) => r.repo === repo && r.fields.head_sha === m![1] && (!name || r.fields.name === name))
+          .map((r) => this.#checkRunJson(r));
+        return send(200, { total_count: runs.length, check_runs: runs });
+      }
+      if (/^\/repos\/[^/]+\/[^/]+\/check-runs$/.test(path) && method === 'POST') {
+        const run = { id: this.#nextId++, repo, fields: { ...json }, updates: [{ ...json }] };
+        this.checkRuns.push(run);
+        return send(201, this.#checkRunJson(run));
+      }
+      m = /^\/repos\/[^/]+\/[^/]+\/check-runs\/(\d+)$/.exec(path);
+      if (m && method === 'PATCH') {
+        const run = this.checkRuns.find((r) => r.id === Number(m![1]) && r.repo === repo);
+        if (!run) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+        run.fields = { ...run.fields, ...json };
+        run.updates.push({ ...json });
+        return send(200, this.#checkRunJson(run));
       }
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'POST') {
         const id = this.#nextId++;
@@ -548,6 +578,36 @@ export class GithubStandIn {
     };
   }
 
+  #checkRunJson(run: { id: number; repo: string; fields: Record<string, unknown> }) {
+    const f = run.fields;
+    const output = (f.output as Record<string, unknown> | undefined) ?? {};
+    const status = String(f.status ?? (f.conclusion ? 'completed' : 'queued'));
+    return {
+      id: run.id,
+      node_id: `CR_${run.id}`,
+      head_sha: String(f.head_sha),
+      name: String(f.name),
+      url: `${this.apiUrl}/repos/${run.repo}/check-runs/${run.id}`,
+      html_url: `${this.url}/${run.repo}/runs/${run.id}`,
+      details_url: (f.details_url as string | undefined) ?? null,
+      status,
+      conclusion: (f.conclusion as string | undefined) ?? null,
+      started_at: (f.started_at as string | undefined) ?? null,
+      completed_at: (f.completed_at as string | undefined) ?? null,
+      external_id: (f.external_id as string | undefined) ?? null,
+      check_suite: { id: 1 },
+      output: {
+        title: (output.title as string | undefined) ?? null,
+        summary: (output.summary as string | undefined) ?? null,
+        text: (output.text as string | undefined) ?? null,
+        annotations_count: 0,
+        annotations_url: `${this.apiUrl}/repos/${run.repo}/check-runs/${run.id}/annotations`,
+      },
+      app: null,
+      pull_requests: [],
+    };
+  }
+
   /** GitHub's App JWT rules: RS256 by the App's key, `iss` the App id, `exp` at most 10 minutes ahead, `iat` not in the future. */
   async #appJwtOk(authorization: string): Promise<boolean> {
     const jwt = /^Bearer (\S+)$/.exec(authorization)?.[1];
@@ -580,7 +640,7 @@ export class GithubStandIn {
       app_slug: this.slug,
       target_id: installation.account.id,
       target_type: installation.account.type,
-      permissions: { contents: 'read', deployments: 'write', statuses: 'write', metadata: 'read', pull_requests: 'read' },
+      permissions: installation.permissions,
       events: ['push', 'pull_request'],
       created_at: now,
       updated_at: now,

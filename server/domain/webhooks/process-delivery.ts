@@ -2,6 +2,7 @@ import type { EmitterWebhookEvent } from '@octokit/webhooks';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
+import type { CheckRunPayload, CheckRunRerun } from './check-run-rerun.ts';
 import { deploymentSkip, type PushPayload, pushFacts, pushProblem, pushWideSkip } from './match-push.ts';
 import type { Previews, PullRequestPayload } from './previews.ts';
 import type { PushBuilds } from './push-builds.ts';
@@ -27,6 +28,7 @@ export class DeliveryProcessor {
     installations: InstallationLinks;
     repos?: InstallationRepoRecorder;
     previews?: Previews;
+    rerun?: CheckRunRerun;
   };
 
   /** `previews`: pull-request previews (with GitHub App settings); without it `pull_request` events are ignored. */
@@ -38,6 +40,8 @@ export class DeliveryProcessor {
     installations: InstallationLinks;
     repos?: InstallationRepoRecorder;
     previews?: Previews;
+    /** GitHub's "Re-run" of a check run (with GitHub App settings); without it `check_run` events are ignored. */
+    rerun?: CheckRunRerun;
   }) {
     this.#deps = deps;
   }
@@ -56,6 +60,11 @@ export class DeliveryProcessor {
     if (workspaceId === null) await this.#deps.repos?.recordFromDelivery(event, payload);
     if (event === 'push') return this.#push(payload as PushPayload, workspaceId);
     if (event === 'pull_request' && this.#deps.previews) return this.#pullRequest(payload as PullRequestPayload, workspaceId);
+    if (event === 'check_run' && this.#deps.rerun) {
+      // Only the App's own deliveries: a workspace's repository webhook cannot redeploy another's revision.
+      if (workspaceId !== null) return { outcome: 'ignored', reason: 'check_run events are taken only from the GitHub App.', results: [] };
+      return this.#deps.rerun.handle(payload as CheckRunPayload);
+    }
     if (event === 'installation') {
       // A workspace's secret proves only that the workspace sent it: it must not unlink or suspend anyone's integrations.
       if (workspaceId !== null) {

@@ -20,7 +20,8 @@ import agentPublicUrl from './018_agent_public_url.ts';
 import githubEveryWayIn from './019_github_every_way_in.ts';
 import consoleSessions from './020_console_sessions.ts';
 import auditEvents from './021_audit_events.ts';
-import eventSubscriptions from './025_event_subscriptions.ts';
+import eventSubscriptions from './022_event_subscriptions.ts';
+import githubCheckRuns from './023_github_check_runs.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -53,7 +54,8 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 19, name: 'github_every_way_in', sql: githubEveryWayIn },
   { version: 20, name: 'console_sessions', sql: consoleSessions },
   { version: 21, name: 'audit_events', sql: auditEvents },
-  { version: 25, name: 'event_subscriptions', sql: eventSubscriptions },
+  { version: 22, name: 'event_subscriptions', sql: eventSubscriptions },
+  { version: 23, name: 'github_check_runs', sql: githubCheckRuns },
 ];
 
 /**

@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
+import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { deliver, processedDelivery, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
+import { linkThroughSetup } from './link.ts';
+import { serverSql } from './sql.ts';
+import { GithubStandIn } from './stand-in.ts';
+
+const SECRET = 'check-runs-secret';
+
+/**
+ * Contract §19, "Checks": where the installation grants `checks: write`, each revision is one
+ * check run `deploy/<name>` (queued → in_progress → completed, a Markdown summary with the status,
+ * the URL and the last 50 log lines) instead of commit statuses, and GitHub's "Re-run"
+ * (`check_run.rerequested`) redeploys the revision. Every request checked against GitHub's description.
+ */
+describe('check runs', () => {
+  let github: GithubStandIn;
+  let server: ServerProcess;
+  let api: Api;
+  let installation: number;
+  let integrationId: string;
+  const repoUrl = () => `${github.url}/acme/checked`;
+
+  beforeAll(async () => {
+    github = await new GithubStandIn().start();
+    installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/checked'], ['alice'], {
+      contents: 'read',
+      metadata: 'read',
+      deployments: 'write',
+      statuses: 'write',
+      checks: 'write',
+      pull_requests: 'read',
+    });
+    server = await startServerProcess({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0' });
+    api = apiClient(server.url, server.apiKey);
+    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+  });
+
+  afterAll(async () => {
+    await server?.kill('SIGTERM');
+    await github?.stop();
+  });
+
+  const outboxDrained = async () => {
+    const sql = serverSql(server);
+    try {
+      await eventually(
+        async () =>
+          Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined,
+        60_000,
+        100,
+      );
+    } finally {
+      await sql.close();
+    }
+  };
+  const create = async (name: string, secrets: Array<{ name: string; value: string }> = []) => {
+    const created = await api.post(
+      '/v2/deployments',
+      githubBody(name, integrationId, {
+        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
+        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+        secrets,
+      }),
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED'], 30_000);
+    await outboxDrained();
+    return created.body as { id: string; name: string; source_config: { custom_url: string } };
+  };
+  /** The check runs of one deployment on one commit (a push builds every deployment of the repository, each with its own). */
+  const runsOf = (deployment: { name: string }, after: string) =>
+    github.checkRuns.filter((r) => r.fields.head_sha === after && r.fields.name === `deploy/${deployment.name}`);
+  const push = async (deploymentId: string) => {
+    const after = sha();
+    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/checked', after, htmlUrl: repoUrl(), installationId: installation }), {
+      secret: SECRET,
+    });
+    expect(delivered.status).toBe(202);
+    const revision = await eventually(
+      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after),
+      20_000,
+    );
+    return { after, revision };
+  };
+
+  it('reports a revision as one check run deploy/<name> with a Markdown summary, and no commit statuses', async () => {
+    const deployment = await create(uniqueName('checked'));
+    const pushed = await push(deployment.id);
+    await revisionReaches(api, deployment.id, pushed.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    const runs = runsOf(deployment, pushed.after);
+    expect(runs).toHaveLength(1);
+    const run = runs[0]!;
+    expect(run.fields).toMatchObject({ name: `deploy/${deployment.name}`, external_id: pushed.revision.id, status: 'completed', conclusion: 'success' });
+    expect(String(run.fields.details_url)).toMatch(new RegExp(`/console/deployments/${deployment.id}/revisions/${pushed.revision.id}$`));
+    expect(run.updates.map((u) => u.status)).toEqual(['queued', 'in_progress', 'completed']);
+    const output = run.fields.output as { title: string; summary: string };
+    expect(output.title).toBe('Deployed');
+    expect(output.summary).toContain('**Status:** Deployed');
+    expect(output.summary).toContain(deployment.source_config.custom_url);
+    expect(output.summary).toContain('**Last 50 log lines**');
+    // The sandbox data plane's own build lines, as the revision's log has them.
+    const logs = (await api.get(`/v2/deployments/${deployment.id}/revisions/${pushed.revision.id}/logs?type=build&limit=5`)).body.logs as Array<{
+      message: string;
+    }>;
+    expect(logs.length).toBeGreaterThan(0);
+    expect(output.summary).toContain(logs[0]!.message);
+    expect(github.commitStatuses.filter((c) => c.sha === pushed.after)).toEqual([]);
+    // The GitHub deployment is still made, with its statuses.
+    expect(github.deployments.find((d) => d.body.ref === pushed.after)?.statuses.map((s) => s.state)).toEqual(['queued', 'in_progress', 'success']);
+    expect(github.problems()).toEqual([]);
+  });
+
+  it('concludes failure for a failed build', async () => {
+    const deployment = await create(uniqueName('checkfail'), [{ name: 'SANDBOX_FAIL_STAGE', value: 'build' }]);
+    const pushed = await push(deployment.id);
+    await revisionReaches(api, deployment.id, pushed.revision.id, ['BUILD_FAILED'], 30_000);
+    await outboxDrained();
+    const run = runsOf(deployment, pushed.after)[0]!;
+    expect(run.fields).toMatchObject({ status: 'completed', conclusion: 'failure' });
+    expect((run.fields.output as { summary: string }).summary).toContain('Build failed');
+  });
+
+  it("redeploys the revision on GitHub's Re-run (check_run.rerequested), as a new revision with its own check run", async () => {
+    const deployment = await create(uniqueName('rerun'));
+    const pushed = await push(deployment.id);
+    await revisionReaches(api, deployment.id, pushed.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    const run = runsOf(deployment, pushed.after)[0]!;
+    const rerequested = {
+      action: 'rerequested',
+      check_run: { id: run.id, name: run.fields.name, head_sha: pushed.after, external_id: run.fields.external_id, status: 'completed', conclusion: 'success' },
+      repository: { full_name: 'acme/checked', html_url: repoUrl() },
+      installation: { id: installation },
+      sender: { login: 'alice' },
+    };
+    const delivered = await deliver(server.url, 'check_run', rerequested, { secret: SECRET });
+    expect(delivered.status).toBe(202);
+    const entry = await processedDelivery(api, delivered.id);
+    const created = entry.results.find((r: { result: string }) => r.result === 'revision_created');
+    expect(created, JSON.stringify(entry)).toBeDefined();
+    const again = await revisionReaches(api, deployment.id, created.revision_id, ['DEPLOYED'], 30_000);
+    expect(again.id).not.toBe(pushed.revision.id);
+    expect(again.source_revision_config.repo_commit_sha).toBe(pushed.after);
+    await outboxDrained();
+    // Its own check run on the same commit.
+    const runs = runsOf(deployment, pushed.after);
+    expect(runs.map((r) => r.fields.external_id).sort()).toEqual([pushed.revision.id, again.id].sort());
+
+    // Another installation's delivery naming this revision redeploys nothing.
+    // (No workspace is linked to that installation, so no workspace's delivery log shows it: read the server's table.)
+    const stranger = await deliver(server.url, 'check_run', { ...rerequested, installation: { id: 999_999 } }, { secret: SECRET });
+    expect(stranger.status).toBe(202);
+    const sql = serverSql(server);
+    try {
+      const processed = await eventually(async () => {
+        const [row] = await sql.all<{ status: string; summary: string | null }>('SELECT status, summary FROM webhook_deliveries WHERE delivery_id = ?', [
+          stranger.id,
+        ]);
+        return row && row.status !== 'pending' ? row : undefined;
+      });
+      expect(processed.status, JSON.stringify(processed)).not.toBe('failed');
+      expect(await sql.all('SELECT * FROM webhook_delivery_results WHERE delivery_id = ?', [stranger.id])).toEqual([]);
+    } finally {
+      await sql.close();
+    }
+    expect((await revisionsOf(api, deployment.id)).filter((r) => r.source_revision_config.repo_commit_sha === pushed.after)).toHaveLength(2);
+    expect(github.problems()).toEqual([]);
+  });
+});
