@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { EventDelivery, EventStore, EventSubscriptionRecord } from '../store/events.ts';
 import type { Clock } from './clock.ts';
@@ -55,37 +56,29 @@ function slackText(delivery: EventDelivery): string {
  */
 export class EventSender {
   readonly #deps: EventSenderDeps;
-  #timer: NodeJS.Timeout | null = null;
-  #stopped = true;
+  readonly #loop: PollLoop;
 
   constructor(deps: EventSenderDeps) {
     this.#deps = deps;
+    this.#loop = new PollLoop({
+      pass: () => this.#tick(),
+      intervalMs: deps.pollMs ?? 500,
+      onError: (error) => deps.log.error('events: the outbox pass failed; it runs again', { error: String(error) }),
+    });
   }
 
   start(): void {
-    this.#stopped = false;
-    this.#schedule(0);
+    this.#loop.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-  }
-
-  #schedule(delayMs: number): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#tick()
-        .catch((error: unknown) => this.#deps.log.error('events: the outbox pass failed; it runs again', { error: String(error) }))
-        .finally(() => this.#schedule(this.#deps.pollMs ?? 500));
-    }, delayMs);
-    this.#timer.unref();
+    this.#loop.stop();
   }
 
   async #tick(): Promise<void> {
     if (this.#deps.lead && !(await this.#deps.lead())) return;
     for (;;) {
-      if (this.#stopped) return;
+      if (this.#loop.stopped) return;
       const due = await this.#deps.store.due(this.#deps.clock.now(), BATCH);
       // Different (subscription, deployment) pairs go out side by side; each pair's own order is kept by `due`.
       const delivered = await Promise.all(due.map((delivery) => this.#send(delivery)));

@@ -1,6 +1,7 @@
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../domain/clock.ts';
 import { previewOfDeployment } from '../domain/deployments.ts';
+import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
@@ -71,33 +72,25 @@ class TryLater extends Error {
  */
 export class GithubStatusSender {
   readonly #deps: StatusSenderDeps;
-  #timer: NodeJS.Timeout | null = null;
-  #stopped = true;
+  readonly #loop: PollLoop;
   #draining: Promise<number> | null = null;
   #prunedAt = 0;
 
   constructor(deps: StatusSenderDeps) {
     this.#deps = deps;
+    this.#loop = new PollLoop({
+      pass: () => this.#tick(),
+      intervalMs: deps.pollMs ?? 500,
+      onError: (error) => deps.log.error('github: the status outbox pass failed; it runs again', { error: String(error) }),
+    });
   }
 
   start(): void {
-    this.#stopped = false;
-    this.#schedule(0);
+    this.#loop.start();
   }
 
   stop(): void {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-  }
-
-  #schedule(delayMs: number): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#tick()
-        .catch((error: unknown) => this.#deps.log.error('github: the status outbox pass failed; it runs again', { error: String(error) }))
-        .finally(() => this.#schedule(this.#deps.pollMs ?? 500));
-    }, delayMs);
-    this.#timer.unref();
+    this.#loop.stop();
   }
 
   async #tick(): Promise<void> {
@@ -108,7 +101,7 @@ export class GithubStatusSender {
       await this.#deps.github.prune(new Date(now - KEEP_SENT_MS).toISOString(), new Date(now).toISOString());
     }
     // Drained until nothing is due, so a burst is sent at the pace rather than a batch per poll.
-    while (!this.#stopped && (await this.drain()) > 0);
+    while (!this.#loop.stopped && (await this.drain()) > 0);
   }
 
   /** One pass over the due events; answers how many it finished. */
@@ -121,7 +114,7 @@ export class GithubStatusSender {
     const { github, clock } = this.#deps;
     let finished = 0;
     for (const event of await github.dueEvents(clock.now(), BATCH)) {
-      if (this.#stopped) break;
+      if (this.#loop.stopped) break;
       if (await this.#process(event)) finished += 1;
     }
     return finished;
@@ -445,7 +438,7 @@ export class GithubStatusSender {
   async #paced(target: Target): Promise<void> {
     const { pace } = this.#deps;
     for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
-      if (this.#stopped) throw new TryLater('stopping', null);
+      if (this.#loop.stopped) throw new TryLater('stopping', null);
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
     }
   }
