@@ -158,8 +158,12 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
         const insert = (text: string) => `${text.slice(0, at % (text.length + 1))}\u0000${text.slice(at % (text.length + 1))}`;
         // Where the NUL goes: one string (or key) of the body, else one query value.
         const places: Array<{ loc: Array<string | number>; set: (nul: (s: string) => string) => void }> = [];
+        // fast-check's objects sometimes carry an own `__proto__` key, which is refused too
+        // (server/http/validation.ts): the first problem met in the walk is the one named.
+        const protoKeys: Array<Array<string | number>> = [];
         const walk = (node: unknown, loc: Array<string | number>) => {
           if (node === null || typeof node !== 'object') return;
+          if (!Array.isArray(node) && Object.hasOwn(node, '__proto__')) protoKeys.push([...loc, '__proto__']);
           for (const [key, child] of Object.entries(node)) {
             const childLoc = [...loc, Array.isArray(node) ? Number(key) : key];
             if (typeof child === 'string') places.push({ loc: childLoc, set: (nul) => ((node as Record<string, unknown>)[key] = nul(child)) });
@@ -198,7 +202,7 @@ describe(`NUL characters in text (${testBackendKind()})`, () => {
           return;
         }
         expect(response.status, where).toBe(422);
-        expect(answer?.detail?.[0]?.loc, where).toEqual(place.loc);
+        expect([place.loc, ...protoKeys], where).toContainEqual(answer?.detail?.[0]?.loc);
         const after = await fingerprint(t);
         expect(after, where).toBe(before);
         before = after;
