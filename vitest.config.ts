@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import SlowFirstSequencer from './test/setup/slow-first-sequencer.ts';
 
 /**
  * What also runs against PostgreSQL: the API, webhook, OAuth, client and compatibility
@@ -36,6 +37,10 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Most files wait on child processes (servers, agents, builds, PostgreSQL), not the CPU: four
+    // at a time on a 2-core machine, where vitest's default (cores - 1) would run them one by one.
+    maxWorkers: Number(process.env.TEST_WORKERS ?? 4),
+    sequence: { sequencer: SlowFirstSequencer },
     // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
     globalSetup: ['test/setup/postgres-global.ts'],
     projects: [
