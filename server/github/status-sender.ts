@@ -1,6 +1,5 @@
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../domain/clock.ts';
-import { previewOfDeployment } from '../domain/deployments.ts';
 import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
@@ -11,7 +10,7 @@ import type { GithubPace } from './github-pace.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';
 import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
 import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
-import { describe, planFor, type StatusPlan } from './status-plan.ts';
+import { describe, githubEnvironmentOf, planFor, postedDeploymentState, type StatusPlan } from './status-plan.ts';
 
 /** The console's page of one revision (contract §16): what a browser opens from GitHub's Details and log links. */
 export function revisionPageUrl(publicUrl: string, deploymentId: string, revisionId: string): string {
@@ -169,27 +168,33 @@ export class GithubStatusSender {
     const { github, publicUrl } = this.#deps;
     const logUrl = revisionPageUrl(publicUrl(), deployment.id, revision.id);
     const environmentUrl = deployment.source_config.custom_url ?? undefined;
+    // A success that GitHub let mark the earlier deployments of its environment inactive itself.
+    let inactivatedByGithub: GithubDeploymentRecord | null = null;
     if (plan.deployment) {
       const record = await this.#ensureDeployment(event, revision, deployment, target, sha, logUrl);
-      if (record) {
+      const state = postedDeploymentState(plan, target.checks);
+      if (record && state) {
+        // GitHub's auto_inactive covers the earlier deployments of a non-transient, non-production environment.
+        const { transient, production } = githubEnvironmentOf(deployment);
+        const autoInactive = state === 'success' && !transient && !production;
         const body = {
-          state: plan.deployment,
+          state,
           log_url: logUrl,
           description: plan.description,
-          auto_inactive: false,
+          auto_inactive: autoInactive,
           ...(environmentUrl ? { environment_url: environmentUrl } : {}),
         };
-        await this.#call(
+        const posted = await this.#call(
           event,
           revision.id,
           'deployment_status',
-          plan.deployment,
+          state,
           target,
           { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
-          () =>
-            this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === plan.deployment),
+          () => this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === state),
         );
-        await github.setGithubDeploymentState(revision.id, plan.deployment);
+        await github.setGithubDeploymentState(revision.id, state);
+        if (posted && autoInactive) inactivatedByGithub = record;
       }
     }
     if (plan.check && target.checks) await this.#checkRun(event, revision, deployment, target, sha, logUrl, plan);
@@ -203,7 +208,8 @@ export class GithubStatusSender {
     if (plan.replacesOthers) {
       for (const other of await github.githubDeploymentsOf(deployment.id)) {
         if (other.revision_id === revision.id || other.last_state !== 'success') continue;
-        await this.#inactive(event, other, target);
+        if (inactivatedByGithub && sameEnvironment(other, inactivatedByGithub)) await github.setGithubDeploymentState(other.revision_id, 'inactive');
+        else await this.#inactive(event, other, target);
       }
     }
   }
@@ -266,11 +272,7 @@ export class GithubStatusSender {
     const existing = await github.githubDeployment(revision.id);
     if (existing) return existing;
     if (await github.wasSent(revision.id, 'deployment', 'refused')) return null;
-    // All previews of a deployment share one environment, `<parent>/preview`, each its own transient
-    // deployment there: a repository gains one environment per deployment, not one per pull request.
-    const previewOf = previewOfDeployment(deployment);
-    const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
-    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/preview` : deployment.name;
+    const { environment, transient, production } = githubEnvironmentOf(deployment);
     const body = {
       ref: sha,
       task: 'deploy',
@@ -278,8 +280,8 @@ export class GithubStatusSender {
       required_contexts: [],
       environment,
       description: describe(`Revision ${revision.id}`),
-      transient_environment: previewOf !== null,
-      production_environment: previewOf === null && deployment.source_config.deployment_type === 'prod',
+      transient_environment: transient,
+      production_environment: production,
       payload: { revision_id: revision.id, deployment_id: deployment.id },
     };
     let created: { id: number } | null = null;
@@ -564,6 +566,11 @@ export class GithubStatusSender {
     ].join('\n');
     return summary.length <= MAX_SUMMARY ? summary : `${summary.slice(0, MAX_SUMMARY - fence.length - 2)}\n${fence}`;
   }
+}
+
+/** Whether two GitHub deployments are in one environment of one repository (what GitHub's auto_inactive covers). */
+function sameEnvironment(a: GithubDeploymentRecord, b: GithubDeploymentRecord): boolean {
+  return a.environment === b.environment && a.owner.toLowerCase() === b.owner.toLowerCase() && a.repo.toLowerCase() === b.repo.toLowerCase();
 }
 
 type Target = {

@@ -18,6 +18,8 @@ export type Exchange = {
   answer: unknown;
   auth: string;
   problems: string[];
+  /** When the stand-in answered (`performance.now()` of the test's process). */
+  atMs: number;
 };
 
 /** A fault to answer instead of the real thing (GitHub outages, rate limits, caps). */
@@ -186,6 +188,19 @@ export class GithubStandIn {
     this.#slow.push({ ...rule, times: rule.times ?? 1 });
   }
 
+  /**
+   * GitHub's `auto_inactive` (the default) on a `success` status: every earlier non-transient,
+   * non-production deployment of the same repository and environment whose last status is
+   * `success` gains an `inactive` status (REST "Create a deployment status", as its text says).
+   */
+  #autoInactive(deployment: { id: number; repo: string; body: Record<string, unknown> }): void {
+    for (const prior of this.deployments) {
+      if (prior.id >= deployment.id || prior.repo !== deployment.repo || prior.body.environment !== deployment.body.environment) continue;
+      if (prior.body.transient_environment === true || prior.body.production_environment === true || prior.statuses.at(-1)?.state !== 'success') continue;
+      prior.statuses.push({ state: 'inactive', added_by: 'auto_inactive' });
+    }
+  }
+
   /** Requests or answers that GitHub's description does not allow. */
   problems(): string[] {
     return this.exchanges.flatMap((e) => e.problems.map((p) => `${e.method} ${e.path}: ${p}`));
@@ -309,7 +324,7 @@ export class GithubStandIn {
     if (slow) slow.times -= 1;
     const send = (status: number, answer: unknown, headers: Record<string, string> = {}, checked = true) => {
       if (checked && template) problems.push(...api.checkResponse(method, template, status, answer));
-      this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems });
+      this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems, atMs: performance.now() });
       const write = () => {
         if (!res.destroyed) res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(answer === undefined ? '' : JSON.stringify(answer));
       };
@@ -483,6 +498,7 @@ export class GithubStandIn {
             documentation_url: 'https://docs.github.com/rest',
           });
         deployment.statuses.push(json);
+        if (json.state === 'success' && json.auto_inactive !== false) this.#autoInactive(deployment);
         const id = this.#nextId++;
         const answer = {
           url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`,
