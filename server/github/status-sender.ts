@@ -59,6 +59,15 @@ class TryLater extends Error {
   }
 }
 
+/** The installation's pace is full until `untilMs`: the event waits its turn, and the pass goes on with other installations' events. */
+class WaitsItsTurn extends Error {
+  readonly untilMs: number;
+  constructor(untilMs: number) {
+    super("waiting for the installation's pace");
+    this.untilMs = untilMs;
+  }
+}
+
 /**
  * Sends the status outbox to GitHub (contract §12). The triggers of migration 014 write one event
  * per revision change in the very transaction of the change; this sends them in order per
@@ -148,6 +157,11 @@ export class GithubStatusSender {
       await this.#send(event, revision, deployment, target, sha, plan);
       return finish('sent');
     } catch (error) {
+      if (error instanceof WaitsItsTurn) {
+        // Not a failure: no attempt counted and nothing logged (a burst queues hundreds this way).
+        await github.retryEvent(event.id, new Date(error.untilMs).toISOString(), `paced: ${error.message}`, false);
+        return false;
+      }
       if (!(error instanceof TryLater)) throw error;
       // A rate limit says itself how long to wait; anything else backs off, up to 5 minutes.
       const backoff = error.untilMs === null ? Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2) : 0;
@@ -221,7 +235,7 @@ export class GithubStatusSender {
   async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
     const target = await this.#target(parent);
     if (!target) return;
-    await this.#paced(target);
+    await this.#paced(target, 'inline');
     const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
     await this.#deps.api.request({
       method: 'POST',
@@ -437,9 +451,15 @@ export class GithubStatusSender {
     }
   }
 
-  async #paced(target: Target): Promise<void> {
-    const { pace } = this.#deps;
+  /**
+   * Takes a slot of the installation's pace. An outbox call whose installation is paced throws
+   * WaitsItsTurn, so one installation's queue never holds up another's in the same pass (GitHub
+   * counts per installation); `inline` waits here instead (a refusal sent outside the outbox).
+   */
+  async #paced(target: Target, mode: 'outbox' | 'inline' = 'outbox'): Promise<void> {
+    const { pace, clock } = this.#deps;
     for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
+      if (mode === 'outbox') throw new WaitsItsTurn(Date.parse(clock.now()) + wait);
       if (this.#loop.stopped) throw new TryLater('stopping', null);
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
     }

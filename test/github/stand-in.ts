@@ -93,6 +93,8 @@ export class GithubStandIn {
   readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
   /** Check runs as GitHub keeps them: the fields as they stand, and every create or update as sent. */
   readonly checkRuns: Array<{ id: number; repo: string; fields: Record<string, unknown>; updates: Array<Record<string, unknown>> }> = [];
+  /** GitHub's clock: a test that moves the server's clock moves this one with it (App JWTs and token expiry are checked on it). */
+  now: () => number = Date.now;
   /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
   statusCap = 1000;
   #server: Server | null = null;
@@ -376,7 +378,7 @@ export class GithubStandIn {
         statuses: 'write',
         metadata: 'read',
       };
-      const expiresAtMs = Date.now() + 3600_000;
+      const expiresAtMs = this.now() + 3600_000;
       this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
       return send(201, {
         token,
@@ -408,11 +410,11 @@ export class GithubStandIn {
       const repo = `${m[1]}/${m[2]}`;
       const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
       const needed = path.includes('/deployments') ? 'deployments' : path.includes('/check-runs') ? 'checks' : 'statuses';
-      if (!token || token.expiresAtMs < Date.now())
+      if (!token || token.expiresAtMs < this.now())
         return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write')
         return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
-      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      const now = new Date(this.now()).toISOString().replace(/\.\d+Z$/, 'Z');
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'GET') {
         const sha = url.searchParams.get('sha');
         const environment = url.searchParams.get('environment');
@@ -630,7 +632,7 @@ export class GithubStandIn {
     if (!jwt) return false;
     try {
       const { payload } = await jwtVerify(jwt, this.#publicKey, { algorithms: ['RS256'], issuer: this.appId });
-      const now = Math.floor(Date.now() / 1000);
+      const now = Math.floor(this.now() / 1000);
       return (
         typeof payload.exp === 'number' &&
         typeof payload.iat === 'number' &&
@@ -763,7 +765,7 @@ export class GithubStandIn {
     const token = this.#tokens.get(password);
     const authorized = Boolean(
       token &&
-        token.expiresAtMs > Date.now() &&
+        token.expiresAtMs > this.now() &&
         token.repositories.includes(repo) &&
         (token.permissions.contents === 'read' || token.permissions.contents === 'write'),
     );
