@@ -37,11 +37,11 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     await github?.stop();
   });
 
-  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = []) => {
+  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = [], deploymentType = 'dev') => {
     const created = await api.post(
       '/v2/deployments',
       githubBody(name, integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
+        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: deploymentType, build_on_push: true },
         source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
         secrets,
       }),
@@ -232,6 +232,21 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(deploymentStates(cut.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(cut.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
+  });
+
+  it("marks a prod deployment's replaced GitHub deployment inactive itself (auto_inactive is for non-production environments)", async () => {
+    const deployment = await create(uniqueName('prod'), 'release', [], 'prod');
+    const first = await push(deployment.id, 'refs/heads/release');
+    await revisionReaches(api, deployment.id, first.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    const second = await push(deployment.id, 'refs/heads/release');
+    await revisionReaches(api, deployment.id, second.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    expect(github.deployments.find((d) => d.body.ref === second.after)?.body).toMatchObject({ production_environment: true });
+    expect(github.deployments.find((d) => d.body.ref === second.after)?.statuses.at(-1)).toMatchObject({ state: 'success', auto_inactive: false });
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['in_progress', 'success', 'inactive']]);
+    const inactive = github.deployments.find((d) => d.body.ref === first.after)!.statuses.at(-1)!;
+    expect(inactive.added_by).toBeUndefined();
   });
 
   it("logs and drops a status past GitHub's cap of statuses per commit and context", async () => {
