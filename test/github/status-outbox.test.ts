@@ -202,12 +202,13 @@ describe('revision changes reach GitHub through the durable outbox', () => {
       expect(Date.parse(waiting.next_attempt_at!)).toBeGreaterThanOrEqual(limitedAt + 60_000);
       expect(waiting.outcome).toContain('secondary rate limit');
       expect(server.output()).not.toContain('GitHub refused a status; it is dropped');
-      // The minute passes (moved into the past rather than waited for; a restart forgets the in-memory pause): it lands.
+      // The minute passes (moved into the past rather than waited for, with the server stopped so that it
+      // defers nothing more meanwhile; a restart forgets the in-memory pause): it lands.
+      await server.kill('SIGTERM');
       await sql.run('UPDATE github_outbox SET next_attempt_at = ? WHERE done_at IS NULL', new Date(Date.now() - 1000).toISOString());
     } finally {
       await sql.close();
     }
-    await server.kill('SIGTERM');
     server = await server.restart(env());
     api = apiClient(server.url, server.apiKey);
     await outboxDrained();
