@@ -22,6 +22,7 @@ const POSTGRES_EXTRA = [
   'test/github/setup-flow.test.ts',
   'test/github/status-outbox.test.ts',
   'test/github/previews.test.ts',
+  'test/github/manifest-flow.test.ts',
   'test/console/sessions.test.ts',
   'test/console/live.test.ts',
 ];

@@ -1,3 +1,6 @@
+import { previewOfDeployment } from '../domain/deployments.ts';
+import type { DeploymentRecord } from '../store/types.ts';
+
 /** A GitHub deployment's states, and a commit status's. */
 export type DeploymentState = 'queued' | 'in_progress' | 'success' | 'failure' | 'error' | 'inactive';
 export type CommitState = 'pending' | 'success' | 'failure' | 'error';
@@ -58,6 +61,30 @@ export function planFor(event: string, statusMessage: string | null): StatusPlan
     default:
       return null;
   }
+}
+
+/**
+ * The deployment status actually posted for a plan: the phases GitHub already shows are not told
+ * twice (docs/decisions/github-round-2.md, "Calls per push"). `queued` is the deployment's creation
+ * itself (a GitHub deployment with no status yet is waiting); with check runs, `in_progress` is the
+ * check run's (its details link opens the same page). Outcomes and `inactive` are always posted.
+ */
+export function postedDeploymentState(plan: StatusPlan, withChecks: boolean): DeploymentState | null {
+  if (plan.deployment === 'queued') return null;
+  if (plan.deployment === 'in_progress' && withChecks) return null;
+  return plan.deployment;
+}
+
+/**
+ * The GitHub environment of a deployment's revisions. All previews of a deployment share one
+ * environment, `<parent>/preview`, each its own transient deployment there: a repository gains one
+ * environment per deployment, not one per pull request.
+ */
+export function githubEnvironmentOf(deployment: DeploymentRecord): { environment: string; transient: boolean; production: boolean } {
+  const previewOf = previewOfDeployment(deployment);
+  const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
+  const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/preview` : deployment.name;
+  return { environment, transient: previewOf !== null, production: previewOf === null && deployment.source_config.deployment_type === 'prod' };
 }
 
 /** One line of at most 140 characters (GitHub's limit), cut with an ellipsis. */

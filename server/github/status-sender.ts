@@ -1,6 +1,5 @@
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../domain/clock.ts';
-import { previewOfDeployment } from '../domain/deployments.ts';
 import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
@@ -11,7 +10,7 @@ import type { GithubPace } from './github-pace.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';
 import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
 import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
-import { describe, planFor, type StatusPlan } from './status-plan.ts';
+import { describe, githubEnvironmentOf, planFor, postedDeploymentState, type StatusPlan } from './status-plan.ts';
 
 /** The console's page of one revision (contract §16): what a browser opens from GitHub's Details and log links. */
 export function revisionPageUrl(publicUrl: string, deploymentId: string, revisionId: string): string {
@@ -56,6 +55,15 @@ class TryLater extends Error {
   readonly untilMs: number | null;
   constructor(message: string, untilMs: number | null) {
     super(message);
+    this.untilMs = untilMs;
+  }
+}
+
+/** The installation's pace is full until `untilMs`: the event waits its turn, and the pass goes on with other installations' events. */
+class WaitsItsTurn extends Error {
+  readonly untilMs: number;
+  constructor(untilMs: number) {
+    super("waiting for the installation's pace");
     this.untilMs = untilMs;
   }
 }
@@ -149,6 +157,11 @@ export class GithubStatusSender {
       await this.#send(event, revision, deployment, target, sha, plan);
       return finish('sent');
     } catch (error) {
+      if (error instanceof WaitsItsTurn) {
+        // Not a failure: no attempt counted and nothing logged (a burst queues hundreds this way).
+        await github.retryEvent(event.id, new Date(error.untilMs).toISOString(), `paced: ${error.message}`, false);
+        return false;
+      }
       if (!(error instanceof TryLater)) throw error;
       // A rate limit says itself how long to wait; anything else backs off, up to 5 minutes.
       const backoff = error.untilMs === null ? Math.min(300_000, 1000 * 2 ** Math.min(event.attempts, 10)) * (0.5 + Math.random() / 2) : 0;
@@ -169,27 +182,33 @@ export class GithubStatusSender {
     const { github, publicUrl } = this.#deps;
     const logUrl = revisionPageUrl(publicUrl(), deployment.id, revision.id);
     const environmentUrl = deployment.source_config.custom_url ?? undefined;
+    // A success that GitHub let mark the earlier deployments of its environment inactive itself.
+    let inactivatedByGithub: GithubDeploymentRecord | null = null;
     if (plan.deployment) {
       const record = await this.#ensureDeployment(event, revision, deployment, target, sha, logUrl);
-      if (record) {
+      const state = postedDeploymentState(plan, target.checks);
+      if (record && state) {
+        // GitHub's auto_inactive covers the earlier deployments of a non-transient, non-production environment.
+        const { transient, production } = githubEnvironmentOf(deployment);
+        const autoInactive = state === 'success' && !transient && !production;
         const body = {
-          state: plan.deployment,
+          state,
           log_url: logUrl,
           description: plan.description,
-          auto_inactive: false,
+          auto_inactive: autoInactive,
           ...(environmentUrl ? { environment_url: environmentUrl } : {}),
         };
-        await this.#call(
+        const posted = await this.#call(
           event,
           revision.id,
           'deployment_status',
-          plan.deployment,
+          state,
           target,
           { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
-          () =>
-            this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === plan.deployment),
+          () => this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === state),
         );
-        await github.setGithubDeploymentState(revision.id, plan.deployment);
+        await github.setGithubDeploymentState(revision.id, state);
+        if (posted && autoInactive) inactivatedByGithub = record;
       }
     }
     if (plan.check && target.checks) await this.#checkRun(event, revision, deployment, target, sha, logUrl, plan);
@@ -203,7 +222,8 @@ export class GithubStatusSender {
     if (plan.replacesOthers) {
       for (const other of await github.githubDeploymentsOf(deployment.id)) {
         if (other.revision_id === revision.id || other.last_state !== 'success') continue;
-        await this.#inactive(event, other, target);
+        if (inactivatedByGithub && sameEnvironment(other, inactivatedByGithub)) await github.setGithubDeploymentState(other.revision_id, 'inactive');
+        else await this.#inactive(event, other, target);
       }
     }
   }
@@ -215,7 +235,7 @@ export class GithubStatusSender {
   async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
     const target = await this.#target(parent);
     if (!target) return;
-    await this.#paced(target);
+    await this.#paced(target, 'inline');
     const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
     await this.#deps.api.request({
       method: 'POST',
@@ -266,11 +286,7 @@ export class GithubStatusSender {
     const existing = await github.githubDeployment(revision.id);
     if (existing) return existing;
     if (await github.wasSent(revision.id, 'deployment', 'refused')) return null;
-    // All previews of a deployment share one environment, `<parent>/preview`, each its own transient
-    // deployment there: a repository gains one environment per deployment, not one per pull request.
-    const previewOf = previewOfDeployment(deployment);
-    const suffix = previewOf ? `-pr-${previewOf.pull_request}` : '';
-    const environment = previewOf && deployment.name.endsWith(suffix) ? `${deployment.name.slice(0, -suffix.length)}/preview` : deployment.name;
+    const { environment, transient, production } = githubEnvironmentOf(deployment);
     const body = {
       ref: sha,
       task: 'deploy',
@@ -278,8 +294,8 @@ export class GithubStatusSender {
       required_contexts: [],
       environment,
       description: describe(`Revision ${revision.id}`),
-      transient_environment: previewOf !== null,
-      production_environment: previewOf === null && deployment.source_config.deployment_type === 'prod',
+      transient_environment: transient,
+      production_environment: production,
       payload: { revision_id: revision.id, deployment_id: deployment.id },
     };
     let created: { id: number } | null = null;
@@ -435,9 +451,15 @@ export class GithubStatusSender {
     }
   }
 
-  async #paced(target: Target): Promise<void> {
-    const { pace } = this.#deps;
+  /**
+   * Takes a slot of the installation's pace. An outbox call whose installation is paced throws
+   * WaitsItsTurn, so one installation's queue never holds up another's in the same pass (GitHub
+   * counts per installation); `inline` waits here instead (a refusal sent outside the outbox).
+   */
+  async #paced(target: Target, mode: 'outbox' | 'inline' = 'outbox'): Promise<void> {
+    const { pace, clock } = this.#deps;
     for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
+      if (mode === 'outbox') throw new WaitsItsTurn(Date.parse(clock.now()) + wait);
       if (this.#loop.stopped) throw new TryLater('stopping', null);
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
     }
@@ -564,6 +586,11 @@ export class GithubStatusSender {
     ].join('\n');
     return summary.length <= MAX_SUMMARY ? summary : `${summary.slice(0, MAX_SUMMARY - fence.length - 2)}\n${fence}`;
   }
+}
+
+/** Whether two GitHub deployments are in one environment of one repository (what GitHub's auto_inactive covers). */
+function sameEnvironment(a: GithubDeploymentRecord, b: GithubDeploymentRecord): boolean {
+  return a.environment === b.environment && a.owner.toLowerCase() === b.owner.toLowerCase() && a.repo.toLowerCase() === b.repo.toLowerCase();
 }
 
 type Target = {

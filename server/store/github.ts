@@ -100,8 +100,11 @@ export interface GithubStore {
   /** The oldest unsent event of each revision that is due (`next_attempt_at` passed), oldest revisions first. */
   dueEvents(now: string, limit: number): Promise<OutboxEvent[]>;
   finishEvent(id: number, outcome: string, now: string): Promise<void>;
-  /** Keeps the event for later: `attempts` goes up, and it is not due before `nextAttemptAt`. */
-  retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void>;
+  /**
+   * Keeps the event for later: not due before `nextAttemptAt`, and `attempts` goes up unless the
+   * event only waits its turn (the installation's pace), which is no failed attempt.
+   */
+  retryEvent(id: number, nextAttemptAt: string, outcome: string, failedAttempt?: boolean): Promise<void>;
   /** Records what the sender is about to do (a call under way), without making the event due later. */
   noteEvent(id: number, outcome: string): Promise<void>;
   /** Forgets events sent before `sentBefore` and setup states expired before `now`; answers the rows removed. */
@@ -288,8 +291,13 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
     await this.sql.run('UPDATE github_outbox SET done_at = ?, outcome = ? WHERE id = ?', [now, outcome, id]);
   }
 
-  async retryEvent(id: number, nextAttemptAt: string, outcome: string): Promise<void> {
-    await this.sql.run('UPDATE github_outbox SET attempts = attempts + 1, next_attempt_at = ?, outcome = ? WHERE id = ?', [nextAttemptAt, outcome, id]);
+  async retryEvent(id: number, nextAttemptAt: string, outcome: string, failedAttempt = true): Promise<void> {
+    await this.sql.run('UPDATE github_outbox SET attempts = attempts + ?, next_attempt_at = ?, outcome = ? WHERE id = ?', [
+      failedAttempt ? 1 : 0,
+      nextAttemptAt,
+      outcome,
+      id,
+    ]);
   }
 
   async noteEvent(id: number, outcome: string): Promise<void> {

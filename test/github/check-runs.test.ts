@@ -88,9 +88,26 @@ describe('check runs', () => {
 
   it('reports a revision as one check run deploy/<name> with a Markdown summary, and no commit statuses', async () => {
     const deployment = await create(uniqueName('checked'));
+    // The first push mints the sender's token (kept until shortly before it expires) and is replaced by the second.
+    const first = await push(deployment.id);
+    await revisionReaches(api, deployment.id, first.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    const callsBefore = github.exchanges.length;
     const pushed = await push(deployment.id);
     await revisionReaches(api, deployment.id, pushed.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
+    // Every request the server made to GitHub for the push: five (the check run tells the build's progress,
+    // the deployment its creation and outcome; GitHub's auto_inactive retires the replaced one).
+    const calls = github.exchanges.slice(callsBefore).map((e) => `${e.method} ${e.template}`);
+    expect(calls).toEqual([
+      'POST /repos/{owner}/{repo}/deployments',
+      'POST /repos/{owner}/{repo}/check-runs',
+      'PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}',
+      'POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses',
+      'PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}',
+    ]);
+    const replaced = github.deployments.filter((d) => d.body.ref === first.after);
+    expect(replaced.map((d) => d.statuses.map((s) => s.state))).toEqual([['success', 'inactive']]);
     const runs = runsOf(deployment, pushed.after);
     expect(runs).toHaveLength(1);
     const run = runs[0]!;
@@ -110,7 +127,7 @@ describe('check runs', () => {
     expect(output.summary).toContain(logs[0]!.message);
     expect(github.commitStatuses.filter((c) => c.sha === pushed.after)).toEqual([]);
     // The GitHub deployment is still made, with its statuses.
-    expect(github.deployments.find((d) => d.body.ref === pushed.after)?.statuses.map((s) => s.state)).toEqual(['queued', 'in_progress', 'success']);
+    expect(github.deployments.find((d) => d.body.ref === pushed.after)?.statuses.map((s) => s.state)).toEqual(['success']);
     expect(github.problems()).toEqual([]);
   });
 

@@ -5,6 +5,7 @@ import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts'
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload, revisionsOf } from '../webhooks/github.ts';
 import { linkThroughSetup, open } from './link.ts';
+import { serverSql } from './sql.ts';
 import { GithubStandIn } from './stand-in.ts';
 
 /** The value of a hidden field or attribute as a browser reads it (the pages escape with numeric entities). */
@@ -78,7 +79,11 @@ describe('creating the GitHub App from its manifest', () => {
     // The code and the state are used up.
     expect((await open(created.location!.replace(/^http:\/\/localhost:\d+/, server.url))).status).toBe(400);
 
-    // Stored sealed: neither the private key, nor the client secret, nor the webhook secret in clear.
+    // Stored sealed: neither the private key, nor the client secret, nor the webhook secret in clear,
+    // in the stored row (either backend) nor anywhere in an SQLite file.
+    const sql = serverSql(server);
+    const stored = await sql.all<{ app_id: string; sealed: string }>('SELECT app_id, sealed FROM github_app_registrations').finally(() => sql.close());
+    expect(stored.map((r) => r.app_id)).toEqual([github.appId]);
     const database = [server.databasePath, `${server.databasePath}-wal`]
       .map((f) => {
         try {
@@ -88,7 +93,10 @@ describe('creating the GitHub App from its manifest', () => {
         }
       })
       .join('');
-    for (const secret of [github.webhookSecret!, github.clientSecret, github.privateKeyPem.split('\n')[1]!]) expect(database.includes(secret)).toBe(false);
+    for (const secret of [github.webhookSecret!, github.clientSecret, github.privateKeyPem.split('\n')[1]!]) {
+      expect(stored[0]!.sealed.includes(secret)).toBe(false);
+      expect(database.includes(secret)).toBe(false);
+    }
     expect(server.output()).not.toContain(github.webhookSecret!);
 
     // From the next start, the server is that App.

@@ -108,8 +108,8 @@ describe("a private repository on the App's GitHub", () => {
     // And GitHub heard of both: the first (built from the branch: its commit known once checked out) replaced by the second.
     const states = (commit: string) => github!.deployments.filter((d) => d.body.ref === commit).map((d) => d.statuses.map((s) => s.state));
     await eventually(async () => (states(repo.first)[0]?.at(-1) === 'inactive' && states(second)[0]?.at(-1) === 'success' ? true : undefined), 30_000, 100);
-    expect(states(repo.first)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
-    expect(states(second)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(states(repo.first)).toEqual([['in_progress', 'success', 'inactive']]);
+    expect(states(second)).toEqual([['in_progress', 'success']]);
     expect(github.commitStatuses.filter((c) => c.sha === second).map((c) => c.body.state)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
 

@@ -18,6 +18,8 @@ export type Exchange = {
   answer: unknown;
   auth: string;
   problems: string[];
+  /** When the stand-in answered (`performance.now()` of the test's process). */
+  atMs: number;
 };
 
 /** A fault to answer instead of the real thing (GitHub outages, rate limits, caps). */
@@ -91,6 +93,8 @@ export class GithubStandIn {
   readonly commitStatuses: Array<{ repo: string; sha: string; body: Record<string, unknown>; json: unknown }> = [];
   /** Check runs as GitHub keeps them: the fields as they stand, and every create or update as sent. */
   readonly checkRuns: Array<{ id: number; repo: string; fields: Record<string, unknown>; updates: Array<Record<string, unknown>> }> = [];
+  /** GitHub's clock: a test that moves the server's clock moves this one with it (App JWTs and token expiry are checked on it). */
+  now: () => number = Date.now;
   /** Statuses GitHub keeps per commit and context (GitHub's is 1000); past it, 422. */
   statusCap = 1000;
   #server: Server | null = null;
@@ -184,6 +188,19 @@ export class GithubStandIn {
   /** Carries out the next `times` matching requests, then holds their answers back `delayMs` (a caller killed meanwhile never learns). */
   slow(rule: { method: string; path: RegExp; delayMs: number; times?: number }): void {
     this.#slow.push({ ...rule, times: rule.times ?? 1 });
+  }
+
+  /**
+   * GitHub's `auto_inactive` (the default) on a `success` status: every earlier non-transient,
+   * non-production deployment of the same repository and environment whose last status is
+   * `success` gains an `inactive` status (REST "Create a deployment status", as its text says).
+   */
+  #autoInactive(deployment: { id: number; repo: string; body: Record<string, unknown> }): void {
+    for (const prior of this.deployments) {
+      if (prior.id >= deployment.id || prior.repo !== deployment.repo || prior.body.environment !== deployment.body.environment) continue;
+      if (prior.body.transient_environment === true || prior.body.production_environment === true || prior.statuses.at(-1)?.state !== 'success') continue;
+      prior.statuses.push({ state: 'inactive', added_by: 'auto_inactive' });
+    }
   }
 
   /** Requests or answers that GitHub's description does not allow. */
@@ -309,7 +326,7 @@ export class GithubStandIn {
     if (slow) slow.times -= 1;
     const send = (status: number, answer: unknown, headers: Record<string, string> = {}, checked = true) => {
       if (checked && template) problems.push(...api.checkResponse(method, template, status, answer));
-      this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems });
+      this.exchanges.push({ method, path, template, body, status, answer, auth: auth.split(' ')[0] ?? '', problems, atMs: performance.now() });
       const write = () => {
         if (!res.destroyed) res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(answer === undefined ? '' : JSON.stringify(answer));
       };
@@ -361,7 +378,7 @@ export class GithubStandIn {
         statuses: 'write',
         metadata: 'read',
       };
-      const expiresAtMs = Date.now() + 3600_000;
+      const expiresAtMs = this.now() + 3600_000;
       this.#tokens.set(token, { installationId: installation.id, repositories: repositories as string[], permissions, expiresAtMs });
       return send(201, {
         token,
@@ -393,11 +410,11 @@ export class GithubStandIn {
       const repo = `${m[1]}/${m[2]}`;
       const token = this.#tokens.get(auth.replace(/^(Bearer|token) /, ''));
       const needed = path.includes('/deployments') ? 'deployments' : path.includes('/check-runs') ? 'checks' : 'statuses';
-      if (!token || token.expiresAtMs < Date.now())
+      if (!token || token.expiresAtMs < this.now())
         return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }, {}, false);
       if (!token.repositories.includes(repo) || token.permissions[needed] !== 'write')
         return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' }, {}, false);
-      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      const now = new Date(this.now()).toISOString().replace(/\.\d+Z$/, 'Z');
       if (/^\/repos\/[^/]+\/[^/]+\/deployments$/.test(path) && method === 'GET') {
         const sha = url.searchParams.get('sha');
         const environment = url.searchParams.get('environment');
@@ -483,6 +500,7 @@ export class GithubStandIn {
             documentation_url: 'https://docs.github.com/rest',
           });
         deployment.statuses.push(json);
+        if (json.state === 'success' && json.auto_inactive !== false) this.#autoInactive(deployment);
         const id = this.#nextId++;
         const answer = {
           url: `${this.apiUrl}/repos/${repo}/deployments/${deployment.id}/statuses/${id}`,
@@ -614,7 +632,7 @@ export class GithubStandIn {
     if (!jwt) return false;
     try {
       const { payload } = await jwtVerify(jwt, this.#publicKey, { algorithms: ['RS256'], issuer: this.appId });
-      const now = Math.floor(Date.now() / 1000);
+      const now = Math.floor(this.now() / 1000);
       return (
         typeof payload.exp === 'number' &&
         typeof payload.iat === 'number' &&
@@ -747,7 +765,7 @@ export class GithubStandIn {
     const token = this.#tokens.get(password);
     const authorized = Boolean(
       token &&
-        token.expiresAtMs > Date.now() &&
+        token.expiresAtMs > this.now() &&
         token.repositories.includes(repo) &&
         (token.permissions.contents === 'read' || token.permissions.contents === 'write'),
     );

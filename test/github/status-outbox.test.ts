@@ -37,11 +37,11 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     await github?.stop();
   });
 
-  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = []) => {
+  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = [], deploymentType = 'dev') => {
     const created = await api.post(
       '/v2/deployments',
       githubBody(name, integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
+        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: deploymentType, build_on_push: true },
         source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
         secrets,
       }),
@@ -85,7 +85,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     const first = await push(deployment.id);
     await revisionReaches(api, deployment.id, first.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
-    expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(first.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     const made = github.deployments.find((d) => d.body.ref === first.after)!;
     expect(made.body).toMatchObject({ auto_merge: false, required_contexts: [], environment: deployment.name, transient_environment: false });
@@ -98,28 +98,32 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(status.body.target_url).toMatch(revisionPage);
     expect(String(status.body.description).length).toBeLessThanOrEqual(140);
 
+    // Every request the server makes to GitHub for one push (token mints and reads included), through to DEPLOYED.
     const callsBefore = github.exchanges.length;
     const second = await push(deployment.id);
     await revisionReaches(api, deployment.id, second.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
-    // The GitHub calls one push costs (docs/github-app.md): 1 deployment, 3 of its statuses, 2 commit statuses, 1 inactive.
-    const calls = github.exchanges.slice(callsBefore).filter((e) => e.path.startsWith('/repos/'));
-    expect(calls.map((e) => `${e.method} ${e.template}`).sort()).toEqual(
-      [
-        'POST /repos/{owner}/{repo}/deployments',
-        ...Array(4).fill('POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses'),
-        ...Array(2).fill('POST /repos/{owner}/{repo}/statuses/{sha}'),
-      ].sort(),
-    );
-    console.log(`GitHub calls for one push: ${calls.length} (${github.exchanges.length - callsBefore} in all, token mints included)`);
-    expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
-    expect(deploymentStates(first.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    const calls = github.exchanges.slice(callsBefore).map((e) => `${e.method} ${e.template}`);
+    // Five (docs/decisions/github-round-2.md, "Calls per push"; seven before): the deployment's creation is its
+    // queued state, and its success carries auto_inactive, so GitHub marks the replaced one inactive itself.
+    expect(calls).toEqual([
+      'POST /repos/{owner}/{repo}/deployments',
+      'POST /repos/{owner}/{repo}/statuses/{sha}',
+      'POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses',
+      'POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses',
+      'POST /repos/{owner}/{repo}/statuses/{sha}',
+    ]);
+    expect(calls.length).toBeLessThanOrEqual(5);
+    const successStatus = github.deployments.find((d) => d.body.ref === second.after)!.statuses.at(-1)!;
+    expect(successStatus).toMatchObject({ state: 'success', auto_inactive: true });
+    expect(deploymentStates(second.after, deployment.name)).toEqual([['in_progress', 'success']]);
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['in_progress', 'success', 'inactive']]);
 
     // Deleting the deployment marks its live GitHub deployment inactive.
     expect((await api.delete(`/v2/deployments/${deployment.id}`)).status).toBe(204);
     await eventually(async () => (deploymentStates(second.after, deployment.name)[0]?.at(-1) === 'inactive' ? true : undefined), 30_000);
     await outboxDrained();
-    expect(deploymentStates(second.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(deploymentStates(second.after, deployment.name)).toEqual([['in_progress', 'success', 'inactive']]);
     expect(github.problems()).toEqual([]);
   });
 
@@ -128,7 +132,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     const broken = await push(deployment.id, 'refs/heads/broken');
     await revisionReaches(api, deployment.id, broken.revision.id, ['BUILD_FAILED'], 30_000);
     await outboxDrained();
-    expect(deploymentStates(broken.after, deployment.name)).toEqual([['queued', 'in_progress', 'failure']]);
+    expect(deploymentStates(broken.after, deployment.name)).toEqual([['in_progress', 'failure']]);
     expect(commitStates(broken.after, `deploy/${deployment.name}`)).toEqual(['pending', 'failure']);
     const failure = github.commitStatuses.find((c) => c.sha === broken.after && c.body.state === 'failure')!;
     expect(String(failure.body.description)).toMatch(/^Build failed/);
@@ -150,7 +154,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     const during = await push(deployment.id);
     await revisionReaches(api, deployment.id, during.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
-    expect(deploymentStates(during.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(during.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(during.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
 
     // Down again; the server is killed while the revision's statuses wait in the outbox.
@@ -162,9 +166,9 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     server = await server.restart(env());
     api = apiClient(server.url, server.apiKey);
     await outboxDrained();
-    expect(deploymentStates(killed.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(killed.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(killed.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
-    expect(deploymentStates(during.after, deployment.name)).toEqual([['queued', 'in_progress', 'success', 'inactive']]);
+    expect(deploymentStates(during.after, deployment.name)).toEqual([['in_progress', 'success', 'inactive']]);
     expect(github.problems()).toEqual([]);
   });
 
@@ -198,16 +202,17 @@ describe('revision changes reach GitHub through the durable outbox', () => {
       expect(Date.parse(waiting.next_attempt_at!)).toBeGreaterThanOrEqual(limitedAt + 60_000);
       expect(waiting.outcome).toContain('secondary rate limit');
       expect(server.output()).not.toContain('GitHub refused a status; it is dropped');
-      // The minute passes (moved into the past rather than waited for; a restart forgets the in-memory pause): it lands.
+      // The minute passes (moved into the past rather than waited for, with the server stopped so that it
+      // defers nothing more meanwhile; a restart forgets the in-memory pause): it lands.
+      await server.kill('SIGTERM');
       await sql.run('UPDATE github_outbox SET next_attempt_at = ? WHERE done_at IS NULL', new Date(Date.now() - 1000).toISOString());
     } finally {
       await sql.close();
     }
-    await server.kill('SIGTERM');
     server = await server.restart(env());
     api = apiClient(server.url, server.apiKey);
     await outboxDrained();
-    expect(deploymentStates(limited.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(limited.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(limited.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
   });
@@ -225,9 +230,24 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     await revisionReaches(api, deployment.id, cut.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
     // One GitHub deployment, found again by the revision id in its payload, with each state once.
-    expect(deploymentStates(cut.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+    expect(deploymentStates(cut.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(cut.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
+  });
+
+  it("marks a prod deployment's replaced GitHub deployment inactive itself (auto_inactive is for non-production environments)", async () => {
+    const deployment = await create(uniqueName('prod'), 'release', [], 'prod');
+    const first = await push(deployment.id, 'refs/heads/release');
+    await revisionReaches(api, deployment.id, first.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    const second = await push(deployment.id, 'refs/heads/release');
+    await revisionReaches(api, deployment.id, second.revision.id, ['DEPLOYED'], 30_000);
+    await outboxDrained();
+    expect(github.deployments.find((d) => d.body.ref === second.after)?.body).toMatchObject({ production_environment: true });
+    expect(github.deployments.find((d) => d.body.ref === second.after)?.statuses.at(-1)).toMatchObject({ state: 'success', auto_inactive: false });
+    expect(deploymentStates(first.after, deployment.name)).toEqual([['in_progress', 'success', 'inactive']]);
+    const inactive = github.deployments.find((d) => d.body.ref === first.after)!.statuses.at(-1)!;
+    expect(inactive.added_by).toBeUndefined();
   });
 
   it("logs and drops a status past GitHub's cap of statuses per commit and context", async () => {
@@ -239,7 +259,7 @@ describe('revision changes reach GitHub through the durable outbox', () => {
       await outboxDrained();
       // pending was kept, success was refused (422) and dropped: the deployment's own statuses still went.
       expect(commitStates(capped.after, `deploy/${deployment.name}`)).toEqual(['pending']);
-      expect(deploymentStates(capped.after, deployment.name)).toEqual([['queued', 'in_progress', 'success']]);
+      expect(deploymentStates(capped.after, deployment.name)).toEqual([['in_progress', 'success']]);
       expect(server.output()).toContain('GitHub keeps no more statuses for this commit and context');
     } finally {
       github.statusCap = 1000;
