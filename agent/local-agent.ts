@@ -12,7 +12,7 @@ import type { RevisionStatus } from '../shared/schemas/revision.ts';
 import { adoptAgentServer, endOrphan, type RunningAgentServer, type ServerChannel, startAgentServer } from './agent-server.ts';
 import { builtRecord, isBuilt, markBuilt, removeBuild, socketDirOf } from './build-records.ts';
 import { Cgroup, type Limits } from './cgroups.ts';
-import { AgentClient, WorkGone } from './client.ts';
+import { AgentClient, Refused, WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource, quote } from './git.ts';
 import { type GraphConfig, readGraphConfigInside } from './graph-config.ts';
@@ -815,13 +815,13 @@ export class LocalAgent {
       if (!current()) return;
       const restart = budget.exit(Date.now());
       if (restart === null) {
-        say(
-          'error',
-          `revision ${revision.id} failed: its agent server ${how} after it was deployed, the ${MAX_RESTARTS + 1}th exit in ${RESTART_WINDOW_MS / 60_000} minutes, and is not restarted again (a new revision, or restarting the agent, serves it again)`,
-        );
+        const message = `revision ${revision.id} failed: its agent server ${how} after it was deployed, the ${MAX_RESTARTS + 1}th exit in ${RESTART_WINDOW_MS / 60_000} minutes, and is not restarted again (a new revision serves the deployment again)`;
+        this.#options.print(`agent: ${deployment.name}: ${message}`);
         this.#proxy.unroute(deployment.id);
         this.#live.delete(deployment.id);
+        // The server's last lines first; the control plane writes the failure's own log line with the move.
         await live.runtimeLogs?.stop();
+        await this.#reportLiveFailure(deployment, revision.id, message);
         return;
       }
       say(
@@ -849,6 +849,26 @@ export class LocalAgent {
       this.#live.set(deployment.id, next);
       this.#supervise(deployment, revision, next, budget);
     });
+  }
+
+  /**
+   * Moves the live revision to DEPLOY_FAILED with `message`, retried while the control plane does
+   * not answer (until the agent stops); a refusal (it was superseded meanwhile: 409) ends it.
+   */
+  async #reportLiveFailure(deployment: WorkDeployment, revisionId: string, message: string): Promise<void> {
+    const signal = this.#stopping.signal;
+    for (let wait = 1000; !signal.aborted; wait = Math.min(wait * 2, 30_000)) {
+      try {
+        await this.#client.failLive(revisionId, message);
+        return;
+      } catch (error) {
+        if (error instanceof WorkGone || (error instanceof Refused && error.status < 500)) {
+          this.#options.print(`agent: ${deployment.name}: revision ${revisionId} is not reported failed: ${(error as Error).message}`);
+          return;
+        }
+        await sleep(wait, signal);
+      }
+    }
   }
 
   /** At start: serves again every live revision of the listener whose build is on this machine. */
