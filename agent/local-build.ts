@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { WorkDeployment, WorkRevision } from '../shared/schemas/agent.ts';
 import { markBuilt, removeBuild } from './build-records.ts';
+import { BUILD_CPU_WEIGHT } from './cgroups.ts';
 import { WorkGone } from './client.ts';
 import { detectInstallCommand } from './detect.ts';
 import { Aborted, checkoutSource } from './git.ts';
@@ -106,7 +107,12 @@ export class LocalBuilder {
       if (!command) continue;
       logs.line(type, `$ ${command}`);
       const cgroup = limits
-        ? this.#setup.cgroup(`${deployment.id}.${revision.id}.${label}`, { memoryMb: limits.buildMemoryMb, pidsMax: limits.pidsMax, cpus: limits.cpus })
+        ? this.#setup.cgroup(`${deployment.id}.${revision.id}.${label}`, {
+            memoryMb: limits.buildMemoryMb,
+            pidsMax: limits.pidsMax,
+            cpus: limits.cpus,
+            cpuWeight: BUILD_CPU_WEIGHT,
+          })
         : null;
       const written = [buildDir, this.#setup.cacheDir(deployment.id)];
       let result: Awaited<ReturnType<typeof runCommand>>;
