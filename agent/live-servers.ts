@@ -260,17 +260,13 @@ export class LiveServers {
 
   /**
    * Restarts the live server of `live` when it exits (it crashed, or a graph called
-   * `process.exit`), at most 3 times in 10 minutes; the next exit fails the revision: it is said in
-   * its deploy log and the deployment is no longer routed. A server stopped on purpose (replaced,
-   * torn down, the agent stopping) is no longer `live` by then and is left alone.
-   * docs/decisions/local-agent-server-restarts.md says why the revision's status stays DEPLOYED.
+   * `process.exit`), at most 3 times in 10 minutes; the next exit fails the revision
+   * (DEPLOYED → DEPLOY_FAILED, docs/decisions/failing-a-live-revision.md) and the deployment is no
+   * longer routed. A server stopped on purpose (replaced, torn down, the agent stopping) is no
+   * longer `live` by then and is left alone.
    */
   supervise(deployment: WorkDeployment, revision: WorkRevision, live: Live, budget: RestartBudget): void {
     const current = () => !this.#stopping.aborted && this.#live.get(deployment.id) === live;
-    const say = (level: 'warn' | 'error', message: string) => {
-      live.runtimeLogs?.line({ level, message });
-      this.#o.print(`agent: ${deployment.name}: ${message}`);
-    };
     void live.server.exited.then(async (how) => {
       if (!current()) return;
       const restart = budget.exit(Date.now());
@@ -284,10 +280,9 @@ export class LiveServers {
         await this.#reportLiveFailure(deployment, revision.id, message);
         return;
       }
-      say(
-        'warn',
-        `the agent server of revision ${revision.id} ${how} after it was deployed; restarting it (restart ${restart} of ${MAX_RESTARTS} in ${RESTART_WINDOW_MS / 60_000} minutes)`,
-      );
+      const restarting = `the agent server of revision ${revision.id} ${how} after it was deployed; restarting it (restart ${restart} of ${MAX_RESTARTS} in ${RESTART_WINDOW_MS / 60_000} minutes)`;
+      live.runtimeLogs?.line({ level: 'warn', message: restarting });
+      this.#o.print(`agent: ${deployment.name}: ${restarting}`);
       let server: RunningAgentServer;
       try {
         server = await this.startServer(deployment.id, live.buildDir, revision, (line) => live.runtimeLogs?.line(line), this.#stopping);
