@@ -2,7 +2,15 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'n
 import { join } from 'node:path';
 
 /** What one sandboxed command may use: memory (MiB), processes, CPU (cores). */
-export type Limits = { memoryMb: number; pidsMax: number; cpus: number };
+/**
+ * One command's limits. `cpuWeight`: its share of the CPU when commands contend for it, relative
+ * to 100 (the kernel's default, what servers get); installs and builds get less (BUILD_CPU_WEIGHT),
+ * so a neighbour's build waits for a server's request rather than the other way round.
+ */
+export type Limits = { memoryMb: number; pidsMax: number; cpus: number; cpuWeight?: number };
+
+/** The CPU weight of installs and builds: a fifth of a server's when both want the CPU. */
+export const BUILD_CPU_WEIGHT = 20;
 
 /**
  * How this machine offers cgroups to the agent (docs/decisions/local-agent-limits.md): cgroup v2
@@ -82,6 +90,7 @@ export class Cgroup {
     const bytes = String(Math.floor(limits.memoryMb * 1024 * 1024));
     const period = 100_000;
     const quota = String(Math.max(1000, Math.round(limits.cpus * period)));
+    const weight = Math.min(10_000, Math.max(1, Math.round(limits.cpuWeight ?? 100)));
     if (host.version === 2) {
       const dir = join(host.root, name);
       this.#dirs = { memory: dir, pids: dir, cpu: dir };
@@ -91,6 +100,7 @@ export class Cgroup {
       if (existsSync(join(dir, 'memory.swap.max'))) writeFileSync(join(dir, 'memory.swap.max'), '0');
       writeFileSync(join(dir, 'pids.max'), String(limits.pidsMax));
       writeFileSync(join(dir, 'cpu.max'), `${quota} ${period}`);
+      writeFileSync(join(dir, 'cpu.weight'), String(weight));
     } else {
       this.#dirs = {
         memory: join(host.roots.memory, AGENT_FOLDER, name),
@@ -104,6 +114,8 @@ export class Cgroup {
       writeFileSync(join(this.#dirs.pids, 'pids.max'), String(limits.pidsMax));
       writeFileSync(join(this.#dirs.cpu, 'cpu.cfs_period_us'), String(period));
       writeFileSync(join(this.#dirs.cpu, 'cpu.cfs_quota_us'), quota);
+      // v1's shares: 1024 is its default, as 100 is v2's weight.
+      writeFileSync(join(this.#dirs.cpu, 'cpu.shares'), String(Math.max(2, Math.round((weight * 1024) / 100))));
     }
   }
 

@@ -10,6 +10,8 @@ export type ClaimLoopOptions = {
   print: (line: string) => void;
   /** How long one claim long-polls (seconds). */
   waitSeconds?: number;
+  /** The URL template the agent's deployments answer at, sent with every heartbeat (the `local` agent's); none by default. */
+  publicUrl?: string | null;
 };
 
 /**
@@ -48,10 +50,11 @@ export class ClaimLoop {
   /** Says hello (a failure here is the caller's: wrong URL, token or listener), then pulls in the background. */
   async start(): Promise<void> {
     const { client, agentId, version, capacity } = this.#options;
-    const ack = await client.heartbeat(agentId, version, capacity, null, this.#stopping.signal);
+    const publicUrl = this.#options.publicUrl ?? null;
+    const ack = await client.heartbeat(agentId, version, capacity, publicUrl, this.#stopping.signal);
     this.#heartbeat = setInterval(
       () => {
-        client.heartbeat(agentId, version, capacity, null).then(
+        client.heartbeat(agentId, version, capacity, publicUrl).then(
           () => this.#link.reached(),
           (error: unknown) => this.#link.failed(error),
         );

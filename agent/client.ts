@@ -15,6 +15,16 @@ export class SlowDown extends Error {
   }
 }
 
+/** Any other answer that is not a success: `status` says which (a 4xx is not retried). */
+export class Refused extends Error {
+  override readonly name = 'Refused';
+  readonly status: number;
+  constructor(message: string, status: number) {
+    super(message);
+    this.status = status;
+  }
+}
+
 /** The agent's side of the listener protocol (docs/listener-protocol.md), over fetch. */
 export class AgentClient {
   readonly #base: string;
@@ -35,7 +45,7 @@ export class AgentClient {
     const text = await response.text();
     if (response.status === 409) throw new WorkGone(detailOf(text));
     if (response.status === 429) throw new SlowDown(`${method} ${path}: 429 ${detailOf(text)}`, Math.max(1, Number(response.headers.get('retry-after')) || 1));
-    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${detailOf(text)}`);
+    if (!response.ok) throw new Refused(`${method} ${path}: ${response.status} ${detailOf(text)}`, response.status);
     return (text ? JSON.parse(text) : null) as T;
   }
 
@@ -66,6 +76,11 @@ export class AgentClient {
     dropped: number,
   ): Promise<RuntimeLogsStored> {
     return this.#call('POST', `/revisions/${revisionId}/runtime-logs`, { lines, dropped });
+  }
+
+  /** `DEPLOYED → DEPLOY_FAILED` of a live revision, outside any claim: its server keeps exiting. */
+  failLive(revisionId: string, statusMessage: string): Promise<unknown> {
+    return this.#call('POST', `/revisions/${revisionId}/transition`, { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: statusMessage });
   }
 
   done(claimId: string): Promise<void> {

@@ -10,10 +10,11 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from '../test/agents/harness.ts';
+import { graphRepo, killLeftoverServers, localListener, startAgent } from '../test/agents/harness.ts';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { startServerProcess } from '../test/helpers/server-process.ts';
+import { pushRounds } from './lib/push-rounds.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 3);
 const server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
@@ -34,38 +35,8 @@ try {
   const id = created.body.id as string;
   const first = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
   if (first.status !== 'DEPLOYED') throw new Error(`first revision ${first.status}: ${first.status_message}`);
-  const host = `${(await api.get(`/v2/deployments/${id}`)).body.name}.localhost`;
-  const results: Array<Record<string, number>> = [];
-  for (let round = 1; round <= rounds; round += 1) {
-    const answer = `answer ${round}`;
-    repo.commit({ 'src/graph.mjs': repo.read('src/graph.mjs').replace(/const ANSWER = '[^']*'/, `const ANSWER = '${answer}'`) }, `Round ${round}`);
-    const pushed = Date.now();
-    const revision = await api.post(`/v2/deployments/${id}/revisions`, {});
-    for (;;) {
-      const served = await runGraph(agent.proxyPort, host).catch(() => null);
-      if (served?.body?.answer === answer) break;
-      if (Date.now() - pushed > 300_000) throw new Error('not served in 300 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const servingMs = Date.now() - pushed;
-    const build = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=build&limit=1000`)).body.logs as Array<{
-      timestamp: string;
-      message: string;
-    }>;
-    const deploy = (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=deploy&limit=1000`)).body.logs as Array<{
-      timestamp: string;
-      message: string;
-    }>;
-    const at = (log: typeof build, test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '');
-    const installed = build.some((l) => l.message === '$ npm ci');
-    results.push({
-      push_to_serving_ms: servingMs,
-      // 0 when the stored packages were reused (npm ci skipped).
-      npm_ci_ms: installed ? at(build, (m) => m.startsWith('build finished')) - at(build, (m) => m === '$ npm ci') : 0,
-      build_ms: at(build, (m) => m.startsWith('build finished')) - Date.parse(build[0]!.timestamp),
-      deploy_ms: Date.parse(deploy.at(-1)!.timestamp) - Date.parse(deploy[0]!.timestamp),
-    });
-  }
+  const url = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+  const results = await pushRounds({ api, proxyPort: agent.proxyPort, deploymentId: id, url, repo, rounds });
   console.log(JSON.stringify({ benchmark: 'agent-push-to-serving', rounds: results }, null, 2));
 } finally {
   await agent.stop('SIGINT');

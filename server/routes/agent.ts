@@ -202,6 +202,23 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
     ctx,
     {
       ...doc,
+      method: 'post',
+      path: `${base}/revisions/:revision_id/transition`,
+      summary:
+        'Fail a live revision after its claim ended: only DEPLOYED → DEPLOY_FAILED with a status_message (its server keeps exiting); 409 once its deployment serves another revision (listener token)',
+      body: AgentTransition,
+      response: { status: 200, schema: Revision },
+    },
+    async (c) => {
+      const agent = await agentOf(c);
+      return c.json(publicRevision(await protocol.failLive(agent, pathId(c, 'revision_id'), await readJson(c, AgentTransition, REPORTED_TEXT))));
+    },
+  );
+
+  route(
+    ctx,
+    {
+      ...doc,
       method: 'get',
       path: `${base}/live`,
       summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)",

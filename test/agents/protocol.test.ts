@@ -195,6 +195,58 @@ describe('the listener-agent protocol (in process)', () => {
     });
   });
 
+  it('fails a live revision only DEPLOYED → DEPLOY_FAILED with its cause, never one its deployment no longer serves, never another listener’s', async () => {
+    const created = await deployOn(a.listenerId, 's');
+    const deployRevision = async (revisionId: string) => {
+      const work = await eventually(async () => {
+        const w = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a1', wait_seconds: 0 })).body.work;
+        return w?.revision?.id === revisionId ? w : undefined;
+      }, 5000);
+      for (const [from, to] of [
+        ['AWAITING_DEPLOY', 'DEPLOYING'],
+        ['DEPLOYING', 'DEPLOYED'],
+      ])
+        expect((await agentCall(t.app, a.listenerId, a.token, `/claims/${work.claim_id}/transition`, { from, to })).status).toBe(200);
+    };
+    await deployRevision(created.latest_revision_id);
+    const first = created.latest_revision_id;
+    const fail = (revisionId: string, body: unknown, as = a) => agentCall(t.app, as.listenerId, as.token, `/revisions/${revisionId}/transition`, body);
+    const revisionOf = async (id: string) => (await t.api.get(`/v2/deployments/${created.id}/revisions/${id}`)).body;
+    // Every other move after DEPLOYED, and a failure that does not say why: 400, nothing changes.
+    for (const body of [
+      { from: 'DEPLOYED', to: 'DEPLOYING', status_message: 'x' },
+      { from: 'DEPLOYED', to: 'BUILD_FAILED', status_message: 'x' },
+      { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'x' },
+      { from: 'DEPLOYED', to: 'DEPLOY_FAILED' },
+      { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: '  ' },
+    ])
+      expect((await fail(first, body)).status, JSON.stringify(body)).toBe(400);
+    // Another listener's token, on its own listener's path: not its revision.
+    expect((await fail(first, { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: 'x' }, b)).status).toBe(404);
+    expect((await revisionOf(first)).status).toBe('DEPLOYED');
+    // A newer revision deployed: the first is superseded, and a stale agent cannot fail it.
+    const patched = await t.api.patch(`/v2/deployments/${created.id}`, { secrets: [{ name: 'API_TOKEN', value: 's2' }] });
+    expect(patched.status).toBe(200);
+    const second = (await t.api.get(`/v2/deployments/${created.id}`)).body.latest_revision_id as string;
+    expect(second).not.toBe(first);
+    await deployRevision(second);
+    const stale = await fail(first, { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: 'stale' });
+    expect(stale.status).toBe(409);
+    expect(stale.body.detail).toContain(second);
+    expect((await revisionOf(first)).status).toBe('DEPLOYED');
+    // The live one fails, with its cause as the status message and an error line of its deploy log.
+    const cause = 'its agent server exited 4 times in 10 minutes';
+    const failed = await fail(second, { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: cause });
+    expect(failed.status).toBe(200);
+    expect(failed.body).toMatchObject({ id: second, status: 'DEPLOY_FAILED', status_message: cause });
+    const log = (await t.api.get(`/v2/deployments/${created.id}/revisions/${second}/logs?type=deploy`)).body.logs as Array<{ level: string; message: string }>;
+    expect(log.at(-1)).toMatchObject({ level: 'error', message: cause });
+    // Once: a second report is 409; a restarted agent is not given the failed revision to serve.
+    expect((await fail(second, { from: 'DEPLOYED', to: 'DEPLOY_FAILED', status_message: cause })).status).toBe(409);
+    const live = (await agentCall(t.app, a.listenerId, a.token, '/live', undefined, 'GET')).body.deployments as Array<{ deployment: { id: string } }>;
+    expect(live.some((l) => l.deployment.id === created.id)).toBe(false);
+  });
+
   it('shows last_seen_at and the agent version; a silent listener’s deployments are UNKNOWN until it is heard again', async () => {
     const beat = await agentCall(t.app, b.listenerId, b.token, '/heartbeat', { agent_id: 'b1', version: 'local-agent/9.9.9', capacity: 3 });
     expect(beat.status).toBe(200);

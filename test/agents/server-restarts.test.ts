@@ -23,7 +23,7 @@ export const graph = new StateGraph(State)
 
 /**
  * Contract §15: a server that exits after DEPLOYED is restarted (at most 3 times in 10 minutes),
- * then its revision is reported failed in its deploy log. Real agent, bwrap, the LangGraph.js
+ * then its revision is reported failed: DEPLOY_FAILED with the cause, in its status and its deploy log. Real agent, bwrap, the LangGraph.js
  * API server, a graph that kills its server on every run.
  */
 describe('a live server that exits', () => {
@@ -37,7 +37,9 @@ describe('a live server that exits', () => {
     killLeftoverServers(workDir);
   });
 
-  it('is restarted three times and answers again each time; the fourth exit fails it in its deploy log', { timeout: 600_000 }, async () => {
+  it('is restarted three times and answers again each time; the fourth exit fails the revision (DEPLOY_FAILED) with a deploy log line saying why', {
+    timeout: 600_000,
+  }, async () => {
     const scene = await localScene();
     server = scene.server;
     const { api, integrationId, listenerId, token } = scene;
@@ -89,12 +91,15 @@ describe('a live server that exits', () => {
       );
     }
     await runGraph(agent.proxyPort, url).catch(() => undefined);
-    const failed = await until(
-      'the report of the fourth exit',
-      async () => (await deployLog()).find((l) => /failed: its agent server/.test(l.message)) ?? null,
-    );
-    expect(failed.level).toBe('error');
-    expect(failed.message).toContain('the 4th exit in 10 minutes, and is not restarted again');
+    // The revision is failed in its status, with the cause as its message and its deploy log's line.
+    const ended = await until('the report of the fourth exit', async () => {
+      const now = (await api.get(`/v2/deployments/${id}/revisions/${revision.id}`)).body;
+      return now.status === 'DEPLOYED' ? null : now;
+    });
+    expect(ended.status).toBe('DEPLOY_FAILED');
+    expect(ended.status_message).toMatch(/failed: its agent server .* the 4th exit in 10 minutes, and is not restarted again/);
+    const failed = (await deployLog()).find((l) => l.message === ended.status_message);
+    expect(failed?.level).toBe('error');
     const log = await deployLog();
     for (let restart = 1; restart <= 3; restart += 1)
       expect(log.some((l) => l.message.includes(`restarting it (restart ${restart} of 3 in 10 minutes)`))).toBe(true);

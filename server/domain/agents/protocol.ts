@@ -19,7 +19,7 @@ import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import { TokenRefused } from '../../github/installation-tokens.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
-import type { DeploymentRecord, ListenerRecord, RevisionWork, Store } from '../../store/types.ts';
+import type { DeploymentRecord, ListenerRecord, RevisionRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { LogCaps } from '../log-caps.ts';
@@ -39,6 +39,12 @@ const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = 
   AWAITING_DEPLOY: ['DEPLOYING', 'DEPLOY_FAILED'],
   DEPLOYING: ['DEPLOYED', 'DEPLOY_FAILED'],
 };
+
+/**
+ * The one move after `DEPLOYED`, outside any claim: the live revision's server kept exiting (the
+ * `local` agent's restarts are spent), so the revision failed (docs/decisions/failing-a-live-revision.md).
+ */
+const LIVE_FAILURE = { from: 'DEPLOYED', to: 'DEPLOY_FAILED' } as const;
 
 /** While nothing wakes a long-poll, it looks again this often: a lapsed lease frees work without any event. */
 const RECHECK_MS = 1000;
@@ -248,6 +254,38 @@ export class AgentProtocol {
     return { stored: written.stored, dropped: dropped + written.dropped };
   }
 
+  /**
+   * `DEPLOYED → DEPLOY_FAILED` of a revision live on the caller's listener, with its cause as the
+   * status message and as an error line of its deploy log, written in the same transaction. Any
+   * other move is 400; a revision its deployment no longer serves (superseded by a newer one, or
+   * already failed) is 409, so a stale agent never fails what replaced it; another listener's is 404.
+   */
+  async failLive(agent: AgentPrincipal, revisionId: string, body: AgentTransition): Promise<RevisionRecord> {
+    const { agents, pipeline, store } = this.#deps;
+    if (body.from !== LIVE_FAILURE.from || body.to !== LIVE_FAILURE.to)
+      throw new BadRequest(`After a claim has ended an agent may only move a revision from DEPLOYED to DEPLOY_FAILED, not from ${body.from} to ${body.to}.`);
+    if (body.repo_commit_sha) throw new BadRequest('repo_commit_sha is recorded with the move out of BUILDING, not with a live revision failing.');
+    const message = body.status_message ? sanitiseReportedText(body.status_message).trim() : '';
+    if (!message) throw new BadRequest('status_message must say why the live revision failed.');
+    const revision = await store.getRevisionById(revisionId);
+    const live = revision ? (await agents.liveDeployments(agent.listenerId)).find((l) => l.deploymentId === revision.deployment_id) : undefined;
+    if (!revision || !live) throw new NotFound(`Revision ${revisionId} is not a revision of a deployment on this listener.`);
+    if (live.revisionId !== revisionId)
+      throw new Conflict(`Revision ${revisionId} is no longer its deployment's live revision (${live.revisionId} is); it is not failed.`);
+    const moved = await pipeline.transition({
+      revisionId,
+      from: [LIVE_FAILURE.from],
+      to: LIVE_FAILURE.to,
+      statusMessage: message,
+      logs: [{ type: 'deploy', level: 'error', message }],
+    });
+    if (!moved) {
+      const current = await store.getRevisionById(revisionId);
+      throw new Conflict(`Revision ${revisionId} is ${current?.status ?? 'gone'}, not DEPLOYED; it is not failed.`);
+    }
+    return moved;
+  }
+
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
   async teardownDone(agent: AgentPrincipal, claimId: string): Promise<void> {
     const claim = await this.#claim(agent, claimId);
@@ -272,7 +310,9 @@ export class AgentProtocol {
     const deployments: LiveDeployments['deployments'] = [];
     for (const live of await agents.liveDeployments(agent.listenerId)) {
       const [deployment, revision] = await Promise.all([store.getDeploymentById(live.deploymentId), store.getRevisionWork(live.revisionId)]);
-      if (deployment && revision) deployments.push({ deployment: workDeployment(deployment), revision: workRevision(revision, deployment) });
+      // A live revision failed after DEPLOYED (its server kept exiting) is not started again.
+      if (deployment && revision?.status === 'DEPLOYED')
+        deployments.push({ deployment: workDeployment(deployment), revision: workRevision(revision, deployment) });
     }
     return { deployments };
   }
