@@ -8,7 +8,14 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * rank; without this, every `postgres` file would go before every `sqlite` one (projects sort by
  * name) and the slowest agent files would start last.
  */
-const SLOW_FILES = [/\/test\/agents\//, /\/test\/console\/console-browser\./, /\/test\/github\/private-repo\./, /\/test\/fault\//, /\/test\/k8s\/k8s-agent-e2e\./];
+const SLOW_FILES = [
+  /\/test\/agents\//,
+  /\/test\/console\/console-browser\./,
+  /\/test\/github\/private-repo\./,
+  /\/test\/fault\//,
+  /\/test\/k8s\/k8s-agent-e2e\./,
+  /\/test\/github\/pacing\./,
+];
 
 export default class SlowFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
