@@ -39,6 +39,7 @@ import type { ServerLine } from './server-output.ts';
 import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget } from './server-restarts.ts';
 import { makeSocketRoot } from './socket-root.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
+import { type AgentTracing, commandFailure, NO_TRACING } from './tracing.ts';
 import { upstreamKey } from './upstream.ts';
 
 const run = promisify(execFile);
@@ -78,6 +79,8 @@ export type LocalAgentOptions = {
   /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
   runtimeLogs?: Partial<RuntimeLogOptions>;
   print: (line: string) => void;
+  /** Spans of install, build and start, when OTEL_EXPORTER_OTLP_ENDPOINT is set; none by default. */
+  tracing?: AgentTracing;
 };
 
 /** A failure that ends the revision (as opposed to the work being taken away). */
@@ -411,21 +414,27 @@ export class LocalAgent {
       let result: Awaited<ReturnType<typeof runCommand>>;
       let breach: string | null = null;
       try {
-        result = await runCommand(command, {
-          cwd,
-          env: this.#buildEnv(),
-          sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
-          signal,
-          onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
-          timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
-          watch: limits
-            ? {
-                everyMs: 1000,
-                check: async () =>
-                  (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
-              }
-            : undefined,
-        });
+        result = await (this.#options.tracing ?? NO_TRACING).step(
+          label,
+          revision,
+          () =>
+            runCommand(command, {
+              cwd,
+              env: this.#buildEnv(),
+              sandbox: this.#sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
+              signal,
+              onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
+              timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
+              watch: limits
+                ? {
+                    everyMs: 1000,
+                    check: async () =>
+                      (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
+                  }
+                : undefined,
+            }),
+          commandFailure,
+        );
         // Read before the cgroup goes: its counters say which limit stopped the command.
         breach = cgroup?.breach() ?? null;
       } finally {
@@ -487,7 +496,9 @@ export class LocalAgent {
     let output: (line: ServerLine) => void = (line) => logs.line('deploy', line.message, line.level);
     let server: RunningAgentServer;
     try {
-      server = await this.#startServer(deployment.id, buildDir, revision, (line) => output(line), signal);
+      server = await (this.#options.tracing ?? NO_TRACING).step('start', revision, () =>
+        this.#startServer(deployment.id, buildDir, revision, (line) => output(line), signal),
+      );
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
       // The error's own line first: it is what status_message shows.

@@ -7,6 +7,8 @@ import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import { currentTraceparent, type MachineActor, machineAuditEntry } from '../lib/request-scope.ts';
+import { auditInsert } from './audit.ts';
 import type { Db, Params } from './db.ts';
 import { escapeLike } from './dialect.ts';
 import { hotQueries, SET_RECONCILE_HEAD } from './queries/hot-paths.ts';
@@ -314,6 +316,8 @@ export class CoreStore extends SqlStore implements Store {
           secrets: sealedSecrets ?? this.box.encryptJson(revision.secrets),
           resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
           trigger: revision.trigger,
+          // The trace context of the work that makes it (a request, a delivery): see `RequestScope.traceparent`.
+          traceparent: revision.traceparent ?? currentTraceparent() ?? null,
           now,
           runner: runner?.owner ?? null,
           runner_now: runner?.now ?? null,
@@ -321,6 +325,23 @@ export class CoreStore extends SqlStore implements Store {
       },
       ...(revision.logs ?? []).map((log) => ({ sql: INSERT_LOG, params: [revision.id, log.type, log.level, log.message, now] })),
     ];
+  }
+
+  /** A push revision's audit entry, written in its transaction: made by `actor` (the GitHub delivery). */
+  async #auditInTx(tx: Db, workspaceId: string, actor: MachineActor, revisionId: string, now: string): Promise<void> {
+    const workspace = await tx.row<{ organization_id: string }>('SELECT organization_id FROM workspaces WHERE id = ?', [workspaceId]);
+    if (!workspace) return;
+    const entry = machineAuditEntry({
+      actor,
+      organizationId: workspace.organization_id,
+      workspaceId,
+      action: 'create',
+      resourceType: 'revision',
+      resourceId: revisionId,
+      now,
+    });
+    const { sql, params } = auditInsert(entry);
+    await tx.run(sql, params);
   }
 
   async #insertRevision(tx: Db, ...args: Parameters<CoreStore['revisionStatements']>): Promise<void> {
@@ -507,6 +528,7 @@ export class CoreStore extends SqlStore implements Store {
           input.now,
         );
         await tx.run(this.hot.deploymentOnPush, [JSON.stringify(config), input.revisionId, input.now, deployment.id]);
+        if (input.actor) await this.#auditInTx(tx, deployment.tenant_id, input.actor, input.revisionId, input.now);
         return { outcome: 'created' };
       });
     let outcome: PushRevisionResult | { outcome: 'created' };
@@ -542,7 +564,13 @@ export class CoreStore extends SqlStore implements Store {
       ...toRevision(row),
       secrets: this.box.decryptJson<Secret[]>(row.secrets as string),
       resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionWork['resource_spec']) : null,
+      traceparent: (row.traceparent as string | null) ?? null,
     };
+  }
+
+  async revisionTraceparent(revisionId: string): Promise<string | null> {
+    const row = await this.sql.row<{ traceparent: string | null }>('SELECT traceparent FROM revisions WHERE id = ?', [revisionId]);
+    return row?.traceparent ?? null;
   }
 
   async listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
