@@ -1,16 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Api, apiClient, eventually } from '../helpers/api.ts';
+import { linkThroughSetup } from '../github/link.ts';
+import { GithubStandIn } from '../github/stand-in.ts';
 import { agentCall } from '../helpers/agent-call.ts';
+import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { attributeOf, type CollectedSpan, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { linkThroughSetup } from '../github/link.ts';
-import { GithubStandIn } from '../github/stand-in.ts';
 import { deliver, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
 
 const SECRET = 'traces-webhook-secret';
 
-type AuditEntry = { actor_kind: string; actor_id: string; action: string; resource_type: string; resource_id: string | null; fields: string[]; workspace_id: string };
+type AuditEntry = {
+  actor_kind: string;
+  actor_id: string;
+  action: string;
+  resource_type: string;
+  resource_id: string | null;
+  fields: string[];
+  workspace_id: string;
+};
 
 /**
  * Contract §17 beyond the HTTP span, through a real server exporting to a stand-in collector on
@@ -93,7 +101,10 @@ describe('revision traces and the audit of agents and GitHub deliveries', () => 
       secret: SECRET,
     });
     expect(delivered.status).toBe(202);
-    const pushed = await eventually(async () => (await revisionsOf(api, created.body.id)).find((r) => r.source_revision_config.repo_commit_sha === after), 20_000);
+    const pushed = await eventually(
+      async () => (await revisionsOf(api, created.body.id)).find((r) => r.source_revision_config.repo_commit_sha === after),
+      20_000,
+    );
     await revisionReaches(api, created.body.id, pushed.id, ['DEPLOYED'], 30_000);
 
     const delivery = await eventually(
