@@ -415,7 +415,8 @@ export class LocalAgent {
       let breach: string | null = null;
       try {
         result = await (this.#options.tracing ?? NO_TRACING).step(
-          label,
+          // The span is the step (`install`, `build`), not the setting that names its command.
+          label.replace(/_command$/, ''),
           revision,
           () =>
             runCommand(command, {
