@@ -75,6 +75,9 @@ export type RevisionTransition = {
   logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
 };
 
+/** Who made a change that no API key made (a GitHub delivery), and when: audited in the change's transaction. */
+export type MachineChange = { actor: MachineActor; now: string };
+
 /** What `createPushRevision` is asked: `headSeen.repoRef` is the branch whose head `commitSha` is. */
 export type PushRevisionInput = {
   deploymentId: string;
@@ -279,9 +282,9 @@ export interface Store {
   deleteIntegration(tenantId: string, id: string): Promise<boolean>;
   getIntegrationById(id: string): Promise<IntegrationRecord | null>;
   /** `installation` `deleted`: removes every link to the installation; answers the removed ones. */
-  removeInstallation(installationId: number): Promise<IntegrationRecord[]>;
+  removeInstallation(installationId: number, audit?: MachineChange): Promise<IntegrationRecord[]>;
   /** `installation` `suspend` / `unsuspend`: answers the integrations that were marked. */
-  setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]>;
+  setInstallationSuspended(installationId: number, suspendedAt: string | null, audit?: MachineChange): Promise<IntegrationRecord[]>;
 
   // tracing projects
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;

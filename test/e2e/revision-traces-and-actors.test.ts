@@ -135,6 +135,27 @@ describe('revision traces and the audit of agents and GitHub deliveries', () => 
     }
   });
 
+  it("GitHub's installation suspend and unsuspend are audited on the integration as the delivery's, in its workspace only", async () => {
+    const event = async (action: 'suspend' | 'unsuspend') => {
+      const payload = { action, installation: { id: installation, account: { login: 'acme', id: 601, type: 'Organization' } }, sender: { login: 'alice' } };
+      const delivered = await deliver(server.url, 'installation', payload, { secret: SECRET });
+      expect(delivered.status).toBe(202);
+      return delivered.id;
+    };
+    const suspended = await event('suspend');
+    const unsuspended = await event('unsuspend');
+    const entries = await eventually(async () => {
+      const found = (await auditOf(api, integrationId)).filter((e) => e.actor_kind === 'github_delivery');
+      return found.length === 2 ? found : undefined;
+    }, 20_000);
+    // Newest first.
+    expect(entries).toEqual([
+      expect.objectContaining({ actor_id: unsuspended, action: 'unsuspend', resource_type: 'integration', resource_id: integrationId }),
+      expect.objectContaining({ actor_id: suspended, action: 'suspend', resource_type: 'integration', resource_id: integrationId }),
+    ]);
+    expect(await auditOf(other, integrationId)).toEqual([]);
+  });
+
   it("an agent's work item carries its revision's trace; the agent's stage changes are spans of it and audited as the listener's", async () => {
     const listener = await api.post('/v2/listeners', { compute_type: 'local', compute_id: uniqueName('traced-local') });
     const token = (await api.post(`/v2/listeners/${listener.body.id}/tokens`)).body.token as string;
