@@ -2,9 +2,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { attributeOf, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
+import { agentStepsOfTrace, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
 import type { ServerProcess } from '../helpers/server-process.ts';
 import { type AgentProcess, graphRepo, killLeftoverServers, localScene, startAgent } from './harness.ts';
 
@@ -47,18 +46,13 @@ describe("the local agent's spans join the trace of the request that made the re
     const deployed = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     expect(deployed.status, deployed.status_message).toBe('DEPLOYED');
 
-    const trace = await eventually(async () => {
-      const spans = collector!.spans.filter((s) => s.traceId === traceId);
-      return spans.some((s) => s.name === 'start') && spans.some((s) => s.name === 'revision DEPLOYED') ? spans : undefined;
-    }, 30_000);
-    const request = trace.find((s) => s.name === 'POST /v2/deployments')!;
-    expect(request.service).toBe('acp-test');
-    const agentSpans = trace.filter((s) => s.service === 'local-agent-test');
-    expect(agentSpans.map((s) => s.name).sort()).toEqual(['build', 'install', 'start']);
-    for (const span of agentSpans) {
-      expect(span.parentSpanId).toBe(request.spanId);
-      expect(attributeOf(span, 'acp.revision.id')).toBe(deployed.id);
-    }
+    const trace = await agentStepsOfTrace(collector.spans, {
+      traceId,
+      service: 'local-agent-test',
+      steps: ['install', 'build', 'start'],
+      revisionId: deployed.id,
+    });
+    expect(trace.find((s) => s.name === 'POST /v2/deployments')?.service).toBe('acp-test');
     // The server's side of the same revision: its stage changes, reported by the agent.
     expect(trace.filter((s) => s.service === 'acp-test').map((s) => s.name)).toEqual(
       expect.arrayContaining(['revision BUILDING', 'revision DEPLOYING', 'revision DEPLOYED']),

@@ -1,5 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { expect } from 'vitest';
+import { eventually } from './api.ts';
 
 type OtlpValue = Record<string, unknown>;
 /** A span as an OTLP/HTTP JSON export carries it, with the `service.name` of the resource that sent it. */
@@ -50,4 +52,29 @@ export function newTraceparent(): { traceparent: string; traceId: string; spanId
   const traceId = crypto.randomUUID().replace(/-/g, '');
   const spanId = crypto.randomUUID().replace(/-/g, '').slice(0, 16);
   return { traceparent: `00-${traceId}-${spanId}-01`, traceId, spanId };
+}
+
+/**
+ * The spans of `traceId` once every name in `names` has arrived (exporters send in batches), and
+ * checks that `service`'s spans are exactly `steps`, each a child of the trace's create request
+ * span and naming `revisionId`. Answers the whole trace.
+ */
+export async function agentStepsOfTrace(
+  spans: CollectedSpan[],
+  check: { traceId: string; service: string; steps: string[]; revisionId: string; timeoutMs?: number },
+): Promise<CollectedSpan[]> {
+  const wanted = [...check.steps, 'revision DEPLOYED'];
+  const trace = await eventually(async () => {
+    const found = spans.filter((s) => s.traceId === check.traceId);
+    return wanted.every((name) => found.some((s) => s.name === name)) ? found : undefined;
+  }, check.timeoutMs ?? 30_000);
+  const request = trace.find((s) => s.name === 'POST /v2/deployments');
+  expect(request, 'the create request span').toBeDefined();
+  const steps = trace.filter((s) => s.service === check.service);
+  expect(steps.map((s) => s.name).sort()).toEqual([...check.steps].sort());
+  for (const span of steps) {
+    expect(span.parentSpanId).toBe(request!.spanId);
+    expect(attributeOf(span, 'acp.revision.id')).toBe(check.revisionId);
+  }
+  return trace;
 }

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { apiClient, eventually } from '../helpers/api.ts';
+import { apiClient } from '../helpers/api.ts';
 import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { attributeOf, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
+import { agentStepsOfTrace, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { KubernetesApiStandIn } from './api-stand-in.ts';
 import { grantDocumentedRole, type K8sAgentProcess, k8sListener, startK8sAgent } from './harness.ts';
@@ -54,16 +54,6 @@ describe("the k8s agent's spans join the trace of the request that made the revi
     const deployed = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'DEPLOY_FAILED'], 30_000);
     expect(deployed.status, deployed.status_message).toBe('DEPLOYED');
 
-    const trace = await eventually(async () => {
-      const spans = collector!.spans.filter((s) => s.traceId === traceId);
-      return spans.some((s) => s.name === 'rollout') && spans.some((s) => s.name === 'revision DEPLOYED') ? spans : undefined;
-    }, 20_000);
-    const request = trace.find((s) => s.name === 'POST /v2/deployments')!;
-    const agentSpans = trace.filter((s) => s.service === 'k8s-agent-test');
-    expect(agentSpans.map((s) => s.name).sort()).toEqual(['apply', 'rollout']);
-    for (const span of agentSpans) {
-      expect(span.parentSpanId).toBe(request.spanId);
-      expect(attributeOf(span, 'acp.revision.id')).toBe(deployed.id);
-    }
+    await agentStepsOfTrace(collector.spans, { traceId, service: 'k8s-agent-test', steps: ['apply', 'rollout'], revisionId: deployed.id });
   });
 });
