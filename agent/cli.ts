@@ -7,6 +7,7 @@ import { LocalAgent } from './local-agent.ts';
 import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
 import { badCidr, type EgressPolicy, findPasta } from './sandbox-network.ts';
 import { type SandboxUser, SandboxUserUnavailable, sandboxUser } from './sandbox-user.ts';
+import { tracingOrExit } from './tracing.ts';
 
 const USAGE = `Usage: npm run agent -- [--compute local] --url <control plane URL> --listener <listener id> [--token <token>]
   [--work-dir ./data/agent] [--proxy-port 8180] [--proxy-host 127.0.0.1] [--capacity 2]
@@ -165,6 +166,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   } else if (sandbox === 'bwrap') {
     process.stderr.write(`agent: ${LIMITS_NONE_WARNING}\n`);
   }
+  const tracing = await tracingOrExit(env, 'local-agent');
   const agent = new LocalAgent({
     url,
     token,
@@ -189,6 +191,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     cacheDir: values['cache-dir'],
     publicUrl,
     print: (line) => process.stdout.write(`${line}\n`),
+    tracing,
   });
   // Installed before `start()`: restoring the live revisions' servers can take the start timeout
   // per deployment, and a signal meanwhile must still stop the servers already started (each in a
@@ -203,10 +206,14 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       }
       stopping = true;
       process.stderr.write(`agent: ${signal}: stopping\n`);
-      agent.stop({ leaveServing: signal === 'SIGTERM' }).then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
+      agent
+        .stop({ leaveServing: signal === 'SIGTERM' })
+        // The last spans (the deploy just finished) are sent before the process goes.
+        .then(() => tracing.shutdown().catch(() => undefined))
+        .then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
     });
   }
   try {

@@ -21,6 +21,7 @@ import { SANDBOX_NODE_DIR } from './sandbox.ts';
 import { SANDBOX_RELAY, SANDBOX_SOCKET_DIR, type SandboxSetup } from './sandbox-setup.ts';
 import type { ServerLine } from './server-output.ts';
 import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget } from './server-restarts.ts';
+import { NO_TRACING } from './tracing.ts';
 import { upstreamKey } from './upstream.ts';
 
 type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string; runtimeLogs: RuntimeLogShipper | null };
@@ -115,7 +116,9 @@ export class LiveServers {
     let output: (line: ServerLine) => void = (line) => logs.line('deploy', line.message, line.level);
     let server: RunningAgentServer;
     try {
-      server = await this.startServer(deployment.id, buildDir, revision, (line) => output(line), signal);
+      server = await (this.#o.tracing ?? NO_TRACING).step('start', revision, () =>
+        this.startServer(deployment.id, buildDir, revision, (line) => output(line), signal),
+      );
     } catch (error) {
       if (signal.aborted) throw new Aborted('interrupted');
       // The error's own line first: it is what status_message shows.

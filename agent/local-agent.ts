@@ -19,6 +19,7 @@ import { agentModules, RELAY, SandboxSetup } from './sandbox-setup.ts';
 import { folderBarringUser, type SandboxUser } from './sandbox-user.ts';
 import { makeSocketRoot } from './socket-root.ts';
 import { takeOverLive } from './take-over.ts';
+import type { AgentTracing } from './tracing.ts';
 
 export type LocalAgentOptions = {
   url: string;
@@ -55,6 +56,8 @@ export type LocalAgentOptions = {
   /** How much of a live server's output is shipped as runtime logs (rate, queue bound). */
   runtimeLogs?: Partial<RuntimeLogOptions>;
   print: (line: string) => void;
+  /** Spans of install, build and start, when OTEL_EXPORTER_OTLP_ENDPOINT is set; none by default. */
+  tracing?: AgentTracing;
 };
 
 /**

@@ -18,6 +18,7 @@ import { NONE_WARNING } from './sandbox.ts';
 import type { SandboxSetup } from './sandbox-setup.ts';
 import { giveTo } from './sandbox-user.ts';
 import { downloadTarball, hoistSingleDirectory, onControlPlane, unpackTarball } from './tarball.ts';
+import { commandFailure, NO_TRACING } from './tracing.ts';
 
 const run = promisify(execFile);
 
@@ -118,21 +119,28 @@ export class LocalBuilder {
       let result: Awaited<ReturnType<typeof runCommand>>;
       let breach: string | null = null;
       try {
-        result = await runCommand(command, {
-          cwd,
-          env: this.#setup.buildEnv(),
-          sandbox: this.#setup.sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
-          signal,
-          onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
-          timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
-          watch: limits
-            ? {
-                everyMs: 1000,
-                check: async () =>
-                  (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
-              }
-            : undefined,
-        });
+        result = await (this.#o.tracing ?? NO_TRACING).step(
+          // The span is the step (`install`, `build`), not the setting that names its command.
+          label.replace(/_command$/, ''),
+          revision,
+          () =>
+            runCommand(command, {
+              cwd,
+              env: this.#setup.buildEnv(),
+              sandbox: this.#setup.sandboxFor(deployment.id, buildDir, cwd, null, reused ? { deploymentId: deployment.id, key: packages! } : null, cgroup),
+              signal,
+              onLine: (line, stream) => logs.line(type, line, stream === 'stderr' ? 'warn' : 'info'),
+              timeout: limits ? { ms: Math.max(1, deadline - Date.now()), message: `build timeout of ${limits.buildTimeoutSeconds} s reached` } : undefined,
+              watch: limits
+                ? {
+                    everyMs: 1000,
+                    check: async () =>
+                      (await diskUsage(written)) > limits.diskMb * 1024 * 1024 ? `disk limit of ${limits.diskMb} MiB reached (checkout and cache)` : null,
+                  }
+                : undefined,
+            }),
+          commandFailure,
+        );
         // Read before the cgroup goes: its counters say which limit stopped the command.
         breach = cgroup?.breach() ?? null;
       } finally {

@@ -1,33 +1,56 @@
 /**
  * What the operator's view costs on the hot paths (contract §17): request ids and the request
- * scope, the metrics, JSON logs and the audit trail, against the same server without them, in one
- * process and one run:
+ * scope, the metrics, JSON logs, the audit trail and traces, against the same server without them,
+ * in one process and one run:
  *
- *   node bench/observability-cost.ts --before=/path/to/a/checkout/without/them
+ *   node bench/observability-cost.ts --before=/path/to/a/checkout/without/them [--before=…]
  *
- * `--before` is another checkout of this repository (e.g. `git archive <commit> | tar -x -C dir`,
- * with `node_modules` linked in); each round runs every case once on both real servers (one process,
- * loopback ports, SQLite files of their own), one request at a time. A figure is the median over the rounds of µs per request;
- * a ratio the median of the per-round ratios, which holds on a busy machine better than figures.
- * The audit row's own cost on a create is measured at the store: the same create with and without
- * an audit entry pending in its request scope. Tracing is not built yet: no tracing row.
+ * Each `--before` is another checkout of this repository (e.g. `git archive <commit> | tar -x -C
+ * dir`, with `node_modules` linked in; a copy of this tree gives the noise floor). Real servers in
+ * one process (loopback ports, SQLite files of their own): each `--before`, this tree with tracing
+ * off, and this tree with tracing on, exporting to a stand-in collector on loopback that takes
+ * every export (as a collector's OTLP receiver does).
+ * Each round runs every case once on each server, one request at a time, the servers taking turns
+ * going first. A figure is the median over the rounds of µs per request; a ratio the median of
+ * the per-round ratios, which holds on a busy machine better than figures. The audit row's own
+ * cost on a create is measured at the store: the same create with and without an audit entry
+ * pending in its request scope.
  */
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const before = process.argv.find((arg) => arg.startsWith('--before='))?.slice('--before='.length);
-if (!before) throw new Error('usage: node bench/observability-cost.ts --before=<checkout without the operator view>');
+const befores = process.argv.filter((arg) => arg.startsWith('--before=')).map((arg) => arg.slice('--before='.length));
+if (befores.length === 0) throw new Error('usage: node bench/observability-cost.ts --before=<checkout without the operator view> [--before=…]');
 const CALLS = 400;
 const ROUNDS = Number(process.env.ROUNDS ?? 21);
 
-type Tree = { name: string; root: string };
+/** A stand-in OTLP/HTTP collector on loopback: reads each export whole and answers 200, keeping nothing. */
+async function collectorSink(): Promise<{ url: string; exports: () => number; close: () => void }> {
+  const { createServer } = await import('node:http');
+  let exports = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      exports += 1;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, exports: () => exports, close: () => server.close() };
+}
+
+const collector = await collectorSink();
+type Tree = { name: string; root: string; env?: Record<string, string> };
+const thisTree = resolve(import.meta.dirname, '..');
 const trees: Tree[] = [
-  { name: 'before', root: resolve(before) },
-  { name: 'now', root: resolve(import.meta.dirname, '..') },
+  ...befores.map((root) => ({ name: basename(resolve(root)), root: resolve(root) })),
+  { name: 'off', root: thisTree },
+  { name: 'on', root: thisTree, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'bench' } },
 ];
 
 /** A real server of a checkout on a loopback port, with a deployment whose revision is read, on an SQLite file of its own. */
@@ -39,7 +62,14 @@ async function serverOf(tree: Tree) {
   const path = join(mkdtempSync(join(tmpdir(), `cp-observability-${tree.name}-`)), 'control-plane.db');
   const key = `bench-${randomBytes(16).toString('hex')}`;
   // Stages that never end during a round: the pipeline stays out of the figures.
-  const config = loadConfig({ PORT: '0', DATABASE_URL: path, BOOTSTRAP_API_KEY: key, SANDBOX_STAGE_MS: '3600000', SQLITE_SYNCHRONOUS: 'NORMAL' });
+  const config = loadConfig({
+    PORT: '0',
+    DATABASE_URL: path,
+    BOOTSTRAP_API_KEY: key,
+    SANDBOX_STAGE_MS: '3600000',
+    SQLITE_SYNCHRONOUS: 'NORMAL',
+    ...tree.env,
+  });
   const server = await startServer(config, { log: silentLogger, print: () => {} });
   const base = `http://127.0.0.1:${server.port}`;
   const headers = { 'x-api-key': key, 'content-type': 'application/json' };
@@ -79,7 +109,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 /** The store's create with and without an audit entry pending (the row it adds to the create's commit). */
 async function auditRowCost(): Promise<{ without: number; with: number; ratios: number[] }> {
-  const root = trees[1]!.root;
+  const root = thisTree;
   const load = (path: string) => import(pathToFileURL(join(root, path)).href);
   const { openSqliteStore } = await load('server/store/sqlite.ts');
   const { SecretBox } = await load('server/crypto/secret-box.ts');
@@ -156,31 +186,66 @@ async function auditRowCost(): Promise<{ without: number; with: number; ratios: 
   return { without: median(withouts), with: median(withs), ratios };
 }
 
+/**
+ * One request span's own cost, exported: per round, a tracer to the collector, `CALLS` request
+ * spans started and ended, then its shutdown (which exports them all); µs per span. What a POST
+ * pays with tracing on (a create makes one span), measured without the noise of the request.
+ */
+async function spanCost(): Promise<number> {
+  const { startTracing } = await import(pathToFileURL(join(thisTree, 'server/tracing.ts')).href);
+  const perSpan: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const tracing = await startTracing(collector.url, 'bench');
+    const started = performance.now();
+    for (let i = 0; i < CALLS; i++) tracing.startRequest('POST', undefined).end('/v2/deployments', 201);
+    await tracing.shutdown();
+    perSpan.push(((performance.now() - started) * 1000) / CALLS);
+  }
+  return median(perSpan);
+}
+
 const apps = await Promise.all(trees.map(serverOf));
-const figures = { get: [[], []] as number[][], post: [[], []] as number[][] };
-const ratios = { get: [] as number[], post: [] as number[] };
+const off = trees.length - 2;
+const on = trees.length - 1;
+const figures = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
+/** Per-round ratios of this tree with tracing off to each server (`on / off` at the index of `on`). */
+const ratios = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
 for (let round = 0; round < ROUNDS; round++) {
-  // Each tree goes first in every other round, so what the first leaves behind (garbage, cache) is shared.
-  const order = round % 2 === 0 ? [0, 1] : [1, 0];
+  // Each server goes first in turn, so what the first leaves behind (garbage, cache) is shared.
+  const order = trees.map((_, i) => (i + round) % trees.length);
   const get: number[] = [];
   const post: number[] = [];
   for (const i of order) get[i] = await timed(apps[i]!.getRevision);
   for (const i of order) post[i] = await timed(apps[i]!.create);
-  for (const i of [0, 1]) {
+  for (const i of trees.keys()) {
     figures.get[i]!.push(get[i]!);
     figures.post[i]!.push(post[i]!);
+    ratios.get[i]!.push(i === on ? get[on]! / get[off]! : get[off]! / get[i]!);
+    ratios.post[i]!.push(i === on ? post[on]! / post[off]! : post[off]! / post[i]!);
   }
-  ratios.get.push(get[1]! / get[0]!);
-  ratios.post.push(post[1]! / post[0]!);
 }
 for (const app of apps) await app.close();
+const span = await spanCost();
+const exported = collector.exports();
+collector.close();
 const audit = await auditRowCost();
 
-const row = (name: string, a: number, b: number, ratio: number) => `| ${name} | ${a.toFixed(1)} | ${b.toFixed(1)} | ${ratio.toFixed(3)} |`;
-console.log(`${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL\n`);
-console.log('| case | before (µs) | now (µs) | now / before (median of per-round ratios) |');
-console.log('|---|---|---|---|');
-console.log(row('GET revision (the fast lane)', median(figures.get[0]!), median(figures.get[1]!), median(ratios.get)));
-console.log(row('POST deployment', median(figures.post[0]!), median(figures.post[1]!), median(ratios.post)));
-console.log(row('store create, audit row added (without → with)', audit.without, audit.with, median(audit.ratios)));
+const us = (values: number[]) => median(values).toFixed(1);
+const ratio = (values: number[]) => median(values).toFixed(3);
+const baselines = trees.slice(0, off);
+console.log(`${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL; ${exported} OTLP exports received\n`);
+console.log(`| case | ${trees.map((t) => `${t.name} (µs)`).join(' | ')} | ${baselines.map((t) => `off / ${t.name}`).join(' | ')} | on / off |`);
+console.log(`|---|${trees.map(() => '---|').join('')}${baselines.map(() => '---|').join('')}---|`);
+for (const [name, key] of [
+  ['GET revision (the fast lane)', 'get'],
+  ['POST deployment', 'post'],
+] as const) {
+  const f = figures[key].map(us);
+  const r = ratios[key].map(ratio);
+  console.log(`| ${name} | ${f.join(' | ')} | ${r.slice(0, off).join(' | ')} | ${r[on]} |`);
+}
+console.log(`\nOne request span, started, ended and exported over OTLP/HTTP: ${span.toFixed(1)} µs`);
+console.log(
+  `\n| store create, audit row added | without ${audit.without.toFixed(1)} µs | with ${audit.with.toFixed(1)} µs | with / without ${ratio(audit.ratios)} |`,
+);
 process.exit(0);

@@ -19,7 +19,7 @@ import { tracingProjectRoutes } from './routes/tracing-projects.ts';
 import { uploadRoutes } from './routes/uploads.ts';
 import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
-import type { RequestTracer } from './tracing.ts';
+import type { Tracing } from './tracing.ts';
 
 /** Paths under /v1 and /v2 that authenticate otherwise than by API key. */
 export type PublicPath = (path: string) => boolean;
@@ -38,7 +38,7 @@ export function createApp(
     /** Middleware that may answer before the key check (the console's redirects of browsers). */
     beforeAuth?: MiddlewareHandler[];
 
-    tracer?: RequestTracer;
+    tracer?: Tracing;
   } = {},
 ) {
   const app = new Hono<AppEnv>();

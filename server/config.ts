@@ -79,7 +79,7 @@ export const Config = z
         message: 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL, e.g. http://collector:4318',
       })
       .describe(
-        "OpenTelemetry collector (OTLP/HTTP, e.g. `http://collector:4318`): when set, a span per request (child of the caller's `traceparent`) is exported to `<endpoint>/v1/traces`. Unset: tracing is off and its SDK is not loaded.",
+        "OpenTelemetry collector (OTLP/HTTP, e.g. `http://collector:4318`): when set, spans of requests (children of the caller's `traceparent`), revisions' status changes, webhook deliveries and GitHub calls are exported to `<endpoint>/v1/traces`. Unset: tracing is off and its SDK is not loaded.",
       ),
     OTEL_SERVICE_NAME: z.string().min(1).default('agent-control-plane').describe('The `service.name` of the exported spans.'),
     AUDIT_RETENTION_DAYS: z.coerce

@@ -25,7 +25,7 @@ import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { TOPICS } from './store/coordination.ts';
-import type { RequestTracer } from './tracing.ts';
+import type { Tracing } from './tracing.ts';
 
 export type ControlPlaneDeps = {
   /** The database, whichever backend: the wiring takes each store from it, never a handle. */
@@ -49,7 +49,7 @@ export type ControlPlaneDeps = {
   /** The process's metrics; its own set by default (tests that build several control planes in one process). */
   metrics?: Metrics;
   /** Spans of requests, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set (`startTracing`). */
-  tracer?: RequestTracer;
+  tracer?: Tracing;
 };
 
 export type ControlPlane = {
@@ -110,6 +110,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     installationRepos,
     watch: revisionWatch,
     processId,
+    tracing: deps.tracer,
   });
   const { auth } = services;
   const detach = [
@@ -142,6 +143,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     publicUrl: deps.publicUrl,
     leadSender: () => coordination.tryLead('github-status-outbox'),
     metrics: services.metrics,
+    tracing: services.tracing,
   });
   if (githubApp) {
     extraRoutes.push(githubApp.routes);

@@ -17,6 +17,7 @@ import type { Metrics } from './metrics.ts';
 import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
 import type { GithubStore } from './store/github.ts';
 import type { Store } from './store/types.ts';
+import type { Tracing } from './tracing.ts';
 
 type GithubAppConfig = GithubAppSettings & Pick<Config, 'GITHUB_WRITES_PER_MINUTE' | 'GITHUB_WRITES_PER_HOUR'>;
 
@@ -37,6 +38,8 @@ export function createGithubApp(deps: {
   leadSender?: () => Promise<boolean>;
   /** Counts the requests to GitHub (`acp_github_requests_total`). */
   metrics?: Pick<Metrics, 'githubRequest'>;
+  /** A client span per request to GitHub, when tracing is on. */
+  tracing?: Tracing;
 }) {
   const app = githubAppFrom(deps.config);
   if (!app) {
@@ -44,7 +47,7 @@ export function createGithubApp(deps: {
     return null;
   }
   const now = () => Date.parse(deps.clock.now());
-  const api = deps.metrics ? countGithubRequests(new GithubApi(app, now), deps.metrics) : new GithubApi(app, now);
+  const api = deps.metrics ? countGithubRequests(new GithubApi(app, now), deps.metrics, deps.tracing) : new GithubApi(app, now);
   const tokens = new InstallationTokens(api, now);
   const repoAccess = new RepoAccess({
     app,

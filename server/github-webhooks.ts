@@ -83,6 +83,7 @@ export function createGithubWebhooks(deps: {
     processId: deps.processId,
     leaseMs: config.PIPELINE_LEASE_MS,
     observer: services.metrics,
+    tracing: services.tracing,
   });
   const workspaceSecrets = new WorkspaceWebhookSecrets({
     store: deps.webhookSecrets,

@@ -18,7 +18,8 @@ import type { Uploads } from './domain/uploads.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import type { InstallationRepoStore } from './store/installation-repos.ts';
-import type { Store } from './store/types.ts';
+import type { RevisionRecord, Store } from './store/types.ts';
+import type { Tracing } from './tracing.ts';
 
 export type ServiceDeps = {
   store: Store;
@@ -52,6 +53,8 @@ export type ServiceDeps = {
   audit: AuditLog;
   /** This process's metrics (`/metrics` on the health port). */
   metrics: Metrics;
+  /** Spans exported when OTEL_EXPORTER_OTLP_ENDPOINT is set; undefined: tracing is off. */
+  tracing?: Tracing;
 };
 
 export type Services = ReturnType<typeof createServices>;
@@ -77,7 +80,7 @@ export function createServices(deps: ServiceDeps) {
     listenerAgent: deps.listenerAgent,
     processId: deps.processId,
     leaseMs: deps.config.PIPELINE_LEASE_MS,
-    observer: deps.metrics,
+    observer: revisionObserver(deps.metrics, deps.tracing, store),
   });
   return {
     store,
@@ -88,6 +91,7 @@ export function createServices(deps: ServiceDeps) {
     readiness,
     audit: deps.audit,
     metrics: deps.metrics,
+    tracing: deps.tracing,
     auth: new Auth({
       store,
       clock,
@@ -113,5 +117,22 @@ export function createServices(deps: ServiceDeps) {
     listeners: new Listeners({ store, clock }),
     integrations: new Integrations({ store, clock, provenLinksOnly: deps.config.GITHUB_APP_ID !== undefined }),
     tracingProjects: new TracingProjects({ store }),
+  };
+}
+
+/**
+ * What the pipeline tells of each stage change: the metrics, and with tracing on a span under the
+ * trace context stored with the revision (one read by its key, made only when tracing is on).
+ */
+function revisionObserver(metrics: Metrics, tracing: Tracing | undefined, store: Store): { revisionChanged(revision: RevisionRecord): void } {
+  if (!tracing) return metrics;
+  return {
+    revisionChanged(revision) {
+      metrics.revisionChanged(revision);
+      store.revisionTraceparent(revision.id).then(
+        (traceparent) => tracing.revisionChanged(revision, traceparent ?? undefined),
+        () => tracing.revisionChanged(revision, undefined),
+      );
+    },
   };
 }

@@ -1,60 +1,55 @@
-import type { Span, Tracer } from '@opentelemetry/api';
+import { type OpenSpan, type OtlpTracing, startOtlpTracing } from '../shared/otel.ts';
 
-/** What the HTTP layer needs of tracing: a span per request, child of the caller's `traceparent`. */
-export type RequestTracer = {
-  /** Starts the span of one request; `end` closes it with the route template and status. */
-  startRequest(method: string, traceparent: string | undefined, tracestate: string | undefined): { end(route: string, status: number): void };
+/** A revision as its transition span names it. */
+type ChangedRevision = { id: string; deployment_id: string; status: string };
+
+/**
+ * The server's spans (contract §17): one per HTTP request, per webhook delivery processed, per
+ * GitHub call, and per revision status change. Undefined wherever tracing is off, so each call
+ * site pays one check.
+ */
+export type Tracing = {
+  /** Starts the span of one request, child of the caller's `traceparent`; `end` names it by the route's template. */
+  startRequest(method: string, traceparent: string | undefined): { traceparent: string; end(route: string, status: number): void };
+  /** A span around `work` (webhook processing, a GitHub call). */
+  inSpan: OtlpTracing['inSpan'];
+  /**
+   * A revision entered a status: one span, child of the trace context stored with the revision
+   * (the request or delivery that made it), so a revision's stages line up under the request.
+   */
+  revisionChanged(revision: ChangedRevision, traceparent: string | undefined): void;
   /** Sends what is buffered and stops exporting. */
   shutdown(): Promise<void>;
 };
 
 /**
  * OpenTelemetry traces, exported with OTLP/HTTP to `endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT). The
- * SDK is loaded only here, when an endpoint is set: without one nothing of it is imported and a
- * request pays one null check. A caller's `traceparent` (W3C Trace Context) becomes the parent of
- * the request's span.
+ * SDK is loaded only here, when an endpoint is set: without one nothing of it is imported.
  */
-export async function startTracing(endpoint: string, serviceName: string): Promise<RequestTracer> {
-  const [{ ROOT_CONTEXT, SpanKind, SpanStatusCode }, { W3CTraceContextPropagator }, sdk, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all(
-    [
-      import('@opentelemetry/api'),
-      import('@opentelemetry/core'),
-      import('@opentelemetry/sdk-trace-base'),
-      import('@opentelemetry/exporter-trace-otlp-http'),
-      import('@opentelemetry/resources'),
-    ],
-  );
-  const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/\/$/, '')}/v1/traces` });
-  const provider = new sdk.BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': serviceName }),
-    spanProcessors: [new sdk.BatchSpanProcessor(exporter, { scheduledDelayMillis: 1000 })],
-  });
-  const tracer: Tracer = provider.getTracer('agent-control-plane');
-  const propagator = new W3CTraceContextPropagator();
-  const getter = {
-    keys: (carrier: Record<string, string>) => Object.keys(carrier),
-    get: (carrier: Record<string, string>, key: string) => carrier[key],
-  };
+export async function startTracing(endpoint: string, serviceName: string): Promise<Tracing> {
+  const otlp = await startOtlpTracing(endpoint, serviceName, 'agent-control-plane');
   return {
-    startRequest(method, traceparent, tracestate) {
-      const carrier: Record<string, string> = {};
-      if (traceparent) carrier.traceparent = traceparent;
-      if (tracestate) carrier.tracestate = tracestate;
-      const parent = traceparent ? propagator.extract(ROOT_CONTEXT, carrier, getter) : ROOT_CONTEXT;
-      const span: Span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } }, parent);
+    startRequest(method, traceparent) {
+      const span: OpenSpan = otlp.start(method, { kind: 'server', parent: traceparent, attributes: { 'http.request.method': method } });
       return {
+        traceparent: span.traceparent,
         end(route, status) {
           // Named and labelled by the route's template (OpenTelemetry's HTTP conventions), never its path.
-          span.updateName(`${method} ${route}`);
-          span.setAttribute('http.route', route);
-          span.setAttribute('http.response.status_code', status);
-          if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-          span.end();
+          span.raw.updateName(`${method} ${route}`);
+          span.set({ 'http.route': route, 'http.response.status_code': status });
+          span.end(status >= 500 ? new Error(`HTTP ${status}`) : undefined);
         },
       };
     },
-    async shutdown() {
-      await provider.shutdown();
+    inSpan: otlp.inSpan,
+    revisionChanged(revision, traceparent) {
+      otlp
+        .start(`revision ${revision.status}`, {
+          parent: traceparent,
+          attributes: { 'acp.revision.id': revision.id, 'acp.deployment.id': revision.deployment_id, 'acp.revision.status': revision.status },
+        })
+        .end();
     },
+    shutdown: otlp.shutdown,
   };
 }

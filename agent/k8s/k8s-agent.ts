@@ -4,6 +4,7 @@ import type { RevisionStatus } from '../../shared/schemas/revision.ts';
 import { ClaimLoop } from '../claim-loop.ts';
 import { AgentClient, WorkGone } from '../client.ts';
 import { LogStream } from '../log-stream.ts';
+import { type AgentTracing, NO_TRACING } from '../tracing.ts';
 import { applyRevision, pruneEarlier } from './apply-revision.ts';
 import type { Cluster } from './cluster.ts';
 import { type K8sObject, LABELS } from './labels.ts';
@@ -13,6 +14,8 @@ import { teardownDeployment } from './teardown.ts';
 import { watchRollout } from './watch-rollout.ts';
 
 export type K8sAgentOptions = {
+  /** Spans of apply and rollout, when OTEL_EXPORTER_OTLP_ENDPOINT is set; none by default. */
+  tracing?: AgentTracing;
   url: string;
   token: string;
   listenerId: string;
@@ -127,19 +130,26 @@ export class K8sAgent {
         const errors = schemaErrors(object);
         if (errors) throw new DeployFailure(`The rendered ${object.kind} ${object.metadata.name} does not validate against the Kubernetes schema: ${errors}`);
       }
-      const { resumed } = await applyRevision(this.#o.cluster, objects, revision.id, gone.signal);
+      const tracing = this.#o.tracing ?? NO_TRACING;
+      const { resumed } = await tracing.step('apply', revision, () => applyRevision(this.#o.cluster, objects, revision.id, gone.signal));
       say(
         resumed
           ? `k8s agent ${this.#o.agentId}: the ${objects.length} objects of this revision are already applied in ${namespace}; watching the rollout`
           : `k8s agent ${this.#o.agentId}: applied ${objects.length} objects in ${namespace} (server-side apply): ${objects.map((o) => `${o.kind} ${o.metadata.name}`).join(', ')}`,
       );
       const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
-      const outcome = await watchRollout(this.#o.cluster, workloads, revision.id, {
-        pollMs: this.#o.pollMs,
-        deadlineMs: this.#o.rolloutTimeoutMs,
-        signal: gone.signal,
-        onProgress: (waitingFor) => say(`rollout: waiting for ${waitingFor}`),
-      });
+      const outcome = await tracing.step(
+        'rollout',
+        revision,
+        () =>
+          watchRollout(this.#o.cluster, workloads, revision.id, {
+            pollMs: this.#o.pollMs,
+            deadlineMs: this.#o.rolloutTimeoutMs,
+            signal: gone.signal,
+            onProgress: (waitingFor) => say(`rollout: waiting for ${waitingFor}`),
+          }),
+        (rollout) => (rollout.state === 'failed' ? 'rollout_failed' : null),
+      );
       if (outcome.state === 'failed') {
         const previous = live.revisionId && live.revisionId !== revision.id ? ` The previous revision (${live.revisionId}) keeps serving.` : '';
         throw new DeployFailure(`The rollout failed: ${outcome.reason}.${previous}`);

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { connectionOptions, numberOption } from '../cli-options.ts';
+import { tracingOrExit } from '../tracing.ts';
 import { Cluster, loadKubeConfig } from './cluster.ts';
 import { K8sAgent } from './k8s-agent.ts';
 
@@ -52,6 +53,7 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
     process.exit(2);
   }
   const contextNamespace = config.getContextObject(config.getCurrentContext())?.namespace;
+  const tracing = await tracingOrExit(env, 'k8s-agent');
   const agent = new K8sAgent({
     url,
     token,
@@ -70,6 +72,7 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
       ...(values['redis-image'] ? { redis: values['redis-image'] } : {}),
     },
     print: (line) => process.stdout.write(`${line}\n`),
+    tracing,
   });
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -77,10 +80,13 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
       if (stopping) process.exit(1);
       stopping = true;
       process.stderr.write(`agent: ${signal}: stopping\n`);
-      agent.stop().then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
+      agent
+        .stop()
+        .then(() => tracing.shutdown().catch(() => undefined))
+        .then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
     });
   }
   try {

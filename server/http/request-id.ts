@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { runInRequestScope } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { RequestTracer } from '../tracing.ts';
+import type { Tracing } from '../tracing.ts';
 import { REQUEST_ID_HEADER, requestHeader, setAnswerHeader } from './node-request.ts';
 
 /** A caller's id is kept when it is a plain token (a proxy's or a client's); anything else is replaced. */
@@ -25,13 +25,14 @@ export function routeTemplate(c: Context): string | undefined {
  * while serving it (whatever awaits lie between) carries the id, and the answer returns it; then
  * counts the answer by route template and status, and logs it at `debug`.
  */
-export function observeRequests(metrics: Pick<Metrics, 'httpAnswered'>, log: Logger, tracer?: RequestTracer): MiddlewareHandler {
+export function observeRequests(metrics: Pick<Metrics, 'httpAnswered'>, log: Logger, tracer?: Tracing): MiddlewareHandler {
   return async (c, next) => {
     const started = performance.now();
-    const span = tracer?.startRequest(c.req.method, requestHeader(c, 'traceparent'), requestHeader(c, 'tracestate'));
+    const callerTrace = requestHeader(c, 'traceparent');
+    const span = tracer?.startRequest(c.req.method, callerTrace);
     const requestId = requestIdFor(requestHeader(c, REQUEST_ID_HEADER));
     setAnswerHeader(c, REQUEST_ID_HEADER, requestId);
-    await runInRequestScope({ requestId }, async () => {
+    await runInRequestScope({ requestId, traceparent: span?.traceparent ?? callerTrace }, async () => {
       await next();
       const seconds = (performance.now() - started) / 1000;
       const route = routeTemplate(c) ?? UNMATCHED;

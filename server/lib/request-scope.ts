@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { validTraceparent } from '../../shared/otel.ts';
 
 /**
  * One audit entry as it is stored (`audit_events`): who, from where, what, and the outcome. Built
@@ -43,8 +44,57 @@ export type PendingAudit = {
   subjectNamed: boolean;
 };
 
-/** What one request carries through every await: its id (in every log line) and its pending audit entry. */
-export type RequestScope = { requestId: string; audit?: PendingAudit };
+/**
+ * What one request (or one webhook delivery being processed) carries through every await: its id
+ * (in every log line), its pending audit entry, and its trace context.
+ */
+export type RequestScope = {
+  requestId: string;
+  audit?: PendingAudit;
+  /**
+   * The `traceparent` what this work makes is traced under: the request's span when tracing is on,
+   * else the caller's own header as sent (checked where it is used), so agents that trace still
+   * join the caller's trace. A revision made here keeps it (`currentTraceparent`).
+   */
+  traceparent?: string;
+  /** Who acts when no API key does: the GitHub delivery being processed (its changes are audited as its). */
+  actor?: MachineActor;
+};
+
+/** An actor other than an API key: a listener's agent (by listener id) or a GitHub delivery (by delivery id). */
+export type MachineActor = { kind: 'agent' | 'github_delivery'; id: string };
+
+/** The audit entry of a change made by an agent or a GitHub delivery (no address: no client of ours sent it). */
+export function machineAuditEntry(change: {
+  actor: MachineActor;
+  organizationId: string;
+  workspaceId: string;
+  action: string;
+  resourceType: string;
+  resourceId: string;
+  fields?: string[];
+  now: string;
+}): AuditEntry {
+  return {
+    id: crypto.randomUUID(),
+    organization_id: change.organizationId,
+    workspace_id: change.workspaceId,
+    actor_kind: change.actor.kind,
+    actor_id: change.actor.id,
+    actor_scope: null,
+    address: null,
+    user_agent: null,
+    action: change.action,
+    resource_type: change.resourceType,
+    resource_id: change.resourceId,
+    route: null,
+    fields: change.fields ?? [],
+    outcome: 'succeeded',
+    status: null,
+    request_id: scopes.getStore()?.requestId ?? null,
+    created_at: change.now,
+  };
+}
 
 const scopes = new AsyncLocalStorage<RequestScope>();
 
@@ -56,6 +106,26 @@ export function runInRequestScope<T>(scope: RequestScope, work: () => T): T {
 /** The scope of the request being served, if any. */
 export function requestScope(): RequestScope | undefined {
   return scopes.getStore();
+}
+
+/** The trace context of the work being done (see `RequestScope.traceparent`), when it is a valid one. */
+export function currentTraceparent(): string | undefined {
+  return validTraceparent(scopes.getStore()?.traceparent);
+}
+
+/**
+ * Runs `work` with `entry` as its pending audit entry, written by the store in the first
+ * transaction of `work` that changes rows (as an API request's is); not written when nothing
+ * changed. For changes made by someone other than an API key: an agent, a GitHub delivery.
+ */
+export async function withAuditEntry<T>(entry: AuditEntry, work: () => Promise<T>): Promise<T> {
+  const outer = scopes.getStore();
+  const pending: PendingAudit = { entry, state: 'pending', subjectNamed: false };
+  try {
+    return await scopes.run({ ...outer, requestId: outer?.requestId ?? entry.request_id ?? entry.id, audit: pending }, work);
+  } finally {
+    pending.state = 'closed';
+  }
 }
 
 /** The audit entry the current request still has to write, if any. */

@@ -7,6 +7,8 @@ import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import { currentTraceparent, machineAuditEntry } from '../lib/request-scope.ts';
+import { auditInsert } from './audit.ts';
 import type { Db, Params } from './db.ts';
 import { escapeLike } from './dialect.ts';
 import { hotQueries, SET_RECONCILE_HEAD } from './queries/hot-paths.ts';
@@ -23,6 +25,7 @@ import type {
   DeploymentRecord,
   IntegrationRecord,
   ListenerRecord,
+  MachineChange,
   NewDeployment,
   NewRevision,
   Page,
@@ -314,6 +317,8 @@ export class CoreStore extends SqlStore implements Store {
           secrets: sealedSecrets ?? this.box.encryptJson(revision.secrets),
           resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
           trigger: revision.trigger,
+          // The trace context of the work that makes it (a request, a delivery): see `RequestScope.traceparent`.
+          traceparent: revision.traceparent ?? currentTraceparent() ?? null,
           now,
           runner: runner?.owner ?? null,
           runner_now: runner?.now ?? null,
@@ -321,6 +326,23 @@ export class CoreStore extends SqlStore implements Store {
       },
       ...(revision.logs ?? []).map((log) => ({ sql: INSERT_LOG, params: [revision.id, log.type, log.level, log.message, now] })),
     ];
+  }
+
+  /** The audit entry of a change no API key made (a GitHub delivery's), written in the change's transaction `tx`. */
+  async #auditInTx(tx: Db, workspaceId: string, change: MachineChange, action: string, resourceType: string, resourceId: string): Promise<void> {
+    const workspace = await tx.row<{ organization_id: string }>('SELECT organization_id FROM workspaces WHERE id = ?', [workspaceId]);
+    if (!workspace) return;
+    const entry = machineAuditEntry({
+      actor: change.actor,
+      organizationId: workspace.organization_id,
+      workspaceId,
+      action,
+      resourceType,
+      resourceId,
+      now: change.now,
+    });
+    const { sql, params } = auditInsert(entry);
+    await tx.run(sql, params);
   }
 
   async #insertRevision(tx: Db, ...args: Parameters<CoreStore['revisionStatements']>): Promise<void> {
@@ -507,6 +529,7 @@ export class CoreStore extends SqlStore implements Store {
           input.now,
         );
         await tx.run(this.hot.deploymentOnPush, [JSON.stringify(config), input.revisionId, input.now, deployment.id]);
+        if (input.actor) await this.#auditInTx(tx, deployment.tenant_id, { actor: input.actor, now: input.now }, 'create', 'revision', input.revisionId);
         return { outcome: 'created' };
       });
     let outcome: PushRevisionResult | { outcome: 'created' };
@@ -542,7 +565,13 @@ export class CoreStore extends SqlStore implements Store {
       ...toRevision(row),
       secrets: this.box.decryptJson<Secret[]>(row.secrets as string),
       resource_spec: row.resource_spec ? (JSON.parse(row.resource_spec as string) as RevisionWork['resource_spec']) : null,
+      traceparent: (row.traceparent as string | null) ?? null,
     };
+  }
+
+  async revisionTraceparent(revisionId: string): Promise<string | null> {
+    const row = await this.sql.row<{ traceparent: string | null }>('SELECT traceparent FROM revisions WHERE id = ?', [revisionId]);
+    return row?.traceparent ?? null;
   }
 
   async listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>> {
@@ -852,18 +881,23 @@ export class CoreStore extends SqlStore implements Store {
     return row ? toIntegration(row) : null;
   }
 
-  async removeInstallation(installationId: number): Promise<IntegrationRecord[]> {
+  async removeInstallation(installationId: number, audit?: MachineChange): Promise<IntegrationRecord[]> {
     return this.sql.tx(async (tx) => {
       const rows = await tx.rows(`SELECT * FROM github_integrations WHERE installation_id = ? ORDER BY rowid${tx.dialect.forUpdate}`, [installationId]);
       await tx.run('DELETE FROM github_integrations WHERE installation_id = ?', [installationId]);
-      return rows.map(toIntegration);
+      const removed = rows.map(toIntegration);
+      if (audit) for (const integration of removed) await this.#auditInTx(tx, integration.tenant_id, audit, 'delete', 'integration', integration.id);
+      return removed;
     });
   }
 
-  async setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]> {
+  async setInstallationSuspended(installationId: number, suspendedAt: string | null, audit?: MachineChange): Promise<IntegrationRecord[]> {
     return this.sql.tx(async (tx) => {
       await tx.run('UPDATE github_integrations SET suspended_at = ? WHERE installation_id = ?', [suspendedAt, installationId]);
-      return (await tx.rows('SELECT * FROM github_integrations WHERE installation_id = ? ORDER BY rowid', [installationId])).map(toIntegration);
+      const marked = (await tx.rows('SELECT * FROM github_integrations WHERE installation_id = ? ORDER BY rowid', [installationId])).map(toIntegration);
+      const action = suspendedAt === null ? 'unsuspend' : 'suspend';
+      if (audit) for (const integration of marked) await this.#auditInTx(tx, integration.tenant_id, audit, action, 'integration', integration.id);
+      return marked;
     });
   }
 

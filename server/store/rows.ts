@@ -7,6 +7,7 @@ import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { WebhookDeliveryResultKind } from '../../shared/schemas/webhook-delivery.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import { currentTraceparent } from '../lib/request-scope.ts';
 import type { Row } from './db.ts';
 import type { DeploymentRecord, IntegrationRecord, ListenerRecord, NewRevision, RevisionRecord, RevisionWork } from './types.ts';
 import type { DeliveryResultLine, DeliveryStatus, StoredDelivery, StoredOutcome } from './webhooks.ts';
@@ -88,6 +89,7 @@ export function createdRevisionWork(deployment: Deployment, revision: NewRevisio
     version: 1,
     secrets: revision.secrets,
     resource_spec: revision.resource_spec,
+    traceparent: revision.traceparent ?? currentTraceparent() ?? null,
   };
 }
 

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import { type AuditEntry, pendingAudit } from '../lib/request-scope.ts';
+import { type AuditEntry, currentTraceparent, pendingAudit } from '../lib/request-scope.ts';
 import { CoreStore } from './core.ts';
 import { sqliteDialect } from './dialect.ts';
 import { GroupCommit } from './group-commit.ts';
@@ -114,10 +114,12 @@ export class SqliteStore extends CoreStore {
     let revisionHeld = false;
     // Taken now, in the request's context: the group commits in whichever request's turn came first.
     const audit = pendingAudit();
+    const traceparent = currentTraceparent();
+    const taken = traceparent && input.revision ? { ...input, revision: { ...input.revision, traceparent } } : input;
     if (audit) audit.state = 'writing';
     try {
       await this.#creates.run(() => {
-        revisionHeld = this.#createTransaction(input, audit?.entry);
+        revisionHeld = this.#createTransaction(taken, audit?.entry);
       });
       if (audit) audit.state = 'written';
     } catch (error) {

@@ -7,6 +7,7 @@ import type { LogEntry, LogFilter, LogLevel, LogType, Revision, RevisionListQuer
 import type { Secret } from '../../shared/schemas/secret.ts';
 import type { TracingProject } from '../../shared/schemas/tracing-project.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
+import type { MachineActor } from '../lib/request-scope.ts';
 import type { StartRules } from './rules.ts';
 
 /** A deployment as the domain sees it: secrets in clear (the store encrypts them at rest). */
@@ -23,6 +24,8 @@ export type RevisionRecord = Revision & {
 export type RevisionWork = RevisionRecord & {
   secrets: Secret[];
   resource_spec: ResourceSpec | null;
+  /** The `traceparent` of the request or delivery that made it: the parent of its spans, the agents' too. */
+  traceparent: string | null;
 };
 
 export type NewRevision = {
@@ -36,6 +39,8 @@ export type NewRevision = {
   status_message?: string | null;
   /** Log lines written with it, in the same transaction (the data plane's first step's, on create). */
   logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
+  /** Its trace context; by default the one of the work that makes it (`currentTraceparent`). */
+  traceparent?: string | null;
 };
 
 /** What an atomic deployment update writes; `revision` is added as the new latest revision. */
@@ -70,8 +75,19 @@ export type RevisionTransition = {
   logs?: Array<{ type: LogType; level: LogLevel; message: string }>;
 };
 
+/** Who made a change that no API key made (a GitHub delivery), and when: audited in the change's transaction. */
+export type MachineChange = { actor: MachineActor; now: string };
+
 /** What `createPushRevision` is asked: `headSeen.repoRef` is the branch whose head `commitSha` is. */
-export type PushRevisionInput = { deploymentId: string; revisionId: string; commitSha: string; now: string; headSeen?: { repoRef: string } };
+export type PushRevisionInput = {
+  deploymentId: string;
+  revisionId: string;
+  commitSha: string;
+  now: string;
+  headSeen?: { repoRef: string };
+  /** Who pushed it through (the GitHub delivery): audited in the revision's transaction, only when it is created. */
+  actor?: MachineActor;
+};
 
 /**
  * What `createPushRevision` did: created the revision, found a revision of that commit that has
@@ -188,6 +204,8 @@ export interface Store {
   getRevisionById(revisionId: string): Promise<RevisionRecord | null>;
   /** The revision with its secrets and resource spec, for the data plane and redeploys. */
   getRevisionWork(revisionId: string): Promise<RevisionWork | null>;
+  /** The trace context stored with the revision (the request or delivery that made it); null when none came. */
+  revisionTraceparent(revisionId: string): Promise<string | null>;
   listRevisions(tenantId: string, deploymentId: string, query: RevisionListQuery): Promise<Page<RevisionRecord>>;
   /** Applies the transition when the revision is in `from`; null when it had moved on. */
   transitionRevision(change: RevisionTransition, now: string): Promise<RevisionRecord | null>;
@@ -264,9 +282,9 @@ export interface Store {
   deleteIntegration(tenantId: string, id: string): Promise<boolean>;
   getIntegrationById(id: string): Promise<IntegrationRecord | null>;
   /** `installation` `deleted`: removes every link to the installation; answers the removed ones. */
-  removeInstallation(installationId: number): Promise<IntegrationRecord[]>;
+  removeInstallation(installationId: number, audit?: MachineChange): Promise<IntegrationRecord[]>;
   /** `installation` `suspend` / `unsuspend`: answers the integrations that were marked. */
-  setInstallationSuspended(installationId: number, suspendedAt: string | null): Promise<IntegrationRecord[]>;
+  setInstallationSuspended(installationId: number, suspendedAt: string | null, audit?: MachineChange): Promise<IntegrationRecord[]>;
 
   // tracing projects
   getTracingProject(tenantId: string, id: string): Promise<TracingProject | null>;

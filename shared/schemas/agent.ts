@@ -100,6 +100,11 @@ export const WorkRevision = z.object({
   secrets: z.array(z.object({ name: z.string(), value: z.string() })),
   /** The revision's ResourceSpec as stored (no defaults filled in): what a `k8s` agent renders. */
   resource_spec: ResourceSpec.nullable(),
+  /**
+   * W3C `traceparent` of the request (or GitHub delivery) that made the revision: the parent of the
+   * agent's install, build and start spans. Optional: an older server sends none, an older agent ignores it.
+   */
+  traceparent: z.string().max(55).nullish(),
 });
 export type WorkRevision = z.infer<typeof WorkRevision>;
 

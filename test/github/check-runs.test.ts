@@ -166,6 +166,13 @@ describe('check runs', () => {
     // Its own check run on the same commit.
     const runs = runsOf(deployment, pushed.after);
     expect(runs.map((r) => r.fields.external_id).sort()).toEqual([pushed.revision.id, again.id].sort());
+    // The Re-run is audited as the delivery's (contract §17), on the revision re-run, as an API redeploy is.
+    const audited = (await api.get(`/v1/audit-events?resource_id=${pushed.revision.id}`)).body.resources;
+    expect(audited).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ actor_kind: 'github_delivery', actor_id: delivered.id, action: 'redeploy', resource_type: 'revision', outcome: 'succeeded' }),
+      ]),
+    );
 
     // Another installation's delivery naming this revision redeploys nothing.
     // (No workspace is linked to that installation, so no workspace's delivery log shows it: read the server's table.)

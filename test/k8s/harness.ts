@@ -18,6 +18,8 @@ export async function startK8sAgent(options: {
   listenerId: string;
   kubeconfig: string;
   args?: string[];
+  /** More of the agent's environment (OTEL_EXPORTER_OTLP_ENDPOINT). */
+  env?: Record<string, string>;
 }): Promise<K8sAgentProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
@@ -37,7 +39,7 @@ export async function startK8sAgent(options: {
     ],
     {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CONTROL_PLANE_AGENT_TOKEN: options.token },
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CONTROL_PLANE_AGENT_TOKEN: options.token, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

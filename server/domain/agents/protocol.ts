@@ -18,6 +18,7 @@ import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '.
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import { TokenRefused } from '../../github/installation-tokens.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
+import { machineAuditEntry, withAuditEntry } from '../../lib/request-scope.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, ListenerRecord, RevisionRecord, RevisionWork, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
@@ -179,12 +180,30 @@ export class AgentProtocol {
       if (before && isTerminal(before.status)) await this.#endClaim(claimId);
       throw new Conflict(`Revision ${claim.revision_id} is ${before?.status ?? 'gone'}, not ${body.from}; stop this work.`);
     }
-    const moved = await pipeline.transition({
-      revisionId: claim.revision_id,
-      from: [body.from],
-      to: body.to,
-      statusMessage: body.status_message == null ? null : sanitiseReportedText(body.status_message),
-    });
+    const workspace = await store.getWorkspace(before.tenant_id);
+    const change = () =>
+      pipeline.transition({
+        revisionId: claim.revision_id!,
+        from: [body.from],
+        to: body.to,
+        statusMessage: body.status_message == null ? null : sanitiseReportedText(body.status_message),
+      });
+    // Audited as the listener's agent, in the transaction of the stage change (none when it lost the compare-and-set).
+    const moved = workspace
+      ? await withAuditEntry(
+          machineAuditEntry({
+            actor: { kind: 'agent', id: agent.listenerId },
+            organizationId: workspace.organization_id,
+            workspaceId: before.tenant_id,
+            action: 'transition',
+            resourceType: 'revision',
+            resourceId: before.id,
+            fields: body.status_message == null ? ['status'] : ['status', 'status_message'],
+            now: clock.now(),
+          }),
+          change,
+        )
+      : await change();
     if (!moved) {
       const current = await store.getRevisionById(claim.revision_id);
       if (current && isTerminal(current.status)) await this.#endClaim(claimId);
@@ -460,6 +479,7 @@ function workRevision(revision: RevisionWork, deployment: DeploymentRecord, sour
     source: sourceOf(revision, deployment, sourceUrl),
     secrets: revision.secrets.map((s) => ({ name: s.name, value: s.value })),
     resource_spec: revision.resource_spec,
+    traceparent: revision.traceparent,
   };
 }
 

@@ -1,3 +1,4 @@
+import { machineAuditEntry, requestScope, withAuditEntry } from '../../lib/request-scope.ts';
 import type { Store } from '../../store/types.ts';
 import type { DeliveryResultLine, WebhookStore } from '../../store/webhooks.ts';
 import type { Deployments } from '../deployments.ts';
@@ -44,7 +45,25 @@ export class CheckRunRerun {
       integration_id: integration.id,
     };
     try {
-      const redeployed = await deployments.redeploy(deployment.tenant_id, deployment.id, revision.id);
+      const redeploy = () => deployments.redeploy(deployment.tenant_id, deployment.id, revision.id);
+      const actor = requestScope()?.actor;
+      const workspace = actor ? await store.getWorkspace(deployment.tenant_id) : null;
+      // Audited as the delivery's, in the redeploy's transaction, as an API key's redeploy is.
+      const redeployed =
+        actor && workspace
+          ? await withAuditEntry(
+              machineAuditEntry({
+                actor,
+                organizationId: workspace.organization_id,
+                workspaceId: deployment.tenant_id,
+                action: 'redeploy',
+                resourceType: 'revision',
+                resourceId: revision.id,
+                now: new Date().toISOString(),
+              }),
+              redeploy,
+            )
+          : await redeploy();
       return {
         outcome: 'applied',
         reason: null,

@@ -1,9 +1,11 @@
+import { runInRequestScope } from '../../lib/request-scope.ts';
 import type { Logger } from '../../logger.ts';
 import type { WorkLease } from '../../store/types.ts';
 import type { PendingDelivery, WebhookStore } from '../../store/webhooks.ts';
+import type { Tracing } from '../../tracing.ts';
 import type { Clock } from '../clock.ts';
 import { leaseFromNow } from '../work-lease.ts';
-import type { DeliveryProcessor } from './process-delivery.ts';
+import type { DeliveryProcessor, ProcessOutcome } from './process-delivery.ts';
 
 /** GitHub redelivers for up to 3 days with the same delivery id; a week of history covers it. */
 export const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
@@ -24,6 +26,8 @@ export type DeliveryWorkerDeps = {
   leaseMs: number;
   /** Told of each delivery processed or failed (the metrics). */
   observer?: { webhookDelivery(event: string, outcome: string): void };
+  /** A span per delivery processed, when tracing is on: the parent of the spans of what it made. */
+  tracing?: Pick<Tracing, 'inSpan'>;
 };
 
 /**
@@ -132,11 +136,25 @@ export class DeliveryWorker {
     this.#scheduleDue();
   }
 
+  /**
+   * Processes one delivery as the work of its own: its log lines carry the delivery id as their
+   * request id, what it changes is audited as the delivery's, and with tracing on it is a span.
+   */
+  #processInScope(delivery: PendingDelivery): Promise<ProcessOutcome> {
+    const { processor, tracing } = this.#deps;
+    const scope = { requestId: delivery.delivery_id, actor: { kind: 'github_delivery' as const, id: delivery.delivery_id } };
+    const process = (traceparent?: string) =>
+      runInRequestScope({ ...scope, traceparent }, () => processor.process(delivery.event, JSON.parse(delivery.payload) as unknown, delivery.workspace_id));
+    if (!tracing) return process();
+    const attributes = { 'acp.webhook.event': delivery.event, 'acp.webhook.delivery_id': delivery.delivery_id };
+    return tracing.inSpan(`webhook ${delivery.event}`, { kind: 'consumer', attributes }, (span) => process(span.traceparent));
+  }
+
   /** Processes one delivery; true when it is still pending (the attempt failed and is to be retried). */
   async #processOne(delivery: PendingDelivery): Promise<boolean> {
-    const { webhookStore, processor, clock, log } = this.#deps;
+    const { webhookStore, clock, log } = this.#deps;
     try {
-      const outcome = await processor.process(delivery.event, JSON.parse(delivery.payload) as unknown, delivery.workspace_id);
+      const outcome = await this.#processInScope(delivery);
       await webhookStore.completeDelivery(delivery.delivery_id, { ...outcome, now: clock.now() });
       this.#deps.observer?.webhookDelivery(delivery.event, outcome.outcome);
       log.info('webhooks: delivery processed', {

@@ -1,4 +1,5 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
+import { requestScope } from '../../lib/request-scope.ts';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
 import type { Clock } from '../clock.ts';
@@ -167,19 +168,22 @@ export class DeliveryProcessor {
     let changed: IntegrationRecord[];
     let result: DeliveryResultLine['result'];
     let reason: string;
+    // Audited as the delivery's (the worker's scope names it), in each change's transaction.
+    const actor = requestScope()?.actor;
+    const audit = actor ? { actor, now: clock.now() } : undefined;
     switch (payload.action) {
       case 'deleted':
-        changed = await store.removeInstallation(installationId);
+        changed = await store.removeInstallation(installationId, audit);
         result = 'integration_removed';
         reason = `Installation ${installationId} was deleted on GitHub: the integration is removed and its deployments get no push builds.`;
         break;
       case 'suspend':
-        changed = await store.setInstallationSuspended(installationId, clock.now());
+        changed = await store.setInstallationSuspended(installationId, clock.now(), audit);
         result = 'integration_suspended';
         reason = `Installation ${installationId} was suspended on GitHub: its deployments get no push builds until it is unsuspended.`;
         break;
       case 'unsuspend':
-        changed = await store.setInstallationSuspended(installationId, null);
+        changed = await store.setInstallationSuspended(installationId, null, audit);
         result = 'integration_unsuspended';
         reason = `Installation ${installationId} was unsuspended on GitHub: push builds resume.`;
         break;

@@ -1,3 +1,4 @@
+import { requestScope } from '../../lib/request-scope.ts';
 import type { Logger } from '../../logger.ts';
 import type { PushRevisionResult, Store } from '../../store/types.ts';
 import type { Clock } from '../clock.ts';
@@ -18,7 +19,9 @@ export class PushBuilds {
   /** `headSeen`: `commitSha` is that branch's head, recorded for the reconciler with the revision (`Store.createPushRevision`). */
   async build(deploymentId: string, commitSha: string, via: 'webhook' | 'reconciler', headSeen?: { repoRef: string }): Promise<PushRevisionResult> {
     const { store, pipeline, clock, log } = this.#deps;
-    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now(), headSeen });
+    // Made by a GitHub delivery (the worker's scope names it): audited as its, in the revision's transaction.
+    const actor = requestScope()?.actor;
+    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now(), headSeen, actor });
     if (result.outcome === 'created') {
       log.info('push: revision created', { deployment_id: deploymentId, revision_id: result.revision.id, commit: commitSha, via });
       await pipeline.advance(deploymentId);

@@ -22,6 +22,7 @@ import consoleSessions from './020_console_sessions.ts';
 import auditEvents from './021_audit_events.ts';
 import eventSubscriptions from './022_event_subscriptions.ts';
 import githubCheckRuns from './023_github_check_runs.ts';
+import revisionTraceContext from './024_revision_trace_context.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -56,6 +57,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 21, name: 'audit_events', sql: auditEvents },
   { version: 22, name: 'event_subscriptions', sql: eventSubscriptions },
   { version: 23, name: 'github_check_runs', sql: githubCheckRuns },
+  { version: 24, name: 'revision_trace_context', sql: revisionTraceContext },
 ];
 
 /**

@@ -21,8 +21,8 @@ export function hotQueries(d: Dialect) {
      * process's lease is live at @runner_now, in the same write (see `NewDeployment.runner`); the
      * RETURNING tells which. Without @runner the lookup finds nothing and the revision names no one.
      */
-    insertRevision: `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, created_at, updated_at, runner_id)
-    VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @now, @now,
+    insertRevision: `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, traceparent, created_at, updated_at, runner_id)
+    VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @traceparent, @now, @now,
       (SELECT process_id FROM process_leases WHERE process_id = @runner AND lease_expires_at >= @runner_now${d.forKeyShare}))
     RETURNING runner_id`,
     /** A create's data-plane choice: the deployment's listener, else the workspace's default, in one read. */
