@@ -71,8 +71,12 @@ describe('PgDb', () => {
       });
     const results = await Promise.all([crossing('a', 'b', 'ab'), crossing('b', 'a', 'ba')]);
     expect(results.sort()).toEqual(['ab', 'ba']);
-    // One of the two was chosen as the deadlock victim and ran a second time.
-    expect(runs.ab + runs.ba).toBe(3);
+    // One of the two was chosen as the deadlock victim and ran again. Its second run may take the
+    // first row back before the survivor (row locks are not granted in queue order) and deadlock
+    // once more, so "again" can be twice on a busy machine: at least one rerun, at most the four
+    // attempts PgDb.tx allows each.
+    expect(runs.ab + runs.ba).toBeGreaterThanOrEqual(3);
+    expect(Math.max(runs.ab, runs.ba)).toBeLessThanOrEqual(4);
   });
 
   it('rolls back everything a failed transaction wrote', async () => {
