@@ -11,6 +11,7 @@ import {
   renameSync,
   rmSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
@@ -25,6 +26,8 @@ export const MAX_TARBALL_BYTES = 200 * 1024 * 1024;
 export const MAX_UNPACKED_BYTES = 2 * 1024 ** 3;
 /** Entries of one tarball at most: a few megabytes of gzip can name millions of empty files. */
 export const MAX_ENTRIES = 100_000;
+/** Files up to this size are unpacked in one write (the rest are streamed to disk). */
+const IN_ONE_WRITE_BYTES = 256 * 1024;
 
 /** The tarball cannot be used: an unsafe or unreadable entry, or a failed download. Ends the build. */
 export class TarballRefused extends Error {
@@ -171,6 +174,37 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
       return;
     }
     files += 1;
+    // Only permission bits, at most rwxr-xr-x: no setuid, setgid or world-writable files.
+    const mode = (header.mode ?? 0o644) & 0o755;
+    if ((header.size ?? 0) <= IN_ONE_WRITE_BYTES) {
+      // Most of a source tree: read whole, then written in one call. Three streams and three
+      // thread-pool round trips a file made a tarball of 100,000 small files take 65 s to unpack.
+      const chunks: Buffer[] = [];
+      let refused = false;
+      stream.on('data', (data: unknown) => {
+        const chunk = data as Buffer;
+        if (refused) return;
+        unpacked += chunk.length;
+        if (unpacked > maxUnpacked) {
+          refused = true;
+          fail(new TarballRefused(`the tarball unpacks to more than ${maxUnpacked} bytes`));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      stream.on('end', () => {
+        if (refused) return;
+        try {
+          writeFileSync(landsAt, Buffer.concat(chunks), { flag: 'wx', mode });
+        } catch (error) {
+          fail(error);
+          return;
+        }
+        written.add(landsAt);
+        next();
+      });
+      return;
+    }
     const counter = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         unpacked += chunk.length;
@@ -178,8 +212,6 @@ export async function unpackTarball(file: string, dir: string, options: { maxUnp
         else done(null, chunk);
       },
     });
-    // Only permission bits, at most rwxr-xr-x: no setuid, setgid or world-writable files.
-    const mode = (header.mode ?? 0o644) & 0o755;
     pipeline(stream, counter, createWriteStream(target, { flags: 'wx', mode })).then(() => {
       written.add(landsAt);
       next();

@@ -163,6 +163,28 @@ describe('unpacking an uploaded tarball', () => {
     const big = place(await tarball([{ name: 'big.bin', content: 'x'.repeat(100_000) }]));
     await expect(unpackTarball(big.file, big.dir, { maxUnpackedBytes: 50_000 })).rejects.toThrow(/more than 50000 bytes/);
   });
+
+  it('unpacks small files in one write and large ones streamed, each whole, with the cap over both', async () => {
+    const small = 'y'.repeat(1000);
+    const large = Buffer.alloc(600_000, 7).toString('latin1');
+    const both = place(
+      await tarball([
+        { name: 'a/small.txt', content: small },
+        { name: 'a/large.bin', content: large },
+      ]),
+    );
+    expect(await unpackTarball(both.file, both.dir)).toEqual({ files: 2 });
+    expect(readFileSync(join(both.dir, 'a/small.txt'), 'utf8')).toBe(small);
+    expect(readFileSync(join(both.dir, 'a/large.bin'))).toEqual(Buffer.from(large, 'latin1'));
+    // The cap counts the small file's bytes too: the large one, streamed, passes it.
+    const capped = place(
+      await tarball([
+        { name: 'small.txt', content: small },
+        { name: 'large.bin', content: large },
+      ]),
+    );
+    await expect(unpackTarball(capped.file, capped.dir, { maxUnpackedBytes: 400_000 })).rejects.toThrow(/more than 400000 bytes/);
+  });
 });
 
 describe('downloading a tarball from the control plane', () => {
