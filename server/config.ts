@@ -273,6 +273,34 @@ export const Config = z
       .max(2 ** 40)
       .default(1024 * 1024)
       .describe('Bytes of log messages per second one agent token may append, sustained (bursts of twice this).'),
+    RUNTIME_LOG_LINES_PER_SECOND: z.coerce
+      .number()
+      .min(0.01)
+      .max(10_000_000)
+      .default(50)
+      .describe(
+        "Runtime log lines (what a live revision's server prints after `DEPLOYED`) per second one deployment may store, sustained; past it, lines are counted as dropped (one line says how many). The revision's whole log is still capped by `LOG_REVISION_MAX_LINES`.",
+      ),
+    RUNTIME_LOG_BURST: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(10_000_000)
+      .default(500)
+      .describe('Runtime log lines one deployment may store at once before its rate applies.'),
+    RUNTIME_LOG_TOKEN_LINES_PER_SECOND: z.coerce
+      .number()
+      .min(0.01)
+      .max(10_000_000)
+      .default(200)
+      .describe('Runtime log lines per second all deployments of one agent token may store together, sustained.'),
+    RUNTIME_LOG_TOKEN_BURST: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(10_000_000)
+      .default(2000)
+      .describe('Runtime log lines all deployments of one agent token may store at once before their rate applies.'),
     GITHUB_APP_ID: optional
       .pipe(z.string().regex(/^\d+$/, "GITHUB_APP_ID is the App's numeric id").optional())
       .describe(

@@ -3,6 +3,7 @@ import { AgentDataPlane } from './dataplane/listener-agent.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
+import { RuntimeLogLimits, type RuntimeLogLimitsConfig } from './domain/agents/runtime-log-limits.ts';
 import type { Clock } from './domain/clock.ts';
 import { LogCaps } from './domain/log-caps.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
@@ -25,7 +26,8 @@ export function createListenerAgents(deps: {
   coordination: Coordination;
   clock: Clock;
   log: Logger;
-  config: Pick<Config, 'AGENT_LEASE_MS' | 'LOG_REVISION_MAX_LINES' | 'LOG_REVISION_MAX_BYTES' | 'LOG_TOKEN_LINES_PER_SECOND' | 'LOG_TOKEN_BYTES_PER_SECOND'>;
+  config: Pick<Config, 'AGENT_LEASE_MS' | 'LOG_REVISION_MAX_LINES' | 'LOG_REVISION_MAX_BYTES' | 'LOG_TOKEN_LINES_PER_SECOND' | 'LOG_TOKEN_BYTES_PER_SECOND'> &
+    RuntimeLogLimitsConfig;
 }) {
   const { agents } = deps;
   // Keyed by listener id: a claim long-poll waits on its listener, new work wakes it, in any process
@@ -53,6 +55,7 @@ export function createListenerAgents(deps: {
         leaseMs: deps.config.AGENT_LEASE_MS,
         uploads: services.uploads,
         logCaps,
+        runtimeLogLimits: new RuntimeLogLimits(deps.config),
         repoAccess: options.repoAccess,
       });
       // A revoke ends the token's polls and claims here, then in every other process before it

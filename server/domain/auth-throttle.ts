@@ -1,3 +1,4 @@
+import { TokenBucket, type TokenRate } from '../lib/token-bucket.ts';
 import { TooManyRequests } from './errors.ts';
 
 export type AuthThrottleOptions = {
@@ -22,7 +23,7 @@ const EVICTION_SCAN = 32;
  */
 const REORDER_AFTER_MS = 1_000;
 
-type Bucket = { tokens: number; at: number; goodKeys: string[]; placedAt: number };
+type Bucket = { tokens: TokenBucket; goodKeys: string[]; placedAt: number };
 
 /**
  * Slows down API-key guessing: a token bucket of failed attempts per client address (IPv6 per /64,
@@ -36,8 +37,7 @@ type Bucket = { tokens: number; at: number; goodKeys: string[]; placedAt: number
  * together than the table can hold.
  */
 export class AuthThrottle {
-  readonly #burst: number;
-  readonly #perMs: number;
+  readonly #rate: TokenRate;
   readonly #max: number;
   readonly #now: () => number;
   /** In order of last use to the second (re-inserted on use, see REORDER_AFTER_MS), so the first entries are the stalest. */
@@ -45,28 +45,26 @@ export class AuthThrottle {
   readonly #overflow: Bucket;
 
   constructor(options: AuthThrottleOptions) {
-    this.#burst = options.burst;
-    this.#perMs = options.perMinute / 60_000;
+    this.#rate = { burst: options.burst, perSecond: options.perMinute / 60 };
     this.#max = options.maxAddresses;
     this.#now = options.now ?? (() => performance.now());
-    this.#overflow = { tokens: this.#burst, at: this.#now(), goodKeys: [], placedAt: this.#now() };
+    this.#overflow = this.#newBucket(this.#now());
   }
 
   /** Throws `TooManyRequests` when `address` may not try a key now; `keyHash` is the hash of the key it sends. */
   admit(address: string | undefined, keyHash: string): void {
     if (address === undefined) return;
     const bucket = this.#buckets.get(groupOf(address)) ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
-    if (!bucket || this.#refill(bucket) >= 1 || bucket.goodKeys.includes(keyHash)) return;
-    const seconds = Math.max(1, Math.ceil((1 - bucket.tokens) / this.#perMs / 1000));
+    const now = this.#now();
+    if (!bucket || bucket.tokens.available(now) >= 1 || bucket.goodKeys.includes(keyHash)) return;
+    const seconds = Math.max(1, Math.ceil(bucket.tokens.secondsUntil(1, now)));
     throw new TooManyRequests(`Too many failed authentication attempts from this address; try again in ${seconds} s.`, seconds);
   }
 
   /** A key sent from `address` was not accepted. */
   failed(address: string | undefined): void {
     if (address === undefined) return;
-    const bucket = this.#bucketFor(groupOf(address), false);
-    this.#refill(bucket);
-    bucket.tokens = Math.max(0, bucket.tokens - 1);
+    this.#bucketFor(groupOf(address), false).tokens.take(1, this.#now());
   }
 
   /** A key sent from `address` was accepted: it passes this address's throttle from now on. */
@@ -83,11 +81,8 @@ export class AuthThrottle {
     return this.#buckets.size;
   }
 
-  #refill(bucket: Bucket): number {
-    const now = this.#now();
-    bucket.tokens = Math.min(this.#burst, bucket.tokens + (now - bucket.at) * this.#perMs);
-    bucket.at = now;
-    return bucket.tokens;
+  #newBucket(now: number): Bucket {
+    return { tokens: new TokenBucket(this.#rate, now), goodKeys: [], placedAt: now };
   }
 
   /** The address's bucket, made when missing; `evictAny` lets a success push out even a busy bucket. */
@@ -103,15 +98,16 @@ export class AuthThrottle {
       return bucket;
     }
     if (this.#buckets.size >= this.#max && !this.#evictOne(evictAny)) return this.#overflow;
-    bucket = { tokens: this.#burst, at: now, goodKeys: [], placedAt: now };
+    bucket = this.#newBucket(now);
     this.#buckets.set(group, bucket);
     return bucket;
   }
 
   #evictOne(evictAny: boolean): boolean {
     let scanned = 0;
+    const now = this.#now();
     for (const [group, bucket] of this.#buckets) {
-      if (this.#refill(bucket) >= this.#burst || evictAny) {
+      if (evictAny || bucket.tokens.isFull(now)) {
         this.#buckets.delete(group);
         return true;
       }

@@ -1,3 +1,4 @@
+import { TokenBucket } from '../lib/token-bucket.ts';
 import type { RevisionLogCap } from '../store/types.ts';
 import { TooManyRequests } from './errors.ts';
 
@@ -13,8 +14,8 @@ export function truncationMarker(dropped: number): string {
   return `log truncated: ${dropped} lines dropped`;
 }
 
-/** Buckets idle this long are full again and forgotten, so the map holds only tokens writing now. */
-const IDLE_FORGET_MS = 10_000;
+/** Buckets remembered before the full ones (the same as none) are forgotten. */
+const FORGET_FULL_PAST = 1000;
 
 /**
  * The limits on what an agent may write to the log (docs/decisions/log-caps.md): a cap per
@@ -26,7 +27,7 @@ const IDLE_FORGET_MS = 10_000;
 export class LogCaps {
   readonly revision: RevisionLogCap;
   readonly #config: LogCapsConfig;
-  readonly #buckets = new Map<string, { lines: number; bytes: number; at: number }>();
+  readonly #buckets = new Map<string, { lines: TokenBucket; bytes: TokenBucket }>();
 
   constructor(config: LogCapsConfig) {
     this.#config = config;
@@ -40,27 +41,28 @@ export class LogCaps {
    */
   admit(tokenId: string, lines: number, bytes: number, nowMs: number = Date.now()): void {
     const { tokenLinesPerSecond: lineRate, tokenBytesPerSecond: byteRate } = this.#config;
-    const burstLines = 2 * lineRate;
-    const burstBytes = 2 * byteRate;
-    const bucket = this.#buckets.get(tokenId) ?? { lines: burstLines, bytes: burstBytes, at: nowMs };
-    const elapsed = Math.max(0, nowMs - bucket.at) / 1000;
-    const haveLines = Math.min(burstLines, bucket.lines + elapsed * lineRate);
-    const haveBytes = Math.min(burstBytes, bucket.bytes + elapsed * byteRate);
-    const needLines = Math.min(lines, burstLines);
-    const needBytes = Math.min(bytes, burstBytes);
-    if (haveLines < needLines || haveBytes < needBytes) {
-      const wait = Math.max((needLines - haveLines) / lineRate, (needBytes - haveBytes) / byteRate);
-      this.#buckets.set(tokenId, { lines: haveLines, bytes: haveBytes, at: nowMs });
+    let bucket = this.#buckets.get(tokenId);
+    if (!bucket) {
+      bucket = {
+        lines: new TokenBucket({ perSecond: lineRate, burst: 2 * lineRate }, nowMs),
+        bytes: new TokenBucket({ perSecond: byteRate, burst: 2 * byteRate }, nowMs),
+      };
+      this.#buckets.set(tokenId, bucket);
+    }
+    const needLines = Math.min(lines, bucket.lines.burst);
+    const needBytes = Math.min(bytes, bucket.bytes.burst);
+    const wait = Math.max(bucket.lines.secondsUntil(needLines, nowMs), bucket.bytes.secondsUntil(needBytes, nowMs));
+    if (wait > 0)
       throw new TooManyRequests(
         `This agent token writes log lines faster than ${lineRate} lines or ${byteRate} bytes a second (LOG_TOKEN_LINES_PER_SECOND, LOG_TOKEN_BYTES_PER_SECOND); retry after the Retry-After seconds.`,
         Math.max(1, Math.ceil(wait)),
       );
-    }
-    this.#buckets.set(tokenId, { lines: haveLines - needLines, bytes: haveBytes - needBytes, at: nowMs });
-    if (this.#buckets.size > 1000) this.#forgetIdle(nowMs);
+    bucket.lines.take(needLines, nowMs);
+    bucket.bytes.take(needBytes, nowMs);
+    if (this.#buckets.size > FORGET_FULL_PAST) this.#forgetFull(nowMs);
   }
 
-  #forgetIdle(nowMs: number): void {
-    for (const [tokenId, bucket] of this.#buckets) if (nowMs - bucket.at > IDLE_FORGET_MS) this.#buckets.delete(tokenId);
+  #forgetFull(nowMs: number): void {
+    for (const [tokenId, bucket] of this.#buckets) if (bucket.lines.isFull(nowMs) && bucket.bytes.isFull(nowMs)) this.#buckets.delete(tokenId);
   }
 }

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { splitLines } from '../../agent/processes.ts';
-import { RuntimeLogLimits } from '../../server/domain/agents/runtime-log-limits.ts';
 import { dnsSafeName } from '../../shared/dns-safe-name.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import type { ServerProcess } from '../helpers/server-process.ts';
@@ -139,26 +138,5 @@ describe('bounds on output lines and runtime logs', () => {
     stream.end();
     await new Promise((r) => setImmediate(r));
     expect(lines).toEqual(['short', 'abcdefghij… [line cut by the agent: 27 more characters]', 'last']);
-  });
-
-  it('admits a deployment its burst then its rate, shares a token budget, and caps a revision', () => {
-    let now = 0;
-    const limits = new RuntimeLogLimits(
-      { perDeploymentPerSecond: 10, deploymentBurst: 20, perTokenPerSecond: 15, tokenBurst: 30, maxLinesPerRevision: 50 },
-      () => now,
-    );
-    const admit = (deploymentId: string, revisionId: string, wanted: number) => limits.admit({ deploymentId, revisionId, tokenId: 't', wanted });
-    expect(admit('a', 'ra', 100)).toBe(20);
-    expect(admit('a', 'ra', 100)).toBe(0);
-    expect(admit('b', 'rb', 100)).toBe(10);
-    now += 1000;
-    expect(admit('a', 'ra', 100)).toBe(10);
-    now += 100_000;
-    expect(admit('a', 'ra', 100)).toBe(20);
-    expect(admit('a', 'ra', 100)).toBe(0);
-    now += 100_000;
-    // 50 stored for ra in all: the cap.
-    expect(admit('a', 'ra', 100)).toBe(0);
-    expect(admit('a', 'ra2', 5)).toBe(5);
   });
 });

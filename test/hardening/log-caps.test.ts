@@ -50,9 +50,15 @@ async function agentOnNewDeployment(env: Record<string, string>) {
         body: JSON.stringify({ lines: messages.map((message) => ({ type: 'deploy', message })) }),
       }),
     );
+  // Once DEPLOYED, what the revision's server prints arrives through the runtime-logs route.
+  const deployed = () => agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'DEPLOYING', to: 'DEPLOYED' });
+  const appendRuntime = (messages: string[]) =>
+    agentCall(t.app, listener.body.id, token, `/revisions/${created.body.latest_revision_id}/runtime-logs`, {
+      lines: messages.map((message) => ({ message })),
+    });
   const fail = () =>
     agentCall(t.app, listener.body.id, token, `${claimPath}/transition`, { from: 'DEPLOYING', to: 'DEPLOY_FAILED', status_message: 'the server exited' });
-  return { t, listenerId: listener.body.id as string, token, append, appendRaw, stored, storedBytes, fail };
+  return { t, listenerId: listener.body.id as string, token, append, appendRaw, stored, storedBytes, deployed, appendRuntime, fail };
 }
 
 const FAST = { LOG_TOKEN_LINES_PER_SECOND: '1000000', LOG_TOKEN_BYTES_PER_SECOND: String(1024 ** 3) };
@@ -78,6 +84,21 @@ describe(`log caps (${testBackendKind()})`, () => {
     expect(lines.length).toBe(5);
     expect(lines.slice(0, 4).every((line) => line.length === 1000)).toBe(true);
     expect(lines[4]).toBe('log truncated: 7 lines dropped');
+  });
+
+  it('caps a live revision’s runtime lines with the same store cap as its build and deploy lines (the runtime rate aside)', async () => {
+    const agent = await agentOnNewDeployment({ ...FAST, LOG_REVISION_MAX_LINES: '30', RUNTIME_LOG_BURST: '10000', RUNTIME_LOG_TOKEN_BURST: '10000' });
+    expect((await agent.append(Array.from({ length: 10 }, (_, i) => `deploy ${i}`))).status).toBe(204);
+    expect((await agent.deployed()).status).toBe(200);
+    const first = await agent.appendRuntime(Array.from({ length: 15 }, (_, i) => `runtime ${i}`));
+    expect(first.body).toEqual({ stored: 15, dropped: 0 });
+    const second = await agent.appendRuntime(Array.from({ length: 15 }, (_, i) => `runtime ${15 + i}`));
+    expect(second.status).toBe(200);
+    expect(second.body.dropped).toBeGreaterThanOrEqual(10);
+    expect((await agent.appendRuntime(['one more'])).status).toBe(200);
+    const lines = await agent.stored();
+    expect(lines.slice(0, 30)).toEqual([...Array.from({ length: 10 }, (_, i) => `deploy ${i}`), ...Array.from({ length: 20 }, (_, i) => `runtime ${i}`)]);
+    expect(lines.slice(30)).toEqual(['log truncated: 11 lines dropped']);
   });
 
   it('answers 429 with Retry-After to a token past its rate, storing nothing of that request; another token is not slowed', async () => {

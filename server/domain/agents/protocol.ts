@@ -30,7 +30,7 @@ import type { Pipeline } from '../pipeline.ts';
 import type { RevisionWatch } from '../revision-watch.ts';
 import type { Uploads } from '../uploads.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
-import { RuntimeLogLimits } from './runtime-log-limits.ts';
+import type { RuntimeLogLimits } from './runtime-log-limits.ts';
 import { TokenSessions } from './token-sessions.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
@@ -64,8 +64,8 @@ export type AgentProtocolDeps = {
   logCaps: LogCaps;
   /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
   repoAccess?: RepoAccess;
-  /** How many runtime log lines are stored (per deployment, per agent token, per revision). */
-  runtimeLogLimits?: RuntimeLogLimits;
+  /** How fast runtime log lines are stored (per deployment, per agent token); the revision's cap is `logCaps`. */
+  runtimeLogLimits: RuntimeLogLimits;
 };
 
 /**
@@ -76,11 +76,9 @@ export type AgentProtocolDeps = {
 export class AgentProtocol {
   readonly #deps: AgentProtocolDeps;
   readonly #sessions = new TokenSessions();
-  readonly #runtimeLogLimits: RuntimeLogLimits;
 
   constructor(deps: AgentProtocolDeps) {
     this.#deps = deps;
-    this.#runtimeLogLimits = deps.runtimeLogLimits ?? new RuntimeLogLimits();
   }
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
@@ -251,7 +249,7 @@ export class AgentProtocol {
     const live = (await agents.liveDeployments(agent.listenerId)).find((l) => l.revisionId === revisionId);
     if (!live) throw new NotFound(`Revision ${revisionId} is not live on this listener.`);
     const wanted = body.lines.length + (body.dropped > 0 ? 1 : 0);
-    const admitted = this.#runtimeLogLimits.admit({ deploymentId: live.deploymentId, revisionId, tokenId: agent.tokenId, wanted });
+    const admitted = this.#deps.runtimeLogLimits.admit({ deploymentId: live.deploymentId, tokenId: agent.tokenId, wanted, nowMs: Date.parse(clock.now()) });
     let keep = Math.min(admitted, body.lines.length);
     let dropped = body.dropped + body.lines.length - keep;
     // The line that says lines were dropped takes the last place admitted, so it is never lost itself.
