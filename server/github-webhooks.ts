@@ -12,6 +12,7 @@ import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts'
 import { type BranchHeadReader, lsRemoteBranchHead } from './git/ls-remote.ts';
 import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
+import { PollLoop } from './lib/poll-loop.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
 import type { GithubStore } from './store/github.ts';
@@ -131,21 +132,15 @@ export function createGithubWebhooks(deps: {
 
 /** Runs the preview sweep every `sweepMs` in the process that leads it. */
 function previewSweeper(previews: Previews | undefined, settings: { sweepMs: number; lead?: () => Promise<boolean> } | undefined, log: Services['log']) {
-  let timer: NodeJS.Timeout | undefined;
-  return {
-    start() {
-      if (!previews || !settings) return;
-      timer = setInterval(() => {
-        void (async () => {
-          if (settings.lead && !(await settings.lead())) return;
-          const removed = await previews.sweep();
-          if (removed > 0) log.info('previews: swept previews', { removed });
-        })().catch((error: unknown) => log.warn('previews: the sweep failed; it runs again later', { error: String(error) }));
-      }, settings.sweepMs);
-      timer.unref();
+  if (!previews || !settings) return { start() {}, stop() {} };
+  return new PollLoop({
+    pass: async () => {
+      const removed = await previews.sweep();
+      if (removed > 0) log.info('previews: swept previews', { removed });
     },
-    stop() {
-      clearInterval(timer);
-    },
-  };
+    intervalMs: settings.sweepMs,
+    firstDelayMs: settings.sweepMs,
+    lead: settings.lead,
+    onError: (error) => log.warn('previews: the sweep failed; it runs again later', { error: String(error) }),
+  });
 }

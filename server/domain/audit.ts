@@ -1,3 +1,4 @@
+import { PollLoop } from '../lib/poll-loop.ts';
 import type { AuditEntry } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { AuditQuery, AuditStore } from '../store/audit.ts';
@@ -37,15 +38,23 @@ export class AuditLog {
   readonly #clock: Clock;
   readonly #log: Logger;
   readonly #retentionDays: number;
-  readonly #lead: () => Promise<boolean>;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #sweep: PollLoop;
 
   constructor(deps: { store: AuditStore; clock: Clock; log: Logger; retentionDays: number; lead: () => Promise<boolean> }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#log = deps.log;
     this.#retentionDays = deps.retentionDays;
-    this.#lead = deps.lead;
+    // Entries older than the retention are forgotten once an hour, in one process of those sharing the database.
+    this.#sweep = new PollLoop({
+      pass: async () => {
+        const removed = await this.purge();
+        if (removed > 0) this.#log.info('audit: removed entries past the retention', { removed, retention_days: this.#retentionDays });
+      },
+      intervalMs: HOUR_MS,
+      lead: deps.lead,
+      onError: (error) => this.#log.warn('audit: the retention sweep failed; it runs again in an hour', { error: String(error) }),
+    });
   }
 
   /** Writes an entry on its own (for what no transaction of a change carried). */
@@ -96,23 +105,13 @@ export class AuditLog {
     return { entries: entries.map(({ seq: _seq, ...entry }) => entry), next_cursor: more && last ? encodeCursor(last.seq) : null };
   }
 
-  /** Forgets entries older than the retention, once an hour, in one process of those sharing the database. */
+  /** Starts forgetting entries older than the retention (now, then hourly). */
   start(): void {
-    const sweep = () => {
-      this.#lead()
-        .then((leading) => (leading ? this.purge() : 0))
-        .then(
-          (removed) => removed > 0 && this.#log.info('audit: removed entries past the retention', { removed, retention_days: this.#retentionDays }),
-          (error: unknown) => this.#log.warn('audit: the retention sweep failed; it runs again in an hour', { error: String(error) }),
-        );
-    };
-    sweep();
-    this.#timer = setInterval(sweep, HOUR_MS);
-    this.#timer.unref();
+    this.#sweep.start();
   }
 
   stop(): void {
-    clearInterval(this.#timer);
+    this.#sweep.stop();
   }
 
   /** Removes the entries older than the retention now; answers how many. */

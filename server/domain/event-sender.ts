@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import { PollLoop } from '../lib/poll-loop.ts';
+import { PolledWorker } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { EventDelivery, EventStore, EventSubscriptionRecord } from '../store/events.ts';
 import type { Clock } from './clock.ts';
@@ -54,31 +54,21 @@ function slackText(delivery: EventDelivery): string {
  * backoff for 24 hours. The `webhook-id` is the same on every attempt, so a receiver can drop a
  * repeat. Connections go to the address the outbound policy checked (DNS rebinding cannot swap it).
  */
-export class EventSender {
+export class EventSender extends PolledWorker {
   readonly #deps: EventSenderDeps;
-  readonly #loop: PollLoop;
 
   constructor(deps: EventSenderDeps) {
-    this.#deps = deps;
-    this.#loop = new PollLoop({
-      pass: () => this.#tick(),
+    super({
       intervalMs: deps.pollMs ?? 500,
+      lead: deps.lead,
       onError: (error) => deps.log.error('events: the outbox pass failed; it runs again', { error: String(error) }),
     });
+    this.#deps = deps;
   }
 
-  start(): void {
-    this.#loop.start();
-  }
-
-  stop(): void {
-    this.#loop.stop();
-  }
-
-  async #tick(): Promise<void> {
-    if (this.#deps.lead && !(await this.#deps.lead())) return;
+  protected async pass(): Promise<void> {
     for (;;) {
-      if (this.#loop.stopped) return;
+      if (this.stopped) return;
       const due = await this.#deps.store.due(this.#deps.clock.now(), BATCH);
       // Different (subscription, deployment) pairs go out side by side; each pair's own order is kept by `due`.
       const delivered = await Promise.all(due.map((delivery) => this.#send(delivery)));

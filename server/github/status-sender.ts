@@ -1,6 +1,6 @@
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../domain/clock.ts';
-import { PollLoop } from '../lib/poll-loop.ts';
+import { PolledWorker } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
@@ -78,38 +78,28 @@ class WaitsItsTurn extends Error {
  * with backoff (waiting out `Retry-After` / `x-ratelimit-reset`); a 422 "maximum number of
  * statuses" is logged and dropped.
  */
-export class GithubStatusSender {
+export class GithubStatusSender extends PolledWorker {
   readonly #deps: StatusSenderDeps;
-  readonly #loop: PollLoop;
   #draining: Promise<number> | null = null;
   #prunedAt = 0;
 
   constructor(deps: StatusSenderDeps) {
-    this.#deps = deps;
-    this.#loop = new PollLoop({
-      pass: () => this.#tick(),
+    super({
       intervalMs: deps.pollMs ?? 500,
+      lead: deps.lead,
       onError: (error) => deps.log.error('github: the status outbox pass failed; it runs again', { error: String(error) }),
     });
+    this.#deps = deps;
   }
 
-  start(): void {
-    this.#loop.start();
-  }
-
-  stop(): void {
-    this.#loop.stop();
-  }
-
-  async #tick(): Promise<void> {
-    if (this.#deps.lead && !(await this.#deps.lead())) return;
+  protected async pass(): Promise<void> {
     const now = Date.parse(this.#deps.clock.now());
     if (now - this.#prunedAt > PRUNE_EVERY_MS) {
       this.#prunedAt = now;
       await this.#deps.github.prune(new Date(now - KEEP_SENT_MS).toISOString(), new Date(now).toISOString());
     }
     // Drained until nothing is due, so a burst is sent at the pace rather than a batch per poll.
-    while (!this.#loop.stopped && (await this.drain()) > 0);
+    while (!this.stopped && (await this.drain()) > 0);
   }
 
   /** One pass over the due events; answers how many it finished. */
@@ -122,7 +112,7 @@ export class GithubStatusSender {
     const { github, clock } = this.#deps;
     let finished = 0;
     for (const event of await github.dueEvents(clock.now(), BATCH)) {
-      if (this.#loop.stopped) break;
+      if (this.stopped) break;
       if (await this.#process(event)) finished += 1;
     }
     return finished;
@@ -460,7 +450,7 @@ export class GithubStatusSender {
     const { pace, clock } = this.#deps;
     for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
       if (mode === 'outbox') throw new WaitsItsTurn(Date.parse(clock.now()) + wait);
-      if (this.#loop.stopped) throw new TryLater('stopping', null);
+      if (this.stopped) throw new TryLater('stopping', null);
       await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
     }
   }

@@ -1,19 +1,26 @@
+export type PollLoopOptions = {
+  pass: () => Promise<void>;
+  intervalMs: number;
+  onError: (error: unknown) => void;
+  /** Whether this process runs the pass now (one process at a time on one database); absent: always. */
+  lead?: () => Promise<boolean>;
+  /** When the first pass runs after `start` (at once by default). */
+  firstDelayMs?: number;
+};
+
 /**
  * A pass run again and again, `intervalMs` after the previous one ended (never two at once),
- * until stopped: the shape of every outbox sender. A failed pass is reported and the loop goes on.
- * Its timer never keeps the process alive.
+ * until stopped: the shape of every outbox sender and sweeper. A pass runs only in the process
+ * that leads it; a failed pass is reported and the loop goes on. Its timer never keeps the process
+ * alive.
  */
 export class PollLoop {
-  readonly #pass: () => Promise<void>;
-  readonly #intervalMs: number;
-  readonly #onError: (error: unknown) => void;
+  readonly #options: PollLoopOptions;
   #timer: NodeJS.Timeout | null = null;
   #stopped = true;
 
-  constructor(options: { pass: () => Promise<void>; intervalMs: number; onError: (error: unknown) => void }) {
-    this.#pass = options.pass;
-    this.#intervalMs = options.intervalMs;
-    this.#onError = options.onError;
+  constructor(options: PollLoopOptions) {
+    this.#options = options;
   }
 
   /** Whether `stop` was called (or `start` never was): a pass in progress checks it to end early. */
@@ -23,7 +30,7 @@ export class PollLoop {
 
   start(): void {
     this.#stopped = false;
-    this.#schedule(0);
+    this.#schedule(this.#options.firstDelayMs ?? 0);
   }
 
   stop(): void {
@@ -31,13 +38,47 @@ export class PollLoop {
     if (this.#timer) clearTimeout(this.#timer);
   }
 
+  async #leadAndPass(): Promise<void> {
+    const { lead, pass } = this.#options;
+    if (lead && !(await lead())) return;
+    await pass();
+  }
+
   #schedule(delayMs: number): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
-      this.#pass()
-        .catch(this.#onError)
-        .finally(() => this.#schedule(this.#intervalMs));
+      this.#leadAndPass()
+        .catch(this.#options.onError)
+        .finally(() => this.#schedule(this.#options.intervalMs));
     }, delayMs);
     this.#timer.unref();
   }
+}
+
+/**
+ * A worker whose pass runs on a `PollLoop`: a sender of an outbox is a pass over what is due, and
+ * this is its start, stop and leading, written once.
+ */
+export abstract class PolledWorker {
+  readonly #loop: PollLoop;
+
+  constructor(options: Omit<PollLoopOptions, 'pass'>) {
+    this.#loop = new PollLoop({ ...options, pass: () => this.pass() });
+  }
+
+  start(): void {
+    this.#loop.start();
+  }
+
+  stop(): void {
+    this.#loop.stop();
+  }
+
+  /** Whether the worker was stopped: a pass in progress ends early. */
+  protected get stopped(): boolean {
+    return this.#loop.stopped;
+  }
+
+  /** One pass over what is due, in the process that leads. */
+  protected abstract pass(): Promise<void>;
 }
