@@ -4,6 +4,7 @@ import { findCgroups, LimitsUnavailable } from './cgroups.ts';
 import { connectionOptions, numberOption } from './cli-options.ts';
 import { type AgentLimits, LIMITS_NONE_WARNING } from './limits.ts';
 import { LocalAgent } from './local-agent.ts';
+import { runUntilSignal } from './run-until-signal.ts';
 import { findBwrap, NONE_WARNING, SandboxUnavailable } from './sandbox.ts';
 import { badCidr, type EgressPolicy, findPasta } from './sandbox-network.ts';
 import { type SandboxUser, SandboxUserUnavailable, sandboxUser } from './sandbox-user.ts';
@@ -193,38 +194,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     print: (line) => process.stdout.write(`${line}\n`),
     tracing,
   });
-  // Installed before `start()`: restoring the live revisions' servers can take the start timeout
-  // per deployment, and a signal meanwhile must still stop the servers already started (each in a
-  // process group of its own, which the default signal action would leave running on their ports).
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) {
-        // A second signal: exit now; the exit hook of processes.ts kills the process groups left.
-        process.stderr.write(`agent: ${signal} again, exiting without waiting\n`);
-        process.exit(1);
-      }
-      stopping = true;
-      process.stderr.write(`agent: ${signal}: stopping\n`);
-      agent
-        .stop({ leaveServing: signal === 'SIGTERM' })
-        // The last spans (the deploy just finished) are sent before the process goes.
-        .then(() => tracing.shutdown().catch(() => undefined))
-        .then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-    });
-  }
-  try {
-    await agent.start();
-  } catch (error) {
-    // Stopped by a signal while starting: the handler above finishes the stop and exits.
-    if (stopping) return;
-    process.stderr.write(`agent: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
-    await agent.stop().catch(() => undefined);
-    process.exit(1);
-  }
+  // SIGTERM (a restart, an upgrade) leaves the servers serving for the agent that comes next; SIGINT stops them.
+  await runUntilSignal({ start: () => agent.start(), stop: (signal) => agent.stop({ leaveServing: signal === 'SIGTERM' }) }, tracing);
 }
 
 /** `--compute k8s` / `--compute=k8s` picks the agent; `local` when absent. */

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { connectionOptions, numberOption } from '../cli-options.ts';
+import { runUntilSignal } from '../run-until-signal.ts';
 import { tracingOrExit } from '../tracing.ts';
 import { Cluster, loadKubeConfig } from './cluster.ts';
 import { K8sAgent } from './k8s-agent.ts';
@@ -74,27 +75,5 @@ export async function runK8sAgent(argv: string[], env: NodeJS.ProcessEnv): Promi
     print: (line) => process.stdout.write(`${line}\n`),
     tracing,
   });
-  let stopping = false;
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => {
-      if (stopping) process.exit(1);
-      stopping = true;
-      process.stderr.write(`agent: ${signal}: stopping\n`);
-      agent
-        .stop()
-        .then(() => tracing.shutdown().catch(() => undefined))
-        .then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-    });
-  }
-  try {
-    await agent.start();
-  } catch (error) {
-    if (stopping) return;
-    process.stderr.write(`agent: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
-    await agent.stop().catch(() => undefined);
-    process.exit(1);
-  }
+  await runUntilSignal({ start: () => agent.start(), stop: () => agent.stop() }, tracing);
 }
