@@ -4,26 +4,21 @@ import { PolledWorker } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
-import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
-import { type GithubApi, GithubApiError } from './github-api.ts';
+import type { GithubApp } from './app-settings.ts';
+import type { GithubApi } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';
-import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
-import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
+import { StatusCalls, TryLater, WaitsItsTurn } from './status-calls.ts';
+import { sendCheckRun } from './status-check-run.ts';
 import { describe, githubEnvironmentOf, planFor, postedDeploymentState, type StatusPlan } from './status-plan.ts';
+import { type Target, targetOf, targetOfRecord } from './status-target.ts';
 
 /** The console's page of one revision (contract §16): what a browser opens from GitHub's Details and log links. */
 export function revisionPageUrl(publicUrl: string, deploymentId: string, revisionId: string): string {
   return `${publicUrl}/console/deployments/${encodeURIComponent(deploymentId)}/revisions/${encodeURIComponent(revisionId)}`;
 }
 
-/** What the sender's token may do: create deployments and statuses on the one repository (and check runs, where granted). */
-const WRITE = { deployments: 'write', statuses: 'write' } as const;
-const WRITE_WITH_CHECKS = { checks: 'write', deployments: 'write', statuses: 'write' } as const;
-/** Log lines a check run's summary ends with. */
-const SUMMARY_LOG_LINES = 50;
-/** GitHub's limit on a check run's `output.summary`. */
-const MAX_SUMMARY = 65_535;
 /** How long an event waits for its revision's commit to become known before it is given up. */
 const COMMIT_WAIT_MS = 15 * 60_000;
 /** Events looked at per pass (each of a different revision). */
@@ -50,24 +45,6 @@ export type StatusSenderDeps = {
   pollMs?: number;
 };
 
-/** A call could not be made now: the event is tried again later, from the call that failed. */
-class TryLater extends Error {
-  readonly untilMs: number | null;
-  constructor(message: string, untilMs: number | null) {
-    super(message);
-    this.untilMs = untilMs;
-  }
-}
-
-/** The installation's pace is full until `untilMs`: the event waits its turn, and the pass goes on with other installations' events. */
-class WaitsItsTurn extends Error {
-  readonly untilMs: number;
-  constructor(untilMs: number) {
-    super("waiting for the installation's pace");
-    this.untilMs = untilMs;
-  }
-}
-
 /**
  * Sends the status outbox to GitHub (contract §12). The triggers of migration 014 write one event
  * per revision change in the very transaction of the change; this sends them in order per
@@ -80,6 +57,7 @@ class WaitsItsTurn extends Error {
  */
 export class GithubStatusSender extends PolledWorker {
   readonly #deps: StatusSenderDeps;
+  readonly #calls: StatusCalls;
   #draining: Promise<number> | null = null;
   #prunedAt = 0;
 
@@ -90,6 +68,7 @@ export class GithubStatusSender extends PolledWorker {
       onError: (error) => deps.log.error('github: the status outbox pass failed; it runs again', { error: String(error) }),
     });
     this.#deps = deps;
+    this.#calls = new StatusCalls({ ...deps, stopped: () => this.stopped });
   }
 
   protected async pass(): Promise<void> {
@@ -132,7 +111,7 @@ export class GithubStatusSender extends PolledWorker {
         this.#deps.store.getDeploymentById(event.deployment_id),
       ]);
       if (!revision || !deployment) return finish('the revision is gone');
-      const target = await this.#target(deployment);
+      const target = await targetOf(deployment, this.#deps);
       if (!target) return finish("not a repository of a proven installation on the App's GitHub");
       const sha = revision.source_revision_config.repo_commit_sha;
       if (!sha) {
@@ -188,26 +167,28 @@ export class GithubStatusSender extends PolledWorker {
           auto_inactive: autoInactive,
           ...(environmentUrl ? { environment_url: environmentUrl } : {}),
         };
-        const posted = await this.#call(
-          event,
-          revision.id,
-          'deployment_status',
-          state,
-          target,
-          { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
-          () => this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === state),
-        );
+        const posted = await this.#deploymentStatus(event, record, target, state, body);
         await github.setGithubDeploymentState(revision.id, state);
         if (posted && autoInactive) inactivatedByGithub = record;
       }
     }
-    if (plan.check && target.checks) await this.#checkRun(event, revision, deployment, target, sha, logUrl, plan);
+    if (plan.check && target.checks)
+      await sendCheckRun(
+        { calls: this.#calls, github, store: this.#deps.store, clock: this.#deps.clock },
+        { event, revision, deployment, target, sha, pageUrl: logUrl },
+        plan,
+      );
     if (plan.commit && !target.checks) {
       const context = `deploy/${deployment.name}`;
       const body = { state: plan.commit, target_url: logUrl, description: describe(plan.description), context };
-      await this.#call(event, revision.id, 'commit_status', plan.commit, target, { method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, body }, () =>
-        this.#listed(target, `/repos/${target.path}/commits/${sha}/statuses?per_page=100`, (s) => s.context === context && s.state === plan.commit),
-      );
+      await this.#calls.once(event, target, {
+        revisionId: revision.id,
+        call: 'commit_status',
+        state: plan.commit,
+        request: { method: 'POST', path: `/repos/${target.path}/statuses/${sha}`, body },
+        alreadyThere: () =>
+          this.#calls.listed(target, `/repos/${target.path}/commits/${sha}/statuses?per_page=100`, (s) => s.context === context && s.state === plan.commit),
+      });
     }
     if (plan.replacesOthers) {
       for (const other of await github.githubDeploymentsOf(deployment.id)) {
@@ -218,19 +199,28 @@ export class GithubStatusSender extends PolledWorker {
     }
   }
 
+  /** A status of a GitHub deployment; answers whether GitHub has it. */
+  #deploymentStatus(event: OutboxEvent, record: GithubDeploymentRecord, target: Target, state: string, body: Record<string, unknown>): Promise<boolean> {
+    const statuses = `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`;
+    return this.#calls.once(event, target, {
+      revisionId: record.revision_id,
+      call: 'deployment_status',
+      state,
+      request: { method: 'POST', path: statuses, body },
+      alreadyThere: () => this.#calls.listed(target, `${statuses}?per_page=100`, (s) => s.state === state),
+    });
+  }
+
   /**
    * A commit status that says why a pull request got no preview (`max_concurrent`). Sent at once,
    * paced, not through the outbox: the webhook delivery that asked is itself stored and retried.
    */
   async postRefusal(parent: DeploymentRecord, sha: string, context: string, description: string): Promise<void> {
-    const target = await this.#target(parent);
+    const target = await targetOf(parent, this.#deps);
     if (!target) return;
-    await this.#paced(target, 'inline');
-    const token = await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
-    await this.#deps.api.request({
+    await this.#calls.now(target, {
       method: 'POST',
       path: `/repos/${target.path}/statuses/${sha}`,
-      auth: { kind: 'token', token },
       body: { state: 'error', context, description: describe(description) },
     });
   }
@@ -239,27 +229,13 @@ export class GithubStatusSender extends PolledWorker {
   async #deleted(event: OutboxEvent): Promise<string> {
     const record = await this.#deps.github.githubDeployment(event.revision_id);
     if (!record || record.last_state === 'inactive') return 'nothing to mark inactive';
-    await this.#inactive(event, record, {
-      repository: { owner: record.owner, name: record.repo },
-      installationId: record.installation_id,
-      path: `${record.owner}/${record.repo}`,
-      write: WRITE,
-      checks: false,
-    });
+    await this.#inactive(event, record, targetOfRecord(record));
     return 'sent';
   }
 
   async #inactive(event: OutboxEvent, record: GithubDeploymentRecord, target: Target): Promise<void> {
     const body = { state: 'inactive', description: 'Replaced or deleted', log_url: record.log_url ?? '', auto_inactive: false };
-    await this.#call(
-      event,
-      record.revision_id,
-      'deployment_status',
-      'inactive',
-      target,
-      { method: 'POST', path: `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses`, body },
-      () => this.#listed(target, `/repos/${target.path}/deployments/${record.github_deployment_id}/statuses?per_page=100`, (s) => s.state === 'inactive'),
-    );
+    await this.#deploymentStatus(event, record, target, 'inactive', body);
     await this.#deps.github.setGithubDeploymentState(record.revision_id, 'inactive');
   }
 
@@ -289,16 +265,14 @@ export class GithubStatusSender extends PolledWorker {
       payload: { revision_id: revision.id, deployment_id: deployment.id },
     };
     let created: { id: number } | null = null;
-    const made = await this.#call(
-      event,
-      revision.id,
-      'deployment',
-      'created',
-      target,
-      { method: 'POST', path: `/repos/${target.path}/deployments`, body },
-      async () => {
+    const made = await this.#calls.once(event, target, {
+      revisionId: revision.id,
+      call: 'deployment',
+      state: 'created',
+      request: { method: 'POST', path: `/repos/${target.path}/deployments`, body },
+      alreadyThere: async () => {
         // A creation cut off by a crash: find it by the revision id in its payload rather than make a second.
-        const listed = await this.#get<Array<{ id: number; payload: unknown }>>(
+        const listed = await this.#calls.get<Array<{ id: number; payload: unknown }>>(
           target,
           `/repos/${target.path}/deployments?sha=${sha}&environment=${encodeURIComponent(environment)}&per_page=100`,
         );
@@ -308,8 +282,8 @@ export class GithubStatusSender extends PolledWorker {
         if (found) created = { id: found.id };
         return Boolean(found);
       },
-      (answer) => (created = answer as { id: number }),
-    );
+      onAnswer: (answer) => (created = answer as { id: number }),
+    });
     if (!made || !created) {
       await github.markSent(revision.id, 'deployment', 'refused', clock.now());
       return null;
@@ -331,264 +305,9 @@ export class GithubStatusSender extends PolledWorker {
     await github.recordGithubDeployment(record);
     return record;
   }
-
-  /**
-   * One content-creating call, unless already made: recorded before (so a crash mid-call is
-   * known) and after (so it is never made again). Answers false when GitHub refused it for good
-   * (logged; the event goes on), throws TryLater when it should be tried again.
-   */
-  async #call(
-    event: OutboxEvent,
-    revisionId: string,
-    call: string,
-    state: string,
-    target: Target,
-    request: { method: 'POST' | 'PATCH'; path: string; body: unknown },
-    alreadyThere: () => Promise<boolean>,
-    onAnswer?: (answer: unknown) => void,
-  ): Promise<boolean> {
-    const { github, clock, log } = this.#deps;
-    if (await github.wasSent(revisionId, call, state)) return true;
-    const marker = `sending ${revisionId} ${call} ${state}`;
-    if (event.outcome === marker && (await this.#safely(target, () => alreadyThere()))) {
-      await github.markSent(revisionId, call, state, clock.now());
-      return true;
-    }
-    await github.noteEvent(event.id, marker);
-    event.outcome = marker;
-    await this.#paced(target);
-    try {
-      const answer = await this.#deps.api.request({ ...request, auth: { kind: 'token', token: await this.#token(target) } });
-      onAnswer?.(answer);
-    } catch (error) {
-      if (error instanceof GithubApiError && error.status === 422 && /maximum number of statuses/i.test(error.message)) {
-        log.warn('github: GitHub keeps no more statuses for this commit and context; this one is dropped', {
-          revision_id: revisionId,
-          call,
-          state,
-          path: request.path,
-        });
-        await github.markSent(revisionId, call, state, clock.now());
-        return false;
-      }
-      this.#retryable(error, target, event.attempts);
-      log.error('github: GitHub refused a status; it is dropped', { revision_id: revisionId, call, state, error: (error as Error).message });
-      await github.markSent(revisionId, call, `${state}:refused`, clock.now());
-      return false;
-    }
-    await github.markSent(revisionId, call, state, clock.now());
-    return true;
-  }
-
-  /**
-   * Throws TryLater for what may pass (5xx, timeouts, a rate limit, a token GitHub no longer
-   * takes); returns for a refusal for good, a token GitHub will not mint included (a repository not
-   * selected, permissions not accepted, the installation gone): those wait for a person on GitHub.
-   */
-  #retryable(error: unknown, target: Target, attempts = 0): void {
-    if (error instanceof TryLater) throw error;
-    if (error instanceof TokenRefused) return;
-    if (isRateLimited(error)) {
-      // Never dropped for a limit: the installation's calls wait as long as GitHub's rules say.
-      const until = rateLimitedUntil(error.headers, attempts, Date.parse(this.#deps.clock.now()));
-      this.#deps.pace.pause(target.installationId, until);
-      throw new TryLater(error.message, until);
-    }
-    if (error instanceof GithubApiError) {
-      if (error.status >= 500) throw new TryLater(error.message, null);
-      if (error.status === 401) {
-        this.#deps.tokens.forget(target.installationId, target.repository, target.write);
-        throw new TryLater(error.message, null);
-      }
-      return;
-    }
-    // Network errors and timeouts: GitHub may be back later.
-    throw new TryLater(error instanceof Error ? error.message : String(error), null);
-  }
-
-  async #safely(target: Target, check: () => Promise<boolean>): Promise<boolean> {
-    try {
-      return await check();
-    } catch (error) {
-      this.#retryable(error, target);
-      return false;
-    }
-  }
-
-  async #listed(target: Target, path: string, match: (status: { state?: string; context?: string }) => boolean): Promise<boolean> {
-    const statuses = await this.#get<Array<{ state?: string; context?: string }>>(target, path);
-    return statuses.some(match);
-  }
-
-  async #get<T>(target: Target, path: string): Promise<T> {
-    try {
-      return await this.#deps.api.request<T>({ method: 'GET', path, auth: { kind: 'token', token: await this.#token(target) } });
-    } catch (error) {
-      this.#retryable(error, target);
-      if (error instanceof TokenRefused) throw error;
-      throw new TryLater((error as Error).message, null);
-    }
-  }
-
-  async #token(target: Target): Promise<string> {
-    try {
-      return await this.#deps.tokens.forRepository(target.installationId, target.repository, target.write);
-    } catch (error) {
-      this.#retryable(error, target);
-      // A mint refused for good goes to the caller as it is: the call is dropped with GitHub's reason.
-      if (error instanceof TokenRefused) throw error;
-      throw new TryLater(`no token: ${(error as Error).message}`, null);
-    }
-  }
-
-  /**
-   * Takes a slot of the installation's pace. An outbox call whose installation is paced throws
-   * WaitsItsTurn, so one installation's queue never holds up another's in the same pass (GitHub
-   * counts per installation); `inline` waits here instead (a refusal sent outside the outbox).
-   */
-  async #paced(target: Target, mode: 'outbox' | 'inline' = 'outbox'): Promise<void> {
-    const { pace, clock } = this.#deps;
-    for (let wait = pace.take(target.installationId); wait > 0; wait = pace.take(target.installationId)) {
-      if (mode === 'outbox') throw new WaitsItsTurn(Date.parse(clock.now()) + wait);
-      if (this.stopped) throw new TryLater('stopping', null);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 1000)));
-    }
-  }
-
-  async #target(deployment: DeploymentRecord): Promise<Target | null> {
-    const { app, store, github, permissions } = this.#deps;
-    const repository = deployment.source_config.repo_url ? repositoryOnHost(deployment.source_config.repo_url, app.webUrl) : null;
-    if (!repository || !deployment.source_config.integration_id) return null;
-    const integration = await store.getIntegrationById(deployment.source_config.integration_id);
-    if (!integration || integration.suspended || !(await github.accountOf(integration.id))) return null;
-    let checks: boolean;
-    try {
-      checks = await permissions.canWrite(integration.installation_id, 'checks');
-    } catch (error) {
-      throw new TryLater(`the installation's permissions could not be read: ${(error as Error).message}`, null);
-    }
-    return {
-      repository,
-      installationId: integration.installation_id,
-      path: `${repository.owner}/${repository.name}`,
-      write: checks ? WRITE_WITH_CHECKS : WRITE,
-      checks,
-    };
-  }
-
-  /**
-   * The revision's check run `deploy/<name>`: created (once) in the phase the revision is in, then
-   * moved on (`in_progress`, then `completed` with its conclusion and a Markdown summary). Its
-   * `external_id` is the revision id: GitHub's "Re-run" names it.
-   */
-  async #checkRun(
-    event: OutboxEvent,
-    revision: RevisionRecord,
-    deployment: DeploymentRecord,
-    target: Target,
-    sha: string,
-    pageUrl: string,
-    plan: StatusPlan,
-  ): Promise<void> {
-    const { github, clock } = this.#deps;
-    const check = plan.check!;
-    const phase = check === 'queued' || check === 'in_progress' ? check : 'completed';
-    const name = `deploy/${deployment.name}`;
-    const fields = async () =>
-      phase === 'completed'
-        ? {
-            status: 'completed',
-            conclusion: check,
-            completed_at: clock.now().replace(/\.\d+Z$/, 'Z'),
-            output: { title: plan.description, summary: await this.#summary(revision, deployment, pageUrl, plan.description) },
-          }
-        : { status: phase };
-    const record = await github.checkRun(revision.id);
-    if (record) {
-      // A PATCH sets the same fields when made twice: a call cut off by a crash is simply made again.
-      await this.#call(
-        event,
-        revision.id,
-        'check_run',
-        phase,
-        target,
-        { method: 'PATCH', path: `/repos/${target.path}/check-runs/${record.check_run_id}`, body: await fields() },
-        async () => false,
-      );
-      return;
-    }
-    if (await github.wasSent(revision.id, 'check_run', 'refused')) return;
-    let created: { id: number } | null = null;
-    // Made in the phase the revision is in now: a check run first seen late is not walked through the earlier ones.
-    const body = { name, head_sha: sha, external_id: revision.id, details_url: pageUrl, ...(await fields()) };
-    const made = await this.#call(
-      event,
-      revision.id,
-      'check_run',
-      'created',
-      target,
-      { method: 'POST', path: `/repos/${target.path}/check-runs`, body },
-      async () => {
-        const listed = await this.#get<{ check_runs: Array<{ id: number; external_id: string | null }> }>(
-          target,
-          `/repos/${target.path}/commits/${sha}/check-runs?check_name=${encodeURIComponent(name)}&per_page=100`,
-        );
-        const found = listed.check_runs.find((r) => r.external_id === revision.id);
-        if (found) created = { id: found.id };
-        return Boolean(found);
-      },
-      (answer) => (created = answer as { id: number }),
-    );
-    if (!made || !created) {
-      await github.markSent(revision.id, 'check_run', 'refused', clock.now());
-      return;
-    }
-    await github.recordCheckRun({
-      revision_id: revision.id,
-      check_run_id: (created as { id: number }).id,
-      installation_id: target.installationId,
-      owner: target.repository.owner,
-      repo: target.repository.name,
-      created_at: clock.now(),
-    });
-    await github.markSent(revision.id, 'check_run', phase, clock.now());
-  }
-
-  /** The check run's Markdown summary: the status, the URL, the revision's page and its last 50 log lines. */
-  async #summary(revision: RevisionRecord, deployment: DeploymentRecord, pageUrl: string, description: string): Promise<string> {
-    const { store } = this.#deps;
-    const newest = async (type: 'build' | 'deploy') =>
-      (await store.searchLogs(revision.id, { type, order: 'desc', cursor: 0, limit: SUMMARY_LOG_LINES })).logs.reverse();
-    const lines = [...(await newest('build')), ...(await newest('deploy'))].slice(-SUMMARY_LOG_LINES);
-    const url = deployment.source_config.custom_url;
-    const fence = '````';
-    const log = lines.map((l) => `${l.timestamp} ${l.level.padEnd(5)} ${l.message.replaceAll(fence, '```')}`).join('\n');
-    const summary = [
-      `**Status:** ${description}`,
-      `**URL:** ${url ? `<${url}>` : 'none yet'}`,
-      `**Revision:** [${revision.id}](${pageUrl})`,
-      '',
-      `**Last ${SUMMARY_LOG_LINES} log lines**`,
-      '',
-      fence,
-      log || '(no log lines)',
-      fence,
-    ].join('\n');
-    return summary.length <= MAX_SUMMARY ? summary : `${summary.slice(0, MAX_SUMMARY - fence.length - 2)}\n${fence}`;
-  }
 }
 
 /** Whether two GitHub deployments are in one environment of one repository (what GitHub's auto_inactive covers). */
 function sameEnvironment(a: GithubDeploymentRecord, b: GithubDeploymentRecord): boolean {
   return a.environment === b.environment && a.owner.toLowerCase() === b.owner.toLowerCase() && a.repo.toLowerCase() === b.repo.toLowerCase();
 }
-
-type Target = {
-  repository: GithubRepository;
-  installationId: number;
-  path: string;
-  /** The permissions of the sender's token for this installation. */
-  write: Record<string, 'write'>;
-  /** Whether check runs replace commit statuses. */
-  checks: boolean;
-};
