@@ -11,15 +11,16 @@ import {
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
-import { repositoryOnHost } from '../github/app-settings.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import type { Clock } from './clock.ts';
-import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
+import { BadRequest, NotFound } from './errors.ts';
 import { refuseWhatK8sWouldNot } from './k8s-spec-rules.ts';
 import { urlLabel } from './names.ts';
 import { type CreatePlan, firstStage, type Pipeline } from './pipeline.ts';
+import { planSourceCreate, SOURCES } from './sources/index.ts';
+import type { PatchRules, PreviewOf, StoredSourceConfig } from './sources/source-module.ts';
 
 export type DeploymentsDeps = {
   store: Store;
@@ -33,21 +34,6 @@ export type DeploymentsDeps = {
   tarballUploaded: (deploymentId: string, objectPath: string) => Promise<boolean>;
 };
 
-/** Fields a source takes in `source_config` (the seed's "Applies to" column, and the hosted API's two sources). */
-const SOURCE_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<keyof SourceConfig>> = {
-  github: new Set(['integration_id', 'repo_url', 'deployment_type', 'build_on_push', 'install_command', 'build_command', 'preview']),
-  external_docker: new Set(['listener_id', 'listener_config', 'resource_spec', 'custom_url']),
-  internal_source: new Set(['deployment_type', 'install_command', 'build_command', 'resource_spec']),
-  internal_docker: new Set(['deployment_type', 'resource_spec']),
-};
-const REVISION_CONFIG_FIELDS: Record<Deployment['source'], ReadonlySet<string>> = {
-  github: new Set(['repo_ref', 'graph_config_path']),
-  external_docker: new Set(['image_uri']),
-  internal_source: new Set(['graph_config_path', 'source_tarball_path']),
-  internal_docker: new Set(['image_uri']),
-};
-/** Sources whose `custom_url` the server sets (read-only to clients). */
-const SERVER_SET_URL = new Set<Deployment['source']>(['github', 'internal_source', 'internal_docker']);
 /** Fixed at creation; a PATCH may repeat the stored value but not change it. */
 const IMMUTABLE_SOURCE_CONFIG_FIELDS = ['integration_id', 'repo_url', 'deployment_type', 'listener_id'] as const;
 
@@ -69,9 +55,7 @@ export function publicDeployment(deployment: DeploymentRecord): Deployment {
   };
 }
 
-/** A pull-request preview's parent and number, as its stored `source_config` keeps them. */
-export type PreviewOf = { parent_deployment_id: string; pull_request: number };
-type StoredSourceConfig = SourceConfig & { preview_of?: PreviewOf };
+export type { PreviewOf } from './sources/source-module.ts';
 
 /** The parent and pull request of a preview deployment; null for any other deployment. */
 export function previewOfDeployment(deployment: Pick<DeploymentRecord, 'source_config'>): PreviewOf | null {
@@ -94,98 +78,20 @@ export class Deployments {
     const now = clock.now();
     const id = crypto.randomUUID();
     auditSubject(id);
-    let revisionId: string | null = crypto.randomUUID();
-    let sourceConfig: SourceConfig;
-    let config: SourceRevisionConfig;
     // 8 random hex digits: the start of a v4 UUID is random, and randomUUID draws from a pooled
     // buffer where randomBytes(4) makes a system call per create.
     const serverUrl = () => `https://${urlLabel(body.name, crypto.randomUUID().slice(0, 8))}.${this.#deps.deploymentDomain}`;
-    if (body.source === 'internal_source' || body.source === 'internal_docker') {
-      // Created empty: `langgraph deploy` uploads or pushes next, and its PATCH makes the first revision.
-      const given = body.source_config ?? {};
-      sourceConfig = {
-        ...emptySourceConfig(),
-        deployment_type: given.deployment_type ?? 'dev',
-        install_command: ('install_command' in given ? (given.install_command as string | null | undefined) : null) ?? null,
-        build_command: ('build_command' in given ? (given.build_command as string | null | undefined) : null) ?? null,
-        resource_spec: given.resource_spec ?? null,
-        custom_url: serverUrl(),
-      };
-      const revisionFields = body.source_revision_config ?? {};
-      config = revisionConfig({
-        graph_config_path: 'graph_config_path' in revisionFields ? (revisionFields.graph_config_path as string | null) : null,
-        image_uri: 'image_uri' in revisionFields ? (revisionFields.image_uri as string | null | undefined) : null,
-      });
-      if (!config.image_uri) revisionId = null;
-    } else if (body.source === 'github') {
-      if (body.source_config.repo_url.startsWith('file://') && !this.#deps.allowFileRepoUrls) {
-        // Reading local paths on the server's machine is for tests and experiments only.
-        throw new ValidationFailed([
-          {
-            loc: ['body', 'source_config', 'repo_url'],
-            msg: 'file:// repository URLs are not accepted by this server (ALLOW_FILE_REPO_URLS)',
-            type: 'value_error',
-          },
-        ]);
-      }
-      if (
-        body.source_config.repo_url.startsWith('http://') &&
-        !(this.#deps.githubUrl?.startsWith('http://') && repositoryOnHost(body.source_config.repo_url, this.#deps.githubUrl))
-      ) {
-        // Plain http would send tokens and code in clear: only an internal GitHub configured as http is read so.
-        throw new ValidationFailed([
-          {
-            loc: ['body', 'source_config', 'repo_url'],
-            msg: 'http:// repository URLs are accepted only on GITHUB_URL when it is http://; use https://',
-            type: 'value_error',
-          },
-        ]);
-      }
-      const integration = await store.getIntegration(tenantId, body.source_config.integration_id);
-      if (!integration) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
-      sourceConfig = {
-        ...emptySourceConfig(),
-        integration_id: body.source_config.integration_id,
-        repo_url: body.source_config.repo_url,
-        deployment_type: body.source_config.deployment_type ?? 'dev',
-        build_on_push: body.source_config.build_on_push ?? false,
-        install_command: body.source_config.install_command ?? null,
-        build_command: body.source_config.build_command ?? null,
-        custom_url: serverUrl(),
-        // Only when set: the stored JSON of every other deployment stays as it was.
-        ...(body.source_config.preview ? { preview: body.source_config.preview } : {}),
-        ...(options.previewOf ? { preview_of: options.previewOf } : {}),
-      };
-      config = revisionConfig({
-        repo_ref: body.source_revision_config.repo_ref,
-        graph_config_path: body.source_revision_config.graph_config_path,
-        repo_commit_sha: options.commitSha ?? null,
-      });
-    } else {
-      const listener = await store.getListener(tenantId, body.source_config.listener_id);
-      if (!listener) throw new BadRequest(`listener_id ${body.source_config.listener_id} is not a listener of this workspace.`);
-      const given = body.source_config.listener_config?.k8s_namespace;
-      // On a k8s listener a deployment always runs in one of its namespaces: none given means its first.
-      const namespace = given || (listener.compute_type === 'k8s' ? listener.compute_config.k8s_namespaces[0] : undefined);
-      if (namespace) {
-        if (listener.compute_type !== 'k8s') {
-          throw new BadRequest(`listener_config.k8s_namespace applies only to k8s listeners; listener ${listener.id} is ${listener.compute_type}.`);
-        }
-        const allowed = listener.compute_config.k8s_namespaces;
-        if (allowed.length > 0 && !allowed.includes(namespace)) {
-          throw new BadRequest(`k8s_namespace '${namespace}' is not one of the listener's namespaces (${allowed.join(', ')}).`);
-        }
-      }
-      refuseWhatK8sWouldNot(listener, { spec: body.source_config.resource_spec ?? null, secrets: body.secrets ?? [], previous: null, creating: true });
-      sourceConfig = {
-        ...emptySourceConfig(),
-        listener_id: listener.id,
-        listener_config: { k8s_namespace: namespace ?? null },
-        resource_spec: body.source_config.resource_spec ?? null,
-        custom_url: body.source_config.custom_url ?? null,
-      };
-      config = revisionConfig({ image_uri: body.source_revision_config.image_uri });
-    }
+    const planned = await planSourceCreate(body, {
+      tenantId,
+      store,
+      serverUrl,
+      allowFileRepoUrls: this.#deps.allowFileRepoUrls,
+      githubUrl: this.#deps.githubUrl,
+      previewOf: options.previewOf,
+      commitSha: options.commitSha,
+    });
+    const { sourceConfig, revisionConfig: config } = planned;
+    const revisionId = planned.firstRevision ? crypto.randomUUID() : null;
     const secrets = body.secrets ?? [];
     const deployment = {
       id,
@@ -352,21 +258,6 @@ export class Deployments {
   }
 }
 
-function emptySourceConfig(): SourceConfig {
-  return {
-    integration_id: null,
-    repo_url: null,
-    deployment_type: null,
-    build_on_push: null,
-    custom_url: null,
-    resource_spec: null,
-    listener_id: null,
-    listener_config: null,
-    install_command: null,
-    build_command: null,
-  };
-}
-
 /** A change on a k8s listener's deployment that makes a revision, checked as at create (contract §18). */
 function checkedForK8s(listener: ListenerRecord | null, current: DeploymentRecord, change: DeploymentChange): DeploymentChange {
   if (listener && change.revision) {
@@ -399,18 +290,19 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch | Rev
   if (body.revision_source != null && body.revision_source !== source) {
     throw new BadRequest(`revision_source ${body.revision_source} does not match the deployment's source ${source}.`);
   }
+  const rules: PatchRules = SOURCES[source];
   for (const [field, value] of Object.entries(sourceConfig)) {
     if (value === null || value === undefined) continue;
-    if (field === 'custom_url' && SERVER_SET_URL.has(source)) {
+    if (field === 'custom_url' && rules.serverSetsUrl) {
       throw new BadRequest(`source_config.custom_url is set by the server for ${source} deployments and is read-only.`);
     }
-    if (!SOURCE_CONFIG_FIELDS[source].has(field as keyof SourceConfig)) {
+    if (!rules.sourceConfigFields.has(field)) {
       throw new BadRequest(`source_config.${field} is not allowed for a ${source} deployment.`);
     }
   }
   for (const [field, value] of Object.entries(revisionFields)) {
     if (value === null || value === undefined) continue;
-    if (!REVISION_CONFIG_FIELDS[source].has(field)) {
+    if (!rules.revisionConfigFields.has(field)) {
       throw new BadRequest(`source_revision_config.${field} is not allowed for a ${source} deployment.`);
     }
   }
@@ -458,15 +350,8 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch | Rev
   if (!createsRevision) {
     return { source_config: nextSourceConfig, source_revision_config: current.source_revision_config, secrets: current.secrets, revision: null };
   }
-  // The two client-built sources have nothing to build or run until a tarball or an image is named.
-  if (source === 'internal_source' && !nextRevisionConfig.source_tarball_path) {
-    throw new BadRequest(
-      'This internal_source deployment has no uploaded tarball yet: upload one (POST …/upload-url, then PUT) and send its object_path as source_revision_config.source_tarball_path.',
-    );
-  }
-  if (source === 'internal_docker' && !nextRevisionConfig.image_uri) {
-    throw new BadRequest('This internal_docker deployment has no image yet: push one (POST …/push-token) and send it as source_revision_config.image_uri.');
-  }
+  // The client-built sources have nothing to build or run until a tarball or an image is named.
+  rules.refuseUnbuildable?.(nextRevisionConfig);
   // A new revision builds its ref afresh: the commit it gets is not known until it is built.
   const newRevisionConfig: SourceRevisionConfig = { ...nextRevisionConfig, repo_commit_sha: null };
   return {
