@@ -15,6 +15,7 @@ import { createGithubActionsOidc } from './github-actions-oidc.ts';
 import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
+import { sweepLoop } from './lib/poll-loop.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
 import { Metrics } from './metrics.ts';
@@ -281,19 +282,10 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
 
 /** Sweeps stale uploads once a URL lifetime, so tarballs nobody used do not wait for their deployment's next upload to go. */
 function uploadSweeper(uploads: Uploads, everyMs: number, log: Logger): { start(): void; stop(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  return {
-    start() {
-      timer = setInterval(() => {
-        uploads.sweep().then(
-          (removed) => removed > 0 && log.info('uploads: removed stale tarballs and expired URLs', { removed }),
-          (error: unknown) => log.warn('uploads: the sweep failed; it runs again later', { error: String(error) }),
-        );
-      }, everyMs);
-      timer.unref();
-    },
-    stop() {
-      clearInterval(timer);
-    },
-  };
+  return sweepLoop({
+    sweep: () => uploads.sweep(),
+    everyMs,
+    onRemoved: (removed) => log.info('uploads: removed stale tarballs and expired URLs', { removed }),
+    onError: (error) => log.warn('uploads: the sweep failed; it runs again later', { error: String(error) }),
+  });
 }

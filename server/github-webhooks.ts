@@ -12,7 +12,7 @@ import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts'
 import { type BranchHeadReader, lsRemoteBranchHead } from './git/ls-remote.ts';
 import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
-import { PollLoop } from './lib/poll-loop.ts';
+import { sweepLoop } from './lib/poll-loop.ts';
 import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
 import type { GithubStore } from './store/github.ts';
@@ -133,14 +133,11 @@ export function createGithubWebhooks(deps: {
 /** Runs the preview sweep every `sweepMs` in the process that leads it. */
 function previewSweeper(previews: Previews | undefined, settings: { sweepMs: number; lead?: () => Promise<boolean> } | undefined, log: Services['log']) {
   if (!previews || !settings) return { start() {}, stop() {} };
-  return new PollLoop({
-    pass: async () => {
-      const removed = await previews.sweep();
-      if (removed > 0) log.info('previews: swept previews', { removed });
-    },
-    intervalMs: settings.sweepMs,
-    firstDelayMs: settings.sweepMs,
+  return sweepLoop({
+    sweep: () => previews.sweep(),
+    everyMs: settings.sweepMs,
     lead: settings.lead,
+    onRemoved: (removed) => log.info('previews: swept previews', { removed }),
     onError: (error) => log.warn('previews: the sweep failed; it runs again later', { error: String(error) }),
   });
 }

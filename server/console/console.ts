@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from '../http/env.ts';
+import { sweepLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { Services } from '../services.ts';
 import type { ConsoleStore } from '../store/console.ts';
@@ -54,7 +55,12 @@ export function createConsole(deps: {
     // Behind a TLS-terminating proxy the request itself is http: the public URL says how browsers come.
     secureCookies: (requestUrl) => requestUrl.startsWith('https:') || deps.publicUrl().startsWith('https:'),
   });
-  let sweepTimer: NodeJS.Timeout | undefined;
+  // Ended sessions are removed hourly.
+  const sessionSweep = sweepLoop({
+    sweep: () => sessions.sweep(),
+    everyMs: 3_600_000,
+    onError: (error) => deps.log.warn('console: could not remove ended sessions', { error: String(error) }),
+  });
   return {
     sessions,
     hub,
@@ -65,15 +71,11 @@ export function createConsole(deps: {
     worker: {
       start() {
         hub.start();
-        sweepTimer = setInterval(
-          () => void sessions.sweep().catch((error: unknown) => deps.log.warn('console: could not remove ended sessions', { error: String(error) })),
-          3_600_000,
-        );
-        sweepTimer.unref();
+        sessionSweep.start();
       },
       stop() {
         hub.stop();
-        clearInterval(sweepTimer);
+        sessionSweep.stop();
       },
     },
   };

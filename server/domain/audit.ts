@@ -1,4 +1,4 @@
-import { PollLoop } from '../lib/poll-loop.ts';
+import { type PollLoop, sweepLoop } from '../lib/poll-loop.ts';
 import type { AuditEntry } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { AuditQuery, AuditStore } from '../store/audit.ts';
@@ -46,13 +46,12 @@ export class AuditLog {
     this.#log = deps.log;
     this.#retentionDays = deps.retentionDays;
     // Entries older than the retention are forgotten once an hour, in one process of those sharing the database.
-    this.#sweep = new PollLoop({
-      pass: async () => {
-        const removed = await this.purge();
-        if (removed > 0) this.#log.info('audit: removed entries past the retention', { removed, retention_days: this.#retentionDays });
-      },
-      intervalMs: HOUR_MS,
+    this.#sweep = sweepLoop({
+      sweep: () => this.purge(),
+      everyMs: HOUR_MS,
+      atStart: true,
       lead: deps.lead,
+      onRemoved: (removed) => this.#log.info('audit: removed entries past the retention', { removed, retention_days: this.#retentionDays }),
       onError: (error) => this.#log.warn('audit: the retention sweep failed; it runs again in an hour', { error: String(error) }),
     });
   }

@@ -82,3 +82,27 @@ export abstract class PolledWorker {
   /** One pass over what is due, in the process that leads. */
   protected abstract pass(): Promise<void>;
 }
+
+/**
+ * A sweep (of expired, stale or idle things) every `everyMs`, the first one interval after `start`
+ * unless `atStart`; `onRemoved` hears how many it removed when that is any. Sweeps never overlap.
+ */
+export function sweepLoop(options: {
+  sweep: () => Promise<number>;
+  everyMs: number;
+  atStart?: boolean;
+  lead?: () => Promise<boolean>;
+  onRemoved?: (removed: number) => void;
+  onError: (error: unknown) => void;
+}): PollLoop {
+  return new PollLoop({
+    pass: async () => {
+      const removed = await options.sweep();
+      if (removed > 0) options.onRemoved?.(removed);
+    },
+    intervalMs: options.everyMs,
+    firstDelayMs: options.atStart ? 0 : options.everyMs,
+    lead: options.lead,
+    onError: options.onError,
+  });
+}

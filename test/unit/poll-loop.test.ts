@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { PolledWorker, PollLoop } from '../../server/lib/poll-loop.ts';
+import { PolledWorker, PollLoop, sweepLoop } from '../../server/lib/poll-loop.ts';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -52,5 +52,33 @@ describe('PollLoop', () => {
     worker.start();
     await vi.advanceTimersByTimeAsync(500);
     expect(seen).toEqual([true]);
+  });
+
+  it('a sweep runs one interval after start (or at once with atStart) and says only what it removed', async () => {
+    vi.useFakeTimers();
+    const counts = [0, 3];
+    const removed: number[] = [];
+    const start = Date.now();
+    const sweptAt: number[] = [];
+    const loop = sweepLoop({
+      sweep: async () => {
+        sweptAt.push(Date.now() - start);
+        return counts.shift() ?? 0;
+      },
+      everyMs: 1000,
+      onRemoved: (count) => removed.push(count),
+      onError: () => {},
+    });
+    loop.start();
+    await vi.advanceTimersByTimeAsync(2500);
+    loop.stop();
+    expect(sweptAt).toEqual([1000, 2000]);
+    expect(removed).toEqual([3]);
+    const atStart: number[] = [];
+    const eager = sweepLoop({ sweep: async () => (atStart.push(Date.now() - start), 0), everyMs: 1000, atStart: true, onError: () => {} });
+    eager.start();
+    await vi.advanceTimersByTimeAsync(0);
+    eager.stop();
+    expect(atStart).toEqual([2500]);
   });
 });
