@@ -8,7 +8,6 @@ import type { LiveSubject } from '../store/console.ts';
 import { deploymentPage } from './pages/deployment.ts';
 import { type DeploymentRow, deploymentsPage } from './pages/deployments.ts';
 import { revisionPage } from './pages/revision.ts';
-import { confirmPage } from './pages/sign-in.ts';
 import { type C, type ConsolePages, cursorParam, htmlAnswer, noticeOf, offsetParam, PAGE_SIZE, UUID, uuidParam } from './route-kit.ts';
 import type { ConsoleSession } from './sessions.ts';
 
@@ -16,7 +15,7 @@ const LOG_LINES = 1000;
 
 /** The deployments, a deployment, a revision with its logs, their actions (each confirmed), and the pages' live updates. */
 export function deploymentRoutes(pages: ConsolePages): void {
-  const { app, deps, signedIn, frameOf, liveUrl } = pages;
+  const { app, deps, signedIn, frameOf, liveUrl, confirmed } = pages;
   const { services, hub } = deps;
 
   app.get(
@@ -117,10 +116,7 @@ export function deploymentRoutes(pages: ConsolePages): void {
     }),
   );
 
-  /**
-   * An action on a deployment: GET asks for confirmation (a page, so it works without script),
-   * POST (from that page, with its CSRF token) does it and goes back to the deployment.
-   */
+  /** An action on a deployment or one of its revisions, asked first; back goes to the page it was asked from. */
   function action(input: {
     path: string;
     title: string;
@@ -130,38 +126,18 @@ export function deploymentRoutes(pages: ConsolePages): void {
     run: (session: ConsoleSession, deploymentId: string, revisionId: string | undefined) => Promise<void>;
     done: (deploymentId: string) => string;
   }) {
-    const ids = (c: C) => ({
-      deploymentId: uuidParam(c, 'deployment_id'),
-      revisionId: c.req.param('revision_id') === undefined ? undefined : uuidParam(c, 'revision_id'),
+    const revisionOf = (c: C) => (c.req.param('revision_id') === undefined ? undefined : uuidParam(c, 'revision_id'));
+    confirmed({
+      ...input,
+      question: async (c, session) => {
+        revisionOf(c);
+        return input.question((await services.deployments.get(session.principal.workspaceId, uuidParam(c, 'deployment_id'))).name);
+      },
+
+      back: (c) => `/console${c.req.path.replace(/^\/console/, '').replace(/\/[a-z-]+$/, '')}`,
+      run: (c, session) => input.run(session, uuidParam(c, 'deployment_id'), revisionOf(c)),
+      done: (c) => input.done(uuidParam(c, 'deployment_id')),
     });
-    app.get(
-      input.path,
-      signedIn(async (c, session) => {
-        const { deploymentId } = ids(c);
-        const deployment = await services.deployments.get(session.principal.workspaceId, deploymentId);
-        const back = `/console${c.req.path.replace(/^\/console/, '').replace(/\/[a-z-]+$/, '')}`;
-        return htmlAnswer(
-          c,
-          confirmPage({
-            frame: await frameOf(session),
-            title: input.title,
-            question: input.question(deployment.name),
-            action: c.req.path,
-            button: input.button,
-            back,
-            danger: input.danger,
-          }),
-        );
-      }),
-    );
-    app.post(
-      input.path,
-      signedIn(async (c, session) => {
-        const { deploymentId, revisionId } = ids(c);
-        await input.run(session, deploymentId, revisionId);
-        return c.redirect(input.done(deploymentId), 303);
-      }),
-    );
   }
 
   action({

@@ -5,7 +5,7 @@ import type { LiveSubject } from '../store/console.ts';
 import type { ConsoleDeps } from './console.ts';
 import type { Html } from './html.ts';
 import type { Frame } from './pages/layout.ts';
-import { errorPage } from './pages/sign-in.ts';
+import { confirmPage, errorPage } from './pages/sign-in.ts';
 import type { ConsoleClient, ConsoleSession } from './sessions.ts';
 
 /** What the console's routes share: its Hono app (its session in each request), and the helpers every page uses. */
@@ -41,25 +41,71 @@ export type ConsolePages = {
   frameOf: (session: ConsoleSession) => Promise<Frame>;
   /** The address of a page's change stream, carrying what the page showed (its fingerprint). */
   liveUrl: (subject: LiveSubject) => Promise<string>;
+  /**
+   * An action that asks first: GET `path` is a page asking `question` (so it works without
+   * script), POST `path` (from that page, with its CSRF token) runs it and goes to `done`.
+   */
+  confirmed: (action: ConfirmedAction) => void;
+};
+
+export type ConfirmedAction = {
+  path: string;
+  title: string;
+  question: (c: C, session: ConsoleSession) => string | Promise<string>;
+  button: string;
+  danger?: boolean;
+  /** Where the page's "back" goes. */
+  back: (c: C) => string;
+  run: (c: C, session: ConsoleSession) => Promise<void>;
+  /** Where to go once done. */
+  done: (c: C) => string;
 };
 
 export function consolePages(app: Hono<ConsoleEnv>, deps: ConsoleDeps): ConsolePages {
   const { services, sessions, hub } = deps;
+  const signedIn: ConsolePages['signedIn'] = (render) => async (c) => {
+    const session = c.get('session');
+    if (!session) {
+      const back = c.req.method === 'GET' ? `?next=${encodeURIComponent(c.req.path)}` : '';
+      return c.redirect(`/console/sign-in${back}`, 303);
+    }
+    return render(c, session);
+  };
+  const frameOf: ConsolePages['frameOf'] = async (session) => {
+    const workspaces = await services.auth.listWorkspaces(session.principal);
+    const name = workspaces.find((workspace) => workspace.id === session.principal.workspaceId)?.name ?? session.principal.workspaceId;
+    return { csrf: sessions.csrfToken(session), workspaceName: name, organizationScoped: session.principal.organizationScoped };
+  };
   return {
     app,
     deps,
-    signedIn: (render) => async (c) => {
-      const session = c.get('session');
-      if (!session) {
-        const back = c.req.method === 'GET' ? `?next=${encodeURIComponent(c.req.path)}` : '';
-        return c.redirect(`/console/sign-in${back}`, 303);
-      }
-      return render(c, session);
-    },
-    frameOf: async (session) => {
-      const workspaces = await services.auth.listWorkspaces(session.principal);
-      const name = workspaces.find((workspace) => workspace.id === session.principal.workspaceId)?.name ?? session.principal.workspaceId;
-      return { csrf: sessions.csrfToken(session), workspaceName: name, organizationScoped: session.principal.organizationScoped };
+    signedIn,
+    frameOf,
+    confirmed: (action) => {
+      app.get(
+        action.path,
+        signedIn(async (c, session) =>
+          htmlAnswer(
+            c,
+            confirmPage({
+              frame: await frameOf(session),
+              title: action.title,
+              question: await action.question(c, session),
+              action: c.req.path,
+              button: action.button,
+              back: action.back(c),
+              danger: action.danger,
+            }),
+          ),
+        ),
+      );
+      app.post(
+        action.path,
+        signedIn(async (c, session) => {
+          await action.run(c, session);
+          return c.redirect(action.done(c), 303);
+        }),
+      );
     },
     liveUrl: async (subject) => {
       const query = new URLSearchParams({ since: await hub.fingerprint(subject) });

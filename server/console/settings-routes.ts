@@ -1,13 +1,12 @@
 import type { ApiKeyCreated } from '../../shared/schemas/api-key.ts';
 import { GithubTrustCreate } from '../../shared/schemas/github-trust.ts';
-import { confirmPage } from './pages/sign-in.ts';
 import { apiKeysPage, integrationsPage, listenersPage, trustPage } from './pages/workspace-settings.ts';
 import { type C, type ConsolePages, htmlAnswer, noticeOf, uuidParam } from './route-kit.ts';
 import type { ConsoleSession } from './sessions.ts';
 
 /** The workspace's settings: listeners, integrations, keyless trust entries and API keys. */
 export function settingsRoutes(pages: ConsolePages): void {
-  const { app, deps, signedIn, frameOf } = pages;
+  const { app, deps, signedIn, frameOf, confirmed } = pages;
   const { services } = deps;
 
   app.get(
@@ -63,31 +62,16 @@ export function settingsRoutes(pages: ConsolePages): void {
     }),
   );
 
-  app.get(
-    '/trust/:trust_id/remove',
-    signedIn(async (c, session) =>
-      htmlAnswer(
-        c,
-        confirmPage({
-          frame: await frameOf(session),
-          title: 'Remove trust entry',
-          question: 'Remove this trust entry? Workflows of its repository can no longer exchange their tokens for keys of this workspace.',
-          action: c.req.path,
-          button: 'Remove',
-          back: '/console/trust',
-          danger: true,
-        }),
-      ),
-    ),
-  );
-
-  app.post(
-    '/trust/:trust_id/remove',
-    signedIn(async (c, session) => {
-      await deps.trust.remove(session.principal, session.principal.workspaceId, uuidParam(c, 'trust_id'));
-      return c.redirect('/console/trust?done=untrusted', 303);
-    }),
-  );
+  confirmed({
+    path: '/trust/:trust_id/remove',
+    title: 'Remove trust entry',
+    question: () => 'Remove this trust entry? Workflows of its repository can no longer exchange their tokens for keys of this workspace.',
+    button: 'Remove',
+    danger: true,
+    back: () => '/console/trust',
+    run: (c, session) => deps.trust.remove(session.principal, session.principal.workspaceId, uuidParam(c, 'trust_id')),
+    done: () => '/console/trust?done=untrusted',
+  });
 
   async function keysPage(c: C, session: ConsoleSession, extra: { created?: ApiKeyCreated; notice?: string } = {}): Promise<Response> {
     const keys = await services.auth.listApiKeys(session.principal);
@@ -111,33 +95,17 @@ export function settingsRoutes(pages: ConsolePages): void {
     }),
   );
 
-  app.get(
-    '/api-keys/:key_id/revoke',
-    signedIn(async (c, session) => {
-      const keyId = uuidParam(c, 'key_id');
-      const own = keyId === session.principal.keyId;
-      return htmlAnswer(
-        c,
-        confirmPage({
-          frame: await frameOf(session),
-          title: 'Revoke key',
-          question: own
-            ? 'Revoke the key this session was signed in with? This also signs you out.'
-            : 'Revoke this key? Anything using it stops working at once.',
-          action: c.req.path,
-          button: 'Revoke',
-          back: '/console/api-keys',
-          danger: true,
-        }),
-      );
-    }),
-  );
-
-  app.post(
-    '/api-keys/:key_id/revoke',
-    signedIn(async (c, session) => {
-      await services.auth.revokeApiKey(session.principal, uuidParam(c, 'key_id'));
-      return c.redirect('/console/api-keys?done=revoked', 303);
-    }),
-  );
+  confirmed({
+    path: '/api-keys/:key_id/revoke',
+    title: 'Revoke key',
+    question: (c, session) =>
+      uuidParam(c, 'key_id') === session.principal.keyId
+        ? 'Revoke the key this session was signed in with? This also signs you out.'
+        : 'Revoke this key? Anything using it stops working at once.',
+    button: 'Revoke',
+    danger: true,
+    back: () => '/console/api-keys',
+    run: (c, session) => services.auth.revokeApiKey(session.principal, uuidParam(c, 'key_id')),
+    done: () => '/console/api-keys?done=revoked',
+  });
 }
