@@ -130,10 +130,10 @@ export function deploymentRoutes(pages: ConsolePages): void {
     confirmed({
       ...input,
       question: async (c, session) => {
+        // A malformed revision id is the page that does not exist, before anything is asked.
         revisionOf(c);
         return input.question((await services.deployments.get(session.principal.workspaceId, uuidParam(c, 'deployment_id'))).name);
       },
-
       back: (c) => `/console${c.req.path.replace(/^\/console/, '').replace(/\/[a-z-]+$/, '')}`,
       run: (c, session) => input.run(session, uuidParam(c, 'deployment_id'), revisionOf(c)),
       done: (c) => input.done(uuidParam(c, 'deployment_id')),
