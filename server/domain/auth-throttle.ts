@@ -55,8 +55,9 @@ export class AuthThrottle {
   admit(address: string | undefined, keyHash: string): void {
     if (address === undefined) return;
     const bucket = this.#buckets.get(groupOf(address)) ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
+    if (!bucket) return;
     const now = this.#now();
-    if (!bucket || bucket.tokens.available(now) >= 1 || bucket.goodKeys.includes(keyHash)) return;
+    if (bucket.tokens.available(now) >= 1 || bucket.goodKeys.includes(keyHash)) return;
     const seconds = Math.max(1, Math.ceil(bucket.tokens.secondsUntil(1, now)));
     throw new TooManyRequests(`Too many failed authentication attempts from this address; try again in ${seconds} s.`, seconds);
   }
