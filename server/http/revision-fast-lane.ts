@@ -58,10 +58,13 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' |
       const waitMs = preferredWaitMs(nodeHeader(req, 'prefer'));
       // Registered when the wait starts: whether Hono, answering a failure, must not wait again.
       let waited = false;
+      // When the client goes away: the response's 'close' (as `clientGone` for Hono's routes). `on`,
+      // not `once`, which would wrap `cancel` in one more function per waiter; the waiter always unregisters.
       const gone: Gone | undefined = waitMs
         ? (cancel) => {
             waited = true;
-            return responseGone(res)(cancel);
+            res.on('close', cancel);
+            return () => res.off('close', cancel);
           }
         : undefined;
       revisions
@@ -132,12 +135,4 @@ function notModified(req: IncomingMessage, res: ServerResponse, revision: Revisi
   res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
   res.writeHead(304, { 'cache-control': cacheControl, etag, 'content-type': 'text/plain; charset=UTF-8' });
   res.end();
-}
-
-/** When the client of a held request goes away: the response's 'close' (as `clientGone` for Hono's routes). */
-function responseGone(res: ServerResponse): Gone {
-  return (cancel) => {
-    res.once('close', cancel);
-    return () => res.off('close', cancel);
-  };
 }
