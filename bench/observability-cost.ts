@@ -19,7 +19,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -231,9 +231,18 @@ collector.close();
 const audit = await auditRowCost();
 
 const us = (values: number[]) => median(values).toFixed(1);
-const ratio = (values: number[]) => median(values).toFixed(3);
+/** The median of per-round ratios, with the middle half of the rounds (quartiles) beside it: the spread on a shared machine. */
+const ratio = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(3);
+  return `${median(values).toFixed(3)} (${at(0.25)}–${at(0.75)})`;
+};
 const baselines = trees.slice(0, off);
-console.log(`${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL; ${exported} OTLP exports received\n`);
+console.log(
+  `${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL; ${exported} OTLP exports received; ratios: median of per-round ratios (quartiles); load average ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')} at the end\n`,
+);
 console.log(`| case | ${trees.map((t) => `${t.name} (µs)`).join(' | ')} | ${baselines.map((t) => `off / ${t.name}`).join(' | ')} | on / off |`);
 console.log(`|---|${trees.map(() => '---|').join('')}${baselines.map(() => '---|').join('')}---|`);
 for (const [name, key] of [

@@ -14,21 +14,26 @@ export function signalGone(signal: AbortSignal): Gone {
 }
 
 /**
- * One held request: a single object with its timer, instead of a handful of closures per waiter
- * (a thousand held requests is the case this is measured on).
+ * One held request: a single object, which is also its own entry in the list of waiters with the
+ * same timeout (`Deadlines`), so a waiter has no timer, timer callback or extra closure of its own:
+ * a thousand held requests is the case this is measured on (test/e2e/long-poll-memory.test.ts).
  */
 class Waiter {
   readonly changed: Promise<boolean>;
   /** What the change was announced with (the changed record), so waiters need not read it again. */
   #announced: unknown;
   #settle!: (changed: boolean) => void;
-  #timer: NodeJS.Timeout | undefined;
   #unregister: (() => void) | undefined;
   #done = false;
 
   readonly revisionId: string;
   readonly set: Set<Waiter>;
   readonly onDone: (waiter: Waiter) => void;
+  /** This waiter's place in its `Deadlines` list (maintained by the list). */
+  deadline = 0;
+  list: Deadlines | undefined;
+  previous: Waiter | undefined;
+  next: Waiter | undefined;
 
   constructor(revisionId: string, set: Set<Waiter>, onDone: (waiter: Waiter) => void) {
     this.revisionId = revisionId;
@@ -37,24 +42,24 @@ class Waiter {
     this.changed = new Promise<boolean>((resolve) => (this.#settle = resolve));
   }
 
-  start(timeoutMs: number, gone: Gone | undefined): void {
-    this.#timer = setTimeout(() => this.finish(false), timeoutMs);
-    if (gone) this.#unregister = gone(() => this.finish(false));
+  start(deadlines: Deadlines, gone: Gone | undefined): void {
+    deadlines.add(this);
+    if (gone) this.#unregister = gone(this.cancel);
   }
 
   finish(changed: boolean, value?: unknown): void {
     if (this.#done) return;
     this.#done = true;
     if (changed) this.#announced = value;
-    clearTimeout(this.#timer);
+    this.list?.remove(this);
     this.#unregister?.();
+    this.#unregister = undefined;
     this.onDone(this);
     this.#settle(changed);
   }
 
-  cancel(): void {
-    this.finish(false);
-  }
+  /** Ends the wait unchanged (the client went away, or the caller no longer waits). A property, so `gone` can take it as it is. */
+  readonly cancel = (): void => this.finish(false);
 
   value(): unknown {
     return this.#announced;
@@ -62,11 +67,68 @@ class Waiter {
 }
 
 /**
+ * The waiters of one timeout, in the order they started, which is the order their deadlines come
+ * in: one timer for the whole list, armed for its first deadline (as Node keeps one list per
+ * duration for its own timers, but without a `Timeout` object and callback per waiter).
+ */
+class Deadlines {
+  readonly #timeoutMs: number;
+  readonly #emptied: (timeoutMs: number) => void;
+  #first: Waiter | undefined;
+  #last: Waiter | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  /** The deadline the timer is armed for: every waiter due by then is expired when it fires (whatever the wall clock did meanwhile). */
+  #armedFor = 0;
+
+  constructor(timeoutMs: number, emptied: (timeoutMs: number) => void) {
+    this.#timeoutMs = timeoutMs;
+    this.#emptied = emptied;
+  }
+
+  add(waiter: Waiter): void {
+    waiter.deadline = Date.now() + this.#timeoutMs;
+    waiter.list = this;
+    waiter.previous = this.#last;
+    if (this.#last) this.#last.next = waiter;
+    else this.#first = waiter;
+    this.#last = waiter;
+    if (!this.#timer) this.#arm(waiter.deadline);
+  }
+
+  remove(waiter: Waiter): void {
+    if (waiter.previous) waiter.previous.next = waiter.next;
+    else this.#first = waiter.next;
+    if (waiter.next) waiter.next.previous = waiter.previous;
+    else this.#last = waiter.previous;
+    waiter.list = waiter.previous = waiter.next = undefined;
+    if (!this.#first) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#emptied(this.#timeoutMs);
+    }
+  }
+
+  #arm(deadline: number): void {
+    this.#armedFor = deadline;
+    this.#timer = setTimeout(this.#expire, Math.max(0, deadline - Date.now()));
+  }
+
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const due = Math.max(this.#armedFor, Date.now());
+    while (this.#first && this.#first.deadline <= due) this.#first.finish(false);
+    if (this.#first) this.#arm(this.#first.deadline);
+  };
+}
+
+/**
  * In-process notification of revision changes, for the conditional long-poll. Every status change
- * goes through the pipeline, which calls `notify`; a waiter costs one small object and one timer.
+ * goes through the pipeline, which calls `notify`; a waiter costs one small object (and its promise).
  */
 export class RevisionWatch {
   readonly #waiters = new Map<string, Set<Waiter>>();
+  /** The waiters by their timeout in milliseconds (clients mostly ask for the same few). */
+  readonly #deadlines = new Map<number, Deadlines>();
 
   /**
    * `changed` resolves `true` when the revision changes, `false` when `timeoutMs` passes or the
@@ -78,9 +140,15 @@ export class RevisionWatch {
     if (!set) this.#waiters.set(revisionId, (set = new Set()));
     const waiter = new Waiter(revisionId, set, this.#removed);
     set.add(waiter);
-    waiter.start(timeoutMs, gone instanceof AbortSignal ? signalGone(gone) : gone);
+    let deadlines = this.#deadlines.get(timeoutMs);
+    if (!deadlines) this.#deadlines.set(timeoutMs, (deadlines = new Deadlines(timeoutMs, this.#noDeadlines)));
+    waiter.start(deadlines, gone instanceof AbortSignal ? signalGone(gone) : gone);
     return waiter;
   }
+
+  readonly #noDeadlines = (timeoutMs: number): void => {
+    this.#deadlines.delete(timeoutMs);
+  };
 
   readonly #removed = (waiter: Waiter): void => {
     const set = waiter.set;

@@ -61,26 +61,15 @@ export class Revisions {
     waitMs: number,
     gone?: Gone,
   ): Promise<{ revision: RevisionRecord; changed: boolean }> {
-    const first = await this.get(tenantId, deploymentId, revisionId);
+    let first: RevisionRecord | null = await this.get(tenantId, deploymentId, revisionId);
     if (!isKnown(revisionEtag(first)) || waitMs <= 0) return { revision: first, changed: !isKnown(revisionEtag(first)) };
-    return this.#waitForChange(tenantId, deploymentId, revisionId, isKnown, waitMs, gone);
-  }
-
-  /**
-   * The wait itself. No revision record is held while waiting (a thousand waiters held two copies
-   * each, most of their memory beyond the socket's): the change brings its own record, and a wait
-   * that ends without one reads the revision again. Hence a method of its own, and the re-read
-   * after registering in another (`#readIfChanged`): an async function keeps the locals of its
-   * frame while it is suspended.
-   */
-  async #waitForChange(
-    tenantId: string,
-    deploymentId: string,
-    revisionId: string,
-    isKnown: (etag: string) => boolean,
-    waitMs: number,
-    gone?: Gone,
-  ): Promise<{ revision: RevisionRecord; changed: boolean }> {
+    // No revision record is held while waiting (a thousand waiters held two copies each, most of
+    // their memory beyond the socket's): the change brings its own record, and a wait that ends
+    // without one reads the revision again. One async function for the whole wait: handing it to
+    // another made each waiter hold the promise chain between the two (two closures, a context, a
+    // reaction); the re-read after registering is a method of its own, so its record is not a
+    // local of this frame while it is suspended.
+    first = null;
     // Register before reading again, so a change between the two reads is not missed.
     const waiter = this.#watch.wait(revisionId, waitMs, gone);
     const changedMeanwhile = await this.#readIfChanged(tenantId, deploymentId, revisionId, isKnown);

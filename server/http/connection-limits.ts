@@ -27,19 +27,32 @@ export function serverOptions(limits: ConnectionLimits): ServerOptions {
  * Applies the limits a slowloris attack runs into. Node's own header timeout only starts once a
  * connection sends its first byte; a connection that opens and sends nothing would be held
  * forever, so such connections are closed here when no request has begun within the header timeout.
+ * The timer goes at the connection's first request (or its close), so a connection held open by a
+ * long-poll keeps no timer, callback or listener of this (test/e2e/long-poll-memory.test.ts).
  */
 export function applyConnectionLimits(server: Server, limits: ConnectionLimits): void {
   server.maxConnections = limits.maxConnections;
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
-  const spoken = new WeakSet<Socket>();
-  server.on('request', (request) => spoken.add(request.socket));
-  server.on('connection', (socket: Socket) => {
-    const timer = setTimeout(() => {
-      if (!spoken.has(socket)) socket.destroy();
-    }, limits.headersTimeoutMs);
-    timer.unref();
-    socket.once('close', () => clearTimeout(timer));
+  const silent = new WeakMap<Socket, NodeJS.Timeout>();
+  // One listener function for every socket (`this` is the socket): no closure per connection.
+  function spoke(this: Socket): void {
+    clearTimeout(silent.get(this));
+    silent.delete(this);
+    this.off('close', spoke);
+  }
+  server.on('request', (request) => {
+    if (silent.has(request.socket)) spoke.call(request.socket);
   });
+  server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(closeSilent, limits.headersTimeoutMs, socket);
+    timer.unref();
+    silent.set(socket, timer);
+    socket.on('close', spoke);
+  });
+}
+
+function closeSilent(socket: Socket): void {
+  socket.destroy();
 }

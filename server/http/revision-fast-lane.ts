@@ -58,10 +58,13 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' |
       const waitMs = preferredWaitMs(nodeHeader(req, 'prefer'));
       // Registered when the wait starts: whether Hono, answering a failure, must not wait again.
       let waited = false;
+      // When the client goes away: the response's 'close' (as `clientGone` for Hono's routes). `on`,
+      // not `once`, which would wrap `cancel` in one more function per waiter; the waiter always unregisters.
       const gone: Gone | undefined = waitMs
         ? (cancel) => {
             waited = true;
-            return responseGone(res)(cancel);
+            res.on('close', cancel);
+            return () => res.off('close', cancel);
           }
         : undefined;
       revisions
@@ -121,23 +124,27 @@ function guarded(res: ServerResponse, write: () => void): void {
  * serialized for it alone (`revisionJson`), as the route does.
  */
 function answer(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord, body: string): void {
-  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
-  res.writeHead(200, { 'content-type': 'application/json', ...revisionHeaders(revision), 'Content-Length': Buffer.byteLength(body) });
+  const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
+  // Every header in the one object (the request id first, where Hono's `setHeader` puts it): a
+  // `setHeader` before `writeHead` makes Node pass each of the others through `setHeader` too.
+  res.writeHead(200, {
+    [REQUEST_ID_HEADER]: requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)),
+    'content-type': 'application/json',
+    etag,
+    'cache-control': cacheControl,
+    'Content-Length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
 function notModified(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord): void {
   const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  res.setHeader(REQUEST_ID_HEADER, requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)));
-  res.writeHead(304, { 'cache-control': cacheControl, etag, 'content-type': 'text/plain; charset=UTF-8' });
+  res.writeHead(304, {
+    [REQUEST_ID_HEADER]: requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)),
+    'cache-control': cacheControl,
+    etag,
+    'content-type': 'text/plain; charset=UTF-8',
+  });
   res.end();
-}
-
-/** When the client of a held request goes away: the response's 'close' (as `clientGone` for Hono's routes). */
-function responseGone(res: ServerResponse): Gone {
-  return (cancel) => {
-    res.once('close', cancel);
-    return () => res.off('close', cancel);
-  };
 }

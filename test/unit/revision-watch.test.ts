@@ -1,0 +1,77 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { RevisionWatch } from '../../server/domain/revision-watch.ts';
+
+/** The watch's timeouts on a movable clock: one timer per list of waiters with the same timeout. */
+describe('RevisionWatch timeouts', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  const settled = async (promise: Promise<boolean>) => {
+    let outcome: boolean | 'pending' = 'pending';
+    void promise.then((changed) => (outcome = changed));
+    await vi.advanceTimersByTimeAsync(0);
+    return outcome;
+  };
+
+  it('ends each wait unchanged at its own deadline, in order, whatever else finished meanwhile', async () => {
+    const watch = new RevisionWatch();
+    const first = watch.wait('a', 1000);
+    await vi.advanceTimersByTimeAsync(300);
+    const second = watch.wait('b', 1000);
+    const cancelled = watch.wait('c', 1000);
+    await vi.advanceTimersByTimeAsync(100);
+    const third = watch.wait('a', 1000);
+    const longer = watch.wait('a', 5000);
+    cancelled.cancel();
+    expect(await settled(cancelled.changed)).toBe(false);
+    expect(watch.size).toBe(4);
+
+    await vi.advanceTimersByTimeAsync(599); // 999 ms after the first
+    expect(await settled(first.changed)).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await settled(first.changed)).toBe(false);
+    expect(await settled(second.changed)).toBe('pending');
+    await vi.advanceTimersByTimeAsync(300);
+    expect(await settled(second.changed)).toBe(false);
+    expect(await settled(third.changed)).toBe('pending');
+    await vi.advanceTimersByTimeAsync(100);
+    expect(await settled(third.changed)).toBe(false);
+    expect(watch.size).toBe(1);
+    await vi.advanceTimersByTimeAsync(3999); // 4,999 ms after it started
+    expect(await settled(longer.changed)).toBe('pending');
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await settled(longer.changed)).toBe(false);
+    expect(watch.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("a change wakes its revision's waiters with the value, leaves the others, and the timer goes with the last", async () => {
+    const watch = new RevisionWatch();
+    const a1 = watch.wait('a', 1000);
+    const a2 = watch.wait('a', 1000);
+    const b = watch.wait('b', 1000);
+    watch.notify('a', { version: 2 });
+    expect(await settled(a1.changed)).toBe(true);
+    expect(await settled(a2.changed)).toBe(true);
+    expect(a1.value()).toEqual({ version: 2 });
+    expect(await settled(b.changed)).toBe('pending');
+    expect(vi.getTimerCount()).toBe(1);
+    watch.notify('b');
+    expect(await settled(b.changed)).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+    // A new wait after the list emptied gets a timer of its own again.
+    const again = watch.wait('a', 1000);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(await settled(again.changed)).toBe(false);
+  });
+
+  it('a client that goes away ends its wait and unregisters', async () => {
+    const watch = new RevisionWatch();
+    const controller = new AbortController();
+    const waiter = watch.wait('a', 1000, controller.signal);
+    controller.abort();
+    expect(await settled(waiter.changed)).toBe(false);
+    expect(watch.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
