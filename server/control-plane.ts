@@ -4,7 +4,7 @@ import type { Config } from './config.ts';
 import { createConsole } from './console/console.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import { AuditLog } from './domain/audit.ts';
-import type { Clock } from './domain/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
 import type { Resolve } from './domain/oauth/outbound.ts';

@@ -1,5 +1,5 @@
 import type { Config } from './config.ts';
-import type { Clock } from './domain/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
 import { type IssuerFetch, IssuerKeys } from './domain/github-oidc/issuer-keys.ts';
 import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';

@@ -1,6 +1,6 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './domain/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import { type GithubAppSettings, githubAppFrom } from './github/app-settings.ts';
 import { countGithubRequests } from './github/counted-api.ts';
 import { GithubApi } from './github/github-api.ts';

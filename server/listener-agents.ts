@@ -3,7 +3,7 @@ import { AgentDataPlane } from './dataplane/listener-agent.ts';
 import { DefaultListener } from './domain/agents/default-listener.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
-import type { Clock } from './domain/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import { LogCaps } from './domain/log-caps.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import type { RepoAccess } from './github/repo-access.ts';

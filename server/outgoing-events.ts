@@ -1,6 +1,6 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './domain/clock.ts';
+import type { Clock } from './lib/clock.ts';
 import { EventSender } from './domain/event-sender.ts';
 import { EventSubscriptions } from './domain/events.ts';
 import { OutboundPolicy, type Resolve } from './domain/oauth/outbound.ts';

@@ -7,7 +7,7 @@ import { type Config, publicUrl } from './config.ts';
 import { createControlPlane } from './control-plane.ts';
 import { generateApiKey, hashApiKey } from './crypto/api-key.ts';
 import { SecretBox } from './crypto/secret-box.ts';
-import { systemClock } from './domain/clock.ts';
+import { systemClock } from './lib/clock.ts';
 import { DOMAIN_STORE_RULES } from './domain/store-rules.ts';
 import { loadEncryptionKey } from './encryption-key.ts';
 import { withStoredGithubApp } from './github/manifest-flow.ts';

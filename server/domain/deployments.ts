@@ -15,7 +15,7 @@ import { repositoryOnHost } from '../github/app-settings.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
-import type { Clock } from './clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from './errors.ts';
 import { refuseWhatK8sWouldNot } from './k8s-spec-rules.ts';
 import { urlLabel } from './names.ts';

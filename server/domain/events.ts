@@ -3,7 +3,7 @@ import type { EventSubscription, EventSubscriptionCreate } from '../../shared/sc
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { EventDelivery, EventStore, EventSubscriptionRecord } from '../store/events.ts';
-import type { Clock } from './clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import { NotFound, ValidationFailed } from './errors.ts';
 import type { OutboundPolicy } from './oauth/outbound.ts';
 

@@ -4,7 +4,7 @@ import type { UploadUrl } from '../../shared/schemas/deployment.ts';
 import type { Logger } from '../logger.ts';
 import type { WorkLease } from '../store/types.ts';
 import type { UploadRecord, UploadStore } from '../store/uploads.ts';
-import type { Clock } from './clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './errors.ts';
 import { leaseFromNow } from './work-lease.ts';
 

@@ -10,7 +10,7 @@ import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secre
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { readQuery } from '../http/validation.ts';
-import { readLimited } from '../lib/read-limited.ts';
+import { readLimited } from '../domain/read-limited.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;

@@ -3,7 +3,7 @@ import { loadConfig } from '../../server/config.ts';
 import { createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
-import { type Clock, systemClock } from '../../server/domain/clock.ts';
+import { type Clock, systemClock } from '../../server/lib/clock.ts';
 import type { Resolve } from '../../server/domain/oauth/outbound.ts';
 import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
 import { type Logger, silentLogger } from '../../server/logger.ts';

@@ -2,7 +2,7 @@ import type { OAuthTokenMetadataPatch, OAuthTokenSummary } from '../../../shared
 import type { SecretBox } from '../../crypto/secret-box.ts';
 import type { Logger } from '../../logger.ts';
 import type { OAuthStore, ProviderRecord, TokenRecord } from '../../store/oauth.ts';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { NotFound } from '../errors.ts';
 import type { OutboundPolicy } from './outbound.ts';
 import type { OAuthProviders } from './providers.ts';

@@ -5,7 +5,7 @@ import type { RepoAccess } from '../../github/repo-access.ts';
 import type { Logger } from '../../logger.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../clock.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { integrationBlock, trackedBranch } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
