@@ -1,9 +1,9 @@
 import type { Config } from './config.ts';
-import type { Clock } from './lib/clock.ts';
 import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
 import { type IssuerFetch, IssuerKeys } from './domain/github-oidc/issuer-keys.ts';
 import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
 import { githubActionsTokenRoutes, isGithubTokenExchangePath } from './routes/github-actions-token.ts';
 import { githubTrustRoutes } from './routes/github-trust.ts';

@@ -1,6 +1,5 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './lib/clock.ts';
 import { type GithubAppSettings, githubAppFrom } from './github/app-settings.ts';
 import { countGithubRequests } from './github/counted-api.ts';
 import { GithubApi } from './github/github-api.ts';
@@ -12,6 +11,7 @@ import { RepoAccess } from './github/repo-access.ts';
 import { LINK_CONFIRM_PATH } from './github/setup-pages.ts';
 import { GithubStatusSender } from './github/status-sender.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';

@@ -4,13 +4,13 @@ import { page } from '../../shared/schemas/common.ts';
 import { WebhookAccepted, WebhookDelivery, WebhookDeliveryListQuery } from '../../shared/schemas/webhook-delivery.ts';
 import { WebhookSecretCreated, WebhookSecretStatus } from '../../shared/schemas/webhook-secret.ts';
 import { BadRequest, PayloadTooLarge, Unauthorized } from '../domain/errors.ts';
+import { readLimited } from '../domain/read-limited.ts';
 import type { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
 import type { DeliveryAddress, WebhookIntake } from '../domain/webhooks/intake.ts';
 import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { readQuery } from '../http/validation.ts';
-import { readLimited } from '../domain/read-limited.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;

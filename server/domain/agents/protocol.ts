@@ -18,16 +18,16 @@ import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '.
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import { TokenRefused } from '../../github/installation-tokens.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { machineAuditEntry, withAuditEntry } from '../../lib/request-scope.ts';
+import type { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, ListenerRecord, RevisionRecord, RevisionWork, Store } from '../../store/types.ts';
-import type { Clock } from '../../lib/clock.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { LogCaps } from '../log-caps.ts';
 import { sanitiseReportedText } from '../log-text.ts';
 import { dnsSafeName } from '../names.ts';
 import type { Pipeline } from '../pipeline.ts';
-import type { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { Uploads } from '../uploads.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 import { RuntimeLogLimits } from './runtime-log-limits.ts';

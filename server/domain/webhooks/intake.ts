@@ -1,7 +1,7 @@
 import { verifyWithFallback } from '@octokit/webhooks-methods';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { NewDelivery, WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../../lib/clock.ts';
 import { Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
 import type { DeliveryAddress } from './delivery-key.ts';
 import { deliveryKey } from './delivery-key.ts';

@@ -2,10 +2,10 @@ import type { BranchHeadReader } from '../../git/ls-remote.ts';
 import { type RemotePolicy, reconcileTarget } from '../../git/remote-policy.ts';
 import { repositoryOnHost } from '../../github/app-settings.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../../lib/clock.ts';
 import { integrationBlock, trackedBranch } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
