@@ -1,3 +1,4 @@
+import { repositoryOnHost } from '../../shared/repo-url.ts';
 import {
   type BulkDeleteResult,
   type Deployment,
@@ -11,7 +12,6 @@ import {
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
-import { repositoryOnHost } from '../github/app-settings.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import { createdRevisionWork } from '../store/rows.ts';

@@ -1,4 +1,4 @@
-import type { GithubRepository } from './app-settings.ts';
+import type { GithubRepository } from '../../shared/repo-url.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import { isRateLimited } from './rate-limits.ts';
 

@@ -1,7 +1,8 @@
+import { cloneUrlOf, repositoryOnHost } from '../../shared/repo-url.ts';
 import { Unavailable } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import type { IntegrationRecord, Store } from '../store/types.ts';
-import { cloneUrlOf, type GithubApp, repositoryOnHost } from './app-settings.ts';
+import type { GithubApp } from './app-settings.ts';
 import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
 
 /** How git reaches a private repository: the URL the token opens and the token. */

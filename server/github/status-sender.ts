@@ -1,10 +1,11 @@
+import { type GithubRepository, repositoryOnHost } from '../../shared/repo-url.ts';
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
 import type { Clock } from '../lib/clock.ts';
 import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
-import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
+import type { GithubApp } from './app-settings.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';

@@ -1,6 +1,6 @@
+import { repositoryOnHost } from '../../../shared/repo-url.ts';
 import type { BranchHeadReader } from '../../git/ls-remote.ts';
 import { type RemotePolicy, reconcileTarget } from '../../git/remote-policy.ts';
-import { repositoryOnHost } from '../../github/app-settings.ts';
 import type { RepoAccess } from '../../github/repo-access.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
