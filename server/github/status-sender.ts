@@ -1,5 +1,6 @@
 import { type GithubRepository, repositoryOnHost } from '../../shared/repo-url.ts';
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
+import { TokenRefused } from '../domain/repository-access.ts';
 import type { Clock } from '../lib/clock.ts';
 import { PollLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
@@ -9,7 +10,7 @@ import type { GithubApp } from './app-settings.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';
-import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
 import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
 import { describe, githubEnvironmentOf, planFor, postedDeploymentState, type StatusPlan } from './status-plan.ts';
 

@@ -6,7 +6,7 @@ import { WebhookSecretCreated, WebhookSecretStatus } from '../../shared/schemas/
 import { BadRequest, PayloadTooLarge, Unauthorized } from '../domain/errors.ts';
 import { readLimited } from '../domain/read-limited.ts';
 import type { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
-import type { DeliveryAddress, WebhookIntake } from '../domain/webhooks/intake.ts';
+import { type DeliveryAddress, WEBHOOK_PATH, type WebhookIntake } from '../domain/webhooks/intake.ts';
 import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
@@ -14,7 +14,6 @@ import { readQuery } from '../http/validation.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
-export const WEBHOOK_PATH = '/v1/webhooks/github';
 /** Where one workspace's repository webhooks deliver, signed with that workspace's own secret. */
 export const WORKSPACE_WEBHOOK_PATH = `${WEBHOOK_PATH}/workspaces/:workspace_id`;
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
