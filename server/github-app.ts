@@ -8,7 +8,6 @@ import { InstallationLinks } from './github/installation-links.ts';
 import { InstallationPermissions } from './github/installation-permissions.ts';
 import { InstallationTokens } from './github/installation-tokens.ts';
 import { RepoAccess } from './github/repo-access.ts';
-import { LINK_CONFIRM_PATH } from './github/setup-pages.ts';
 import { GithubStatusSender } from './github/status-sender.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Clock } from './lib/clock.ts';
@@ -92,6 +91,5 @@ export function createGithubApp(deps: {
     /** Sends revision changes to GitHub as deployments and commit statuses. */
     sender,
     routes: (ctx: RouteContext) => githubSetupRoutes(ctx, links),
-    isPublic: (path: string) => path === GITHUB_SETUP_PATH || path === LINK_CONFIRM_PATH,
   };
 }

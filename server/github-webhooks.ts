@@ -18,8 +18,6 @@ import type { GithubStore } from './store/github.ts';
 import type { WebhookSecretStore } from './store/webhook-secrets.ts';
 import type { WebhookStore } from './store/webhooks.ts';
 
-const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
-
 /**
  * The GitHub push feature, wired from the control plane's services: the signature-checked
  * endpoint and delivery log, the worker that turns stored deliveries into revisions, and the
@@ -125,7 +123,6 @@ export function createGithubWebhooks(deps: {
     previewSweeper: previewSweeper(previews, deps.previews, log),
     routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
     /** Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one. */
-    isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/` || WORKSPACE_DELIVERY.test(path),
   };
 }
 

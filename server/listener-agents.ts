@@ -9,7 +9,7 @@ import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
 import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
-import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
+import { agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
 import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
 import type { Services } from './services.ts';
@@ -80,7 +80,6 @@ export function createListenerAgents(deps: {
           workspaceSettingsRoutes(ctx, defaults);
         },
         /** Agent routes authenticate by listener token, not by API key. */
-        isPublic: (path: string) => AGENT_PATH.test(path),
         worker: {
           start: () => plane.start(),
           stop: () => {

@@ -104,7 +104,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       path: WEBHOOK_PATH,
       summary: "Receive a GitHub App delivery (push, installation, ping), signed with the server's secret; stored first, answered 202, processed after",
       tag,
-      auth: false,
+      auth: 'webhook-signature',
       operationId: 'receive_github_webhook',
       description:
         'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
@@ -120,7 +120,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       path: WORKSPACE_WEBHOOK_PATH,
       summary: "Receive a repository webhook's delivery for one workspace, signed with that workspace's secret; it builds only that workspace's deployments",
       tag,
-      auth: false,
+      auth: 'webhook-signature',
       description:
         "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
       // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
@@ -133,6 +133,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "Create or rotate the workspace's repository-webhook secret; the value is shown in this answer only",
@@ -149,6 +150,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "The workspace's repository-webhook secret: its Payload URL and dates, never its value",
@@ -163,6 +165,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "Remove the workspace's repository-webhook secret: its repository webhooks are refused from then on",
@@ -180,6 +183,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${WEBHOOK_PATH}/deliveries`,
       summary: "The workspace's GitHub delivery log, newest first: what each delivery built or why not",
