@@ -6,6 +6,7 @@ import { errorResponse } from './http/errors.ts';
 import { apiKeyFrom, clientAddress, requestHeader } from './http/node-request.ts';
 import { OpenApiRegistry } from './http/openapi.ts';
 import { observeRequests } from './http/request-id.ts';
+import { requestAuth } from './http/route-auth.ts';
 import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
 import { auditEventRoutes } from './routes/audit-events.ts';
@@ -21,18 +22,14 @@ import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
 import type { Tracing } from './tracing.ts';
 
-/** Paths under /v1 and /v2 that authenticate otherwise than by API key. */
-export type PublicPath = (path: string) => boolean;
-
 /**
- * Builds the HTTP app from the services: one auth middleware, one error mapping, routes by
+ * Builds the HTTP app from the services: one auth middleware (reading each route's declared auth), one error mapping, routes by
  * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
  */
 export function createApp(
   services: Services,
   options: {
     extraRoutes?: Array<(ctx: RouteContext) => void>;
-    publicPaths?: PublicPath[];
     publicUrl?: () => string;
     inflightBodyBytes?: number;
     /** Middleware that may answer before the key check (the console's redirects of browsers). */
@@ -44,19 +41,17 @@ export function createApp(
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
   const ctx: RouteContext = { app, services, docs };
-  const isPublic = (path: string) => (options.publicPaths ?? []).some((test) => test(path));
 
   app.onError((error, c) => errorResponse(error, c, services));
   app.notFound((c) => errorResponse(new NotFound(`No route for ${c.req.method} ${c.req.path}.`), c, services));
 
-  /** Paths that take an API key: /v1 and /v2 and everything under them (as Hono's `/v1/*` matches). */
-  const needsKey = (path: string) => (path.startsWith('/v1') || path.startsWith('/v2')) && (path.length === 3 || path[3] === '/') && !isPublic(path);
   // Bodies read before they can be authenticated (webhook deliveries) share one memory budget; a
   // request's share goes back when it ends, whether it succeeded, failed or the client went away.
   const bodyBudget = new ByteBudget(options.inflightBodyBytes ?? Number.MAX_SAFE_INTEGER);
   // One middleware for both (one layer fewer per request than two): the key check, then the lease.
   const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-    if (needsKey(c.req.path)) c.set('principal', await services.auth.authenticate(apiKeyOf(c), requestHeader(c, 'x-tenant-id'), clientAddress(c)));
+    // The matched route's own declaration says whether it takes a key (http/route-auth.ts).
+    if (requestAuth(c) === 'api-key') c.set('principal', await services.auth.authenticate(apiKeyOf(c), requestHeader(c, 'x-tenant-id'), clientAddress(c)));
     // Path parameters and query values reach lookups on every route: one NUL rule for all of them.
     const nul = urlNulProblem(c.req.url);
     if (nul) throw new ValidationFailed([nul]);

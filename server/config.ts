@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseAllowedHosts } from './domain/oauth/outbound.ts';
+import { parseAllowedHosts } from './lib/allowed-hosts.ts';
 import { StartupError } from './startup-errors.ts';
 
 const optional = z

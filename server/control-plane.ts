@@ -1,28 +1,27 @@
 import type { Hono } from 'hono';
-import { createApp, type PublicPath } from './app.ts';
+import { createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { createConsole } from './console/console.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
 import { AuditLog } from './domain/audit.ts';
-import type { Clock } from './domain/clock.ts';
 import type { IssuerFetch } from './domain/github-oidc/issuer-keys.ts';
 import { createOAuth } from './domain/oauth/oauth.ts';
 import type { Resolve } from './domain/oauth/outbound.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
-import { UPLOAD_PATH_PREFIX, Uploads } from './domain/uploads.ts';
+import { Uploads } from './domain/uploads.ts';
 import { ManifestFlow } from './github/manifest-flow.ts';
 import { createGithubActionsOidc } from './github-actions-oidc.ts';
 import { createGithubApp } from './github-app.ts';
 import { createGithubWebhooks } from './github-webhooks.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import { sweepLoop } from './lib/poll-loop.ts';
 import { createListenerAgents } from './listener-agents.ts';
 import type { Logger } from './logger.ts';
 import { Metrics } from './metrics.ts';
 import { createOutgoingEvents } from './outgoing-events.ts';
-import { githubManifestRoutes, isManifestPath } from './routes/github-manifest.ts';
+import { githubManifestRoutes } from './routes/github-manifest.ts';
 import { oauthRoutes } from './routes/oauth.ts';
-import { isOAuthCallbackPath } from './routes/oauth-callback.ts';
 import { createServices, type Services } from './services.ts';
 import type { StoreBackend } from './store/backend.ts';
 import { TOPICS } from './store/coordination.ts';
@@ -126,7 +125,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   // While this process's listening connection is down, keys are not cached (read on every request).
   auth.sharedWith({ announceRevoked: (keyId) => coordination.publishAcknowledged(TOPICS.apiKeyRevoked, keyId), listening: () => coordination.listening });
   const extraRoutes: Array<(ctx: RouteContext) => void> = [];
-  const publicPaths: PublicPath[] = [(path) => path.startsWith(UPLOAD_PATH_PREFIX)];
   const workers: Array<{ start(): Promise<void> | void; stop(): void }> = [
     uploads,
     uploadSweeper(uploads, deps.config.UPLOAD_URL_TTL_SECONDS * 1000, deps.log),
@@ -148,7 +146,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   });
   if (githubApp) {
     extraRoutes.push(githubApp.routes);
-    publicPaths.push(githubApp.isPublic);
     workers.push(githubApp.sender);
   }
 
@@ -162,7 +159,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     publicUrl: deps.publicUrl,
   });
   extraRoutes.push((ctx) => githubManifestRoutes(ctx, manifestFlow, deps.config.GITHUB_URL));
-  publicPaths.push(isManifestPath);
 
   // GitHub push webhooks: signature-checked intake, delivery worker, branch-head reconciler.
   const github = createGithubWebhooks({
@@ -187,7 +183,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     leadReconciler: () => coordination.tryLead('reconciler'),
   });
   extraRoutes.push(github.routes);
-  publicPaths.push(github.isPublic);
   workers.push(github.worker, github.reconciler, github.previewSweeper);
 
   // OAuth helper: providers, authenticate, wait; the callback is checked by its state, not a key.
@@ -203,7 +198,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     exclusive: (name, work) => coordination.exclusive(name, work),
   });
   extraRoutes.push((ctx) => oauthRoutes(ctx, oauth));
-  publicPaths.push(isOAuthCallbackPath);
 
   // Outgoing events: workspaces' subscriptions, and the sender of the outbox the triggers fill.
   const outgoingEvents = createOutgoingEvents({
@@ -221,7 +215,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
   // Listener agents: agent tokens, the agent protocol, the workspace's default listener.
   const agents = listenerAgents.attach(services, { repoAccess: githubApp?.repoAccess });
   extraRoutes.push(agents.routes);
-  publicPaths.push(agents.isPublic);
   workers.push(agents.worker);
 
   // Keyless CI: trust entries per workspace, and the exchange of an Actions ID token (which takes no key).
@@ -235,7 +228,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     issuerFetch: deps.issuerFetch,
   });
   extraRoutes.push(githubOidc.routes);
-  publicPaths.push(githubOidc.isPublic);
 
   // The web console: pages under /console with their own session cookies, and browsers' links into them.
   const webConsole = createConsole({
@@ -251,7 +243,6 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
 
   const app = createApp(services, {
     extraRoutes,
-    publicPaths,
     publicUrl: deps.publicUrl,
     inflightBodyBytes: deps.config.WEBHOOK_INFLIGHT_BYTES,
     beforeAuth: [webConsole.beforeAuth],

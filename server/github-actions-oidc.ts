@@ -1,11 +1,11 @@
 import type { Config } from './config.ts';
-import type { Clock } from './domain/clock.ts';
 import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
 import { type IssuerFetch, IssuerKeys } from './domain/github-oidc/issuer-keys.ts';
 import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
-import { githubActionsTokenRoutes, isGithubTokenExchangePath } from './routes/github-actions-token.ts';
+import { githubActionsTokenRoutes } from './routes/github-actions-token.ts';
 import { githubTrustRoutes } from './routes/github-trust.ts';
 import type { GithubTrustStore } from './store/github-trust.ts';
 import type { Store } from './store/types.ts';
@@ -44,6 +44,5 @@ export function createGithubActionsOidc(deps: {
       githubTrustRoutes(ctx, entries);
       githubActionsTokenRoutes(ctx, exchanger);
     },
-    isPublic: isGithubTokenExchangePath,
   };
 }

@@ -1,6 +1,5 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './domain/clock.ts';
 import { type GithubAppSettings, githubAppFrom } from './github/app-settings.ts';
 import { countGithubRequests } from './github/counted-api.ts';
 import { GithubApi } from './github/github-api.ts';
@@ -9,9 +8,9 @@ import { InstallationLinks } from './github/installation-links.ts';
 import { InstallationPermissions } from './github/installation-permissions.ts';
 import { InstallationTokens } from './github/installation-tokens.ts';
 import { RepoAccess } from './github/repo-access.ts';
-import { LINK_CONFIRM_PATH } from './github/setup-pages.ts';
 import { GithubStatusSender } from './github/status-sender.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import { GITHUB_SETUP_PATH, githubSetupRoutes } from './routes/github-setup.ts';
@@ -92,6 +91,5 @@ export function createGithubApp(deps: {
     /** Sends revision changes to GitHub as deployments and commit statuses. */
     sender,
     routes: (ctx: RouteContext) => githubSetupRoutes(ctx, links),
-    isPublic: (path: string) => path === GITHUB_SETUP_PATH || path === LINK_CONFIRM_PATH,
   };
 }

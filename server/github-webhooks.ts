@@ -3,7 +3,7 @@ import type { SecretBox } from './crypto/secret-box.ts';
 import { CheckRunRerun } from './domain/webhooks/check-run-rerun.ts';
 import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
 import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
-import { WebhookIntake } from './domain/webhooks/intake.ts';
+import { WEBHOOK_PATH, WebhookIntake } from './domain/webhooks/intake.ts';
 import { type PreviewRefusal, Previews } from './domain/webhooks/previews.ts';
 import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
 import { PushBuilds } from './domain/webhooks/push-builds.ts';
@@ -13,13 +13,11 @@ import { type BranchHeadReader, lsRemoteBranchHead } from './git/ls-remote.ts';
 import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
 import { sweepLoop } from './lib/poll-loop.ts';
-import { WEBHOOK_PATH, webhookRoutes } from './routes/webhooks.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 import type { Services } from './services.ts';
 import type { GithubStore } from './store/github.ts';
 import type { WebhookSecretStore } from './store/webhook-secrets.ts';
 import type { WebhookStore } from './store/webhooks.ts';
-
-const WORKSPACE_DELIVERY = new RegExp(`^${WEBHOOK_PATH}/workspaces/[^/]+/?$`);
 
 /**
  * The GitHub push feature, wired from the control plane's services: the signature-checked
@@ -126,7 +124,6 @@ export function createGithubWebhooks(deps: {
     previewSweeper: previewSweeper(previews, deps.previews, log),
     routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
     /** Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one. */
-    isPublic: (path: string) => path === WEBHOOK_PATH || path === `${WEBHOOK_PATH}/` || WORKSPACE_DELIVERY.test(path),
   };
 }
 

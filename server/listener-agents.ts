@@ -4,13 +4,13 @@ import { DefaultListener } from './domain/agents/default-listener.ts';
 import { ListenerTokens } from './domain/agents/listener-tokens.ts';
 import { AgentProtocol } from './domain/agents/protocol.ts';
 import { RuntimeLogLimits, type RuntimeLogLimitsConfig } from './domain/agents/runtime-log-limits.ts';
-import type { Clock } from './domain/clock.ts';
 import { LogCaps } from './domain/log-caps.ts';
 import { SharedWatch } from './domain/shared-watch.ts';
 import type { RepoAccess } from './github/repo-access.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
-import { AGENT_PATH, agentRoutes } from './routes/agent.ts';
+import { agentRoutes } from './routes/agent.ts';
 import { listenerTokenRoutes } from './routes/listener-tokens.ts';
 import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
 import type { Services } from './services.ts';
@@ -83,7 +83,6 @@ export function createListenerAgents(deps: {
           workspaceSettingsRoutes(ctx, defaults);
         },
         /** Agent routes authenticate by listener token, not by API key. */
-        isPublic: (path: string) => AGENT_PATH.test(path),
         worker: {
           start: () => plane.start(),
           stop: () => {

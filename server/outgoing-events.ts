@@ -1,10 +1,10 @@
 import type { Config } from './config.ts';
 import type { SecretBox } from './crypto/secret-box.ts';
-import type { Clock } from './domain/clock.ts';
 import { EventSender } from './domain/event-sender.ts';
 import { EventSubscriptions } from './domain/events.ts';
 import { OutboundPolicy, type Resolve } from './domain/oauth/outbound.ts';
 import type { RouteContext } from './http/env.ts';
+import type { Clock } from './lib/clock.ts';
 import type { Logger } from './logger.ts';
 import { eventSubscriptionRoutes } from './routes/event-subscriptions.ts';
 import type { EventStore } from './store/events.ts';

@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from '../http/env.ts';
+import { mountWithAuth } from '../http/route-auth.ts';
 import { sweepLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { Services } from '../services.ts';
@@ -66,7 +67,8 @@ export function createConsole(deps: {
     hub,
     beforeAuth: browserLinks,
     routes: (ctx: RouteContext) => {
-      ctx.app.route('/console', app);
+      // Every console page takes the session cookie, checked by the console's own middleware.
+      mountWithAuth(ctx.app, '/console', app, 'console-session');
     },
     worker: {
       start() {

@@ -1,6 +1,6 @@
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
-import { repositoryOnHost } from '../github/app-settings.ts';
+import { repositoryOnHost } from '../../shared/repo-url.ts';
 
 /** A piece of HTML whose interpolated values have been escaped. */
 export type Html = HtmlEscapedString;

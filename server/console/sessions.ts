@@ -2,8 +2,8 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { hashApiKey, sameDigest } from '../crypto/api-key.ts';
 import type { AuditLog } from '../domain/audit.ts';
 import type { Auth, Principal } from '../domain/auth.ts';
-import type { Clock } from '../domain/clock.ts';
 import { NotFound } from '../domain/errors.ts';
+import type { Clock } from '../lib/clock.ts';
 import { requestScope } from '../lib/request-scope.ts';
 import type { ConsoleStore } from '../store/console.ts';
 

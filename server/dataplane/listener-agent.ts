@@ -1,5 +1,5 @@
-import type { Clock } from '../domain/clock.ts';
-import type { RevisionWatch } from '../domain/revision-watch.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { RevisionWatch } from '../lib/revision-watch.ts';
 import type { Logger } from '../logger.ts';
 import type { AgentStore } from '../store/agents.ts';
 import { type Coordination, LocalCoordination, TOPICS } from '../store/coordination.ts';

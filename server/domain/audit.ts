@@ -1,9 +1,9 @@
+import type { Clock } from '../lib/clock.ts';
 import { type PollLoop, sweepLoop } from '../lib/poll-loop.ts';
 import type { AuditEntry } from '../lib/request-scope.ts';
 import type { Logger } from '../logger.ts';
 import type { AuditQuery, AuditStore } from '../store/audit.ts';
 import type { Principal } from './auth.ts';
-import type { Clock } from './clock.ts';
 import { ValidationFailed } from './errors.ts';
 
 /** What a reader of `GET /v1/audit-events` may ask for. */

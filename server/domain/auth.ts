@@ -1,10 +1,10 @@
 import type { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/api-key.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
 import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
+import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { ApiKeyRecord, Store } from '../store/types.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
-import type { Clock } from './clock.ts';
 import { Forbidden, NotFound, Unauthorized } from './errors.ts';
 
 /** Who is calling, and in which workspace. */

@@ -11,10 +11,10 @@ import {
   type SourceRevisionConfig,
 } from '../../shared/schemas/deployment.ts';
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
+import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 import { refuseWhatK8sWouldNot } from './k8s-spec-rules.ts';
 import { urlLabel } from './names.ts';

@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import type { Clock } from '../lib/clock.ts';
 import { PolledWorker } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { EventDelivery, EventStore, EventSubscriptionRecord } from '../store/events.ts';
-import type { Clock } from './clock.ts';
 import type { OutboundPolicy } from './oauth/outbound.ts';
 import { post } from './oauth/token-request.ts';
 

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { EventSubscription, EventSubscriptionCreate } from '../../shared/schemas/event-subscription.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { EventDelivery, EventStore, EventSubscriptionRecord } from '../store/events.ts';
-import type { Clock } from './clock.ts';
 import { NotFound, ValidationFailed } from './errors.ts';
 import type { OutboundPolicy } from './oauth/outbound.ts';
 

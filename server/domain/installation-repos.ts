@@ -1,7 +1,7 @@
 import type { GithubRepository } from '../../shared/schemas/integration.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { InstallationRepo, InstallationRepoStore } from '../store/installation-repos.ts';
 import type { Store } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 import { NotFound } from './errors.ts';
 
 type Json = Record<string, unknown>;

@@ -1,7 +1,7 @@
 import type { GithubIntegration, GithubIntegrationCreate } from '../../shared/schemas/integration.ts';
+import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { Store } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 
 /** GitHub App installations linked to a workspace. */

@@ -1,7 +1,7 @@
 import type { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
+import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { ListenerRecord, Page, Store } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 import { Conflict, NotFound } from './errors.ts';
 
 /** Listeners: where `external_docker` deployments run (`sandbox` here, `k8s` through an agent). */

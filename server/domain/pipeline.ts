@@ -1,11 +1,11 @@
 import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { RevisionWatch } from '../lib/revision-watch.ts';
 import type { Logger } from '../logger.ts';
 import type { DeploymentRecord, RevisionRecord, RevisionRunner, RevisionTransition, RevisionWork, Store, WorkLease } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 import { BadRequest, NotFound } from './errors.ts';
 import type { Readiness } from './readiness.ts';
-import type { RevisionWatch } from './revision-watch.ts';
 import { asStorageUnavailable } from './storage-unavailable.ts';
 import { planStart } from './store-rules.ts';
 import { leaseFromNow } from './work-lease.ts';

@@ -1,8 +1,8 @@
 import { revisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ProjectLogs, ProjectLogsRequest, Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
+import type { Gone, RevisionWatch } from '../lib/revision-watch.ts';
 import type { Page, RevisionRecord, Store } from '../store/types.ts';
 import { NotFound } from './errors.ts';
-import type { Gone, RevisionWatch } from './revision-watch.ts';
 
 /** The revision as the API shows it. */
 export function publicRevision(revision: RevisionRecord): Revision {

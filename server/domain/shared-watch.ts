@@ -1,5 +1,5 @@
+import { RevisionWatch } from '../lib/revision-watch.ts';
 import type { Coordination } from '../store/coordination.ts';
-import { RevisionWatch } from './revision-watch.ts';
 
 /**
  * A `RevisionWatch` whose wake-ups reach every process on the database. `notify` wakes this

@@ -1,10 +1,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { UploadUrl } from '../../shared/schemas/deployment.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { WorkLease } from '../store/types.ts';
 import type { UploadRecord, UploadStore } from '../store/uploads.ts';
-import type { Clock } from './clock.ts';
 import { BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge } from './errors.ts';
 import { leaseFromNow } from './work-lease.ts';
 

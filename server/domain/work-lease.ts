@@ -1,5 +1,5 @@
+import type { Clock } from '../lib/clock.ts';
 import type { WorkLease } from '../store/types.ts';
-import type { Clock } from './clock.ts';
 
 /**
  * A lease on work for `owner` (this server process) from now until `leaseMs` later

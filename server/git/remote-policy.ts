@@ -1,4 +1,4 @@
-import { cloneUrlOf, repositoryOnHost } from '../github/app-settings.ts';
+import { cloneUrlOf, repositoryOnHost } from '../../shared/repo-url.ts';
 
 /** What the reconciler may contact: settings `RECONCILE_ALLOWED_HOSTS` and `ALLOW_FILE_REPO_URLS`. */
 export type RemotePolicy = {

@@ -1,8 +1,8 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { GithubIntegration } from '../../shared/schemas/integration.ts';
 import { sameText } from '../crypto/same-text.ts';
-import type { Clock } from '../domain/clock.ts';
 import { BadRequest, Conflict, DomainError } from '../domain/errors.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubStore, InstallationAccount, LinkAttempt, SetupState } from '../store/github.ts';
 import type { Store } from '../store/types.ts';

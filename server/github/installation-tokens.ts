@@ -1,4 +1,5 @@
-import type { GithubRepository } from './app-settings.ts';
+import type { GithubRepository } from '../../shared/repo-url.ts';
+import { TokenRefused } from '../domain/repository-access.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import { isRateLimited } from './rate-limits.ts';
 
@@ -6,21 +7,6 @@ import { isRateLimited } from './rate-limits.ts';
 const REUSE_MARGIN_MS = 5 * 60_000;
 
 type Minted = { token: string; expiresAtMs: number };
-
-/**
- * GitHub will not mint the token until someone changes something on GitHub: the repository is not
- * among the installation's selected ones, the installation has not accepted the permissions asked,
- * it is gone or suspended, or the App's own credentials are wrong. Retrying changes nothing; the
- * message says what to fix, and where.
- */
-export class TokenRefused extends Error {
-  override readonly name = 'TokenRefused';
-  readonly status: number;
-  constructor(message: string, status: number) {
-    super(message);
-    this.status = status;
-  }
-}
 
 /** The sentence a user reads for a refused mint: which of GitHub's reasons, and where to fix it. */
 function refusalOf(error: GithubApiError, installationId: number, repository: GithubRepository, permissions: Record<string, string>): TokenRefused {

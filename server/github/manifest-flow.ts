@@ -2,9 +2,9 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { sameText } from '../crypto/same-text.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
-import type { Clock } from '../domain/clock.ts';
+import { WEBHOOK_PATH } from '../domain/webhooks/intake.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../logger.ts';
-import { WEBHOOK_PATH } from '../routes/webhooks.ts';
 import type { GithubStore } from '../store/github.ts';
 import { GithubApiError, restCall } from './github-api.ts';
 

@@ -1,4 +1,4 @@
-import { escapeHtml } from '../routes/oauth-page.ts';
+import { escapeHtml } from '../lib/escape-html.ts';
 import { NEW_APP_PATH } from './manifest-flow.ts';
 import { page, SETUP_PAGE_HEADERS } from './setup-pages.ts';
 

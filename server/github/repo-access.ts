@@ -1,11 +1,10 @@
+import { cloneUrlOf, repositoryOnHost } from '../../shared/repo-url.ts';
 import { Unavailable } from '../domain/errors.ts';
+import { type RepoCredentials, type RepositoryAccess, TokenRefused } from '../domain/repository-access.ts';
 import type { Logger } from '../logger.ts';
 import type { IntegrationRecord, Store } from '../store/types.ts';
-import { cloneUrlOf, type GithubApp, repositoryOnHost } from './app-settings.ts';
-import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
-
-/** How git reaches a private repository: the URL the token opens and the token. */
-export type RepoCredentials = { url: string; token: string };
+import type { GithubApp } from './app-settings.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
 
 export type RepoAccessDeps = {
   app: GithubApp;
@@ -22,7 +21,7 @@ export type RepoAccessDeps = {
  * proven to belong to the workspace (a bare `installation_id` someone typed opens nothing) and is
  * not suspended. Anything else is read as before, without credentials.
  */
-export class RepoAccess {
+export class RepoAccess implements RepositoryAccess {
   readonly #deps: RepoAccessDeps;
 
   constructor(deps: RepoAccessDeps) {

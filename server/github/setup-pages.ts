@@ -1,4 +1,4 @@
-import { escapeHtml } from '../routes/oauth-page.ts';
+import { escapeHtml } from '../lib/escape-html.ts';
 import type { InstallationAccount } from '../store/github.ts';
 import type { LinkTarget } from './installation-links.ts';
 

@@ -1,9 +1,10 @@
-import type { Clock } from '../domain/clock.ts';
+import { TokenRefused } from '../domain/repository-access.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubStore, OutboxEvent } from '../store/github.ts';
 import { type GithubApi, GithubApiError } from './github-api.ts';
 import type { GithubPace } from './github-pace.ts';
-import { type InstallationTokens, TokenRefused } from './installation-tokens.ts';
+import type { InstallationTokens } from './installation-tokens.ts';
 import { isRateLimited, rateLimitedUntil } from './rate-limits.ts';
 import type { Target } from './status-target.ts';
 

@@ -1,4 +1,4 @@
-import type { Clock } from '../domain/clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { GithubStore, OutboxEvent } from '../store/github.ts';
 import type { DeploymentRecord, RevisionRecord, Store } from '../store/types.ts';
 import type { StatusCalls } from './status-calls.ts';

@@ -1,5 +1,5 @@
 import { isTerminal, type RevisionStatus } from '../../shared/schemas/revision.ts';
-import type { Clock } from '../domain/clock.ts';
+import type { Clock } from '../lib/clock.ts';
 import { PolledWorker } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { GithubDeploymentRecord, GithubStore, OutboxEvent } from '../store/github.ts';

@@ -1,6 +1,7 @@
+import { type GithubRepository, repositoryOnHost } from '../../shared/repo-url.ts';
 import type { GithubDeploymentRecord, GithubStore } from '../store/github.ts';
 import type { DeploymentRecord, Store } from '../store/types.ts';
-import { type GithubApp, type GithubRepository, repositoryOnHost } from './app-settings.ts';
+import type { GithubApp } from './app-settings.ts';
 import type { InstallationPermissions } from './installation-permissions.ts';
 import { TryLater } from './status-calls.ts';
 

@@ -1,6 +1,6 @@
 import type { Context } from 'hono';
 import { PayloadTooLarge } from '../domain/errors.ts';
-import { type Gone, signalGone } from '../domain/revision-watch.ts';
+import { type Gone, signalGone } from '../lib/revision-watch.ts';
 
 type NodeEnv =
   | {

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { ErrorDetail, HTTPValidationError } from '../../shared/schemas/common.ts';
 import { HOSTED_OPERATION_IDS, HOSTED_TAGS, hostedOperationKey } from './hosted-operation-ids.ts';
 import { SchemaComponents } from './openapi-schemas.ts';
+import type { RouteAuth } from './route-auth.ts';
 
 type Method = 'get' | 'post' | 'patch' | 'delete' | 'put';
 
@@ -56,9 +57,9 @@ export type RouteDoc = {
    * `readJson` / `readQuery` / `pathId` and runs behind the API key middleware.
    */
   errors?: number[];
-  /** False for the routes that take no API key. */
-  auth?: boolean;
-  /** For a route with `auth: false` that takes another credential: its security requirement (e.g. `[{ ListenerToken: [] }]`). */
+  /** How the caller proves who it is (route-auth.ts): the only place that is decided, for the middleware and this document. */
+  auth: RouteAuth;
+  /** For a route that takes another credential than an API key: its security requirement (e.g. `[{ ListenerToken: [] }]`). */
   security?: Array<Record<string, string[]>>;
 };
 
@@ -108,7 +109,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
 export function derivedErrors(route: RouteDoc): number[] {
   const hasPathParams = /:\w+/.test(route.path);
   const errors = new Set<number>();
-  if (route.auth !== false) [401, 403, 429, 503].forEach((s) => errors.add(s));
+  if (route.auth === 'api-key') [401, 403, 429, 503].forEach((s) => errors.add(s));
   if (hasPathParams || route.body) errors.add(404);
   if (route.method !== 'get') [400, 409].forEach((s) => errors.add(s));
   if (route.body || route.bodyContentType) [413, 415].forEach((s) => errors.add(s));
@@ -242,7 +243,7 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
   // The API's JSON routes name each unknown body field they ignored in a Warning header (contract §2);
   // the routes without an API key (webhook) take foreign bodies as they are.
   const success: ResponseDoc =
-    route.body && route.auth !== false
+    route.body && route.auth === 'api-key'
       ? {
           ...route.response,
           headers: { Warning: 'One `299 - "Unknown field ignored: body.<path>"` value per unknown field that was ignored', ...route.response.headers },
@@ -272,7 +273,7 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
         }
       : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
-    ...(route.security ? { security: route.security } : route.auth === false ? { security: [] } : {}),
+    ...(route.security ? { security: route.security } : route.auth !== 'api-key' ? { security: [] } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Gone } from '../domain/revision-watch.ts';
+import type { Gone } from '../lib/revision-watch.ts';
 import type { Services } from '../services.ts';
 import type { RevisionRecord } from '../store/types.ts';
 import { apiKeyFrom, nodeHeader, REQUEST_ID_HEADER } from './node-request.ts';

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
 import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
-import { readLimited } from '../lib/read-limited.ts';
+import { readLimited } from '../domain/read-limited.ts';
 import { auditFields } from '../lib/request-scope.ts';
 import { nodeBody, readNodeBody, requestHeader } from './node-request.ts';
 

@@ -26,8 +26,6 @@ import { route } from '../http/route.ts';
 import { pathId, readJson } from '../http/validation.ts';
 import type { Store } from '../store/types.ts';
 
-export const AGENT_PATH = /^\/v2\/(listeners\/[^/]+\/agent|agent)(\/|$)/;
-
 /**
  * The listener-agent protocol (docs/listener-protocol.md). These routes take a listener token, not
  * an API key (the API-key middleware skips them), and only the token's own listener's.
@@ -38,7 +36,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
   const base = '/v2/listeners/:listener_id/agent';
   const agentOf = (c: Context) => tokens.authenticate(bearerOf(c.req.raw.headers), pathId(c, 'listener_id'));
   // Not behind the API key: the listener token is checked here, so the errors are listed rather than derived.
-  const doc = { tag, auth: false, security: [{ ListenerToken: [] }], errors: [400, 401, 404, 409, 413, 415, 422, 503] };
+  const doc = { tag, auth: 'listener-token' as const, security: [{ ListenerToken: [] }], errors: [400, 401, 404, 409, 413, 415, 422, 503] };
 
   route(
     ctx,

@@ -8,6 +8,7 @@ export function auditEventRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/audit-events',
       summary: 'List audit entries, newest first',

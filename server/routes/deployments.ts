@@ -25,6 +25,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v2/deployments',
       summary: 'Create a deployment (and its first revision and tracing project)',
@@ -40,6 +41,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v2/deployments',
       summary: 'List deployments, newest first',
@@ -56,6 +58,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: '/v2/deployments',
       summary: 'Delete several deployments (deployment_ids repeated or comma-separated, at most 100): 200 when all are deleted, 207 when some are not',
@@ -72,12 +75,13 @@ export function deploymentRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'get', path: '/v2/deployments/:deployment_id', summary: 'Get a deployment', tag, response: { status: 200, schema: Deployment } },
+    { auth: 'api-key', method: 'get', path: '/v2/deployments/:deployment_id', summary: 'Get a deployment', tag, response: { status: 200, schema: Deployment } },
     async (c) => c.json(publicDeployment(await deployments.get(c.get('principal').workspaceId, pathId(c, 'deployment_id')))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'patch',
       path: '/v2/deployments/:deployment_id',
       summary: 'Update a deployment; some fields create a revision',
@@ -95,6 +99,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: '/v2/deployments/:deployment_id',
       summary: 'Delete a deployment',
@@ -112,6 +117,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v2/deployments/:deployment_id/upload-url',
       summary:
@@ -129,6 +135,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v2/deployments/:deployment_id/push-token',
       summary: 'A token to push the image of an internal_docker deployment to the configured registry (400 when no registry is configured)',

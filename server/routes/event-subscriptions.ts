@@ -11,6 +11,7 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v1/event-subscriptions',
       summary: 'Subscribe a URL to deployment events; the signing secret is shown only in this answer',
@@ -24,6 +25,7 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/event-subscriptions',
       summary: "List the workspace's event subscriptions",
@@ -35,6 +37,7 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: '/v1/event-subscriptions/:subscription_id',
       summary: 'Delete an event subscription',
@@ -49,6 +52,7 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/event-subscriptions/:subscription_id/deliveries',
       summary: "A subscription's deliveries, newest first, with each attempt",

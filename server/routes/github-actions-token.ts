@@ -6,11 +6,6 @@ import { readJson } from '../http/validation.ts';
 
 export const GITHUB_TOKEN_EXCHANGE_PATH = '/v1/auth/github-actions/token';
 
-/** The exchange takes no API key: the GitHub Actions ID token in the body is the credential. */
-export function isGithubTokenExchangePath(path: string): boolean {
-  return path === GITHUB_TOKEN_EXCHANGE_PATH;
-}
-
 /** `POST /v1/auth/github-actions/token`: a GitHub Actions OIDC ID token for a short-lived workspace key. */
 export function githubActionsTokenRoutes(ctx: RouteContext, exchanger: GithubTokenExchanger): void {
   route(
@@ -24,7 +19,7 @@ export function githubActionsTokenRoutes(ctx: RouteContext, exchanger: GithubTok
       tag: 'github-trust',
       body: GithubTokenExchange,
       response: { status: 201, schema: GithubTokenExchanged },
-      auth: false,
+      auth: 'actions-id-token',
       errors: [401, 403, 413, 415, 422, 503],
     },
     async (c) => {

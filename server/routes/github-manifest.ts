@@ -4,11 +4,7 @@ import { manifestPageHeaders, newAppPage, postManifestPage } from '../github/man
 import { messagePage, SETUP_PAGE_HEADERS } from '../github/setup-pages.ts';
 import type { RouteContext } from '../http/env.ts';
 import { clientAddress } from '../http/node-request.ts';
-
-/** Whether a path is one of the manifest pages (they take no API key header: the form carries one). */
-export function isManifestPath(path: string): boolean {
-  return path === NEW_APP_PATH || path === APP_CREATED_PATH;
-}
+import { page } from '../http/route.ts';
 
 /**
  * The manifest pages (console pages, not API operations): the form, the manifest posted to
@@ -16,8 +12,9 @@ export function isManifestPath(path: string): boolean {
  */
 export function githubManifestRoutes(ctx: RouteContext, flow: ManifestFlow, githubUrl: string): void {
   const headers = manifestPageHeaders(githubUrl);
-  ctx.app.get(NEW_APP_PATH, (c) => c.html(newAppPage(), 200, headers));
-  ctx.app.post(NEW_APP_PATH, async (c) => {
+  page(ctx, { method: 'get', path: NEW_APP_PATH, auth: 'none' }, (c) => c.html(newAppPage(), 200, headers));
+  // The form carries the API key (a browser sends no key header): checked here, its refusal a page.
+  page(ctx, { method: 'post', path: NEW_APP_PATH, auth: 'form-api-key' }, async (c) => {
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const text = (name: string) => (typeof form[name] === 'string' ? (form[name] as string).trim() : '');
     let organizationId: string;
@@ -36,7 +33,7 @@ export function githubManifestRoutes(ctx: RouteContext, flow: ManifestFlow, gith
     const { action } = await flow.start(organizationId, organization || null);
     return c.html(postManifestPage(action, flow.manifest(name)), 200, headers);
   });
-  ctx.app.get(APP_CREATED_PATH, async (c) => {
+  page(ctx, { method: 'get', path: APP_CREATED_PATH, auth: 'github-state' }, async (c) => {
     const outcome = await flow.complete({ code: c.req.query('code'), state: c.req.query('state') });
     if (outcome.kind === 'refused') return c.html(messagePage('The App was not stored', outcome.message), outcome.status, SETUP_PAGE_HEADERS);
     return c.html(

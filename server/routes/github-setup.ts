@@ -4,7 +4,7 @@ import type { InstallationLinks } from '../github/installation-links.ts';
 import { confirmationPage, LINK_CONFIRM_PATH, messagePage, SETUP_PAGE_HEADERS } from '../github/setup-pages.ts';
 import type { RouteContext } from '../http/env.ts';
 import { clientAddress } from '../http/node-request.ts';
-import { route } from '../http/route.ts';
+import { page, route } from '../http/route.ts';
 import { readJson } from '../http/validation.ts';
 
 /** Where the GitHub App's "Setup URL" points: GitHub sends the installer's browser here, with no API key. */
@@ -19,6 +19,7 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v1/integrations/github/install-url',
       summary: "The GitHub App's install page with a signed, single-use, 15-minute state bound to the workspace",
@@ -39,7 +40,7 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
       path: GITHUB_SETUP_PATH,
       summary: "The GitHub App's setup URL (and its OAuth callback): proves who installed the App, then asks them to confirm the link (HTML page; no API key)",
       tag,
-      auth: false,
+      auth: 'github-state',
       query: z.object({
         installation_id: z.string().optional(),
         setup_action: z.string().optional(),
@@ -91,7 +92,8 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
     },
   );
   // A console page, not an API operation: posted by the confirmation page's form.
-  ctx.app.post(LINK_CONFIRM_PATH, async (c) => {
+  // Checked by the one-use attempt of the setup flow it confirms (and an API key the form may carry).
+  page(ctx, { method: 'post', path: LINK_CONFIRM_PATH, auth: 'github-state' }, async (c) => {
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const text = (name: string) => (typeof form[name] === 'string' ? (form[name] as string) : undefined);
     let keyWorkspaceId: string | null = null;

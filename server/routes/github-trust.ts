@@ -11,6 +11,7 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path,
       summary: 'Trust a GitHub repository (by numeric id) to exchange its Actions ID tokens for keys of this workspace',
@@ -28,12 +29,20 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
   );
   route(
     ctx,
-    { method: 'get', path, summary: "List the workspace's GitHub trust entries", tag: 'github-trust', response: { status: 200, schema: z.array(GithubTrust) } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path,
+      summary: "List the workspace's GitHub trust entries",
+      tag: 'github-trust',
+      response: { status: 200, schema: z.array(GithubTrust) },
+    },
     async (c) => c.json(await entries.list(c.get('principal'), pathId(c, 'workspace_id'))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: `${path}/:trust_id`,
       summary: 'Remove a GitHub trust entry (keys already minted stay until they expire or are revoked)',

@@ -20,7 +20,7 @@ export function healthRoutes(ctx: RouteContext): void {
   const Status = z.object({ status: z.string() });
   route(
     ctx,
-    { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: false, response: { status: 200, schema: Status } },
+    { method: 'get', path: '/healthz', summary: 'The server accepts requests', tag: 'health', auth: 'none', response: { status: 200, schema: Status } },
     healthz,
   );
   route(
@@ -30,7 +30,7 @@ export function healthRoutes(ctx: RouteContext): void {
       path: '/readyz',
       summary: 'The database takes writes',
       tag: 'health',
-      auth: false,
+      auth: 'none',
       response: { status: 200, schema: Status },
       responses: [
         {
@@ -51,7 +51,7 @@ export function healthRoutes(ctx: RouteContext): void {
       path: '/openapi.json',
       summary: 'This OpenAPI document',
       tag: 'health',
-      auth: false,
+      auth: 'none',
       response: { status: 200, schema: z.looseObject({ openapi: z.string() }), description: 'An OpenAPI 3.1 document' },
     },
     (c) => {

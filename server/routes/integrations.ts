@@ -10,6 +10,7 @@ export function integrationRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/integrations/github/install',
       summary: 'List the GitHub integrations of the workspace',
@@ -21,6 +22,7 @@ export function integrationRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v1/integrations/github',
       summary: 'Link a GitHub App installation to the workspace',
@@ -36,6 +38,7 @@ export function integrationRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/integrations/github/:integration_id/repos',
       summary: "Repositories the integration's GitHub App installation was granted, as GitHub's deliveries reported them",
@@ -46,7 +49,14 @@ export function integrationRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'delete', path: '/v1/integrations/github/:integration_id', summary: 'Unlink a GitHub integration', tag, response: { status: 204, schema: null } },
+    {
+      auth: 'api-key',
+      method: 'delete',
+      path: '/v1/integrations/github/:integration_id',
+      summary: 'Unlink a GitHub integration',
+      tag,
+      response: { status: 204, schema: null },
+    },
     async (c) => {
       await integrations.delete(c.get('principal').workspaceId, pathId(c, 'integration_id'));
       return c.body(null, 204);

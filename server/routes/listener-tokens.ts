@@ -12,6 +12,7 @@ export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): 
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: base,
       summary: 'Create an agent token for the listener (shown once)',
@@ -27,6 +28,7 @@ export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): 
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: base,
       summary: "List the listener's agent tokens (without their values)",
@@ -35,8 +37,12 @@ export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): 
     },
     async (c) => c.json(await tokens.list(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
   );
-  route(ctx, { method: 'delete', path: `${base}/:token_id`, summary: 'Revoke an agent token', tag, response: { status: 204, schema: null } }, async (c) => {
-    await tokens.revoke(c.get('principal').workspaceId, pathId(c, 'listener_id'), pathId(c, 'token_id'));
-    return c.body(null, 204);
-  });
+  route(
+    ctx,
+    { auth: 'api-key', method: 'delete', path: `${base}/:token_id`, summary: 'Revoke an agent token', tag, response: { status: 204, schema: null } },
+    async (c) => {
+      await tokens.revoke(c.get('principal').workspaceId, pathId(c, 'listener_id'), pathId(c, 'token_id'));
+      return c.body(null, 204);
+    },
+  );
 }

@@ -9,7 +9,15 @@ export function listenerRoutes(ctx: RouteContext): void {
   const tag = 'listeners';
   route(
     ctx,
-    { method: 'get', path: '/v2/listeners', summary: 'List listeners', tag, query: PageQuery, response: { status: 200, schema: page(Listener) } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path: '/v2/listeners',
+      summary: 'List listeners',
+      tag,
+      query: PageQuery,
+      response: { status: 200, schema: page(Listener) },
+    },
     async (c) => {
       const query = readQuery(c, PageQuery);
       return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
@@ -17,18 +25,29 @@ export function listenerRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'post', path: '/v2/listeners', summary: 'Register a listener', tag, body: ListenerCreate, response: { status: 201, schema: Listener } },
+    {
+      auth: 'api-key',
+      method: 'post',
+      path: '/v2/listeners',
+      summary: 'Register a listener',
+      tag,
+      body: ListenerCreate,
+      response: { status: 201, schema: Listener },
+    },
     async (c) => {
       const body = await readJson(c, ListenerCreate);
       return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
     },
   );
-  route(ctx, { method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } }, async (c) =>
-    c.json(await listeners.get(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
+  route(
+    ctx,
+    { auth: 'api-key', method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } },
+    async (c) => c.json(await listeners.get(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'patch',
       path: '/v2/listeners/:listener_id',
       summary: 'Update a listener',
@@ -44,7 +63,14 @@ export function listenerRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'delete', path: '/v2/listeners/:listener_id', summary: 'Delete a listener no deployment uses', tag, response: { status: 204, schema: null } },
+    {
+      auth: 'api-key',
+      method: 'delete',
+      path: '/v2/listeners/:listener_id',
+      summary: 'Delete a listener no deployment uses',
+      tag,
+      response: { status: 204, schema: null },
+    },
     async (c) => {
       await listeners.delete(c.get('principal').workspaceId, pathId(c, 'listener_id'));
       return c.body(null, 204);

@@ -11,11 +11,6 @@ import { CALLBACK_PAGE_HEADERS, callbackPage } from './oauth-page.ts';
 /** The path the providers redirect back to; it takes no API key (the `state` authenticates it). */
 export const OAUTH_CALLBACK_PATH = '/v2/auth/callback';
 
-/** The callback, with or without the provider's slug after it (`/v2/auth/callback/{provider_id}`, as the hosted API registers it). */
-export function isOAuthCallbackPath(path: string): boolean {
-  return path === OAUTH_CALLBACK_PATH || /^\/v2\/auth\/callback\/[^/]+$/.test(path);
-}
-
 /**
  * A POSTed callback carries a code and a state (with form_post perhaps an id_token of a few KiB);
  * more is not a callback. Small, because anyone may POST here without a key.
@@ -79,7 +74,7 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
   const callbackDoc = {
     summary: 'Where the provider sends the user back (HTML page; a POST of JSON is answered with JSON; state-checked, no API key)',
     tag,
-    auth: false,
+    auth: 'oauth-state' as const,
     response: { status: 200, schema: z.string(), contentType: 'text/html', description: 'HTML page: authorization complete' },
     responses: [
       {

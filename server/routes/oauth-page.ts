@@ -1,3 +1,5 @@
+import { escapeHtml } from '../lib/escape-html.ts';
+
 /** The small HTML page the OAuth callback answers the user's browser with. */
 export function callbackPage(title: string, message: string): string {
   return `<!doctype html>
@@ -16,8 +18,3 @@ export const CALLBACK_PAGE_HEADERS: Record<string, string> = {
   'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
   'x-content-type-options': 'nosniff',
 };
-
-/** Text made safe to put in HTML, attributes included. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}

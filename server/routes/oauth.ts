@@ -46,7 +46,15 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
 
   route(
     ctx,
-    { method: 'post', path: base, summary: 'Create an OAuth provider', tag, body: OAuthProviderCreate, response: { status: 200, schema: OAuthProvider } },
+    {
+      auth: 'api-key',
+      method: 'post',
+      path: base,
+      summary: 'Create an OAuth provider',
+      tag,
+      body: OAuthProviderCreate,
+      response: { status: 200, schema: OAuthProvider },
+    },
     async (c) => {
       requireOrganizationScope(c.get('principal'), 'create OAuth providers');
       const body = await readJson(c, OAuthProviderCreate);
@@ -55,12 +63,20 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   );
   route(
     ctx,
-    { method: 'get', path: base, summary: 'List OAuth providers (a JSON array, newest first)', tag, response: { status: 200, schema: OAuthProviderList } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path: base,
+      summary: 'List OAuth providers (a JSON array, newest first)',
+      tag,
+      response: { status: 200, schema: OAuthProviderList },
+    },
     async (c) => c.json(await providers.list(org(c))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${base}/:provider_id`,
       ...slugParam,
@@ -73,6 +89,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'patch',
       path: `${base}/:provider_id`,
       ...slugParam,
@@ -90,6 +107,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: `${base}/:provider_id`,
       ...slugParam,
@@ -107,6 +125,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v2/auth/tokens',
       summary: "The workspace's stored tokens (no token values)",
@@ -122,6 +141,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: '/v2/auth/tokens',
       summary: "Forget the workspace's tokens of a provider",
@@ -138,6 +158,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v2/auth/tokens/exists',
       summary: 'Whether the workspace holds a token of a provider',
@@ -153,7 +174,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   );
   route(
     ctx,
-    { method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } },
+    { auth: 'api-key', method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } },
     async (c) => {
       await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
       return c.body(null, 204);
@@ -162,6 +183,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'patch',
       path: '/v2/auth/tokens/:token_id/metadata',
       summary: "Change a token's label or default mark",
@@ -179,6 +201,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v2/auth/authenticate',
       summary: 'Get a token, or start an authorization flow',
@@ -197,6 +220,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v2/auth/wait/:auth_id',
       summary: 'Wait until an authorization flow completes or fails',

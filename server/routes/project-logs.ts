@@ -17,6 +17,7 @@ export function projectLogRoutes(ctx: RouteContext): void {
     route(
       ctx,
       {
+        auth: 'api-key',
         method: 'post',
         path: `${base}/revisions/:revision_id/${type}_logs`,
         summary: `${type === 'build' ? 'Build' : 'Deploy'} log lines of a revision (langgraph deploy logs)`,
@@ -34,6 +35,7 @@ export function projectLogRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: `${base}/deploy_logs`,
       summary: "Deploy log lines of the deployment's live revision (langgraph deploy logs)",

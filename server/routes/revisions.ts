@@ -16,7 +16,15 @@ export function revisionRoutes(ctx: RouteContext): void {
 
   route(
     ctx,
-    { method: 'get', path: base, summary: 'List revisions, newest first', tag, query: RevisionListQuery, response: { status: 200, schema: page(Revision) } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path: base,
+      summary: 'List revisions, newest first',
+      tag,
+      query: RevisionListQuery,
+      response: { status: 200, schema: page(Revision) },
+    },
     async (c) => {
       const deploymentId = pathId(c, 'deployment_id');
       const query = readQuery(c, RevisionListQuery);
@@ -28,6 +36,7 @@ export function revisionRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: base,
       summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config",
@@ -46,6 +55,7 @@ export function revisionRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${base}/:revision_id`,
       summary: 'Get a revision. With If-None-Match and Prefer: wait=<s ≤ 60>, held until it changes (200) or the time passes (304)',
@@ -96,6 +106,7 @@ export function revisionRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: `${base}/:revision_id/redeploy`,
       summary: 'Deploy an earlier revision again (rollback): a new revision with its config and secrets',
@@ -111,6 +122,7 @@ export function revisionRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: `${base}/:revision_id/interrupt`,
       summary: 'Interrupt a revision that has not ended',
@@ -129,6 +141,7 @@ export function revisionRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${base}/:revision_id/logs`,
       summary: 'Build or deploy log lines of a revision',

@@ -10,6 +10,7 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/tracing-projects',
       summary: 'List tracing projects',
@@ -21,12 +22,20 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'get', path: '/v1/tracing-projects/:project_id', summary: 'Get a tracing project', tag, response: { status: 200, schema: TracingProject } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path: '/v1/tracing-projects/:project_id',
+      summary: 'Get a tracing project',
+      tag,
+      response: { status: 200, schema: TracingProject },
+    },
     async (c) => c.json(await tracingProjects.get(c.get('principal').workspaceId, pathId(c, 'project_id'))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: '/v1/tracing-projects/:project_id',
       summary: 'Delete a tracing project that no deployment holds',

@@ -17,7 +17,7 @@ export function uploadRoutes(ctx: RouteContext): void {
       summary: 'Upload a gzip source tarball to a signed URL from POST /v2/deployments/{id}/upload-url (no API key; the signature authorizes it)',
       tag: 'deployments',
       query: UploadQuery,
-      auth: false,
+      auth: 'signed-url',
       bodyContentType: 'application/gzip',
       response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
       // The signature authorizes it (403 when wrong or expired, 409 when the URL was used); no API key, so the errors are listed.

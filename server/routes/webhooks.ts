@@ -4,17 +4,16 @@ import { page } from '../../shared/schemas/common.ts';
 import { WebhookAccepted, WebhookDelivery, WebhookDeliveryListQuery } from '../../shared/schemas/webhook-delivery.ts';
 import { WebhookSecretCreated, WebhookSecretStatus } from '../../shared/schemas/webhook-secret.ts';
 import { BadRequest, PayloadTooLarge, Unauthorized } from '../domain/errors.ts';
+import { readLimited } from '../domain/read-limited.ts';
 import type { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
-import type { DeliveryAddress, WebhookIntake } from '../domain/webhooks/intake.ts';
+import { type DeliveryAddress, WEBHOOK_PATH, type WebhookIntake } from '../domain/webhooks/intake.ts';
 import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { readQuery } from '../http/validation.ts';
-import { readLimited } from '../lib/read-limited.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
-export const WEBHOOK_PATH = '/v1/webhooks/github';
 /** Where one workspace's repository webhooks deliver, signed with that workspace's own secret. */
 export const WORKSPACE_WEBHOOK_PATH = `${WEBHOOK_PATH}/workspaces/:workspace_id`;
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
@@ -105,7 +104,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       path: WEBHOOK_PATH,
       summary: "Receive a GitHub App delivery (push, installation, ping), signed with the server's secret; stored first, answered 202, processed after",
       tag,
-      auth: false,
+      auth: 'webhook-signature',
       operationId: 'receive_github_webhook',
       description:
         'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
@@ -121,7 +120,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       path: WORKSPACE_WEBHOOK_PATH,
       summary: "Receive a repository webhook's delivery for one workspace, signed with that workspace's secret; it builds only that workspace's deployments",
       tag,
-      auth: false,
+      auth: 'webhook-signature',
       description:
         "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
       // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
@@ -134,6 +133,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "Create or rotate the workspace's repository-webhook secret; the value is shown in this answer only",
@@ -150,6 +150,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "The workspace's repository-webhook secret: its Payload URL and dates, never its value",
@@ -164,6 +165,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'delete',
       path: `${WEBHOOK_PATH}/secret`,
       summary: "Remove the workspace's repository-webhook secret: its repository webhooks are refused from then on",
@@ -181,6 +183,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: `${WEBHOOK_PATH}/deliveries`,
       summary: "The workspace's GitHub delivery log, newest first: what each delivery built or why not",

@@ -9,6 +9,7 @@ export function workspaceSettingsRoutes(ctx: RouteContext, defaults: DefaultList
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'patch',
       path: '/v1/workspaces/:workspace_id',
       summary: "Set the workspace's default listener (null: back to its sandbox listener)",

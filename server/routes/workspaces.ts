@@ -18,6 +18,7 @@ export function workspaceRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v1/workspaces',
       summary: 'Create a workspace',
@@ -32,12 +33,20 @@ export function workspaceRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'get', path: '/v1/workspaces', summary: 'List workspaces', tag: 'workspaces', response: { status: 200, schema: z.array(Workspace) } },
+    {
+      auth: 'api-key',
+      method: 'get',
+      path: '/v1/workspaces',
+      summary: 'List workspaces',
+      tag: 'workspaces',
+      response: { status: 200, schema: z.array(Workspace) },
+    },
     async (c) => c.json(await auth.listWorkspaces(c.get('principal'))),
   );
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'post',
       path: '/v1/api-keys',
       summary: 'Create an API key (its value is shown once)',
@@ -54,6 +63,7 @@ export function workspaceRoutes(ctx: RouteContext): void {
   route(
     ctx,
     {
+      auth: 'api-key',
       method: 'get',
       path: '/v1/api-keys',
       summary: 'List API keys (without their values)',
@@ -64,7 +74,7 @@ export function workspaceRoutes(ctx: RouteContext): void {
   );
   route(
     ctx,
-    { method: 'delete', path: '/v1/api-keys/:key_id', summary: 'Revoke an API key', tag: 'api-keys', response: { status: 204, schema: null } },
+    { auth: 'api-key', method: 'delete', path: '/v1/api-keys/:key_id', summary: 'Revoke an API key', tag: 'api-keys', response: { status: 204, schema: null } },
     async (c) => {
       await auth.revokeApiKey(c.get('principal'), pathId(c, 'key_id'));
       return c.body(null, 204);

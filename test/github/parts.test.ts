@@ -3,13 +3,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { githubAppFrom, installPageUrl, repositoryOnHost } from '../../server/github/app-settings.ts';
+import { githubAppFrom, installPageUrl } from '../../server/github/app-settings.ts';
 import { GithubApi } from '../../server/github/github-api.ts';
 import { GithubPace } from '../../server/github/github-pace.ts';
 import { InstallationTokens } from '../../server/github/installation-tokens.ts';
 import { rateLimitedUntil } from '../../server/github/rate-limits.ts';
 import { describe as describeStatus, planFor } from '../../server/github/status-plan.ts';
 import { gitTokenEnv } from '../../shared/git-auth.ts';
+import { repositoryOnHost } from '../../shared/repo-url.ts';
 import { GithubStandIn } from './stand-in.ts';
 
 describe('the GitHub parts on their own', () => {

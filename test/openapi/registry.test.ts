@@ -12,7 +12,7 @@ type Op = {
 const opOf = (doc: Record<string, unknown>, path: string, method: string) => (doc.paths as Record<string, Record<string, Op>>)[path]![method]!;
 
 describe('OpenApiRegistry', () => {
-  const base = { summary: 's', tag: 't', response: { status: 200, schema: z.object({ a: z.string() }) } } as const;
+  const base = { summary: 's', tag: 't', auth: 'api-key', response: { status: 200, schema: z.object({ a: z.string() }) } } as const;
 
   it("names operations: explicit, else the hosted document's name, else derived from method and path, always unique", () => {
     const docs = new OpenApiRegistry();
@@ -39,10 +39,10 @@ describe('OpenApiRegistry', () => {
   it("derives errors from the route's shape", () => {
     const route = (r: Partial<RouteDoc>): RouteDoc => ({ ...base, method: 'get', path: '/x', ...r });
     expect(derivedErrors(route({}))).toEqual([401, 403, 429, 503]);
-    expect(derivedErrors(route({ auth: false }))).toEqual([]);
+    expect(derivedErrors(route({ auth: 'none' }))).toEqual([]);
     expect(derivedErrors(route({ path: '/x/:id', query: z.object({}) }))).toEqual([401, 403, 404, 422, 429, 503]);
     expect(derivedErrors(route({ method: 'post', body: z.object({}) }))).toEqual([400, 401, 403, 404, 409, 413, 415, 422, 429, 503]);
-    expect(derivedErrors(route({ method: 'put', path: '/up/:id', auth: false, bodyContentType: 'application/gzip' }))).toEqual([400, 404, 409, 413, 415, 422]);
+    expect(derivedErrors(route({ method: 'put', path: '/up/:id', auth: 'none', bodyContentType: 'application/gzip' }))).toEqual([400, 404, 409, 413, 415, 422]);
   });
 
   it('types path parameters as uuids unless told, documents headers and extra answers, builds once', () => {
@@ -83,6 +83,7 @@ describe('schema texts', () => {
     docs.add({
       method: 'post',
       path: '/x',
+      auth: 'api-key',
       summary: 's',
       tag: 't',
       body: z.object({ a: z.string().describe('the a') }),

@@ -7,7 +7,7 @@ import { loadConfig } from '../../server/config.ts';
 import { type ControlPlane, createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
-import { systemClock } from '../../server/domain/clock.ts';
+import { systemClock } from '../../server/lib/clock.ts';
 import { createLogger, type Logger, silentLogger } from '../../server/logger.ts';
 import type { StoreBackend } from '../../server/store/backend.ts';
 import { openStore } from '../../server/store/open.ts';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentDataPlane } from '../../server/dataplane/listener-agent.ts';
-import { systemClock } from '../../server/domain/clock.ts';
-import { RevisionWatch } from '../../server/domain/revision-watch.ts';
+import { systemClock } from '../../server/lib/clock.ts';
+import { RevisionWatch } from '../../server/lib/revision-watch.ts';
 import { createLogger } from '../../server/logger.ts';
 import type { DeploymentRecord, RevisionWork } from '../../server/store/types.ts';
 import { openTestBackend } from '../helpers/backends.ts';

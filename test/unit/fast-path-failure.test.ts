@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Gone } from '../../server/domain/revision-watch.ts';
 import { revisionFastPath } from '../../server/http/revision-fast-lane.ts';
+import type { Gone } from '../../server/lib/revision-watch.ts';
 import type { Services } from '../../server/services.ts';
 
 // The fast path's failure hand-over to Hono, on a real loopback server. The services are stand-ins

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RevisionWatch } from '../../server/domain/revision-watch.ts';
+import { RevisionWatch } from '../../server/lib/revision-watch.ts';
 
 /** The watch's timeouts on a movable clock: one timer per list of waiters with the same timeout. */
 describe('RevisionWatch timeouts', () => {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { ListenerToken, ListenerTokenCreated } from '../../../shared/schemas/agent.ts';
 import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { auditSubject } from '../../lib/request-scope.ts';
 import type { AgentStore } from '../../store/agents.ts';
 import type { Store } from '../../store/types.ts';
-import type { Clock } from '../clock.ts';
 import { BadRequest, NotFound, Unauthorized } from '../errors.ts';
 
 /** Agent tokens carry their own prefix, so a log or a support request tells them from API keys. */

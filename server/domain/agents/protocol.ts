@@ -16,18 +16,17 @@ import type {
 } from '../../../shared/schemas/agent.ts';
 import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
-import { TokenRefused } from '../../github/installation-tokens.ts';
-import type { RepoAccess } from '../../github/repo-access.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { machineAuditEntry, withAuditEntry } from '../../lib/request-scope.ts';
+import type { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
 import type { DeploymentRecord, ListenerRecord, RevisionRecord, RevisionWork, Store } from '../../store/types.ts';
-import type { Clock } from '../clock.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { LogCaps } from '../log-caps.ts';
 import { sanitiseReportedText } from '../log-text.ts';
 import { dnsSafeName } from '../names.ts';
 import type { Pipeline } from '../pipeline.ts';
-import type { RevisionWatch } from '../revision-watch.ts';
+import { type RepositoryAccess, TokenRefused } from '../repository-access.ts';
 import type { Uploads } from '../uploads.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
 import type { RuntimeLogLimits } from './runtime-log-limits.ts';
@@ -63,7 +62,7 @@ export type AgentProtocolDeps = {
   /** What an agent may write to the log: per revision, per token and second. */
   logCaps: LogCaps;
   /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
-  repoAccess?: RepoAccess;
+  repoAccess?: RepositoryAccess;
   /** How fast runtime log lines are stored (per deployment, per agent token); the revision's cap is `logCaps`. */
   runtimeLogLimits: RuntimeLogLimits;
 };
@@ -389,7 +388,7 @@ export class AgentProtocol {
     const work = workRevision(revision, deployment, sourceUrl);
     if (work.source.type === 'git' && this.#deps.repoAccess) {
       // Minted for this claim and handed over only inside it: the agent gives it to git and nothing else.
-      let credentials: Awaited<ReturnType<RepoAccess['credentials']>>;
+      let credentials: Awaited<ReturnType<RepositoryAccess['credentials']>>;
       try {
         credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, {
           deployment_id: deployment.id,

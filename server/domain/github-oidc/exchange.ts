@@ -1,9 +1,9 @@
 import type { GithubMintClaims, GithubTokenExchange, GithubTokenExchanged, GithubTrust } from '../../../shared/schemas/github-trust.ts';
 import { generateApiKey, hashApiKey } from '../../crypto/api-key.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { GithubTrustStore } from '../../store/github-trust.ts';
 import type { Store } from '../../store/types.ts';
-import type { Clock } from '../clock.ts';
 import { Forbidden, Unauthorized } from '../errors.ts';
 import type { IssuerKeys } from './issuer-keys.ts';
 import { matchTrust, REFUSED_EVENTS } from './match-trust.ts';

@@ -1,8 +1,8 @@
 import { type CryptoKey, createLocalJWKSet, errors, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
-import { readLimited } from '../../lib/read-limited.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
-import type { Clock } from '../clock.ts';
 import { Unauthorized, Unavailable } from '../errors.ts';
+import { readLimited } from '../read-limited.ts';
 
 /** How the issuer is reached; the system's `fetch` unless a test passes another. */
 export type IssuerFetch = (url: string, init: RequestInit) => Promise<Response>;

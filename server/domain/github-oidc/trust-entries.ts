@@ -1,9 +1,9 @@
 import type { GithubTrust, GithubTrustCreate } from '../../../shared/schemas/github-trust.ts';
+import type { Clock } from '../../lib/clock.ts';
 import { auditSubject } from '../../lib/request-scope.ts';
 import type { GithubTrustStore } from '../../store/github-trust.ts';
 import type { Store } from '../../store/types.ts';
 import { type Principal, requireOrganizationScope } from '../auth.ts';
-import type { Clock } from '../clock.ts';
 import { NotFound } from '../errors.ts';
 
 /**

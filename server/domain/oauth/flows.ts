@@ -1,9 +1,9 @@
 import type { AuthenticateRequest, AuthenticateResponse, WaitResponse } from '../../../shared/schemas/oauth.ts';
 import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { Logger } from '../../logger.ts';
 import type { FlowRecord, OAuthStore } from '../../store/oauth.ts';
-import type { Clock } from '../clock.ts';
-import { RevisionWatch } from '../revision-watch.ts';
 import type { OutboundPolicy } from './outbound.ts';
 import { codeChallenge, hashState, newCodeVerifier, newState } from './pkce.ts';
 import type { OAuthProviders } from './providers.ts';

@@ -1,8 +1,8 @@
 import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { Logger } from '../../logger.ts';
 import type { OAuthStore } from '../../store/oauth.ts';
-import type { Clock } from '../clock.ts';
-import type { RevisionWatch } from '../revision-watch.ts';
 import { OAuthFlows } from './flows.ts';
 import { OutboundPolicy, type Resolve } from './outbound.ts';
 import { OAuthProviders } from './providers.ts';

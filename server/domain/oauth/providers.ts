@@ -1,7 +1,7 @@
 import type { OAuthProvider, OAuthProviderCreate, OAuthProviderPatch } from '../../../shared/schemas/oauth.ts';
 import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { OAuthStore, ProviderRecord } from '../../store/oauth.ts';
-import type { Clock } from '../clock.ts';
 import { BadRequest, NotFound, ValidationFailed } from '../errors.ts';
 import type { OutboundPolicy } from './outbound.ts';
 import type { TokenClient } from './token-request.ts';

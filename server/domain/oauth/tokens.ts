@@ -1,8 +1,8 @@
 import type { OAuthTokenMetadataPatch, OAuthTokenSummary } from '../../../shared/schemas/oauth.ts';
 import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { OAuthStore, ProviderRecord, TokenRecord } from '../../store/oauth.ts';
-import type { Clock } from '../clock.ts';
 import { NotFound } from '../errors.ts';
 import type { OutboundPolicy } from './outbound.ts';
 import type { OAuthProviders } from './providers.ts';

@@ -1,5 +1,5 @@
+import { repositoryOnHost } from '../../../shared/repo-url.ts';
 import { revisionConfig, type SourceConfig, type SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
-import { repositoryOnHost } from '../../github/app-settings.ts';
 import { BadRequest, ValidationFailed } from '../errors.ts';
 import { type CreateContext, emptySourceConfig, type SourceModule } from './source-module.ts';
 

@@ -1,9 +1,9 @@
+import type { Clock } from '../../lib/clock.ts';
 import { runInRequestScope } from '../../lib/request-scope.ts';
 import type { Logger } from '../../logger.ts';
 import type { WorkLease } from '../../store/types.ts';
 import type { PendingDelivery, WebhookStore } from '../../store/webhooks.ts';
 import type { Tracing } from '../../tracing.ts';
-import type { Clock } from '../clock.ts';
 import { leaseFromNow } from '../work-lease.ts';
 import type { DeliveryProcessor, ProcessOutcome } from './process-delivery.ts';
 

@@ -1,7 +1,7 @@
 import { verifyWithFallback } from '@octokit/webhooks-methods';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { NewDelivery, WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../clock.ts';
 import { Unauthorized, Unavailable, UnsupportedMediaType } from '../errors.ts';
 import type { DeliveryAddress } from './delivery-key.ts';
 import { deliveryKey } from './delivery-key.ts';
@@ -19,6 +19,9 @@ export type IncomingDelivery = {
 };
 
 export type { DeliveryAddress } from './delivery-key.ts';
+
+/** Where GitHub delivers the App's (and the server-wide secret's) webhooks; the App's manifest names it. */
+export const WEBHOOK_PATH = '/v1/webhooks/github';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Longest value of a display field (ref, repository, after) kept from a body: GitHub's are far shorter. */

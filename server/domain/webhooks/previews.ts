@@ -1,10 +1,10 @@
 import { normalizeRepoUrl } from '../../../shared/repo-url.ts';
 import type { PreviewSettings } from '../../../shared/schemas/deployment.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { GithubStore } from '../../store/github.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { DeliveryResultLine } from '../../store/webhooks.ts';
-import type { Clock } from '../clock.ts';
 import { type Deployments, previewOfDeployment } from '../deployments.ts';
 import { Conflict, DomainError } from '../errors.ts';
 import { integrationBlock } from './match-push.ts';

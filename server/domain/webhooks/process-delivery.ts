@@ -1,8 +1,8 @@
 import type { EmitterWebhookEvent } from '@octokit/webhooks';
+import type { Clock } from '../../lib/clock.ts';
 import { requestScope } from '../../lib/request-scope.ts';
 import type { DeploymentRecord, IntegrationRecord, Store } from '../../store/types.ts';
 import type { DeliveryResultLine, StoredOutcome, WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../clock.ts';
 import type { CheckRunPayload, CheckRunRerun } from './check-run-rerun.ts';
 import { deploymentSkip, type PushPayload, pushFacts, pushProblem, pushWideSkip } from './match-push.ts';
 import type { Previews, PullRequestPayload } from './previews.ts';

@@ -1,7 +1,7 @@
+import type { Clock } from '../../lib/clock.ts';
 import { requestScope } from '../../lib/request-scope.ts';
 import type { Logger } from '../../logger.ts';
 import type { PushRevisionResult, Store } from '../../store/types.ts';
-import type { Clock } from '../clock.ts';
 import type { Pipeline } from '../pipeline.ts';
 
 /**

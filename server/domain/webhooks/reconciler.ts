@@ -1,11 +1,11 @@
+import { repositoryOnHost } from '../../../shared/repo-url.ts';
 import type { BranchHeadReader } from '../../git/ls-remote.ts';
 import { type RemotePolicy, reconcileTarget } from '../../git/remote-policy.ts';
-import { repositoryOnHost } from '../../github/app-settings.ts';
-import type { RepoAccess } from '../../github/repo-access.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { DeploymentRecord, Store } from '../../store/types.ts';
 import type { WebhookStore } from '../../store/webhooks.ts';
-import type { Clock } from '../clock.ts';
+import type { RepositoryAccess } from '../repository-access.ts';
 import { integrationBlock, trackedBranch } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
@@ -28,7 +28,7 @@ export type ReconcilerDeps = {
    */
   lead?: () => Promise<boolean>;
   /** Installation tokens for private repositories on the GitHub App's host; absent without App settings. */
-  repoAccess?: RepoAccess;
+  repoAccess?: RepositoryAccess;
 };
 
 /**

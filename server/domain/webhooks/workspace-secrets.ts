@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../../crypto/secret-box.ts';
+import type { Clock } from '../../lib/clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { StoredWebhookSecret, WebhookSecretStore } from '../../store/webhook-secrets.ts';
-import type { Clock } from '../clock.ts';
 import { NotFound } from '../errors.ts';
 
 /**

@@ -1,5 +1,5 @@
-import { PayloadTooLarge, Unavailable } from '../domain/errors.ts';
-import type { BudgetLease } from './byte-budget.ts';
+import type { BudgetLease } from '../lib/byte-budget.ts';
+import { PayloadTooLarge, Unavailable } from './errors.ts';
 
 /** What a client that found the in-flight budget spent is asked to wait, in seconds. */
 export const BUDGET_RETRY_AFTER_SECONDS = 2;
