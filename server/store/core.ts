@@ -99,15 +99,17 @@ export function coreStores(db: Db, box: SecretBox, rules: StoreRules = NO_RULES,
  * the slices they use (`DeploymentStore & RevisionStore`…), which this satisfies.
  */
 export function composeStore(parts: CoreStores): Store {
-  const store: Record<string, unknown> = {};
+  const methods: Record<string, unknown> = {};
   for (const [resource, part] of Object.entries(parts)) {
     for (const name of methodNames(part)) {
       // Two resources answering one name would silently shadow each other.
-      if (name in store) throw new Error(`Two core stores answer ${name} (the second is ${resource})`);
-      store[name] = (part as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!.bind(part);
+      if (name in methods) throw new Error(`Two core stores answer ${name} (the second is ${resource})`);
+      methods[name] = (part as unknown as Record<string, (...args: unknown[]) => unknown>)[name]!.bind(part);
     }
   }
-  return store as unknown as Store;
+  // Inherited, as a class's methods are: a method set on the store itself (a test's stand-in)
+  // shadows its own, and deleting it brings the store's back.
+  return Object.create(methods) as Store;
 }
 
 /** The methods a store's own classes declare (what `SqlStore` gives every store stays its own). */
