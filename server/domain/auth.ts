@@ -3,7 +3,7 @@ import type { Workspace } from '../../shared/schemas/workspace.ts';
 import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
-import type { ApiKeyRecord, Store } from '../store/types.ts';
+import type { ApiKeyRecord, ApiKeyStore, WorkspaceStore } from '../store/types.ts';
 import type { AuthThrottle } from './auth-throttle.ts';
 import { Forbidden, NotFound, Unauthorized } from './errors.ts';
 
@@ -25,7 +25,7 @@ const HASHED_KEYS_KEPT = 1024;
  * memory, and a revoked key leaves the cache at once, so revocation holds from the next request.
  */
 export class Auth {
-  readonly #store: Store;
+  readonly #store: ApiKeyStore & WorkspaceStore;
   readonly #clock: Clock;
   readonly #keys = new Map<string, ApiKeyRecord>();
   readonly #workspaces = new Map<string, Workspace & { is_default: boolean }>();
@@ -46,7 +46,7 @@ export class Auth {
   /** The other processes on the database, when there are any (see `sharedWith`). */
   #peers: AuthPeers | undefined;
 
-  constructor(deps: { store: Store; clock: Clock; throttle?: AuthThrottle }) {
+  constructor(deps: { store: ApiKeyStore & WorkspaceStore; clock: Clock; throttle?: AuthThrottle }) {
     this.#store = deps.store;
     this.#clock = deps.clock;
     this.#throttle = deps.throttle;

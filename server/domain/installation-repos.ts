@@ -1,14 +1,14 @@
 import type { GithubRepository } from '../../shared/schemas/integration.ts';
 import type { Clock } from '../lib/clock.ts';
 import type { InstallationRepo, InstallationRepoStore } from '../store/installation-repos.ts';
-import type { Store } from '../store/types.ts';
+import type { IntegrationStore } from '../store/types.ts';
 import { NotFound } from './errors.ts';
 
 type Json = Record<string, unknown>;
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 type InstallationReposDeps = {
-  store: Store;
+  store: Pick<IntegrationStore, 'getIntegration'>;
   repos: InstallationRepoStore;
   clock: Clock;
   /** GitHub's web host (`GITHUB_URL`): a repository's page when a delivery names none (GitHub Enterprise Server included). */

@@ -1,15 +1,15 @@
 import type { GithubIntegration, GithubIntegrationCreate } from '../../shared/schemas/integration.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
-import type { Store } from '../store/types.ts';
+import type { IntegrationStore } from '../store/types.ts';
 import { BadRequest, NotFound } from './errors.ts';
 
 /** GitHub App installations linked to a workspace. */
 export class Integrations {
-  private readonly deps: { store: Store; clock: Clock; provenLinksOnly?: boolean };
+  private readonly deps: { store: IntegrationStore; clock: Clock; provenLinksOnly?: boolean };
 
   /** `provenLinksOnly`: the server has GitHub App settings, so an installation is linked only through the setup URL. */
-  constructor(deps: { store: Store; clock: Clock; provenLinksOnly?: boolean }) {
+  constructor(deps: { store: IntegrationStore; clock: Clock; provenLinksOnly?: boolean }) {
     this.deps = deps;
   }
 

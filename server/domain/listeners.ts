@@ -1,14 +1,14 @@
 import type { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
-import type { ListenerRecord, Page, Store } from '../store/types.ts';
+import type { ListenerRecord, ListenerStore, Page } from '../store/types.ts';
 import { Conflict, NotFound } from './errors.ts';
 
 /** Listeners: where `external_docker` deployments run (`sandbox` here, `k8s` through an agent). */
 export class Listeners {
-  private readonly deps: { store: Store; clock: Clock };
+  private readonly deps: { store: ListenerStore; clock: Clock };
 
-  constructor(deps: { store: Store; clock: Clock }) {
+  constructor(deps: { store: ListenerStore; clock: Clock }) {
     this.deps = deps;
   }
 

@@ -1,7 +1,7 @@
 import { revisionConfig } from '../../shared/schemas/deployment.ts';
 import type { ProjectLogs, ProjectLogsRequest, Revision, RevisionListQuery, RevisionLogs, RevisionLogsQuery } from '../../shared/schemas/revision.ts';
 import type { Gone, RevisionWatch } from '../lib/revision-watch.ts';
-import type { Page, RevisionRecord, Store } from '../store/types.ts';
+import type { DeploymentStore, Page, RevisionLogStore, RevisionRecord, RevisionStore, TracingProjectStore } from '../store/types.ts';
 import { NotFound } from './errors.ts';
 
 /** The revision as the API shows it. */
@@ -24,12 +24,15 @@ export function revisionEtag(revision: RevisionRecord): string {
   return `"${revision.id}.${revision.version}"`;
 }
 
+/** The slices of the store that reading revisions and their logs uses. */
+type RevisionReadStore = RevisionStore & RevisionLogStore & Pick<DeploymentStore, 'getDeployment'> & Pick<TracingProjectStore, 'getTracingProject'>;
+
 /** Reading revisions, their logs, and waiting for a change. */
 export class Revisions {
-  readonly #store: Store;
+  readonly #store: RevisionReadStore;
   readonly #watch: RevisionWatch;
 
-  constructor(deps: { store: Store; watch: RevisionWatch }) {
+  constructor(deps: { store: RevisionReadStore; watch: RevisionWatch }) {
     this.#store = deps.store;
     this.#watch = deps.watch;
   }

@@ -1,12 +1,12 @@
 import type { TracingProject, TracingProjectListQuery } from '../../shared/schemas/tracing-project.ts';
-import type { Page, Store } from '../store/types.ts';
+import type { Page, TracingProjectStore } from '../store/types.ts';
 import { Conflict, NotFound } from './errors.ts';
 
 /** Tracing projects: one is made with each deployment, under the same name. */
 export class TracingProjects {
-  private readonly deps: { store: Store };
+  private readonly deps: { store: TracingProjectStore };
 
-  constructor(deps: { store: Store }) {
+  constructor(deps: { store: TracingProjectStore }) {
     this.deps = deps;
   }
 

@@ -1,7 +1,7 @@
-import type { AuditEntry } from '../lib/request-scope.ts';
-import type { Statement } from './core.ts';
-import type { Db, Row } from './db.ts';
+import { type AuditEntry, machineAuditEntry } from '../lib/request-scope.ts';
+import type { Db, Row, Statement } from './db.ts';
 import { SqlStore } from './sql-store.ts';
+import type { MachineChange } from './types.ts';
 
 /** Which audit entries a reader asks for: one organization's, or one workspace's, newest first. */
 export type AuditQuery = {
@@ -67,6 +67,24 @@ export function auditInsert(entry: AuditEntry): Statement {
       entry.created_at,
     ],
   };
+}
+
+/**
+ * The audit entry of a change no API key made (a GitHub delivery's), written in the change's own
+ * transaction `tx`, in the organization of `workspaceId` (none when the workspace is gone).
+ */
+export async function auditMachineChange(
+  tx: Db,
+  workspaceId: string,
+  change: MachineChange,
+  what: { action: string; resourceType: string; resourceId: string },
+): Promise<void> {
+  const workspace = await tx.row<{ organization_id: string }>('SELECT organization_id FROM workspaces WHERE id = ?', [workspaceId]);
+  if (!workspace) return;
+  const { sql, params } = auditInsert(
+    machineAuditEntry({ actor: change.actor, organizationId: workspace.organization_id, workspaceId, ...what, now: change.now }),
+  );
+  await tx.run(sql, params);
 }
 
 function toAuditEntry(row: Row): AuditEntry & { seq: number } {

@@ -7,6 +7,9 @@ export type Row = Record<string, unknown>;
  */
 export type Params = readonly unknown[] | Readonly<Record<string, unknown>>;
 
+/** One statement of a write, for writes that list their rows before running them (a create, an audit entry). */
+export type Statement = { sql: string; params: Params };
+
 /**
  * The one database interface every store is written on. SQLite (better-sqlite3) and PostgreSQL
  * (pg) each have an adapter; what their SQL does differently lives in `dialect`, never in a store.

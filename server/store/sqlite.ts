@@ -1,14 +1,15 @@
 import Database from 'better-sqlite3';
 import type { SecretBox } from '../crypto/secret-box.ts';
 import { type AuditEntry, currentTraceparent, pendingAudit } from '../lib/request-scope.ts';
-import { CoreStore } from './core.ts';
+import { composeStore, coreStores, SqlStoreHealth } from './core.ts';
+import { createRefused, createStatements, SqlDeploymentStore } from './deployments.ts';
 import { sqliteDialect } from './dialect.ts';
 import { GroupCommit } from './group-commit.ts';
 import { appliedRow, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from './migrate.ts';
 import { TERMINAL } from './queries/statuses.ts';
 import type { StoreRules } from './rules.ts';
 import { SqliteDb } from './sqlite/db.ts';
-import type { CreatedDeployment, NewDeployment } from './types.ts';
+import type { CreatedDeployment, NewDeployment, Store } from './types.ts';
 
 export type SqliteOptions = {
   /** A file path, or `:memory:`. */
@@ -31,7 +32,12 @@ export function openSqliteStore(options: SqliteOptions): SqliteStore {
   db.pragma('temp_store = MEMORY');
   migrate(db);
   expireLeftLeases(db);
-  return new SqliteStore(new SqliteDb(db), options.secretBox, options.rules);
+  const adapter = new SqliteDb(db);
+  const stores = coreStores(adapter, options.secretBox, options.rules, {
+    health: new SqlStoreHealth(adapter, () => db.close()),
+    deployments: new SqliteDeploymentStore(adapter, options.secretBox, options.rules),
+  });
+  return Object.assign(composeStore(stores), { db, adapter });
 }
 
 /** Applies pending migrations of the one history (`migrations/`), each in one transaction. */
@@ -72,42 +78,40 @@ function expireLeftLeases(db: Database.Database): void {
   })();
 }
 
+/** The core store on SQLite, with its connection for SQLite-only tools and tests that look at the rows. */
+export type SqliteStore = Store & {
+  /** The connection itself. */
+  readonly db: Database.Database;
+  /** The adapter every store of this database shares. */
+  readonly adapter: SqliteDb;
+};
+
 /**
- * The core store on SQLite, with the one write SQLite needs its own path for: creates that arrive
+ * Deployments on SQLite, with the one write SQLite needs its own path for: creates that arrive
  * together share one commit (`GroupCommit`), each in a synchronous transaction built once, since
  * with `synchronous=FULL` every commit waits for the disk while holding the event loop. The rows a
  * create writes are the shared `createStatements`; only how they are committed differs.
  */
-export class SqliteStore extends CoreStore {
-  /** The connection itself, for SQLite-only tools and tests that look at the rows. */
-  readonly db: Database.Database;
-  /** The adapter every store of this database shares. */
-  readonly adapter: SqliteDb;
+class SqliteDeploymentStore extends SqlDeploymentStore {
   readonly #creates: GroupCommit;
   /** Made once: `db.transaction(fn)` builds its wrapper functions anew on every call (~2% of a POST). */
   readonly #createTransaction: (input: NewDeployment, audit: AuditEntry | undefined) => boolean;
 
   constructor(sql: SqliteDb, box: SecretBox, rules?: StoreRules) {
     super(sql, box, rules);
-    this.db = sql.raw;
-    this.adapter = sql;
     this.#creates = new GroupCommit(sql.raw);
     this.#createTransaction = sql.raw.transaction((input: NewDeployment, audit: AuditEntry | undefined) => {
-      const statements = this.createStatements(input);
+      const statements = createStatements(this.hot, this.box, input);
       let held = false;
       for (const statement of statements) {
-        const bound = this.adapter.statement(statement.sql);
+        const bound = sql.statement(statement.sql);
         const params = Array.isArray(statement.params) ? statement.params : [statement.params];
         if (statement === statements.revision) held = (bound.get(...params) as { runner_id: string | null }).runner_id !== null;
         else bound.run(...params);
       }
-      if (audit) this.adapter.writeAudit(audit);
+      if (audit) sql.writeAudit(audit);
       return held;
     });
-  }
-
-  override close(): void {
-    this.db.close();
   }
 
   override async createDeployment(input: NewDeployment): Promise<CreatedDeployment> {
@@ -124,7 +128,7 @@ export class SqliteStore extends CoreStore {
       if (audit) audit.state = 'written';
     } catch (error) {
       if (audit) audit.state = 'pending';
-      throw this.createRefused(input, error);
+      throw createRefused(this.sql.dialect, this.rules, input, error);
     }
     return { deployment: { ...input.deployment, delete_tracing_project: false }, revisionHeld };
   }

@@ -1,6 +1,6 @@
 import type { Workspace, WorkspacePatch } from '../../../shared/schemas/workspace.ts';
 import type { AgentStore } from '../../store/agents.ts';
-import type { Store } from '../../store/types.ts';
+import type { ListenerStore, WorkspaceStore } from '../../store/types.ts';
 import type { Principal } from '../auth.ts';
 import { BadRequest, NotFound } from '../errors.ts';
 
@@ -9,10 +9,10 @@ import { BadRequest, NotFound } from '../errors.ts';
  * listener, `github` ones included. Null means the built-in sandbox.
  */
 export class DefaultListener {
-  readonly #store: Store;
+  readonly #store: Pick<ListenerStore, 'getListener'> & Pick<WorkspaceStore, 'getWorkspace'>;
   readonly #agents: AgentStore;
 
-  constructor(deps: { store: Store; agents: AgentStore }) {
+  constructor(deps: { store: Pick<ListenerStore, 'getListener'> & Pick<WorkspaceStore, 'getWorkspace'>; agents: AgentStore }) {
     this.#store = deps.store;
     this.#agents = deps.agents;
   }

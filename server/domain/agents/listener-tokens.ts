@@ -4,7 +4,7 @@ import { hashApiKey, sameDigest } from '../../crypto/api-key.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { auditSubject } from '../../lib/request-scope.ts';
 import type { AgentStore } from '../../store/agents.ts';
-import type { Store } from '../../store/types.ts';
+import type { ListenerStore } from '../../store/types.ts';
 import { BadRequest, NotFound, Unauthorized } from '../errors.ts';
 
 /** Agent tokens carry their own prefix, so a log or a support request tells them from API keys. */
@@ -21,7 +21,7 @@ export type AgentPrincipal = { listenerId: string; tenantId: string; tokenId: st
  * authenticates only the agent routes of its own listener; API keys are not accepted there.
  */
 export class ListenerTokens {
-  readonly #store: Store;
+  readonly #store: Pick<ListenerStore, 'getListener'>;
   readonly #agents: AgentStore;
   readonly #clock: Clock;
   readonly #revoked: (tokenId: string) => Promise<void>;
@@ -30,7 +30,7 @@ export class ListenerTokens {
    * `revoked` runs once a revoke is stored and before it answers: it ends what the token is doing
    * in every process (its waiting polls, its claims), so the revoke holds from its answer on.
    */
-  constructor(deps: { store: Store; agents: AgentStore; clock: Clock; revoked?: (tokenId: string) => Promise<void> }) {
+  constructor(deps: { store: Pick<ListenerStore, 'getListener'>; agents: AgentStore; clock: Clock; revoked?: (tokenId: string) => Promise<void> }) {
     this.#store = deps.store;
     this.#agents = deps.agents;
     this.#clock = deps.clock;

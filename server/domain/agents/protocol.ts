@@ -9,28 +9,26 @@ import type {
   LiveDeployments,
   RuntimeLogAppend,
   RuntimeLogsStored,
-  WorkDeployment,
   WorkItem,
-  WorkRevision,
-  WorkSource,
 } from '../../../shared/schemas/agent.ts';
-import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../../shared/schemas/revision.ts';
+import { isTerminal, type RevisionStatus } from '../../../shared/schemas/revision.ts';
 import type { AgentDataPlane } from '../../dataplane/listener-agent.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { machineAuditEntry, withAuditEntry } from '../../lib/request-scope.ts';
 import type { RevisionWatch } from '../../lib/revision-watch.ts';
 import type { AgentStore, ClaimRecord } from '../../store/agents.ts';
-import type { DeploymentRecord, ListenerRecord, RevisionRecord, RevisionWork, Store } from '../../store/types.ts';
+import type { DeploymentStore, ListenerStore, RevisionLogStore, RevisionRecord, RevisionStore, WorkspaceStore } from '../../store/types.ts';
 import { BadRequest, Conflict, NotFound, Unauthorized } from '../errors.ts';
 import type { LogCaps } from '../log-caps.ts';
 import { sanitiseReportedText } from '../log-text.ts';
-import { dnsSafeName } from '../names.ts';
 import type { Pipeline } from '../pipeline.ts';
-import { type RepositoryAccess, TokenRefused } from '../repository-access.ts';
+import type { RepositoryAccess } from '../repository-access.ts';
 import type { Uploads } from '../uploads.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
+import { LiveRevisions } from './live-revisions.ts';
 import type { RuntimeLogLimits } from './runtime-log-limits.ts';
 import { TokenSessions } from './token-sessions.ts';
+import { sourceSubject, WorkItems } from './work-items.ts';
 
 /** The stage changes an agent may report; everything else (QUEUED, SKIPPED, INTERRUPTED…) is the pipeline's. */
 const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = {
@@ -40,17 +38,15 @@ const AGENT_MOVES: Partial<Record<RevisionStatus, readonly RevisionStatus[]>> = 
   DEPLOYING: ['DEPLOYED', 'DEPLOY_FAILED'],
 };
 
-/**
- * The one move after `DEPLOYED`, outside any claim: the live revision's server kept exiting (the
- * `local` agent's restarts are spent), so the revision failed (docs/decisions/failing-a-live-revision.md).
- */
-const LIVE_FAILURE = { from: 'DEPLOYED', to: 'DEPLOY_FAILED' } as const;
-
 /** While nothing wakes a long-poll, it looks again this often: a lapsed lease frees work without any event. */
 const RECHECK_MS = 1000;
 
 export type AgentProtocolDeps = {
-  store: Store;
+  store: RevisionStore &
+    RevisionLogStore &
+    Pick<DeploymentStore, 'getDeploymentById'> &
+    Pick<ListenerStore, 'getListenerById'> &
+    Pick<WorkspaceStore, 'getWorkspace'>;
   agents: AgentStore;
   pipeline: Pipeline;
   plane: AgentDataPlane;
@@ -75,9 +71,13 @@ export type AgentProtocolDeps = {
 export class AgentProtocol {
   readonly #deps: AgentProtocolDeps;
   readonly #sessions = new TokenSessions();
+  readonly #workItems: WorkItems;
+  readonly #live: LiveRevisions;
 
   constructor(deps: AgentProtocolDeps) {
     this.#deps = deps;
+    this.#workItems = new WorkItems(deps);
+    this.#live = new LiveRevisions(deps);
   }
 
   async heartbeat(agent: AgentPrincipal, body: AgentHeartbeat): Promise<AgentHeartbeatAck> {
@@ -116,7 +116,7 @@ export class AgentProtocol {
             await this.#giveBack(claim.claim_id, agent.listenerId);
             throw revokedToken();
           }
-          const item = await this.#workItem(claim).catch(async (error: unknown) => {
+          const item = await this.#workItems.forClaim(claim).catch(async (error: unknown) => {
             // No credentials now (GitHub unreachable): the work goes back to the queue, the agent polls again later.
             await this.#giveBack(claim.claim_id, agent.listenerId);
             throw error;
@@ -238,68 +238,14 @@ export class AgentProtocol {
     await store.appendLogs(claim.revision_id, lines, clock.now(), logCaps.revision);
   }
 
-  /**
-   * Appends what a live revision's agent server printed after `DEPLOYED` to its deploy log, as
-   * far as the limits allow (the rest is counted, and said in one line when room is left for it).
-   * Only a revision live on the caller's own listener: 404 for any other.
-   */
-  async appendRuntimeLogs(agent: AgentPrincipal, revisionId: string, body: RuntimeLogAppend): Promise<RuntimeLogsStored> {
-    const { agents, store, clock } = this.#deps;
-    const live = (await agents.liveDeployments(agent.listenerId)).find((l) => l.revisionId === revisionId);
-    if (!live) throw new NotFound(`Revision ${revisionId} is not live on this listener.`);
-    const wanted = body.lines.length + (body.dropped > 0 ? 1 : 0);
-    const admitted = this.#deps.runtimeLogLimits.admit({ deploymentId: live.deploymentId, tokenId: agent.tokenId, wanted, nowMs: Date.parse(clock.now()) });
-    let keep = Math.min(admitted, body.lines.length);
-    let dropped = body.dropped + body.lines.length - keep;
-    // The line that says lines were dropped takes the last place admitted, so it is never lost itself.
-    if (dropped > 0 && admitted > 0 && keep === admitted) {
-      keep -= 1;
-      dropped += 1;
-    }
-    const lines: Array<{ type: 'deploy'; level: 'debug' | 'info' | 'warn' | 'error'; message: string; timestamp?: string }> = body.lines
-      .slice(0, keep)
-      .map((line) => ({ type: 'deploy', level: line.level, message: sanitiseReportedText(line.message), timestamp: line.timestamp }));
-    if (dropped > 0 && admitted > 0)
-      lines.push({
-        type: 'deploy',
-        level: 'warn',
-        message: `${dropped} runtime log line(s) dropped: the deployment printed more than its log's rate limit or cap allows`,
-      });
-    // The revision's own cap (kept by the store, across processes) may drop more: answer what it kept.
-    const written = await store.appendLogs(revisionId, lines, clock.now(), this.#deps.logCaps.revision);
-    return { stored: written.stored, dropped: dropped + written.dropped };
+  /** Appends what a live revision's agent server printed after `DEPLOYED` (`LiveRevisions.appendRuntimeLogs`). */
+  appendRuntimeLogs(agent: AgentPrincipal, revisionId: string, body: RuntimeLogAppend): Promise<RuntimeLogsStored> {
+    return this.#live.appendRuntimeLogs(agent, revisionId, body);
   }
 
-  /**
-   * `DEPLOYED → DEPLOY_FAILED` of a revision live on the caller's listener, with its cause as the
-   * status message and as an error line of its deploy log, written in the same transaction. Any
-   * other move is 400; a revision its deployment no longer serves (superseded by a newer one, or
-   * already failed) is 409, so a stale agent never fails what replaced it; another listener's is 404.
-   */
-  async failLive(agent: AgentPrincipal, revisionId: string, body: AgentTransition): Promise<RevisionRecord> {
-    const { agents, pipeline, store } = this.#deps;
-    if (body.from !== LIVE_FAILURE.from || body.to !== LIVE_FAILURE.to)
-      throw new BadRequest(`After a claim has ended an agent may only move a revision from DEPLOYED to DEPLOY_FAILED, not from ${body.from} to ${body.to}.`);
-    if (body.repo_commit_sha) throw new BadRequest('repo_commit_sha is recorded with the move out of BUILDING, not with a live revision failing.');
-    const message = body.status_message ? sanitiseReportedText(body.status_message).trim() : '';
-    if (!message) throw new BadRequest('status_message must say why the live revision failed.');
-    const revision = await store.getRevisionById(revisionId);
-    const live = revision ? (await agents.liveDeployments(agent.listenerId)).find((l) => l.deploymentId === revision.deployment_id) : undefined;
-    if (!revision || !live) throw new NotFound(`Revision ${revisionId} is not a revision of a deployment on this listener.`);
-    if (live.revisionId !== revisionId)
-      throw new Conflict(`Revision ${revisionId} is no longer its deployment's live revision (${live.revisionId} is); it is not failed.`);
-    const moved = await pipeline.transition({
-      revisionId,
-      from: [LIVE_FAILURE.from],
-      to: LIVE_FAILURE.to,
-      statusMessage: message,
-      logs: [{ type: 'deploy', level: 'error', message }],
-    });
-    if (!moved) {
-      const current = await store.getRevisionById(revisionId);
-      throw new Conflict(`Revision ${revisionId} is ${current?.status ?? 'gone'}, not DEPLOYED; it is not failed.`);
-    }
-    return moved;
+  /** `DEPLOYED → DEPLOY_FAILED` of a revision live on the caller's listener (`LiveRevisions.failLive`). */
+  failLive(agent: AgentPrincipal, revisionId: string, body: AgentTransition): Promise<RevisionRecord> {
+    return this.#live.failLive(agent, revisionId, body);
   }
 
   /** The agent stopped the deployment's servers and removed its files: the pipeline removes it. */
@@ -316,21 +262,9 @@ export class AgentProtocol {
     await this.#giveBack(claimId, agent.listenerId);
   }
 
-  /**
-   * What the listener should be running now: each live revision with its secrets, to restart
-   * without rebuilding. Not a sign of life: a restarting agent asks before its proxy serves them,
-   * and its deployments must not show READY until its heartbeat says it does.
-   */
-  async live(agent: AgentPrincipal): Promise<LiveDeployments> {
-    const { agents, store } = this.#deps;
-    const deployments: LiveDeployments['deployments'] = [];
-    for (const live of await agents.liveDeployments(agent.listenerId)) {
-      const [deployment, revision] = await Promise.all([store.getDeploymentById(live.deploymentId), store.getRevisionWork(live.revisionId)]);
-      // A live revision failed after DEPLOYED (its server kept exiting) is not started again.
-      if (deployment && revision?.status === 'DEPLOYED')
-        deployments.push({ deployment: workDeployment(deployment), revision: workRevision(revision, deployment) });
-    }
-    return { deployments };
+  /** What the listener should be running now (`LiveRevisions.live`). */
+  live(agent: AgentPrincipal): Promise<LiveDeployments> {
+    return this.#live.live(agent);
   }
 
   /**
@@ -375,43 +309,6 @@ export class AgentProtocol {
     return revision.status;
   }
 
-  async #workItem(claim: ClaimRecord): Promise<WorkItem | null> {
-    const { store } = this.#deps;
-    const deployment = await store.getDeploymentById(claim.deployment_id);
-    if (!deployment) return null;
-    const lease = { claim_id: claim.claim_id, lease_expires_at: claim.lease_expires_at, lease_ms: this.#deps.leaseMs };
-    if (claim.kind === 'teardown') return { kind: 'teardown', ...lease, deployment: workDeployment(deployment) };
-    const revision = claim.revision_id ? await store.getRevisionWork(claim.revision_id) : null;
-    if (!revision) return null;
-    // The tarball's fetch URL is bound to this claim: it stops working when the claim ends.
-    const sourceUrl = this.#deps.uploads.fetchUrl(sourcePath(claim.listener_id, claim.claim_id), sourceSubject(claim.listener_id, claim.claim_id));
-    const work = workRevision(revision, deployment, sourceUrl);
-    if (work.source.type === 'git' && this.#deps.repoAccess) {
-      // Minted for this claim and handed over only inside it: the agent gives it to git and nothing else.
-      let credentials: Awaited<ReturnType<RepositoryAccess['credentials']>>;
-      try {
-        credentials = await this.#deps.repoAccess.credentials(work.source.repo_url, deployment.source_config.integration_id, {
-          deployment_id: deployment.id,
-          revision_id: revision.id,
-        });
-      } catch (error) {
-        if (!(error instanceof TokenRefused)) throw error;
-        // Refused until someone changes the installation on GitHub: the revision fails now, saying what to change.
-        await this.#deps.pipeline.transition({
-          revisionId: revision.id,
-          from: UNFINISHED_REVISION_STATUSES,
-          to: 'BUILD_FAILED',
-          statusMessage: error.message,
-          logs: [{ type: 'build', level: 'error', message: error.message }],
-        });
-        return null;
-      }
-      if (credentials) work.source = { ...work.source, repo_url: credentials.url, token: credentials.token };
-    }
-    const listener = await store.getListenerById(claim.listener_id);
-    return { kind: 'revision', ...lease, deployment: { ...workDeployment(deployment), ...k8sSettings(listener) }, revision: work };
-  }
-
   /**
    * A deployment whose URL the server sets, deployed by an agent that reported a URL template:
    * its `custom_url` becomes the URL that agent's proxy answers on (what `langgraph deploy` prints).
@@ -433,63 +330,4 @@ export class AgentProtocol {
 
 function revokedToken(): Unauthorized {
   return new Unauthorized('Invalid or revoked listener token.');
-}
-
-function workDeployment(deployment: DeploymentRecord): WorkDeployment {
-  return {
-    id: deployment.id,
-    name: deployment.name,
-    url_name: dnsSafeName(deployment.name),
-    source: deployment.source,
-    custom_url: deployment.source_config.custom_url,
-    install_command: deployment.source_config.install_command,
-    build_command: deployment.source_config.build_command,
-    k8s_namespace: deployment.source_config.listener_config?.k8s_namespace ?? null,
-  };
-}
-
-/** What a k8s agent renders from its listener (contract §18): the license Secret, whether own securityContexts are allowed. */
-function k8sSettings(listener: ListenerRecord | null): Pick<WorkDeployment, 'k8s_license_secret' | 'k8s_allow_privileged'> {
-  if (listener?.compute_type !== 'k8s') return {};
-  return {
-    k8s_license_secret: listener.compute_config.k8s_license_secret ?? null,
-    k8s_allow_privileged: listener.compute_config.k8s_allow_privileged ?? false,
-  };
-}
-
-/** Where the agent fetches a claimed revision's uploaded tarball (routes/agent.ts serves it). */
-function sourcePath(listenerId: string, claimId: string): string {
-  return `/v2/listeners/${listenerId}/agent/claims/${claimId}/source`;
-}
-
-/** What a source URL's signature binds: the listener and the claim. */
-function sourceSubject(listenerId: string, claimId: string): string {
-  return `agent-source:${listenerId}:${claimId}`;
-}
-
-/** `sourceUrl`: the signed fetch URL of the claim; null outside a claim (`GET …/live` restarts from built directories). */
-function workRevision(revision: RevisionWork, deployment: DeploymentRecord, sourceUrl: string | null = null): WorkRevision {
-  return {
-    id: revision.id,
-    status: revision.status,
-    graph_config_path: revision.source_revision_config.graph_config_path,
-    source: sourceOf(revision, deployment, sourceUrl),
-    secrets: revision.secrets.map((s) => ({ name: s.name, value: s.value })),
-    resource_spec: revision.resource_spec,
-    traceparent: revision.traceparent,
-  };
-}
-
-/**
- * Where the agent fetches what it builds: the repository (`github`), the uploaded tarball behind
- * a signed URL (`internal_source`), or the image (`external_docker`, `internal_docker`).
- */
-function sourceOf(revision: RevisionWork, deployment: DeploymentRecord, sourceUrl: string | null): WorkSource {
-  const config = revision.source_revision_config;
-  const source = revision.source ?? deployment.source;
-  if (source === 'github') {
-    return { type: 'git', repo_url: deployment.source_config.repo_url ?? '', ref: config.repo_ref, commit_sha: config.repo_commit_sha };
-  }
-  if (source === 'internal_source') return { type: 'tarball', url: sourceUrl };
-  return { type: 'image', image_uri: config.image_uri ?? '' };
 }

@@ -1,5 +1,5 @@
 import type { VerifyKeyRequest, VerifyKeyResponse } from '../../../shared/schemas/agent.ts';
-import type { Store } from '../../store/types.ts';
+import type { DeploymentStore, WorkspaceStore } from '../../store/types.ts';
 import type { Auth } from '../auth.ts';
 import { NotFound, Unauthorized } from '../errors.ts';
 import type { AgentPrincipal } from './listener-tokens.ts';
@@ -10,7 +10,11 @@ import type { AgentPrincipal } from './listener-tokens.ts';
  * key of the workspace (a workspace key too). The deployment must be of the agent's own workspace:
  * another listener's agent learns nothing of it (404, as for any id of another workspace).
  */
-export async function verifyDeploymentKey(deps: { auth: Auth; store: Store }, agent: AgentPrincipal, body: VerifyKeyRequest): Promise<VerifyKeyResponse> {
+export async function verifyDeploymentKey(
+  deps: { auth: Auth; store: Pick<DeploymentStore, 'getDeployment'> & Pick<WorkspaceStore, 'getWorkspace'> },
+  agent: AgentPrincipal,
+  body: VerifyKeyRequest,
+): Promise<VerifyKeyResponse> {
   const deployment = await deps.store.getDeployment(agent.tenantId, body.deployment_id);
   if (!deployment) throw new NotFound(`Deployment ID ${body.deployment_id} not found.`);
   let principal: Awaited<ReturnType<Auth['authenticate']>>;

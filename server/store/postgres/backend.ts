@@ -5,7 +5,7 @@ import { SqlAuditStore } from '../audit.ts';
 import type { OpenStoreOptions, StoreBackend } from '../backend.ts';
 import { SqlClusterReadings } from '../cluster-readings.ts';
 import { SqlConsoleStore } from '../console.ts';
-import { CoreStore } from '../core.ts';
+import { openCoreStore } from '../core.ts';
 import { SqlEventStore } from '../events.ts';
 import { SqlGithubStore } from '../github.ts';
 import { SqlGithubTrustStore } from '../github-trust.ts';
@@ -27,7 +27,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     await db.close();
     throw startupProblem(error, url) ?? error;
   }
-  const core = new CoreStore(db, options.secretBox, options.rules);
+  const core = openCoreStore(db, options.secretBox, options.rules);
   const coordination = await PgCoordination.open(url, db, options.log ?? silentLogger);
   return {
     core,

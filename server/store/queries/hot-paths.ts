@@ -77,6 +77,9 @@ export function hotQueries(d: Dialect) {
   } as const;
 }
 
+/** The hot statements in one database's spelling. */
+export type HotQueries = ReturnType<typeof hotQueries>;
+
 /** SQLite's text of each (what `test/unit/query-plans.test.ts` reads the plans of). */
 export const HOT_QUERIES = hotQueries(sqliteDialect);
 
