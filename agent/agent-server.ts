@@ -139,6 +139,9 @@ export async function endOrphan(buildDir: string): Promise<string | null> {
   return `ended the agent server (pid ${orphan.pid}) a previous run of the agent left`;
 }
 
+/** How often a starting server is asked `GET /ok`. */
+const HEALTH_POLL_MS = 25;
+
 /** How long a server that printed a load error gets to become healthy anyway before it is failed. */
 const ERROR_GRACE_MS = 3000;
 
@@ -231,6 +234,8 @@ export async function startAgentServer(options: {
       untrackGroup(pid);
       return { upstream, pid, exited: ended, stop, detach: () => tail.stop() };
     }
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Asked often: until the server listens, the answer is a refused connection on loopback (or the
+    // relay's socket), which costs next to nothing, and every poll missed is time not serving.
+    await new Promise((resolve) => setTimeout(resolve, HEALTH_POLL_MS));
   }
 }

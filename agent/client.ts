@@ -65,7 +65,7 @@ export class AgentClient {
     return this.#call('POST', `/claims/${claimId}/transition`, change);
   }
 
-  logs(claimId: string, lines: Array<{ type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string }>): Promise<void> {
+  logs(claimId: string, lines: Array<{ type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string; timestamp?: string }>): Promise<void> {
     return this.#call('POST', `/claims/${claimId}/logs`, { lines });
   }
 

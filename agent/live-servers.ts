@@ -209,11 +209,20 @@ export class LiveServers {
     const sandbox =
       command || !stateDir
         ? null
-        : this.#setup.sandboxFor(deploymentId, buildDir, cwd, { stateDir, socketDir: this.#setup.socketFolder(socketDir) }, packages, cgroup);
+        : this.#setup.sandboxFor(
+            deploymentId,
+            buildDir,
+            cwd,
+            { stateDir, socketDir: this.#setup.socketFolder(socketDir), compileCacheDir: this.#setup.compileCacheFolder(deploymentId, cwd) },
+            packages,
+            cgroup,
+          );
     const channel: ServerChannel | null = sandbox
       ? { node: `${SANDBOX_NODE_DIR}/node`, relay: SANDBOX_RELAY, socket: { host: join(socketDir, 'server.sock'), seen: `${SANDBOX_SOCKET_DIR}/server.sock` } }
       : null;
-    const env = command || this.#o.sandbox === 'none' ? { ...this.#setup.unsandboxedEnv(), ...secrets } : { ...this.#setup.serverEnv(), ...secrets };
+    const base = command || this.#o.sandbox === 'none' ? this.#setup.unsandboxedEnv() : this.#setup.serverEnv();
+    if (!command && this.#o.sandbox === 'none') this.#setup.compileCacheFolder(deploymentId, cwd);
+    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd)), ...secrets };
     const paths = { ...this.#setup.serverPaths(), checkoutModules: key ? storedPackages(this.#o.workDir, deploymentId, key) : null };
     try {
       return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#o.startTimeoutMs, signal, onLine });

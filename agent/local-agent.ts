@@ -15,7 +15,7 @@ import { ProxyClient } from './proxy-client.ts';
 import type { RuntimeLogOptions } from './runtime-logs.ts';
 import { type SandboxMode, sharedReadOnly } from './sandbox.ts';
 import type { EgressPolicy } from './sandbox-network.ts';
-import { agentModules, RELAY, SandboxSetup } from './sandbox-setup.ts';
+import { agentModules, RELAY, SandboxSetup, SERVER_PRELOAD } from './sandbox-setup.ts';
 import { folderBarringUser, type SandboxUser } from './sandbox-user.ts';
 import { makeSocketRoot } from './socket-root.ts';
 import { takeOverLive } from './take-over.ts';
@@ -130,7 +130,7 @@ export class LocalAgent {
     const sandboxUser = this.#setup.sandboxed() ? this.#options.sandboxUser : null;
     if (sandboxUser) {
       // What every sandbox binds: the work directory, the agent's Node and packages, the relay.
-      for (const path of [this.#options.workDir, RELAY, ...sharedReadOnly(agentModules()).map((bind) => bind.from)]) {
+      for (const path of [this.#options.workDir, RELAY, SERVER_PRELOAD, ...sharedReadOnly(agentModules()).map((bind) => bind.from)]) {
         const barring = folderBarringUser(path, sandboxUser);
         if (barring)
           throw new Error(

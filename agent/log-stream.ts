@@ -2,7 +2,7 @@ import type { AgentClient } from './client.ts';
 import { SlowDown, WorkGone } from './client.ts';
 import { plainText } from './server-output.ts';
 
-type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string };
+type Line = { type: 'build' | 'deploy'; level: 'info' | 'warn' | 'error'; message: string; timestamp?: string };
 
 /** Characters kept of one line (the route takes up to 16000); the rest is cut with a marker saying so. */
 export const MAX_LINE = 8000;
@@ -71,6 +71,7 @@ export class LogStream {
   #accepted = 0;
   #dropped = 0;
   readonly #maxLines: number;
+  readonly #clock: () => number;
 
   constructor(
     client: AgentClient,
@@ -79,7 +80,10 @@ export class LogStream {
     flushMs = 200,
     report: (message: string) => void = (message) => void process.stderr.write(`${message}\n`),
     maxLines = MAX_LINES_PER_CLAIM,
+    /** What stamps each line (ms since the epoch): the wall clock; a test moves its own. */
+    clock: () => number = Date.now,
   ) {
+    this.#clock = clock;
     this.#maxLines = maxLines;
     this.#client = client;
     this.#claimId = claimId;
@@ -95,7 +99,9 @@ export class LogStream {
     }
     this.#accepted += 1;
     // Stored plain: colour and cursor codes would show as garbage in every reader of the log.
-    const line = { type, level, message: truncateLine(plainText(message)) };
+    // Stamped now, when the agent sees it: a batch is sent up to `flushMs` later, and its lines'
+    // times must say when each was printed (the stages of a build are read from them).
+    const line = { type, level, message: truncateLine(plainText(message)), timestamp: new Date(this.#clock()).toISOString() };
     this.#pending.push(line);
     this.#pendingBytes += Buffer.byteLength(line.message);
     if (this.#pending.length >= BATCH || this.#pendingBytes >= MAX_BATCH_BYTES) void this.flush();
@@ -111,6 +117,7 @@ export class LogStream {
       this.#pending.push({
         type,
         level: 'warn',
+        timestamp: new Date(this.#clock()).toISOString(),
         message: `${this.#dropped} log line(s) dropped: more than the ${this.#maxLines} lines the agent sends for one revision`,
       });
       this.#dropped = 0;

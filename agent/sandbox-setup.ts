@@ -46,18 +46,36 @@ export class SandboxSetup {
    * the checkout's `.langgraph_api`; unsandboxed, that path is a link to it.
    */
   stateFolder(deploymentId: string, cwd: string): string {
-    const state = join(this.#o.workDir, deploymentId, 'state');
-    mkdirSync(state, { recursive: true });
-    if (this.sandboxed()) giveTo(this.#o.sandboxUser, state);
-    const inCheckout = join(cwd, '.langgraph_api');
+    return this.#deploymentFolderIn(cwd, '.langgraph_api', join(this.#o.workDir, deploymentId, 'state'));
+  }
+
+  /**
+   * The deployment's own Node compile cache (docs/decisions/local-agent-server-start.md): what its
+   * servers compiled, kept across revisions so the next one starts warm; nobody else's server
+   * reads or writes it, and it goes with the deployment. It appears in the checkout as the state
+   * folder does, at `COMPILE_CACHE_IN_CHECKOUT`: Node's portable cache keys modules by their path
+   * relative to it, which is the same in every revision's checkout.
+   */
+  compileCacheFolder(deploymentId: string, cwd: string): string {
+    return this.#deploymentFolderIn(cwd, COMPILE_CACHE_IN_CHECKOUT, join(this.#o.workDir, deploymentId, 'compile-cache'));
+  }
+
+  /**
+   * A folder of the deployment (`folder`) that a server sees at `name` in its checkout: in the
+   * sandbox bound there (an empty folder made for the bind), unsandboxed a link to it.
+   */
+  #deploymentFolderIn(cwd: string, name: string, folder: string): string {
+    mkdirSync(folder, { recursive: true });
+    if (this.sandboxed()) giveTo(this.#o.sandboxUser, folder);
+    const inCheckout = join(cwd, name);
     // Whatever the checkout has there (a file, a link planted by the repository) gives way.
     rmSync(inCheckout, { recursive: true, force: true });
-    if (this.#o.sandbox === 'none') symlinkSync(state, inCheckout);
+    if (this.#o.sandbox === 'none') symlinkSync(folder, inCheckout);
     else {
       mkdirSync(inCheckout);
       giveFolderTo(this.#o.sandboxUser, inCheckout);
     }
-    return state;
+    return folder;
   }
 
   /**
@@ -69,7 +87,7 @@ export class SandboxSetup {
     deploymentId: string,
     buildDir: string,
     cwd: string,
-    server: { stateDir: string; socketDir: string } | null,
+    server: { stateDir: string; socketDir: string; compileCacheDir: string } | null,
     packages: { deploymentId: string; key: string } | null = null,
     cgroup: Cgroup | null = null,
   ): Sandboxed | null {
@@ -78,10 +96,11 @@ export class SandboxSetup {
       ? [
           { from: server.stateDir, to: join(cwd, '.langgraph_api') },
           { from: server.socketDir, to: SANDBOX_SOCKET_DIR },
+          { from: server.compileCacheDir, to: join(cwd, COMPILE_CACHE_IN_CHECKOUT) },
         ]
       : [{ from: this.cacheDir(deploymentId), to: SANDBOX_CACHE_DIR }];
     const readOnly = sharedReadOnly(agentModules());
-    if (server) readOnly.push({ from: RELAY, to: SANDBOX_RELAY });
+    if (server) readOnly.push({ from: RELAY, to: SANDBOX_RELAY }, { from: SERVER_PRELOAD, to: SANDBOX_SERVER_PRELOAD });
     const stored = packages ? storedPackages(this.#o.workDir, packages.deploymentId, packages.key) : null;
     if (stored) readOnly.push({ from: stored, to: join(cwd, 'node_modules') });
     const egress = this.#o.egress;
@@ -130,8 +149,8 @@ export class SandboxSetup {
   /** Where the server command finds Node and the agent's own LangGraph packages. */
   serverPaths(): ServerPaths {
     const modules = agentModules();
-    if (this.#o.sandbox === 'none') return { node: process.execPath, agentModules: modules ? { host: modules, seen: modules } : null };
-    return { node: `${SANDBOX_NODE_DIR}/node`, agentModules: modules ? { host: modules, seen: SANDBOX_AGENT_MODULES } : null };
+    if (this.#o.sandbox === 'none') return { node: process.execPath, agentModules: modules ? { host: modules, seen: modules } : null, preload: SERVER_PRELOAD };
+    return { node: `${SANDBOX_NODE_DIR}/node`, agentModules: modules ? { host: modules, seen: SANDBOX_AGENT_MODULES } : null, preload: SANDBOX_SERVER_PRELOAD };
   }
 
   /** What every sandboxed command starts from: PATH, a home of its own, a locale, and the system's certificates for Node. */
@@ -147,6 +166,7 @@ export class SandboxSetup {
       ...this.#baseEnv(),
       npm_config_cache: `${cache}/npm`,
       npm_config_update_notifier: 'false',
+      ...NPM_FETCH_RETRIES,
       YARN_CACHE_FOLDER: `${cache}/yarn`,
       // pnpm keeps its store under PNPM_HOME (<cache>/pnpm/store); an npm_config_store_dir would make npm warn in every build log.
       PNPM_HOME: `${cache}/pnpm`,
@@ -166,6 +186,11 @@ export class SandboxSetup {
     return { ...this.#baseEnv(), NODE_ENV: 'production', LOG_JSON: 'true', LOG_LEVEL: 'info' };
   }
 
+  /** Where a server started in `cwd` keeps what Node compiled: the deployment's compile cache, as it appears in the checkout. */
+  compileCacheEnv(cwd: string): Record<string, string> {
+    return { NODE_COMPILE_CACHE: join(cwd, COMPILE_CACHE_IN_CHECKOUT), NODE_COMPILE_CACHE_PORTABLE: '1' };
+  }
+
   /** `--sandbox none` and container engines: the agent's environment, its token removed, its own Node first on PATH. */
   unsandboxedEnv(): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = { ...this.#o.env, LOG_JSON: 'true', LOG_LEVEL: 'info' };
@@ -182,11 +207,30 @@ export class SandboxSetup {
   }
 }
 
+/**
+ * npm's fetch retries in every sandboxed install (npm_config_*, which yarn 1 and pnpm read too): a
+ * registry read that fails or times out is tried 5 more times, waiting 2 s, then 4, 8, 16, 30 s
+ * (npm's own defaults: 2 retries from 10 s), so a slow registry does not fail a build at once;
+ * still within the build timeout. An operator's own values (--pass-env npm_config_fetch_retries…)
+ * win: they are set after these.
+ */
+export const NPM_FETCH_RETRIES: Record<string, string> = {
+  npm_config_fetch_retries: '5',
+  npm_config_fetch_retry_factor: '2',
+  npm_config_fetch_retry_mintimeout: '2000',
+  npm_config_fetch_retry_maxtimeout: '30000',
+};
+
 /** Where a sandboxed server's socket folder is bound inside its sandbox. */
 export const SANDBOX_SOCKET_DIR = '/run/agent-server';
 /** The relay that serves a sandboxed server's port as that socket (sandbox-relay.mjs), and where the sandbox sees it. */
 export const RELAY = fileURLToPath(new URL('./sandbox-relay.mjs', import.meta.url));
 export const SANDBOX_RELAY = '/opt/agent/sandbox-relay.mjs';
+/** What a JavaScript graph's server loads before the API server (server-preload.mjs), and where the sandbox sees it. */
+export const SERVER_PRELOAD = fileURLToPath(new URL('./server-preload.mjs', import.meta.url));
+export const SANDBOX_SERVER_PRELOAD = '/opt/agent/server-preload.mjs';
+/** Where a deployment's compile cache appears in its checkout (the server's working folder). */
+export const COMPILE_CACHE_IN_CHECKOUT = '.node-compile-cache';
 
 /** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */
 export function agentModules(): string | null {

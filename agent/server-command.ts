@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { quote } from './git.ts';
 import { type GraphConfig, graphPathOf } from './graph-config.ts';
@@ -11,7 +12,31 @@ export type ServerPaths = {
   agentModules: { host: string; seen: string } | null;
   /** Where the checkout's `node_modules` really is on the host (stored packages bound there), when not in the checkout. */
   checkoutModules?: string | null;
+  /** The agent's server-preload.mjs as the command sees it: loaded instead of the API server's own preload where that is a known one. */
+  preload?: string | null;
 };
+
+/**
+ * The API server's own preload and resolve hook (their sha256, `dist/preload.mjs` then
+ * `dist/graph/load.hooks.mjs`) that the agent's server-preload.mjs does the work of, in the
+ * server's own thread: @langchain/langgraph-api 2.0.0. Any other pair is loaded as it is.
+ */
+const KNOWN_PRELOADS = new Set([
+  '0c271d506ff8f827c711f81e0fff380e4020620f8179c2be95e1ba02e5217e49 7a092e9a38d47e729bf79292a0949d6da21fe403d54008a6ee693aed52b899b6',
+]);
+
+/** Whether the API server package at `apiDir` (on the host) has a preload the agent's stands in for. */
+function knownPreload(apiDir: string): boolean {
+  try {
+    const digest = (file: string) =>
+      createHash('sha256')
+        .update(readFileSync(join(apiDir, 'dist', file)))
+        .digest('hex');
+    return KNOWN_PRELOADS.has(`${digest('preload.mjs')} ${digest('graph/load.hooks.mjs')}`);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The LangGraph.js API server's package (`@langchain/langgraph-api`) a checkout installed: beside
@@ -50,16 +75,18 @@ export function productionServerCommand(cwd: string, config: GraphConfig, port: 
   const own = apiPackageIn(modulesOnHost);
   let apiDir: string;
   let tsxDir: string | null;
+  let apiOnHost: string;
   if (own) {
     const seen = (path: string) => modules + path.slice(modulesOnHost.length);
+    apiOnHost = own;
     apiDir = seen(own);
     const tsx = tsxFor(own, modulesOnHost);
     tsxDir = tsx ? seen(tsx) : null;
   } else if (paths.agentModules && apiPackageIn(paths.agentModules.host)) {
-    const hostApi = apiPackageIn(paths.agentModules.host)!;
-    const hostTsx = tsxFor(hostApi, paths.agentModules.host);
+    apiOnHost = apiPackageIn(paths.agentModules.host)!;
+    const hostTsx = tsxFor(apiOnHost, paths.agentModules.host);
     const seen = (path: string) => paths.agentModules!.seen + path.slice(paths.agentModules!.host.length);
-    apiDir = seen(hostApi);
+    apiDir = seen(apiOnHost);
     tsxDir = hostTsx ? seen(hostTsx) : null;
   } else {
     return null;
@@ -77,10 +104,9 @@ export function productionServerCommand(cwd: string, config: GraphConfig, port: 
     cwd,
     http: config.server.http,
   });
-  const imports = [
-    ...(typescript && tsxDir ? [`--import ${quote(`file://${tsxDir}/dist/loader.mjs`)}`] : []),
-    `--import ${quote(`file://${apiDir}/dist/preload.mjs`)}`,
-  ];
+  // tsx registers hooks of its own on a hooks thread: a TypeScript graph keeps the package's preload beside them.
+  const preload = paths.preload && !typescript && knownPreload(apiOnHost) ? paths.preload : `${apiDir}/dist/preload.mjs`;
+  const imports = [...(typescript && tsxDir ? [`--import ${quote(`file://${tsxDir}/dist/loader.mjs`)}`] : []), `--import ${quote(`file://${preload}`)}`];
   // The entry point's first argument is the pid of a `dev` CLI to report to: 0 names none.
   return `exec ${quote(paths.node)} ${imports.join(' ')} ${quote(`${apiDir}/dist/cli/entrypoint.mjs`)} 0 ${quote(payload)}`;
 }

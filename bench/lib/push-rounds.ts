@@ -1,12 +1,18 @@
-import { type graphRepo, runGraph } from '../../test/agents/harness.ts';
+import { request } from 'node:http';
+import type { graphRepo } from '../../test/agents/harness.ts';
 import type { Api } from '../../test/helpers/api.ts';
+import { deliver, pushPayload, revisionsOf } from '../../test/webhooks/github.ts';
 
 type LogLine = { timestamp: string; message: string };
 
+/** How a round's commit reaches the control plane: a signed GitHub push delivery, or (`api`) `POST …/revisions`. */
+export type PushBy = { webhook: { serverUrl: string; secret: string; installationId: number } } | 'api';
+
 /**
  * Push → serving, `rounds` times, for a deployment already serving `repo`: each round commits a
- * change of the graph's answer only (package.json and the lock file unchanged), asks for a
- * revision, and times until the proxy at `url` serves the new answer; with the build log's split.
+ * change of the graph's answer only (package.json and the lock file unchanged), pushes it (a real
+ * signed push delivery, or an API call), and times until a run through the proxy at `url` streams
+ * the new answer; with the stages, from the revision's log (stamped when the agent saw each line).
  */
 export async function pushRounds(options: {
   api: Api;
@@ -16,33 +22,89 @@ export async function pushRounds(options: {
   url: string;
   repo: ReturnType<typeof graphRepo>;
   rounds: number;
+  by?: PushBy;
 }): Promise<Array<Record<string, number>>> {
   const { api, proxyPort, deploymentId: id, url, repo, rounds } = options;
+  const by = options.by ?? 'api';
   const results: Array<Record<string, number>> = [];
   for (let round = 1; round <= rounds; round += 1) {
     const answer = `answer ${round} ${crypto.randomUUID().slice(0, 8)}`;
-    repo.commit({ 'src/graph.mjs': repo.read('src/graph.mjs').replace(/const ANSWER = '[^']*'/, `const ANSWER = '${answer}'`) }, `Round ${round}`);
+    const commit = repo.commit(
+      { 'src/graph.mjs': repo.read('src/graph.mjs').replace(/const ANSWER = '[^']*'/, `const ANSWER = '${answer}'`) },
+      `Round ${round}`,
+    );
     const pushed = Date.now();
-    const revision = await api.post(`/v2/deployments/${id}/revisions`, {});
+    if (by === 'api') await api.post(`/v2/deployments/${id}/revisions`, {});
+    else {
+      const payload = pushPayload({ repo: 'acme/agent', after: commit, htmlUrl: repo.url.replace(/\.git$/, ''), installationId: by.webhook.installationId });
+      const delivery = await deliver(by.webhook.serverUrl, 'push', payload, { secret: by.webhook.secret });
+      if (delivery.status !== 202) throw new Error(`push delivery: ${delivery.status} ${JSON.stringify(delivery.body)}`);
+    }
     for (;;) {
-      const served = await runGraph(proxyPort, url).catch(() => null);
-      if (served?.body?.answer === answer) break;
+      if (await streamsAnswer(proxyPort, url, answer)) break;
       if (Date.now() - pushed > 300_000) throw new Error('not served in 300 s');
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 20));
     }
     const servingMs = Date.now() - pushed;
-    const logs = async (type: string) =>
-      (await api.get(`/v2/deployments/${id}/revisions/${revision.body.id}/logs?type=${type}&limit=1000`)).body.logs as LogLine[];
+    const revision =
+      by === 'api'
+        ? (await revisionsOf(api, id)).at(-1)
+        : (await revisionsOf(api, id)).find((r) => r.source_revision_config.repo_commit_sha === commit || r.source_revision_config.repo_ref === commit);
+    const logs = async (type: string) => (await api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=${type}&limit=1000`)).body.logs as LogLine[];
     const [build, deploy] = [await logs('build'), await logs('deploy')];
-    const at = (log: LogLine[], test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '');
+    const since = (log: LogLine[], test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '') - pushed;
     const installed = build.some((l) => l.message === '$ npm ci');
+    const fetching = since(build, (m) => / fetching /.test(m));
+    const built = since(build, (m) => m.startsWith('build finished'));
+    const serving = since(deploy, (m) => m.startsWith('serving '));
     results.push({
       push_to_serving_ms: servingMs,
+      // Each stage's end, in ms after the push (the agent's own clock, the same machine's).
+      claimed_ms: fetching,
+      checked_out_ms: since(build, (m) => m.startsWith('checked out commit')),
+      built_ms: built,
       // 0 when the stored packages were reused (npm ci skipped).
-      npm_ci_ms: installed ? at(build, (m) => m.startsWith('build finished')) - at(build, (m) => m === '$ npm ci') : 0,
-      build_ms: at(build, (m) => m.startsWith('build finished')) - Date.parse(build[0]!.timestamp),
-      deploy_ms: Date.parse(deploy.at(-1)!.timestamp) - Date.parse(deploy[0]!.timestamp),
+      npm_ci_ms: installed ? built - since(build, (m) => m === '$ npm ci') : 0,
+      server_healthy_ms: serving,
+      server_start_ms: serving - (Date.parse(deploy[0]!.timestamp) - pushed),
+      first_answer_after_switch_ms: servingMs - serving,
     });
   }
   return results;
+}
+
+/**
+ * Whether a run through the proxy answers `answer`: `POST /runs/stream`, read until its first
+ * `values` event with an answer (then the request is dropped). A stream, not `/runs/wait`: the
+ * LangGraph server ends a wait, and a stream, only on its 500 ms poll of the run's status, which
+ * would add its own half second to every round. `url` is the deployment's path-form URL on the proxy.
+ */
+function streamsAnswer(proxyPort: number, url: string, answer: string): Promise<boolean> {
+  const target = new URL(url);
+  return new Promise((resolve) => {
+    let text = '';
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: proxyPort,
+        method: 'POST',
+        path: `${target.pathname.replace(/\/+$/, '')}/runs/stream`,
+        headers: { host: target.host, 'content-type': 'application/json' },
+      },
+      (res) => {
+        res.on('data', (chunk: Buffer) => {
+          text += chunk.toString();
+          // The first values event is the input (no answer yet); the next, after the graph's one node, has it.
+          const seen = /"answer":\s*("(?:[^"\\]|\\.)*")/.exec(text)?.[1];
+          if (seen === undefined) return;
+          resolve(JSON.parse(seen) === answer);
+          req.destroy();
+        });
+        res.on('end', () => resolve(false));
+        res.on('error', () => resolve(false));
+      },
+    );
+    req.on('error', () => resolve(false));
+    req.end(JSON.stringify({ assistant_id: 'agent', input: {}, stream_mode: ['values'] }));
+  });
 }

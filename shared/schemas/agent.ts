@@ -139,7 +139,13 @@ export const AgentTransition = z.strictObject({
 });
 export type AgentTransition = z.infer<typeof AgentTransition>;
 
-export const AgentLogLine = z.strictObject({ type: LogType, level: LogLevel.default('info'), message: z.string().max(16_000) });
+export const AgentLogLine = z.strictObject({
+  type: LogType,
+  level: LogLevel.default('info'),
+  message: z.string().max(16_000),
+  /** When the agent saw the line (printed by a command, or its own); stored as its time, as a runtime line's is. Optional: older agents send none. */
+  timestamp: z.iso.datetime({ offset: true }).optional(),
+});
 export const AgentLogAppend = z.strictObject({ lines: z.array(AgentLogLine).min(1).max(1000) });
 export type AgentLogAppend = z.infer<typeof AgentLogAppend>;
 

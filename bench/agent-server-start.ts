@@ -1,0 +1,95 @@
+/**
+ * The agent server's start alone, as the agent starts it (the same sandbox: bwrap, pasta, cgroup
+ * limits, sandbox user), on a checkout a run of bench/agent-push-to-serving.ts left built: wall
+ * time and the CPU of the server's process group from spawn to healthy (GET /ok), then a first
+ * and a second POST /runs/wait. ROOT names the tree whose agent code starts it, so two trees can be
+ * alternated on one checkout (the CPU time is the steadier figure on a shared machine).
+ *
+ *   ROOT=/path/to/tree N=1 npm exec -c 'node bench/agent-server-start.ts <work dir of a push bench>'
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = process.env.ROOT ?? new URL('..', import.meta.url).pathname.replace(/\/$/, '');
+const { findBwrap } = await import(`${ROOT}/agent/sandbox.ts`);
+const { findPasta } = await import(`${ROOT}/agent/sandbox-network.ts`);
+const { sandboxUser } = await import(`${ROOT}/agent/sandbox-user.ts`);
+const { findCgroups } = await import(`${ROOT}/agent/cgroups.ts`);
+const { LiveServers } = await import(`${ROOT}/agent/live-servers.ts`);
+const { SandboxSetup } = await import(`${ROOT}/agent/sandbox-setup.ts`);
+const workDir = process.argv[2]!;
+const egress = (process.env.EGRESS ?? 'public') as 'public' | 'none';
+const noLimits = process.env.LIMITS === 'none';
+const options = {
+  workDir,
+  sandbox: process.env.SANDBOX ?? 'bwrap',
+  bwrapPath: findBwrap(),
+  sandboxUser: sandboxUser(undefined),
+  egress: { mode: egress, allow: [] },
+  pastaPath: findPasta(),
+  limits: noLimits
+    ? null
+    : { cgroups: findCgroups(), memoryMb: 1024, buildMemoryMb: 4096, pidsMax: 512, cpus: 1, tmpMb: 256, diskMb: 2048, buildTimeoutSeconds: 600 },
+  env: process.env,
+  passEnv: [],
+  cacheDir: '/tmp/cp-agent-test-package-cache',
+  startTimeoutMs: 60000,
+  print: console.log,
+  runtimeLogs: {},
+};
+const setup = new SandboxSetup(options);
+const servers = new LiveServers({ options, setup, client: {} as any, proxy: {} as any, stopping: new AbortController().signal, publicUrl: () => '' });
+const dep = readdirSync(workDir).find((d: string) => /^[0-9a-f-]{36}$/.test(d))!;
+const rev = readdirSync(join(workDir, dep)).find((d: string) => /^[0-9a-f-]{36}$/.test(d) && existsSync(join(workDir, dep, `${d}.agent/built.json`)))!;
+const buildDir = join(workDir, dep, rev);
+const _t0 = performance.now();
+const rounds = Number(process.env.N ?? 3);
+for (let i = 0; i < rounds; i++) {
+  const start = performance.now();
+  const stamps: string[] = [];
+  const server = await servers.startServer(
+    dep,
+    buildDir,
+    { id: rev, graph_config_path: null, secrets: [], resource_spec: null } as any,
+    (line: any) => stamps.push(`${(performance.now() - start).toFixed(0)} ${line.message.slice(0, 60)}`),
+    new AbortController().signal,
+  );
+  const healthy = performance.now() - start;
+  const { readdirSync: ls, readFileSync: rf } = await import('node:fs');
+  let ticks = 0;
+  for (const pid of ls('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const f = rf(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      if (Number(f[2]) === server.pid) ticks += Number(f[11]) + Number(f[12]);
+    } catch {}
+  }
+  const cpu = ticks * 10;
+  // first run
+  const { request } = await import('node:http');
+  const runOnce = () =>
+    new Promise<number>((res, rej) => {
+      const s = performance.now();
+      const req = request(
+        {
+          socketPath: (server.upstream as any).socketPath,
+          port: (server.upstream as any).port,
+          host: '127.0.0.1',
+          path: '/runs/wait',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+        },
+        (r) => {
+          r.resume();
+          r.on('end', () => res(performance.now() - s));
+        },
+      );
+      req.on('error', rej);
+      req.end(JSON.stringify({ assistant_id: 'agent', input: {} }));
+    });
+  const first = await runOnce();
+  const second = await runOnce();
+  console.log(JSON.stringify({ cpu_ms: cpu, healthy: Math.round(healthy), first_run: Math.round(first), second_run: Math.round(second) }));
+  if (process.env.VERBOSE) console.log(stamps.join('\n'));
+  await server.stop();
+}
+process.exit(0);

@@ -1,0 +1,73 @@
+import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AgentClient } from '../../agent/client.ts';
+import { LogStream } from '../../agent/log-stream.ts';
+import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
+import { inProcessApp } from '../helpers/in-process.ts';
+
+type App = Awaited<ReturnType<typeof inProcessApp>>;
+
+/**
+ * A claim's build and deploy lines carry the time the agent saw them, not the time their batch
+ * reached the control plane (the stages of a push are read from these times): the agent's log
+ * stream on a movable clock, against the real control plane served over loopback HTTP.
+ */
+describe('the local agent’s log lines keep the times the agent saw them', () => {
+  let t: App;
+  let server: ServerType;
+  let url: string;
+  let listener: { listenerId: string; token: string };
+  beforeAll(async () => {
+    t = await inProcessApp();
+    server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' });
+    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const created = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: 'stamp-machine' });
+    const token = await t.api.post(`/v2/listeners/${created.body.id}/tokens`);
+    listener = { listenerId: created.body.id as string, token: token.body.token as string };
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    t.close();
+  });
+
+  it('stores each line at its own time, one batch or not, and equal times strictly increasing', async () => {
+    const client = new AgentClient({ url, token: listener.token, listenerId: listener.listenerId });
+    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('stamps'), listener.listenerId));
+    expect(created.status).toBe(201);
+    const work = await client.claim('stamp-agent', 5);
+    expect(work?.deployment.id).toBe(created.body.id);
+    // A minute ago, so the server's cap (never later than its now) leaves the times as they are.
+    let now = Date.now() - 60_000;
+    const logs = new LogStream(
+      client,
+      work!.claim_id,
+      () => undefined,
+      3_600_000,
+      () => undefined,
+      undefined,
+      () => now,
+    );
+    logs.line('build', 'fetching');
+    now += 650;
+    logs.line('build', 'checked out');
+    now += 2_900;
+    logs.line('deploy', 'server healthy');
+    logs.line('deploy', 'serving');
+    // One batch, sent well after every line was seen.
+    await logs.flush();
+    const read = async (type: string) =>
+      (await t.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}/logs?type=${type}&limit=100`)).body.logs as Array<{
+        message: string;
+        timestamp: string;
+      }>;
+    const build = await read('build');
+    const deploy = await read('deploy');
+    const at = (lines: Array<{ message: string; timestamp: string }>, message: string) => Date.parse(lines.find((l) => l.message === message)!.timestamp);
+    expect(at(build, 'checked out') - at(build, 'fetching')).toBe(650);
+    expect(at(deploy, 'server healthy') - at(build, 'fetching')).toBe(3_550);
+    // Seen in the same millisecond: the later one is stored 1 ms after, so a follower by time misses neither.
+    expect(at(deploy, 'serving') - at(deploy, 'server healthy')).toBe(1);
+  });
+});
