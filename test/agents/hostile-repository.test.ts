@@ -5,9 +5,10 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Api, apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { withInstallSlot } from '../helpers/install-slots.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, killLeftoverServers, LINK_AGENT_MODULES, localListener, runGraph, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, LINK_AGENT_MODULES, localListener, runGraph, SETTLED, startAgent } from './harness.ts';
 
 type Probe = { found: string[]; reached: string[]; wrote: string[]; env: string[] };
 type NetProbe = { connected: string[]; kernel: string[]; marker: string };
@@ -221,27 +222,24 @@ describe('a hostile repository next to another workspace on one machine', () => 
         'A hostile install script and graph',
       );
       // The build command lists the descriptors the sandbox got (0-2, and 3 for the listing itself).
-      const created = await attackerApi.post(
-        '/v2/deployments',
-        githubBody(attackerName, attackerFx.integrationId, {
-          source_config: {
-            integration_id: attackerFx.integrationId,
-            repo_url: hostileRepo.url,
-            deployment_type: 'dev',
-            build_on_push: false,
-            build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
-          },
-          secrets: [{ name: 'GREETING', value: attackerSecret }],
-        }),
-      );
-      expect(created.status, JSON.stringify(created.body)).toBe(201);
-      const hostile = await revisionReaches(
-        attackerApi,
-        created.body.id,
-        created.body.latest_revision_id,
-        ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
-        300_000,
-      );
+      // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
+      const { created, hostile } = await withInstallSlot(async () => {
+        const created = await attackerApi.post(
+          '/v2/deployments',
+          githubBody(attackerName, attackerFx.integrationId, {
+            source_config: {
+              integration_id: attackerFx.integrationId,
+              repo_url: hostileRepo.url,
+              deployment_type: 'dev',
+              build_on_push: false,
+              build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+            },
+            secrets: [{ name: 'GREETING', value: attackerSecret }],
+          }),
+        );
+        expect(created.status, JSON.stringify(created.body)).toBe(201);
+        return { created, hostile: await revisionReaches(attackerApi, created.body.id, created.body.latest_revision_id, SETTLED, 300_000) };
+      });
       const buildLog = (
         (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
       ).map((l) => l.message);
