@@ -38,11 +38,13 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    // Most files wait on child processes (servers, agents, builds, PostgreSQL), not the CPU: two at
-    // a time on a 2-core machine, where vitest's default (cores - 1) ran them one by one (24 min).
-    // Three took 12.9 min but, with three agent files building at once, a sandboxed `npm ci`
-    // (its registry traffic through pasta, a user-space process) timed out once in three runs;
-    // four, with other work on the machine, made the agents' restart tests miss their marks.
+    // Two by default until port-race (it squats half the loopback ports of the machine) runs alone:
+    // with three, its squatters took other files' connections in one loaded run. Most files wait on
+    // child processes (servers, agents, builds, PostgreSQL), not the CPU: three
+    // at a time on a 2-core machine, where vitest's default (cores - 1) ran them one by one (24 min).
+    // What three at once starved, a sandboxed `npm ci` downloading through pasta, is limited across
+    // processes instead (test/helpers/install-slots.ts: two installs at a time, whatever the
+    // workers); four, with other work on the machine, made the agents' restart tests miss their marks.
     maxWorkers: Number(process.env.TEST_WORKERS ?? 2),
     sequence: { sequencer: SlowFirstSequencer },
     // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.

@@ -5,11 +5,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import { agentStepsOfTrace, newTraceparent, standInCollector } from '../helpers/otlp-collector.ts';
 import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, killLeftoverServers, localScene, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, LINK_AGENT_MODULES, localScene, startAgent } from './harness.ts';
 
 /**
  * Contract §17: one trace across the control plane and the `local` agent. The server and the real
- * agent (real git, npm, the LangGraph.js server) both export to a stand-in OTLP collector on
+ * agent (real git, the LangGraph.js server; its packages the agent's own, linked) both export to a stand-in OTLP collector on
  * loopback; a create sent with a `traceparent` yields spans of that one trace id from both, the
  * agent's install, build and start among them, under the create's request span.
  */
@@ -38,7 +38,14 @@ describe("the local agent's spans join the trace of the request that made the re
     const created = await api.post(
       '/v2/deployments',
       githubBody(uniqueName('traced'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false, build_command: 'true' },
+        source_config: {
+          integration_id: integrationId,
+          repo_url: repo.url,
+          deployment_type: 'dev',
+          build_on_push: false,
+          build_command: 'true',
+          install_command: LINK_AGENT_MODULES,
+        },
       }),
       { traceparent },
     );

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, LINK_AGENT_MODULES, localScene, startAgent } from './harness.ts';
 
 /**
  * Deployment URLs need a key, as on the hosted product (contract §15): the real control plane, a
@@ -36,7 +36,13 @@ describe('X-Api-Key on deployment URLs', () => {
     const created = await api.post(
       '/v2/deployments',
       githubBody(uniqueName('keys'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: graphRepo().url, deployment_type: 'dev', build_on_push: false },
+        source_config: {
+          integration_id: integrationId,
+          repo_url: graphRepo().url,
+          deployment_type: 'dev',
+          build_on_push: false,
+          install_command: LINK_AGENT_MODULES,
+        },
       }),
     );
     expect(created.status).toBe(201);

@@ -1,11 +1,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Api } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, killLeftoverServers, localScene, runGraph, startAgent } from './harness.ts';
+import { revisionReaches } from '../helpers/fixtures.ts';
+import { agentTestScene, deployedRepo, graphRepo, LINK_AGENT_MODULES, runGraph, SETTLED } from './harness.ts';
 
 type LogLine = { timestamp: string; message: string; level: string };
 
@@ -14,44 +13,25 @@ const logsOf = async (api: Api, deploymentId: string, revisionId: string, type: 
 
 /**
  * A graph that does not load fails its revision fast, with the error's own line: the real agent,
- * server, npm ci and LangGraph.js API server, and a real git repository.
+ * server and LangGraph.js API server, and a real git repository.
  */
 describe('a graph that does not load', () => {
-  let server: ServerProcess | undefined;
-  let agent: AgentProcess | undefined;
-  const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-fail-'));
-
-  afterAll(async () => {
-    await agent?.stop('SIGTERM');
-    await server?.kill('SIGTERM');
-    killLeftoverServers(workDir);
-  });
+  const scenes = agentTestScene(mkdtempSync(join(tmpdir(), 'cp-agent-fail-')));
 
   it('is DEPLOY_FAILED within 10 s with its error line (a syntax error, a missing graph file), and the previous revision keeps serving', {
     timeout: 600_000,
   }, async () => {
-    const scene = await localScene();
-    server = scene.server;
-    const { api, integrationId, listenerId, token } = scene;
-    agent = await startAgent({ url: server.url, token, listenerId, workDir });
+    const scene = await scenes.start();
+    const { api, agent } = scene;
     const repo = graphRepo();
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('fails'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
-      }),
-    );
-    expect(created.status).toBe(201);
-    const deploymentId = created.body.id as string;
-    const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
-    expect(first.status, first.status_message).toBe('DEPLOYED');
-    const host = (await api.get(`/v2/deployments/${deploymentId}`)).body.source_config.custom_url;
+    // The graph's packages are the agent's own, linked: what fails here is the graph, not an install.
+    const { id: deploymentId, url: host } = await deployedRepo(scene, repo.url, { prefix: 'fails', sourceConfig: { install_command: LINK_AGENT_MODULES } });
 
     const broken = async (files: Record<string, string>, message: string) => {
       repo.commit(files, message);
       const revision = await api.post(`/v2/deployments/${deploymentId}/revisions`, {});
       expect(revision.status, JSON.stringify(revision.body)).toBe(201);
-      const failed = await revisionReaches(api, deploymentId, revision.body.id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
+      const failed = await revisionReaches(api, deploymentId, revision.body.id, SETTLED, 300_000);
       const deployLog = await logsOf(api, deploymentId, failed.id, 'deploy');
       const started = Date.parse(deployLog[0]!.timestamp);
       const ended = Date.parse(deployLog.at(-1)!.timestamp);

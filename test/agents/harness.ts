@@ -2,13 +2,22 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { afterAll, expect } from 'vitest';
 import { processIdentity, stateDirOf } from '../../agent/build-records.ts';
+import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
 import { type Api, apiClient } from '../helpers/api.ts';
-import { workspaceFixtures } from '../helpers/fixtures.ts';
+import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 
 export const FIXTURE = resolve(ROOT, 'test/fixtures/langgraph-app');
+/**
+ * An install command for repositories whose packages are not what a test is about: a link to the
+ * agent's own node_modules (read-only in the sandbox, with the LangGraph packages the fixture app
+ * needs), instead of an `npm ci` that downloads ~100 MB from the registry through the sandbox's
+ * network for every new deployment.
+ */
+export const LINK_AGENT_MODULES = `ln -s ${SANDBOX_AGENT_MODULES} node_modules`;
 /** The package managers' cache the test agents share (one download of the fixture's packages per machine). */
 export const SHARED_TEST_CACHE = join(tmpdir(), 'cp-agent-test-package-cache');
 
@@ -138,7 +147,6 @@ export async function startAgent(options: {
   };
 }
 
-/** A `local` listener with an agent token, made the workspace's default listener. */
 /**
  * A real control plane (a server process taking `file://` repositories, no reconciler) with a
  * `local` listener in its default workspace and an integration for `github` deployments: what each
@@ -160,6 +168,73 @@ export async function localScene(env: Record<string, string> = {}): Promise<{
   return { server, api, workspaceId, integrationId, listenerId, token };
 }
 
+type LocalScene = Awaited<ReturnType<typeof localScene>>;
+/** What `startAgent` takes beyond the scene's server, listener and work directory. */
+type AgentOptions = Omit<Parameters<typeof startAgent>[0], 'url' | 'token' | 'listenerId' | 'workDir'>;
+export type AgentScene = LocalScene & { agent: AgentProcess };
+
+/**
+ * The scene of an agent test file, and its clean-up: `start` makes a control plane (`localScene`)
+ * and a real agent serving its listener from `workDir`; `agent` starts another (or the same one
+ * again, e.g. on the same proxy port). Call it in a describe block: after the block every agent
+ * it started is stopped with `stopSignal`, every server killed, and every agent server left in
+ * the work directory ended.
+ */
+export function agentTestScene(workDir: string, stopSignal: NodeJS.Signals = 'SIGTERM') {
+  const agents: AgentProcess[] = [];
+  const servers: ServerProcess[] = [];
+  afterAll(async () => {
+    for (const agent of agents) await agent.stop(stopSignal);
+    for (const server of servers) await server.kill('SIGTERM');
+    killLeftoverServers(workDir);
+  });
+  const agent = async (scene: LocalScene, options: AgentOptions = {}) => {
+    const started = await startAgent({ url: scene.server.url, token: scene.token, listenerId: scene.listenerId, workDir, ...options });
+    agents.push(started);
+    return started;
+  };
+  return {
+    workDir,
+    agent,
+    async start(serverEnv: Record<string, string> = {}, options: AgentOptions = {}): Promise<AgentScene> {
+      const scene = await localScene(serverEnv);
+      servers.push(scene.server);
+      return { ...scene, agent: await agent(scene, options) };
+    },
+  };
+}
+
+export type Settled = { id: string; status: string; status_message: string; [field: string]: any };
+export const SETTLED = ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'];
+
+/**
+ * A `github` deployment of `repoUrl` (dev, no build on push; `sourceConfig` adds to its source
+ * config, `body` to the request) created on the scene, and its first revision waited for until
+ * it is DEPLOYED: else the test fails with the revision's message and the agent's output.
+ * Answers the deployment's id and name, the revision, and the URL the agent serves it at.
+ */
+export async function deployedRepo(
+  scene: { api: Api; integrationId: string; agent?: AgentProcess },
+  repoUrl: string,
+  options: { prefix?: string; sourceConfig?: Record<string, unknown>; body?: Record<string, unknown> } = {},
+): Promise<{ id: string; name: string; revision: Settled; url: string }> {
+  const { api, integrationId } = scene;
+  const created = await api.post(
+    '/v2/deployments',
+    githubBody(uniqueName(options.prefix ?? 'agent'), integrationId, {
+      source_config: { integration_id: integrationId, repo_url: repoUrl, deployment_type: 'dev', build_on_push: false, ...options.sourceConfig },
+      ...options.body,
+    }),
+  );
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const id = created.body.id as string;
+  const revision = (await revisionReaches(api, id, created.body.latest_revision_id, SETTLED, 300_000)) as Settled;
+  expect(revision.status, `${revision.status_message}\n${scene.agent?.output() ?? ''}`).toBe('DEPLOYED');
+  const url = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+  return { id, name: created.body.name as string, revision, url };
+}
+
+/** A `local` listener with an agent token, made the workspace's default listener. */
 export async function localListener(api: Api, workspaceId: string, computeId = `local-${crypto.randomUUID().slice(0, 8)}`) {
   const listener = await api.post('/v2/listeners', { compute_type: 'local', compute_id: computeId });
   if (listener.status !== 201) throw new Error(`listener: ${listener.status} ${JSON.stringify(listener.body)}`);

@@ -2,12 +2,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { createServer, type Server } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { apiClient } from '../helpers/api.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Api, apiClient } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { withInstallSlot } from '../helpers/install-slots.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, LINK_AGENT_MODULES, localListener, runGraph, SETTLED, startAgent } from './harness.ts';
 
 type Probe = { found: string[]; reached: string[]; wrote: string[]; env: string[] };
 type NetProbe = { connected: string[]; kernel: string[]; marker: string };
@@ -39,6 +40,68 @@ describe('a hostile repository next to another workspace on one machine', () => 
   const agents: AgentProcess[] = [];
   const workDirs: string[] = [];
   const canaries: Server[] = [];
+  // The control plane and the victim, sandboxed and serving, are the same for both attackers: made once.
+  let server: ServerProcess;
+  let owner: Api;
+  let victimWs: string;
+  let victimApi: Api;
+  let victimWork: string;
+  let victimSecret: string;
+  let victimListener: { listenerId: string; token: string };
+  let victimAgent: AgentProcess;
+  let victimId: string;
+  let victimRevision: { id: string };
+  let victimHost: string;
+  let victimCheckout: string;
+  let victimGraph: string;
+
+  beforeAll(async () => {
+    victimWork = mkdtempSync(join(tmpdir(), 'cp-victim-work-'));
+    workDirs.push(victimWork);
+    server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
+    servers.push(server);
+    owner = apiClient(server.url, server.apiKey);
+    const victimWsCreated = await owner.post('/v1/workspaces', { name: `victim-${crypto.randomUUID().slice(0, 6)}` });
+    expect(victimWsCreated.status).toBe(201);
+    victimWs = victimWsCreated.body.id as string;
+    victimApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': victimWs });
+
+    // The victim: the fixture app with its secret, served by its own workspace's sandboxed agent.
+    victimSecret = `victim-secret-${crypto.randomUUID()}`;
+    victimListener = await localListener(victimApi, victimWs);
+    victimAgent = await startAgent({
+      url: server.url,
+      token: victimListener.token,
+      listenerId: victimListener.listenerId,
+      workDir: victimWork,
+      env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
+      args: ['--sandbox', 'bwrap'],
+    });
+    agents.push(victimAgent);
+    const victimFx = await workspaceFixtures(victimApi);
+    const victim = await victimApi.post(
+      '/v2/deployments',
+      githubBody(uniqueName('victim'), victimFx.integrationId, {
+        // The victim's packages are the agent's own, linked: only the attacker's install is under test.
+        source_config: {
+          integration_id: victimFx.integrationId,
+          repo_url: graphRepo().url,
+          deployment_type: 'dev',
+          build_on_push: false,
+          install_command: LINK_AGENT_MODULES,
+        },
+        secrets: [{ name: 'GREETING', value: victimSecret }],
+      }),
+    );
+    expect(victim.status).toBe(201);
+    victimId = victim.body.id as string;
+    const settled = await revisionReaches(victimApi, victimId, victim.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
+    expect(settled.status, `${settled.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
+    victimRevision = settled;
+    victimHost = (await victimApi.get(`/v2/deployments/${victimId}`)).body.source_config.custom_url;
+    victimCheckout = join(victimWork, victimId, victimRevision.id);
+    victimGraph = readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8');
+  }, 600_000);
 
   afterAll(async () => {
     for (const agent of agents) await agent.stop('SIGTERM');
@@ -57,53 +120,10 @@ describe('a hostile repository next to another workspace on one machine', () => 
     async (sandbox) => {
       const sandboxed = sandbox === 'bwrap';
       const args = ['--sandbox', sandbox];
-      const victimWork = mkdtempSync(join(tmpdir(), 'cp-victim-work-'));
       const attackerWork = mkdtempSync(join(tmpdir(), 'cp-attacker-work-'));
-      workDirs.push(victimWork, attackerWork);
-      const server = await startServerProcess({ ALLOW_FILE_REPO_URLS: 'true', RECONCILE_INTERVAL_MS: '0' });
-      servers.push(server);
-      const owner = apiClient(server.url, server.apiKey);
-      const attackerWs = (await owner.get('/v1/workspaces')).body[0].id as string;
-      const victimWsCreated = await owner.post('/v1/workspaces', { name: `victim-${crypto.randomUUID().slice(0, 6)}` });
-      expect(victimWsCreated.status).toBe(201);
-      const victimWs = victimWsCreated.body.id as string;
-      const victimApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': victimWs });
+      workDirs.push(attackerWork);
+      const attackerWs = (await owner.get('/v1/workspaces')).body.find((ws: { id: string }) => ws.id !== victimWs).id as string;
       const attackerApi = apiClient(server.url, server.apiKey, { 'x-tenant-id': attackerWs });
-
-      // The victim: the fixture app with its secret, served by its own workspace's agent.
-      const victimSecret = `victim-secret-${crypto.randomUUID()}`;
-      const victimListener = await localListener(victimApi, victimWs);
-      const victimAgent = await startAgent({
-        url: server.url,
-        token: victimListener.token,
-        listenerId: victimListener.listenerId,
-        workDir: victimWork,
-        env: { OPERATOR_REGISTRY_TOKEN: OPERATOR_TOKEN },
-        args,
-      });
-      agents.push(victimAgent);
-      const victimFx = await workspaceFixtures(victimApi);
-      const victimRepo = graphRepo();
-      const victim = await victimApi.post(
-        '/v2/deployments',
-        githubBody(uniqueName('victim'), victimFx.integrationId, {
-          source_config: { integration_id: victimFx.integrationId, repo_url: victimRepo.url, deployment_type: 'dev', build_on_push: false },
-          secrets: [{ name: 'GREETING', value: victimSecret }],
-        }),
-      );
-      expect(victim.status).toBe(201);
-      const victimRevision = await revisionReaches(
-        victimApi,
-        victim.body.id,
-        victim.body.latest_revision_id,
-        ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
-        300_000,
-      );
-      expect(victimRevision.status, `${victimRevision.status_message}\n${victimAgent.output()}`).toBe('DEPLOYED');
-      const victimDeployment = (await victimApi.get(`/v2/deployments/${victim.body.id}`)).body;
-      const victimHost = victimDeployment.source_config.custom_url;
-      const victimCheckout = join(victimWork, victim.body.id, victimRevision.id);
-      const victimGraph = readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8');
 
       // The attacker: its own workspace, its own agent (started with an extra inherited descriptor).
       const attackerListener = await localListener(attackerApi, attackerWs);
@@ -156,10 +176,15 @@ describe('a hostile repository next to another workspace on one machine', () => 
           ...(victimServer.socketPath ? [{ label: "the victim's server", path: victimServer.socketPath }] : []),
         ],
       };
+      // The folders the file search walks: sandboxed, everywhere secrets are left (the probe's own
+      // list); unsandboxed, where it finds nothing is asserted, only the victim's and the control
+      // plane's folders (walking the whole machine's /tmp and /work took minutes).
+      const walk = sandboxed ? undefined : [victimWork, dataDir];
       // ownCheckout null: the probe takes the folder it runs in (its checkout) and the agent's records beside it.
       const targets = {
         network,
         needles,
+        walk,
         ownCheckout: null,
         unreachable: [
           server.databasePath,
@@ -169,18 +194,21 @@ describe('a hostile repository next to another workspace on one machine', () => 
           victimCheckout,
           join(victimCheckout, 'src/graph.mjs'),
           `${victimCheckout}.agent`,
-          join(victimWork, victim.body.id, 'state'),
+          join(victimWork, victimId, 'state'),
           attackerWork,
           homedir(),
           ROOT,
           '/work',
         ],
-        writes: [
-          join(victimCheckout, 'src/graph.mjs'),
-          join(victimWork, victim.body.id, 'state', 'planted.json'),
-          join(dataDir, 'planted'),
-          join(homedir(), 'planted-by-hostile'),
-        ],
+        // Unsandboxed the writes would succeed (that is what --sandbox none means) and spoil the victim the cases share.
+        writes: sandboxed
+          ? [
+              join(victimCheckout, 'src/graph.mjs'),
+              join(victimWork, victimId, 'state', 'planted.json'),
+              join(dataDir, 'planted'),
+              join(homedir(), 'planted-by-hostile'),
+            ]
+          : [],
       };
       hostileRepo.commit(
         {
@@ -194,27 +222,24 @@ describe('a hostile repository next to another workspace on one machine', () => 
         'A hostile install script and graph',
       );
       // The build command lists the descriptors the sandbox got (0-2, and 3 for the listing itself).
-      const created = await attackerApi.post(
-        '/v2/deployments',
-        githubBody(attackerName, attackerFx.integrationId, {
-          source_config: {
-            integration_id: attackerFx.integrationId,
-            repo_url: hostileRepo.url,
-            deployment_type: 'dev',
-            build_on_push: false,
-            build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
-          },
-          secrets: [{ name: 'GREETING', value: attackerSecret }],
-        }),
-      );
-      expect(created.status, JSON.stringify(created.body)).toBe(201);
-      const hostile = await revisionReaches(
-        attackerApi,
-        created.body.id,
-        created.body.latest_revision_id,
-        ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'],
-        300_000,
-      );
+      // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
+      const { created, hostile } = await withInstallSlot(async () => {
+        const created = await attackerApi.post(
+          '/v2/deployments',
+          githubBody(attackerName, attackerFx.integrationId, {
+            source_config: {
+              integration_id: attackerFx.integrationId,
+              repo_url: hostileRepo.url,
+              deployment_type: 'dev',
+              build_on_push: false,
+              build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+            },
+            secrets: [{ name: 'GREETING', value: attackerSecret }],
+          }),
+        );
+        expect(created.status, JSON.stringify(created.body)).toBe(201);
+        return { created, hostile: await revisionReaches(attackerApi, created.body.id, created.body.latest_revision_id, SETTLED, 300_000) };
+      });
       const buildLog = (
         (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
       ).map((l) => l.message);
@@ -270,7 +295,7 @@ describe('a hostile repository next to another workspace on one machine', () => 
 
       // The victim is untouched: its files, and its answer with its own secret.
       expect(readFileSync(join(victimCheckout, 'src/graph.mjs'), 'utf8')).toBe(victimGraph);
-      expect(existsSync(join(victimWork, victim.body.id, 'state', 'planted.json'))).toBe(false);
+      expect(existsSync(join(victimWork, victimId, 'state', 'planted.json'))).toBe(false);
       expect(existsSync(join(dataDir, 'planted'))).toBe(false);
       expect(existsSync(join(homedir(), 'planted-by-hostile'))).toBe(false);
       const victimAnswer = await runGraph(victimAgent.proxyPort, victimHost);
@@ -280,6 +305,7 @@ describe('a hostile repository next to another workspace on one machine', () => 
       const { probe } = (await import(probeModule)) as { probe: (t: unknown) => Probe };
       const outside = probe({
         needles,
+        walk: [victimWork, dataDir],
         ownCheckout: mkdtempSync(join(tmpdir(), 'cp-outside-')),
         unreachable: [server.databasePath, victimCheckout],
         writes: [],

@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
+import { withInstallSlot } from '../helpers/install-slots.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { deliver, pushPayload, revisionsOf } from '../webhooks/github.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, runGraph, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localListener, runGraph, SETTLED, startAgent } from './harness.ts';
 
 const SECRET = 'e2e-webhook-secret';
 
@@ -38,17 +39,20 @@ describe('the local agent, end to end', () => {
     const repo = graphRepo();
 
     const started = Date.now();
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('e2e'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: true },
-        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
-        secrets: [{ name: 'GREETING', value: 'hello-from-a-secret' }],
-      }),
-    );
-    expect(created.status).toBe(201);
+    // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
+    const { created, first } = await withInstallSlot(async () => {
+      const created = await api.post(
+        '/v2/deployments',
+        githubBody(uniqueName('e2e'), integrationId, {
+          source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: true },
+          source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+          secrets: [{ name: 'GREETING', value: 'hello-from-a-secret' }],
+        }),
+      );
+      expect(created.status).toBe(201);
+      return { created, first: await revisionReaches(api, created.body.id, created.body.latest_revision_id, SETTLED, 300_000) };
+    });
     const deploymentId = created.body.id as string;
-    const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     const deployedMs = Date.now() - started;
     const buildLog = (await api.get(`/v2/deployments/${deploymentId}/revisions/${first.id}/logs?type=build&limit=1000`)).body.logs as Array<{
       timestamp: string;

@@ -2,11 +2,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
 import { MAX_SOCKET_ROOT, socketRootOf } from '../../agent/socket-root.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, startAgent } from './harness.ts';
+import { agentTestScene, deployedRepo, graphRepo, hostFetch, LINK_AGENT_MODULES } from './harness.ts';
 
 /**
  * A checkout under a long path (CI clones, home folders) with the default `./data/agent`: the
@@ -15,47 +12,22 @@ import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScen
  * Real agent, bwrap, pasta, the LangGraph.js API server.
  */
 describe('a sandboxed agent with a long work directory', () => {
-  let server: ServerProcess | undefined;
-  let agent: AgentProcess | undefined;
   const base = mkdtempSync(join(tmpdir(), 'cp-agent-long-'));
   // A checkout's folders as a home folder has them: the sandbox user's bwrap passes through them.
   chmodSync(base, 0o755);
   const checkout = join(base, 'home', 'a-developer', 'checkouts', 'control-plane');
   mkdirSync(checkout, { recursive: true, mode: 0o755 });
   const workDir = join(checkout, 'data', 'agent');
-
-  afterAll(async () => {
-    await agent?.stop('SIGINT');
-    await server?.kill('SIGTERM');
-    killLeftoverServers(workDir);
-    rmSync(socketRootOf(workDir), { recursive: true, force: true });
-  });
+  // Registered first, so it runs after the scene's clean-up has ended the servers (hooks run as a stack).
+  afterAll(() => rmSync(socketRootOf(workDir), { recursive: true, force: true }));
+  const scenes = agentTestScene(workDir, 'SIGINT');
 
   it('deploys and serves, its sockets in a short folder it finds again after a restart', { timeout: 600_000 }, async () => {
     expect(Buffer.byteLength(workDir)).toBeGreaterThan(60);
-    const scene = await localScene();
-    server = scene.server;
-    const { api, integrationId, listenerId, token } = scene;
-    agent = await startAgent({ url: server.url, token, listenerId, workDir });
-
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('long'), integrationId, {
-        source_config: {
-          integration_id: integrationId,
-          repo_url: graphRepo().url,
-          deployment_type: 'dev',
-          build_on_push: false,
-          install_command: `ln -s ${SANDBOX_AGENT_MODULES} node_modules`,
-        },
-      }),
-    );
-    expect(created.status).toBe(201);
-    const revision = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
-    expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
-    const url = (await api.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url as string;
-    const search = () =>
-      hostFetch(agent!.proxyPort, url, '/assistants/search', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const scene = await scenes.start();
+    const { id, revision, url } = await deployedRepo(scene, graphRepo().url, { prefix: 'long', sourceConfig: { install_command: LINK_AGENT_MODULES } });
+    let agent = scene.agent;
+    const search = () => hostFetch(agent.proxyPort, url, '/assistants/search', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect((await search()).status).toBe(200);
 
     const root = socketRootOf(workDir);
@@ -65,13 +37,13 @@ describe('a sandboxed agent with a long work directory', () => {
     const made = statSync(root);
     expect(made.uid).toBe(process.getuid!());
     expect(made.mode & 0o077).toBe(made.mode & 0o011);
-    const record = JSON.parse(readFileSync(join(workDir, created.body.id, `${revision.id}.agent`, 'server.json'), 'utf8')) as { socketPath?: string };
+    const record = JSON.parse(readFileSync(join(workDir, id, `${revision.id}.agent`, 'server.json'), 'utf8')) as { socketPath?: string };
     expect(record.socketPath).toBe(join(root, '.s', revision.id, 'server.sock'));
 
     // Restarted on the same work directory: the same folder, the server taken over, still serving.
     const proxyPort = agent.proxyPort;
     await agent.stop('SIGTERM');
-    agent = await startAgent({ url: server.url, token, listenerId, workDir, proxyPort });
+    agent = await scenes.agent(scene, { proxyPort });
     expect(agent.output()).toContain(`they live in ${root}`);
     expect(agent.output()).toMatch(/took over the agent server/);
     expect((await search()).status).toBe(200);

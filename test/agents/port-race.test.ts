@@ -3,10 +3,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, serverPidOf, startAgent } from './harness.ts';
+import { agentTestScene, deployedRepo, graphRepo, hostFetch, LINK_AGENT_MODULES, serverPidOf } from './harness.ts';
 
 /** Listens on `port` of 127.0.0.1 if it is free; null when taken. */
 function squat(port: number, onConnection: () => void): Promise<Server | null> {
@@ -29,23 +26,17 @@ function squat(port: number, onConnection: () => void): Promise<Server | null> {
  * because its server listens in a network namespace of its own, reached through a unix socket.
  */
 describe('the proxy → server channel', () => {
-  let server: ServerProcess | undefined;
-  let agent: AgentProcess | undefined;
   const squatters: Server[] = [];
   const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-race-'));
+  const scenes = agentTestScene(workDir, 'SIGINT');
 
-  afterAll(async () => {
+  afterAll(() => {
     for (const squatter of squatters) squatter.close();
-    await agent?.stop('SIGINT');
-    await server?.kill('SIGTERM');
-    killLeftoverServers(workDir);
   });
 
   it('never gives the victim’s traffic to a process squatting loopback ports while it deploys', { timeout: 600_000 }, async () => {
-    const scene = await localScene();
-    server = scene.server;
-    const { api, integrationId, listenerId, token } = scene;
-    agent = await startAgent({ url: server.url, token, listenerId, workDir });
+    const scene = await scenes.start();
+    const { agent } = scene;
     let received = 0;
     const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number) as [number, number];
     // Every odd port of the ephemeral range: where a listen(0) lands on Linux (the agent's old way
@@ -57,23 +48,8 @@ describe('the proxy → server channel', () => {
     }
     expect(squatters.length).toBeGreaterThan(1000);
 
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('race'), integrationId, {
-        source_config: {
-          integration_id: integrationId,
-          repo_url: graphRepo().url,
-          deployment_type: 'dev',
-          build_on_push: false,
-          install_command: `ln -s ${SANDBOX_AGENT_MODULES} node_modules`,
-        },
-      }),
-    );
-    expect(created.status).toBe(201);
-    const revision = await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
-    expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
+    const { id, revision, url: host } = await deployedRepo(scene, graphRepo().url, { prefix: 'race', sourceConfig: { install_command: LINK_AGENT_MODULES } });
     // The deployment's URL as given (the path form on the proxy, the agent's default).
-    const host = (await api.get(`/v2/deployments/${created.body.id}`)).body.source_config.custom_url;
     for (let i = 0; i < 20; i += 1) {
       const answer = await hostFetch(agent.proxyPort, host, '/assistants/search', {
         method: 'POST',
@@ -84,7 +60,7 @@ describe('the proxy → server channel', () => {
     }
     expect(received).toBe(0);
     // Where the server is: a socket in the deployment's folder, in a network namespace that is not this one.
-    const buildDir = join(workDir, created.body.id, revision.id);
+    const buildDir = join(workDir, id, revision.id);
     const record = JSON.parse(readFileSync(join(`${buildDir}.agent`, 'server.json'), 'utf8')) as { port?: number; socketPath?: string };
     expect(record.port).toBeUndefined();
     expect(record.socketPath).toBe(join(workDir, '.s', revision.id, 'server.sock'));

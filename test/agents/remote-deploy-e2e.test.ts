@@ -4,6 +4,7 @@ import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { apiClient, eventually } from '../helpers/api.ts';
 import { uniqueName } from '../helpers/fixtures.ts';
+import { withInstallSlot } from '../helpers/install-slots.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { gzipTarball } from '../helpers/tarball.ts';
 import { type AgentProcess, FIXTURE, hostFetch, killLeftoverServers, localListener, runGraph, serverPidOf, startAgent } from './harness.ts';
@@ -133,7 +134,8 @@ describe('langgraph deploy --remote, built and run by the local agent', () => {
     // The fixture app, as the CLI packs it.
     const tarball = await gzipTarball(fixtureFiles());
     const started = Date.now();
-    const { id, revision, buildLogs, uploadMs, seenAt } = await deployRemote(uniqueName('remote'), tarball);
+    // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
+    const { id, revision, buildLogs, uploadMs, seenAt } = await withInstallSlot(() => deployRemote(uniqueName('remote'), tarball));
     const fullBuildLog = (await admin.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=build&limit=1000`)).body.logs as Array<{
       timestamp: string;
       message: string;

@@ -8,7 +8,7 @@ import { splitLines } from '../../agent/processes.ts';
 import { dnsSafeName } from '../../shared/dns-safe-name.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
 import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, startAgent } from './harness.ts';
+import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, LINK_AGENT_MODULES, localScene, startAgent } from './harness.ts';
 
 function rssMb(pid: number): number {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
@@ -65,7 +65,7 @@ describe('runtime logs of a live revision', () => {
     const created = await api.post(
       '/v2/deployments',
       githubBody(uniqueName('loud'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false },
+        source_config: { integration_id: integrationId, repo_url: repo.url, deployment_type: 'dev', build_on_push: false, install_command: LINK_AGENT_MODULES },
       }),
     );
     expect(created.status).toBe(201);

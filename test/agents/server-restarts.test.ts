@@ -1,11 +1,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { SANDBOX_AGENT_MODULES } from '../../agent/sandbox.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import type { ServerProcess } from '../helpers/server-process.ts';
-import { type AgentProcess, graphRepo, hostFetch, killLeftoverServers, localScene, runGraph, startAgent } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { agentTestScene, deployedRepo, graphRepo, hostFetch, LINK_AGENT_MODULES, runGraph } from './harness.ts';
 
 /**
  * A graph whose one node ends its server's process: `process.kill` of the server's own pid, which
@@ -27,44 +24,18 @@ export const graph = new StateGraph(State)
  * API server, a graph that kills its server on every run.
  */
 describe('a live server that exits', () => {
-  let server: ServerProcess | undefined;
-  let agent: AgentProcess | undefined;
-  const workDir = mkdtempSync(join(tmpdir(), 'cp-agent-exits-'));
-
-  afterAll(async () => {
-    await agent?.stop('SIGINT');
-    await server?.kill('SIGTERM');
-    killLeftoverServers(workDir);
-  });
+  const scenes = agentTestScene(mkdtempSync(join(tmpdir(), 'cp-agent-exits-')), 'SIGINT');
 
   it('is restarted three times and answers again each time; the fourth exit fails the revision (DEPLOY_FAILED) with a deploy log line saying why', {
     timeout: 600_000,
   }, async () => {
-    const scene = await localScene();
-    server = scene.server;
-    const { api, integrationId, listenerId, token } = scene;
-    agent = await startAgent({ url: server.url, token, listenerId, workDir });
+    const scene = await scenes.start();
+    const { api, agent } = scene;
     const repo = graphRepo();
     repo.commit({ 'src/graph.mjs': EXITING_GRAPH }, 'A graph that ends its server');
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('exits'), integrationId, {
-        source_config: {
-          integration_id: integrationId,
-          repo_url: repo.url,
-          deployment_type: 'dev',
-          build_on_push: false,
-          install_command: `ln -s ${SANDBOX_AGENT_MODULES} node_modules`,
-        },
-      }),
-    );
-    expect(created.status).toBe(201);
-    const { id } = created.body as { id: string };
-    const revision = await revisionReaches(api, id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
-    expect(revision.status, `${revision.status_message}\n${agent.output()}`).toBe('DEPLOYED');
-    const url = (await api.get(`/v2/deployments/${id}`)).body.source_config.custom_url as string;
+    const { id, revision, url } = await deployedRepo(scene, repo.url, { prefix: 'exits', sourceConfig: { install_command: LINK_AGENT_MODULES } });
     const search = () =>
-      hostFetch(agent!.proxyPort, url, '/assistants/search', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).catch(
+      hostFetch(agent.proxyPort, url, '/assistants/search', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }).catch(
         (error: Error) => ({ status: 0, body: error.message }),
       );
     const until = async <T>(what: string, check: () => Promise<T | null>): Promise<T> => {
@@ -72,7 +43,7 @@ describe('a live server that exits', () => {
       for (;;) {
         const found = await check();
         if (found !== null) return found;
-        if (Date.now() > deadline) throw new Error(`${what} did not happen:\n${agent!.output()}`);
+        if (Date.now() > deadline) throw new Error(`${what} did not happen:\n${agent.output()}`);
         await new Promise((r) => setTimeout(r, 250));
       }
     };
@@ -87,7 +58,7 @@ describe('a live server that exits', () => {
       // The run ends the server: the request fails (how is the proxy's business), the server comes back.
       await runGraph(agent.proxyPort, url).catch(() => undefined);
       await until(`restart ${restart}`, async () =>
-        agent!.output().includes(`restarting it (restart ${restart} of 3 in 10 minutes)`) && (await search()).status === 200 ? true : null,
+        agent.output().includes(`restarting it (restart ${restart} of 3 in 10 minutes)`) && (await search()).status === 200 ? true : null,
       );
     }
     await runGraph(agent.proxyPort, url).catch(() => undefined);

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Api, apiClient, eventually } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { deliver, processedDelivery, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
-import { linkThroughSetup } from './link.ts';
+import { type Api, eventually } from '../helpers/api.ts';
+import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { deliver, processedDelivery, revisionsOf } from '../webhooks/github.ts';
+import { createBuiltOnPush, outboxDrained as outboxDrainedOf, pushCommit, startGithubScene } from './scene.ts';
 import { serverSql } from './sql.ts';
-import { GithubStandIn } from './stand-in.ts';
+import type { GithubStandIn } from './stand-in.ts';
 
 const SECRET = 'check-runs-secret';
 
@@ -24,18 +24,11 @@ describe('check runs', () => {
   const repoUrl = () => `${github.url}/acme/checked`;
 
   beforeAll(async () => {
-    github = await new GithubStandIn().start();
-    installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/checked'], ['alice'], {
-      contents: 'read',
-      metadata: 'read',
-      deployments: 'write',
-      statuses: 'write',
-      checks: 'write',
-      pull_requests: 'read',
-    });
-    server = await startServerProcess({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0' });
-    api = apiClient(server.url, server.apiKey);
-    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+    ({ github, server, api, installation, integrationId } = await startGithubScene({
+      repos: ['acme/checked'],
+      permissions: { contents: 'read', metadata: 'read', deployments: 'write', statuses: 'write', checks: 'write', pull_requests: 'read' },
+      env: { GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0' },
+    }));
   });
 
   afterAll(async () => {
@@ -43,48 +36,16 @@ describe('check runs', () => {
     await github?.stop();
   });
 
-  const outboxDrained = async () => {
-    const sql = serverSql(server);
-    try {
-      await eventually(
-        async () =>
-          Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined,
-        60_000,
-        100,
-      );
-    } finally {
-      await sql.close();
-    }
-  };
+  const outboxDrained = () => outboxDrainedOf(server);
   const create = async (name: string, secrets: Array<{ name: string; value: string }> = []) => {
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(name, integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: 'dev', build_on_push: true },
-        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
-        secrets,
-      }),
-    );
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED'], 30_000);
+    const created = await createBuiltOnPush({ api, github, integrationId }, name, 'acme/checked', { secrets });
     await outboxDrained();
-    return created.body as { id: string; name: string; source_config: { custom_url: string } };
+    return created;
   };
   /** The check runs of one deployment on one commit (a push builds every deployment of the repository, each with its own). */
   const runsOf = (deployment: { name: string }, after: string) =>
     github.checkRuns.filter((r) => r.fields.head_sha === after && r.fields.name === `deploy/${deployment.name}`);
-  const push = async (deploymentId: string) => {
-    const after = sha();
-    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/checked', after, htmlUrl: repoUrl(), installationId: installation }), {
-      secret: SECRET,
-    });
-    expect(delivered.status).toBe(202);
-    const revision = await eventually(
-      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after),
-      20_000,
-    );
-    return { after, revision };
-  };
+  const push = (deploymentId: string) => pushCommit({ api, github, installation, server }, SECRET, deploymentId, 'acme/checked');
 
   it('reports a revision as one check run deploy/<name> with a Markdown summary, and no commit statuses', async () => {
     const deployment = await create(uniqueName('checked'));

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Api, apiClient, eventually } from '../helpers/api.ts';
+import { type Api, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
 import { deliver, processedDelivery, revisionsOf, sha } from '../webhooks/github.ts';
-import { linkThroughSetup } from './link.ts';
-import { GithubStandIn } from './stand-in.ts';
+import { startGithubScene } from './scene.ts';
+import type { GithubStandIn } from './stand-in.ts';
 
 const SECRET = 'preview-webhook-secret';
 
@@ -21,17 +21,10 @@ describe('pull-request previews', () => {
   let integrationId: string;
 
   beforeAll(async () => {
-    github = await new GithubStandIn().start();
-    installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/agent', 'acme/labelled', 'acme/idle'], ['alice']);
-    server = await startServerProcess({
-      ...github.serverEnv(),
-      GITHUB_WEBHOOK_SECRET: SECRET,
-      RECONCILE_INTERVAL_MS: '0',
-
-      PREVIEW_SWEEP_MS: '300',
-    });
-    api = apiClient(server.url, server.apiKey);
-    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+    ({ github, server, api, installation, integrationId } = await startGithubScene({
+      repos: ['acme/agent', 'acme/labelled', 'acme/idle'],
+      env: { GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', PREVIEW_SWEEP_MS: '300' },
+    }));
   });
 
   afterAll(async () => {

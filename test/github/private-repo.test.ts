@@ -3,9 +3,10 @@ import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, startAgent } from '../agents/harness.ts';
+import { type AgentProcess, graphRepo, killLeftoverServers, localListener, runGraph, SETTLED, startAgent } from '../agents/harness.ts';
 import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import { withInstallSlot } from '../helpers/install-slots.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { revisionsOf } from '../webhooks/github.ts';
 import { linkThroughSetup } from './link.ts';
@@ -60,17 +61,20 @@ describe("a private repository on the App's GitHub", () => {
     const { listenerId, token } = await localListener(api, workspaceId);
     agent = await startAgent({ url: server.url, token, listenerId, workDir });
 
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(uniqueName('private'), integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repoUrl, deployment_type: 'dev', build_on_push: true },
-        source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
-        secrets: [{ name: 'GREETING', value: 'hello-from-a-secret' }],
-      }),
-    );
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
+    const { created, first } = await withInstallSlot(async () => {
+      const created = await api.post(
+        '/v2/deployments',
+        githubBody(uniqueName('private'), integrationId, {
+          source_config: { integration_id: integrationId, repo_url: repoUrl, deployment_type: 'dev', build_on_push: true },
+          source_revision_config: { repo_ref: 'main', graph_config_path: 'langgraph.json' },
+          secrets: [{ name: 'GREETING', value: 'hello-from-a-secret' }],
+        }),
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      return { created, first: await revisionReaches(api, created.body.id, created.body.latest_revision_id, SETTLED, 300_000) };
+    });
     const deploymentId = created.body.id as string;
-    const first = await revisionReaches(api, deploymentId, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED', 'DEPLOY_FAILED'], 300_000);
     const logOf = async (revisionId: string) =>
       ((await api.get(`/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>)
         .map((l) => l.message)

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Api, apiClient, eventually } from '../helpers/api.ts';
-import { githubBody, revisionReaches, uniqueName } from '../helpers/fixtures.ts';
-import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
-import { deliver, pushPayload, revisionsOf, sha } from '../webhooks/github.ts';
-import { linkThroughSetup } from './link.ts';
+import { revisionReaches, uniqueName } from '../helpers/fixtures.ts';
+import type { ServerProcess } from '../helpers/server-process.ts';
+import { createBuiltOnPush, outboxDrained as outboxDrainedOf, pushCommit, startGithubScene } from './scene.ts';
 import { serverSql } from './sql.ts';
-import { GithubStandIn } from './stand-in.ts';
+import type { GithubStandIn } from './stand-in.ts';
 
 const SECRET = 'outbox-webhook-secret';
 
@@ -21,15 +20,11 @@ describe('revision changes reach GitHub through the durable outbox', () => {
   let api: Api;
   let installation: number;
   let integrationId: string;
-  const repoUrl = () => `${github.url}/acme/agent`;
-  const env = () => ({ ...github.serverEnv(), GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', LOG_LEVEL: 'info' });
+  const settings = { GITHUB_WEBHOOK_SECRET: SECRET, RECONCILE_INTERVAL_MS: '0', LOG_LEVEL: 'info' };
+  const env = () => ({ ...github.serverEnv(), ...settings });
 
   beforeAll(async () => {
-    github = await new GithubStandIn().start();
-    installation = github.install({ login: 'acme', id: 501, type: 'Organization' }, ['acme/agent'], ['alice']);
-    server = await startServerProcess(env());
-    api = apiClient(server.url, server.apiKey);
-    integrationId = await linkThroughSetup(server.url, api, github, installation, 'alice');
+    ({ github, server, api, installation, integrationId } = await startGithubScene({ repos: ['acme/agent'], env: settings }));
   });
 
   afterAll(async () => {
@@ -37,48 +32,14 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     await github?.stop();
   });
 
-  const create = async (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = [], deploymentType = 'dev') => {
-    const created = await api.post(
-      '/v2/deployments',
-      githubBody(name, integrationId, {
-        source_config: { integration_id: integrationId, repo_url: repoUrl(), deployment_type: deploymentType, build_on_push: true },
-        source_revision_config: { repo_ref: ref, graph_config_path: 'langgraph.json' },
-        secrets,
-      }),
-    );
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['DEPLOYED', 'BUILD_FAILED'], 30_000);
-    return created.body as { id: string; name: string; source_config: { custom_url: string } };
-  };
-  const push = async (deploymentId: string, ref = 'refs/heads/main') => {
-    const after = sha();
-    const delivered = await deliver(server.url, 'push', pushPayload({ repo: 'acme/agent', after, ref, htmlUrl: repoUrl(), installationId: installation }), {
-      secret: SECRET,
-    });
-    expect(delivered.status).toBe(202);
-    const revision = await eventually(
-      async () => (await revisionsOf(api, deploymentId)).find((r) => r.source_revision_config.repo_commit_sha === after),
-      20_000,
-    );
-    return { after, revision };
-  };
+  const create = (name: string, ref = 'main', secrets: Array<{ name: string; value: string }> = [], deploymentType = 'dev') =>
+    createBuiltOnPush({ api, github, integrationId }, name, 'acme/agent', { ref, secrets, deploymentType });
+  const push = (deploymentId: string, ref = 'refs/heads/main') => pushCommit({ api, github, installation, server }, SECRET, deploymentId, 'acme/agent', ref);
   const deploymentStates = (commit: string, environment: string) =>
     github.deployments.filter((d) => d.body.ref === commit && d.body.environment === environment).map((d) => d.statuses.map((s) => s.state));
   const commitStates = (commit: string, context: string) =>
     github.commitStatuses.filter((c) => c.sha === commit && c.body.context === context).map((c) => c.body.state);
-  const outboxDrained = async () => {
-    const sql = serverSql(server);
-    try {
-      await eventually(
-        async () =>
-          Number((await sql.all<{ n: number | string }>('SELECT count(*) AS n FROM github_outbox WHERE done_at IS NULL'))[0]!.n) === 0 ? true : undefined,
-        60_000,
-        100,
-      );
-    } finally {
-      await sql.close();
-    }
-  };
+  const outboxDrained = () => outboxDrainedOf(server);
 
   it('reports a push as a GitHub deployment and a commit status, success with the URL, and the replaced one inactive', async () => {
     const deployment = await create(uniqueName('status'));
