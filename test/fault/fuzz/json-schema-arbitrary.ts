@@ -62,7 +62,10 @@ export function arbitraryFor(schema: JsonSchema, ids: string[], depth = 0): fc.A
 
 function stringFor(schema: JsonSchema, ids: string[]): fc.Arbitrary<string> {
   if (schema.format === 'uuid') return ids.length > 0 ? fc.oneof(fc.constantFrom(...ids), fc.uuid()) : fc.uuid();
-  if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((d) => d.toISOString());
+  // Years 0–9999 only: a wider date prints as an extended year (`+275760-…`), which is not RFC 3339's
+  // date-time and is refused as such, so it would never reach the deeper rules.
+  if (schema.format === 'date-time')
+    return fc.date({ min: new Date('0000-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }).map((d) => d.toISOString());
   if (schema.pattern) {
     try {
       const pattern = new RegExp(schema.pattern);
