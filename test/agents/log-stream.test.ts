@@ -1,38 +1,18 @@
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
 import { batchesOf, LogStream, MAX_BATCH_BYTES, MAX_LINE } from '../../agent/log-stream.ts';
+import { agentRoutesOverLoopback } from '../helpers/agent-routes-over-loopback.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
-import { inProcessApp } from '../helpers/in-process.ts';
-
-type App = Awaited<ReturnType<typeof inProcessApp>>;
 
 /**
  * The agent's log stream against the real control plane served over loopback HTTP (its agent
  * routes, their 1 MiB body limit, a real SQLite log table).
  */
 describe('the local agent’s log stream', () => {
-  let t: App;
-  let server: ServerType;
-  let url: string;
-  let listener: { listenerId: string; token: string };
-  beforeAll(async () => {
-    t = await inProcessApp();
-    server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' });
-    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const created = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: 'log-machine' });
-    const token = await t.api.post(`/v2/listeners/${created.body.id}/tokens`);
-    listener = { listenerId: created.body.id as string, token: token.body.token as string };
-  });
-  afterAll(async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    t.close();
-  });
+  const scene = agentRoutesOverLoopback('log-machine');
 
   const claimed = async (client: AgentClient) => {
-    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('logs'), listener.listenerId));
+    const created = await scene.t.api.post('/v2/deployments', dockerBody(uniqueName('logs'), scene.listener.listenerId));
     expect(created.status).toBe(201);
     const work = await client.claim('log-agent', 5);
     expect(work?.deployment.id).toBe(created.body.id);
@@ -41,7 +21,7 @@ describe('the local agent’s log stream', () => {
   const storedLines = async (deploymentId: string, revisionId: string) => {
     const messages: string[] = [];
     for (let offset: number | null = 0; offset !== null; ) {
-      const page: { status: number; body: any } = await t.api.get(
+      const page: { status: number; body: any } = await scene.t.api.get(
         `/v2/deployments/${deploymentId}/revisions/${revisionId}/logs?type=deploy&limit=1000&offset=${offset}`,
       );
       expect(page.status).toBe(200);
@@ -52,7 +32,7 @@ describe('the local agent’s log stream', () => {
   };
 
   it('delivers 500 lines of 8000 characters (≈ 4 MB, four times the body limit) in requests the API accepts', async () => {
-    const client = new AgentClient({ url, token: listener.token, listenerId: listener.listenerId });
+    const client = new AgentClient({ url: scene.url, token: scene.listener.token, listenerId: scene.listener.listenerId });
     const { deploymentId, revisionId, claimId } = await claimed(client);
     const reports: string[] = [];
     const gone: unknown[] = [];
@@ -94,12 +74,12 @@ describe('the local agent’s log stream', () => {
   });
 
   it('says on stderr when a send fails for another reason than the work being gone', async () => {
-    const client = new AgentClient({ url, token: listener.token, listenerId: listener.listenerId });
+    const client = new AgentClient({ url: scene.url, token: scene.listener.token, listenerId: scene.listener.listenerId });
     const { claimId } = await claimed(client);
     // A revoked token: every send is refused (401), the lines cannot be delivered.
-    const other = await t.api.post(`/v2/listeners/${listener.listenerId}/tokens`);
-    const revoked = new AgentClient({ url, token: other.body.token as string, listenerId: listener.listenerId });
-    expect((await t.api.delete(`/v2/listeners/${listener.listenerId}/tokens/${other.body.id}`)).status).toBe(204);
+    const other = await scene.t.api.post(`/v2/listeners/${scene.listener.listenerId}/tokens`);
+    const revoked = new AgentClient({ url: scene.url, token: other.body.token as string, listenerId: scene.listener.listenerId });
+    expect((await scene.t.api.delete(`/v2/listeners/${scene.listener.listenerId}/tokens/${other.body.id}`)).status).toBe(204);
     const reports: string[] = [];
     const logs = new LogStream(
       revoked,

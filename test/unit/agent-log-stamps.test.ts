@@ -1,12 +1,8 @@
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../agent/client.ts';
 import { LogStream } from '../../agent/log-stream.ts';
+import { agentRoutesOverLoopback } from '../helpers/agent-routes-over-loopback.ts';
 import { dockerBody, uniqueName } from '../helpers/fixtures.ts';
-import { inProcessApp } from '../helpers/in-process.ts';
-
-type App = Awaited<ReturnType<typeof inProcessApp>>;
 
 /**
  * A claim's build and deploy lines carry the time the agent saw them, not the time their batch
@@ -14,27 +10,11 @@ type App = Awaited<ReturnType<typeof inProcessApp>>;
  * stream on a movable clock, against the real control plane served over loopback HTTP.
  */
 describe('the local agent’s log lines keep the times the agent saw them', () => {
-  let t: App;
-  let server: ServerType;
-  let url: string;
-  let listener: { listenerId: string; token: string };
-  beforeAll(async () => {
-    t = await inProcessApp();
-    server = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' });
-    await new Promise<void>((resolve) => server.once('listening', () => resolve()));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const created = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: 'stamp-machine' });
-    const token = await t.api.post(`/v2/listeners/${created.body.id}/tokens`);
-    listener = { listenerId: created.body.id as string, token: token.body.token as string };
-  });
-  afterAll(async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    t.close();
-  });
+  const scene = agentRoutesOverLoopback('stamp-machine');
 
   it('stores each line at its own time, one batch or not, and equal times strictly increasing', async () => {
-    const client = new AgentClient({ url, token: listener.token, listenerId: listener.listenerId });
-    const created = await t.api.post('/v2/deployments', dockerBody(uniqueName('stamps'), listener.listenerId));
+    const client = new AgentClient({ url: scene.url, token: scene.listener.token, listenerId: scene.listener.listenerId });
+    const created = await scene.t.api.post('/v2/deployments', dockerBody(uniqueName('stamps'), scene.listener.listenerId));
     expect(created.status).toBe(201);
     const work = await client.claim('stamp-agent', 5);
     expect(work?.deployment.id).toBe(created.body.id);
@@ -58,7 +38,8 @@ describe('the local agent’s log lines keep the times the agent saw them', () =
     // One batch, sent well after every line was seen.
     await logs.flush();
     const read = async (type: string) =>
-      (await t.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}/logs?type=${type}&limit=100`)).body.logs as Array<{
+      (await scene.t.api.get(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}/logs?type=${type}&limit=100`)).body
+        .logs as Array<{
         message: string;
         timestamp: string;
       }>;
