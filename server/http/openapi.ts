@@ -3,6 +3,7 @@ import { ErrorDetail, HTTPValidationError } from '../../shared/schemas/common.ts
 import { HOSTED_OPERATION_IDS, HOSTED_TAGS, hostedOperationKey } from './hosted-operation-ids.ts';
 import { SchemaComponents } from './openapi-schemas.ts';
 import type { RouteAuth } from './route-auth.ts';
+import type { BodyReading } from './validation.ts';
 
 type Method = 'get' | 'post' | 'patch' | 'delete' | 'put';
 
@@ -35,32 +36,41 @@ export type RouteDoc = {
    * same method names; else one derived from method and path (`get_v2_deployments_deployment_id`).
    */
   operationId?: string;
-  /** A JSON body, read with `readJson`: the route then also answers 413 and 415. */
+  /** A JSON body, read and validated by `route()` (`readJson`): the route then also answers 413 and 415. */
   body?: z.ZodType;
+  /** How `route()` reads `body`: a size limit, unknown fields refused, NUL kept in text, a missing body as `{}`. */
+  bodyReading?: BodyReading;
   /**
    * Media type of the body when it is not `application/json` (e.g. `application/gzip` for an
    * upload: with no `body` schema, the body is documented as bytes of that type; 413/415 still apply).
    */
   bodyContentType?: string;
+  /** The query string, validated by `route()` (a repeated key keeps its first value). */
   query?: z.ZodType;
-  /** Path parameters that are not uuids (a slug, a name): name → schema. The others are uuids. */
+  /** Path parameters that are not uuids (a slug, a name): name → schema, validated by `route()`. The others are uuids. */
   pathParams?: Record<string, z.ZodType>;
+  /**
+   * Why this route reads its input itself instead of being handed it by `route()`, which then
+   * validates nothing (the raw bytes a signature covers, repeated query keys, HTML answers): the
+   * escape hatch, served as `x-reads-own-input` so test/unit/route-schema.test.ts can tell it apart.
+   */
+  ownInput?: string;
   /** Request headers the route reads. */
-  headers?: HeaderDoc[];
+  headers?: readonly HeaderDoc[];
   /** Status and schema of the success answer; `null` schema for an empty body. */
   response: ResponseDoc;
   /** Other answers the route gives on purpose besides the success and the errors (a 304, a second 2xx, an HTML error page). */
-  responses?: ResponseDoc[];
+  responses?: readonly ResponseDoc[];
   /**
    * The `{"detail"}` / 422 error statuses the route can answer. Unset: derived from the route's
-   * shape (see `derivedErrors`), which is right for a route that reads its input with
-   * `readJson` / `readQuery` / `pathId` and runs behind the API key middleware.
+   * shape (see `derivedErrors`), which is right for a route that `route()` hands its input and
+   * that runs behind the API key middleware.
    */
-  errors?: number[];
+  errors?: readonly number[];
   /** How the caller proves who it is (route-auth.ts): the only place that is decided, for the middleware and this document. */
   auth: RouteAuth;
   /** For a route that takes another credential than an API key: its security requirement (e.g. `[{ ListenerToken: [] }]`). */
-  security?: Array<Record<string, string[]>>;
+  security?: ReadonlyArray<Record<string, readonly string[]>>;
 };
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
@@ -274,6 +284,7 @@ function operation(route: RouteDoc, schemas: SchemaComponents): Record<string, u
       : {}),
     responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b))),
     ...(route.security ? { security: route.security } : route.auth !== 'api-key' ? { security: [] } : {}),
+    ...(route.ownInput ? { 'x-reads-own-input': route.ownInput } : {}),
   };
 }
 

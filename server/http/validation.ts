@@ -130,6 +130,15 @@ export type ReadJsonOptions = {
   nulCharacters?: 'refuse' | 'keep';
 };
 
+/** How `route()` reads a route's JSON body: `readJson`'s options, and what a request without a body means. */
+export type BodyReading = ReadJsonOptions & {
+  /**
+   * `empty-object`: a request with no body at all (no Content-Type, no length) is read as `{}`, for
+   * a body whose every field is optional. Unset: it is 415, as any body that is not JSON.
+   */
+  emptyBody?: 'empty-object';
+};
+
 /**
  * Reads the body as strict JSON: a JSON content type, at most `limit` bytes, valid UTF-8, valid
  * JSON, nesting at most 64 deep; then validates it. Raw text is read once and never re-serialised.
@@ -261,18 +270,30 @@ export function formNulProblem(fields: URLSearchParams, where: 'query' | 'body')
   return null;
 }
 
-/** Validates the query string. A repeated key keeps its first value (Hono's `query()`). */
-export function readQuery<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
-  return validate(schema, c.req.query(), 'query');
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** A path parameter that must be a UUID; 422 at `["path", name]` otherwise. */
-export function pathId(c: Context, name: string): string {
+/**
+ * A path parameter: with `schema`, its output (422 at `["path", name, …]` otherwise); without, a
+ * UUID, lower-cased (422 `uuid_parsing` at `["path", name]` otherwise).
+ */
+export function pathParam(c: Context, name: string, schema?: z.ZodType): unknown {
   const value = c.req.param(name) ?? '';
+  if (schema) {
+    const result = schema.safeParse(value);
+    if (!result.success)
+      throw new ValidationFailed(toValidationIssues(result.error, 'path', value).map((issue) => ({ ...issue, loc: ['path', name, ...issue.loc.slice(1)] })));
+    return result.data;
+  }
   if (!UUID.test(value)) {
     throw new ValidationFailed([{ loc: ['path', name], msg: 'Input should be a valid UUID', type: 'uuid_parsing' }]);
   }
   return value.toLowerCase();
+}
+
+/**
+ * A UUID path parameter, for the few handlers that read their path before `route()` does: a
+ * `checkCaller` that needs the path's listener, a route that reads its own input (`ownInput`).
+ */
+export function pathId(c: Context, name: string): string {
+  return pathParam(c, name) as string;
 }

@@ -23,7 +23,7 @@ import type { Auth } from '../domain/auth.ts';
 import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
+import { pathId } from '../http/validation.ts';
 import type { Store } from '../store/types.ts';
 
 /**
@@ -34,7 +34,9 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
   const { tokens, protocol } = deps;
   const tag = 'listener-agent';
   const base = '/v2/listeners/:listener_id/agent';
+  // Each route's caller check (route()'s checkCaller): the token first, before the path's other ids and the body are read.
   const agentOf = (c: Context) => tokens.authenticate(bearerOf(c.req.raw.headers), pathId(c, 'listener_id'));
+  const anyAgent = (c: Context) => tokens.authenticateAgent(bearerOf(c.req.raw.headers));
   // Not behind the API key: the listener token is checked here, so the errors are listed rather than derived.
   const doc = { tag, auth: 'listener-token' as const, security: [{ ListenerToken: [] }], errors: [400, 401, 404, 409, 413, 415, 422, 503] };
 
@@ -48,10 +50,10 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: AgentHeartbeat,
       response: { status: 200, schema: AgentHeartbeatAck },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      return c.json(await protocol.heartbeat(agent, await readJson(c, AgentHeartbeat)));
+    async (c, { body }, agent) => {
+      return c.json(await protocol.heartbeat(agent, body));
     },
+    agentOf,
   );
 
   route(
@@ -64,11 +66,8 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: ClaimRequest,
       response: { status: 200, schema: ClaimResponse },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      const body = await readJson(c, ClaimRequest);
-      return c.json({ work: await protocol.claim(agent, body.agent_id, body.wait_seconds * 1000, c.req.raw.signal) });
-    },
+    async (c, { body }, agent) => c.json({ work: await protocol.claim(agent, body.agent_id, body.wait_seconds * 1000, c.req.raw.signal) }),
+    agentOf,
   );
 
   const claimPath = `${base}/claims/:claim_id`;
@@ -81,10 +80,10 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       summary: "Renew a claim's lease; 409 when it was lost or its revision ended (listener token)",
       response: { status: 200, schema: LeaseRenewed },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      return c.json(await protocol.renew(agent, pathId(c, 'claim_id')));
+    async (c, { params }, agent) => {
+      return c.json(await protocol.renew(agent, params.claim_id));
     },
+    agentOf,
   );
 
   route(
@@ -94,14 +93,15 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       method: 'post',
       path: `${claimPath}/transition`,
       summary: 'Move the claimed revision on (compare-and-set); 409 names the current status (listener token)',
+      bodyReading: REPORTED_TEXT,
       body: AgentTransition,
       response: { status: 200, schema: Revision },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      const claimId = pathId(c, 'claim_id');
-      return c.json(publicRevision(await protocol.transition(agent, claimId, await readJson(c, AgentTransition, REPORTED_TEXT))));
+    async (c, { params, body }, agent) => {
+      const claimId = params.claim_id;
+      return c.json(publicRevision(await protocol.transition(agent, claimId, body)));
     },
+    agentOf,
   );
 
   route(
@@ -111,15 +111,16 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       method: 'post',
       path: `${claimPath}/logs`,
       summary: 'Append build or deploy log lines of the claimed revision (listener token)',
+      bodyReading: REPORTED_TEXT,
       body: AgentLogAppend,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      const claimId = pathId(c, 'claim_id');
-      await protocol.appendLogs(agent, claimId, await readJson(c, AgentLogAppend, REPORTED_TEXT));
+    async (c, { params, body }, agent) => {
+      const claimId = params.claim_id;
+      await protocol.appendLogs(agent, claimId, body);
       return c.body(null, 204);
     },
+    agentOf,
   );
 
   route(
@@ -131,21 +132,21 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       summary: 'Report a claimed teardown finished: the deployment is removed (listener token)',
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      await protocol.teardownDone(agent, pathId(c, 'claim_id'));
+    async (c, { params }, agent) => {
+      await protocol.teardownDone(agent, params.claim_id);
       return c.body(null, 204);
     },
+    agentOf,
   );
 
   route(
     ctx,
     { ...doc, method: 'delete', path: claimPath, summary: 'Give a claim back before its lease ends (listener token)', response: { status: 204, schema: null } },
-    async (c) => {
-      const agent = await agentOf(c);
-      await protocol.release(agent, pathId(c, 'claim_id'));
+    async (c, { params }, agent) => {
+      await protocol.release(agent, params.claim_id);
       return c.body(null, 204);
     },
+    agentOf,
   );
 
   // The signature alone is not enough: the token must be the claiming listener's and the claim still held.
@@ -166,6 +167,8 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
         headers: { 'Content-Length': 'Size of the tarball in bytes' },
       },
       errors: [400, 401, 403, 404, 409, 422, 503],
+      // The signature is checked over these with the claim, so a missing or wrong one is its 403, not a 422.
+      ownInput: 'the signed URL’s expires and signature are checked as a signature (403), not validated as input',
     },
     async (c) => {
       const agent = await agentOf(c);
@@ -190,10 +193,10 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: RuntimeLogAppend,
       response: { status: 200, schema: RuntimeLogsStored },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      return c.json(await protocol.appendRuntimeLogs(agent, pathId(c, 'revision_id'), await readJson(c, RuntimeLogAppend)));
+    async (c, { params, body }, agent) => {
+      return c.json(await protocol.appendRuntimeLogs(agent, params.revision_id, body));
     },
+    agentOf,
   );
 
   route(
@@ -204,13 +207,14 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       path: `${base}/revisions/:revision_id/transition`,
       summary:
         'Fail a live revision after its claim ended: only DEPLOYED → DEPLOY_FAILED with a status_message (its server keeps exiting); 409 once its deployment serves another revision (listener token)',
+      bodyReading: REPORTED_TEXT,
       body: AgentTransition,
       response: { status: 200, schema: Revision },
     },
-    async (c) => {
-      const agent = await agentOf(c);
-      return c.json(publicRevision(await protocol.failLive(agent, pathId(c, 'revision_id'), await readJson(c, AgentTransition, REPORTED_TEXT))));
+    async (c, { params, body }, agent) => {
+      return c.json(publicRevision(await protocol.failLive(agent, params.revision_id, body)));
     },
+    agentOf,
   );
 
   route(
@@ -222,10 +226,10 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)",
       response: { status: 200, schema: LiveDeployments },
     },
-    async (c) => {
-      const agent = await agentOf(c);
+    async (c, _input, agent) => {
       return c.json(await protocol.live(agent));
     },
+    agentOf,
   );
 
   route(
@@ -238,10 +242,8 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: VerifyKeyRequest,
       response: { status: 200, schema: VerifyKeyResponse },
     },
-    async (c) => {
-      const agent = await tokens.authenticateAgent(bearerOf(c.req.raw.headers));
-      return c.json(await verifyDeploymentKey(deps, agent, await readJson(c, VerifyKeyRequest)));
-    },
+    async (c, { body }, agent) => c.json(await verifyDeploymentKey(deps, agent, body)),
+    anyAgent,
   );
 }
 

@@ -1,7 +1,6 @@
 import { AuditEventPage, AuditEventQuery } from '../../shared/schemas/audit-event.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { readQuery } from '../http/validation.ts';
 
 /** `GET /v1/audit-events`: the audit log, read only (no route changes or deletes an entry). */
 export function auditEventRoutes(ctx: RouteContext): void {
@@ -18,8 +17,7 @@ export function auditEventRoutes(ctx: RouteContext): void {
       query: AuditEventQuery,
       response: { status: 200, schema: AuditEventPage },
     },
-    async (c) => {
-      const query = readQuery(c, AuditEventQuery);
+    async (c, { query }) => {
       const { entries, next_cursor } = await ctx.services.audit.list(c.get('principal'), query);
       return c.json({ resources: entries, next_cursor });
     },

@@ -15,7 +15,7 @@ import { publicDeployment } from '../domain/deployments.ts';
 import { pushToken } from '../domain/push-token.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery, validate } from '../http/validation.ts';
+import { validate } from '../http/validation.ts';
 
 /** Unknown fields are ignored with a `Warning` header (contract §2). */
 
@@ -33,10 +33,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
       body: DeploymentCreate,
       response: { status: 201, schema: Deployment },
     },
-    async (c) => {
-      const body = await readJson(c, DeploymentCreate);
-      return c.json(publicDeployment(await deployments.create(c.get('principal').workspaceId, body)), 201);
-    },
+    async (c, { body }) => c.json(publicDeployment(await deployments.create(c.get('principal').workspaceId, body)), 201),
   );
   route(
     ctx,
@@ -49,8 +46,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
       query: DeploymentListQuery,
       response: { status: 200, schema: page(Deployment) },
     },
-    async (c) => {
-      const query = readQuery(c, DeploymentListQuery);
+    async (c, { query }) => {
       const result = await deployments.list(c.get('principal').workspaceId, query);
       return c.json({ resources: result.resources.map(publicDeployment), offset: result.offset });
     },
@@ -64,6 +60,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
       summary: 'Delete several deployments (deployment_ids repeated or comma-separated, at most 100): 200 when all are deleted, 207 when some are not',
       tag,
       query: z.object({ deployment_ids: z.string(), delete_tracing_project: z.enum(['true', 'false']).optional() }),
+      ownInput: 'deployment_ids may be repeated (?deployment_ids=a&deployment_ids=b), which the one-value query object cannot carry',
       response: { status: 200, schema: BulkDeleteResult },
     },
     async (c) => {
@@ -76,7 +73,7 @@ export function deploymentRoutes(ctx: RouteContext): void {
   route(
     ctx,
     { auth: 'api-key', method: 'get', path: '/v2/deployments/:deployment_id', summary: 'Get a deployment', tag, response: { status: 200, schema: Deployment } },
-    async (c) => c.json(publicDeployment(await deployments.get(c.get('principal').workspaceId, pathId(c, 'deployment_id')))),
+    async (c, { params }) => c.json(publicDeployment(await deployments.get(c.get('principal').workspaceId, params.deployment_id))),
   );
   route(
     ctx,
@@ -89,10 +86,8 @@ export function deploymentRoutes(ctx: RouteContext): void {
       body: DeploymentPatch,
       response: { status: 200, schema: Deployment },
     },
-    async (c) => {
-      const id = pathId(c, 'deployment_id');
-      const body = await readJson(c, DeploymentPatch);
-      const { deployment } = await deployments.patch(c.get('principal').workspaceId, id, body);
+    async (c, { params, body }) => {
+      const { deployment } = await deployments.patch(c.get('principal').workspaceId, params.deployment_id, body);
       return c.json(publicDeployment(deployment));
     },
   );
@@ -107,10 +102,8 @@ export function deploymentRoutes(ctx: RouteContext): void {
       query: DeploymentDeleteQuery,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      const id = pathId(c, 'deployment_id');
-      const query = readQuery(c, DeploymentDeleteQuery);
-      await deployments.delete(c.get('principal').workspaceId, id, query.delete_tracing_project, query.force);
+    async (c, { params, query }) => {
+      await deployments.delete(c.get('principal').workspaceId, params.deployment_id, query.delete_tracing_project, query.force);
       return c.body(null, 204);
     },
   );
@@ -125,9 +118,9 @@ export function deploymentRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: UploadUrl },
     },
-    async (c) => {
+    async (c, { params }) => {
       const tenantId = c.get('principal').workspaceId;
-      const deployment = await deployments.get(tenantId, pathId(c, 'deployment_id'));
+      const deployment = await deployments.get(tenantId, params.deployment_id);
       deployments.refuseUnlessSource(deployment, 'internal_source', 'upload-url');
       return c.json(await uploads.issue(tenantId, deployment.id));
     },
@@ -142,8 +135,8 @@ export function deploymentRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: PushToken },
     },
-    async (c) => {
-      const deployment = await deployments.get(c.get('principal').workspaceId, pathId(c, 'deployment_id'));
+    async (c, { params }) => {
+      const deployment = await deployments.get(c.get('principal').workspaceId, params.deployment_id);
       deployments.refuseUnlessSource(deployment, 'internal_docker', 'push-token');
       c.header('cache-control', 'no-store');
       return c.json(pushToken(registry));

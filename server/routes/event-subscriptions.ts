@@ -3,7 +3,6 @@ import { EventDeliveryView, EventSubscription, EventSubscriptionCreate, EventSub
 import type { EventSubscriptions } from '../domain/events.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 /** `/v1/event-subscriptions`: a workspace's receivers of outgoing events (contract §17). */
 export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventSubscriptions): void {
@@ -16,11 +15,11 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
       path: '/v1/event-subscriptions',
       summary: 'Subscribe a URL to deployment events; the signing secret is shown only in this answer',
       tag,
+      bodyReading: { unknownFields: 'refuse' },
       body: EventSubscriptionCreate,
       response: { status: 201, schema: EventSubscriptionCreated },
     },
-    async (c) =>
-      c.json(await subscriptions.create(c.get('principal').workspaceId, await readJson(c, EventSubscriptionCreate, { unknownFields: 'refuse' })), 201),
+    async (c, { body }) => c.json(await subscriptions.create(c.get('principal').workspaceId, body), 201),
   );
   route(
     ctx,
@@ -44,8 +43,8 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
       tag,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      await subscriptions.delete(c.get('principal').workspaceId, pathId(c, 'subscription_id'));
+    async (c, { params }) => {
+      await subscriptions.delete(c.get('principal').workspaceId, params.subscription_id);
       return c.body(null, 204);
     },
   );
@@ -59,6 +58,6 @@ export function eventSubscriptionRoutes(ctx: RouteContext, subscriptions: EventS
       tag,
       response: { status: 200, schema: z.array(EventDeliveryView) },
     },
-    async (c) => c.json(await subscriptions.deliveries(c.get('principal').workspaceId, pathId(c, 'subscription_id'))),
+    async (c, { params }) => c.json(await subscriptions.deliveries(c.get('principal').workspaceId, params.subscription_id)),
   );
 }

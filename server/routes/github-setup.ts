@@ -5,7 +5,6 @@ import { confirmationPage, LINK_CONFIRM_PATH, messagePage, SETUP_PAGE_HEADERS } 
 import type { RouteContext } from '../http/env.ts';
 import { clientAddress } from '../http/node-request.ts';
 import { page, route } from '../http/route.ts';
-import { readJson } from '../http/validation.ts';
 
 /** Where the GitHub App's "Setup URL" points: GitHub sends the installer's browser here, with no API key. */
 export const GITHUB_SETUP_PATH = '/v1/integrations/github/setup';
@@ -25,13 +24,11 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
       summary: "The GitHub App's install page with a signed, single-use, 15-minute state bound to the workspace",
       tag,
       body: InstallUrlRequest,
+      // No body is allowed: the integration is then named after the GitHub account.
+      bodyReading: { emptyBody: 'empty-object' },
       response: { status: 200, schema: InstallUrl },
     },
-    async (c) => {
-      // An empty body is allowed: the integration is then named after the GitHub account.
-      const body = c.req.header('content-length') === '0' || !c.req.header('content-type') ? {} : await readJson(c, InstallUrlRequest);
-      return c.json(await links.installUrl(c.get('principal').workspaceId, body.name ?? null), 200, { 'cache-control': 'no-store' });
-    },
+    async (c, { body }) => c.json(await links.installUrl(c.get('principal').workspaceId, body.name ?? null), 200, { 'cache-control': 'no-store' }),
   );
   route(
     ctx,
@@ -65,13 +62,9 @@ export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): 
       ],
       errors: [],
     },
-    async (c) => {
-      const outcome = await links.complete({
-        installation_id: c.req.query('installation_id'),
-        setup_action: c.req.query('setup_action'),
-        state: c.req.query('state'),
-        code: c.req.query('code'),
-      });
+    // Every field an optional string: the query always parses, and what it lacks is told on the page.
+    async (c, { query }) => {
+      const outcome = await links.complete(query);
       switch (outcome.kind) {
         case 'authorize':
           return c.redirect(outcome.url, 302);

@@ -3,7 +3,6 @@ import { GithubTrust, GithubTrustCreate } from '../../shared/schemas/github-trus
 import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 /** `…/workspaces/{id}/github-trust`: which repositories may deploy here with their GitHub Actions token. */
 export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries): void {
@@ -18,12 +17,12 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
       description:
         "Every field the entry sets must equal the token's claim exactly. Unknown fields are refused (a misspelt field would widen the trust silently).",
       tag: 'github-trust',
+      bodyReading: { unknownFields: 'refuse' },
       body: GithubTrustCreate,
       response: { status: 201, schema: GithubTrust },
     },
-    async (c) => {
-      const workspaceId = pathId(c, 'workspace_id');
-      const body = await readJson(c, GithubTrustCreate, { unknownFields: 'refuse' });
+    async (c, { params, body }) => {
+      const workspaceId = params.workspace_id;
       return c.json(await entries.create(c.get('principal'), workspaceId, body), 201);
     },
   );
@@ -37,7 +36,7 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
       tag: 'github-trust',
       response: { status: 200, schema: z.array(GithubTrust) },
     },
-    async (c) => c.json(await entries.list(c.get('principal'), pathId(c, 'workspace_id'))),
+    async (c, { params }) => c.json(await entries.list(c.get('principal'), params.workspace_id)),
   );
   route(
     ctx,
@@ -49,8 +48,8 @@ export function githubTrustRoutes(ctx: RouteContext, entries: GithubTrustEntries
       tag: 'github-trust',
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      await entries.remove(c.get('principal'), pathId(c, 'workspace_id'), pathId(c, 'trust_id'));
+    async (c, { params }) => {
+      await entries.remove(c.get('principal'), params.workspace_id, params.trust_id);
       return c.body(null, 204);
     },
   );

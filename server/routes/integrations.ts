@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { GithubIntegration, GithubIntegrationCreate, GithubRepository } from '../../shared/schemas/integration.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 export function integrationRoutes(ctx: RouteContext): void {
   const { integrations, installationRepos } = ctx.services;
@@ -30,8 +29,7 @@ export function integrationRoutes(ctx: RouteContext): void {
       body: GithubIntegrationCreate,
       response: { status: 201, schema: GithubIntegration },
     },
-    async (c) => {
-      const body = await readJson(c, GithubIntegrationCreate);
+    async (c, { body }) => {
       return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
     },
   );
@@ -45,7 +43,7 @@ export function integrationRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: z.array(GithubRepository) },
     },
-    async (c) => c.json(await installationRepos.list(c.get('principal').workspaceId, pathId(c, 'integration_id'))),
+    async (c, { params }) => c.json(await installationRepos.list(c.get('principal').workspaceId, params.integration_id)),
   );
   route(
     ctx,
@@ -57,8 +55,8 @@ export function integrationRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      await integrations.delete(c.get('principal').workspaceId, pathId(c, 'integration_id'));
+    async (c, { params }) => {
+      await integrations.delete(c.get('principal').workspaceId, params.integration_id);
       return c.body(null, 204);
     },
   );

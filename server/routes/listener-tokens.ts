@@ -3,7 +3,6 @@ import { ListenerToken, ListenerTokenCreated } from '../../shared/schemas/agent.
 import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId } from '../http/validation.ts';
 
 /** Agent credentials of a listener, managed with an API key (contract §9). */
 export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): void {
@@ -19,8 +18,8 @@ export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): 
       tag,
       response: { status: 201, schema: ListenerTokenCreated },
     },
-    async (c) => {
-      const created = await tokens.create(c.get('principal').workspaceId, pathId(c, 'listener_id'));
+    async (c, { params }) => {
+      const created = await tokens.create(c.get('principal').workspaceId, params.listener_id);
       c.header('cache-control', 'no-store');
       return c.json(created, 201);
     },
@@ -35,13 +34,13 @@ export function listenerTokenRoutes(ctx: RouteContext, tokens: ListenerTokens): 
       tag,
       response: { status: 200, schema: z.array(ListenerToken) },
     },
-    async (c) => c.json(await tokens.list(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
+    async (c, { params }) => c.json(await tokens.list(c.get('principal').workspaceId, params.listener_id)),
   );
   route(
     ctx,
     { auth: 'api-key', method: 'delete', path: `${base}/:token_id`, summary: 'Revoke an agent token', tag, response: { status: 204, schema: null } },
-    async (c) => {
-      await tokens.revoke(c.get('principal').workspaceId, pathId(c, 'listener_id'), pathId(c, 'token_id'));
+    async (c, { params }) => {
+      await tokens.revoke(c.get('principal').workspaceId, params.listener_id, params.token_id);
       return c.body(null, 204);
     },
   );

@@ -2,7 +2,6 @@ import { PageQuery, page } from '../../shared/schemas/common.ts';
 import { Listener, ListenerCreate, ListenerPatch } from '../../shared/schemas/listener.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery } from '../http/validation.ts';
 
 export function listenerRoutes(ctx: RouteContext): void {
   const { listeners } = ctx.services;
@@ -18,8 +17,7 @@ export function listenerRoutes(ctx: RouteContext): void {
       query: PageQuery,
       response: { status: 200, schema: page(Listener) },
     },
-    async (c) => {
-      const query = readQuery(c, PageQuery);
+    async (c, { query }) => {
       return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
     },
   );
@@ -34,15 +32,14 @@ export function listenerRoutes(ctx: RouteContext): void {
       body: ListenerCreate,
       response: { status: 201, schema: Listener },
     },
-    async (c) => {
-      const body = await readJson(c, ListenerCreate);
+    async (c, { body }) => {
       return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
     },
   );
   route(
     ctx,
     { auth: 'api-key', method: 'get', path: '/v2/listeners/:listener_id', summary: 'Get a listener', tag, response: { status: 200, schema: Listener } },
-    async (c) => c.json(await listeners.get(c.get('principal').workspaceId, pathId(c, 'listener_id'))),
+    async (c, { params }) => c.json(await listeners.get(c.get('principal').workspaceId, params.listener_id)),
   );
   route(
     ctx,
@@ -55,9 +52,8 @@ export function listenerRoutes(ctx: RouteContext): void {
       body: ListenerPatch,
       response: { status: 200, schema: Listener },
     },
-    async (c) => {
-      const id = pathId(c, 'listener_id');
-      const body = await readJson(c, ListenerPatch);
+    async (c, { params, body }) => {
+      const id = params.listener_id;
       return c.json(await listeners.patch(c.get('principal').workspaceId, id, body));
     },
   );
@@ -71,8 +67,8 @@ export function listenerRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      await listeners.delete(c.get('principal').workspaceId, pathId(c, 'listener_id'));
+    async (c, { params }) => {
+      await listeners.delete(c.get('principal').workspaceId, params.listener_id);
       return c.body(null, 204);
     },
   );

@@ -23,7 +23,7 @@ const CALLBACK_BODY_LIMIT = 16 * 1024;
  */
 export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: string): void {
   const providerRef = (c: Context<AppEnv>) => c.req.param('provider_id') ?? '';
-  /** `{provider_id}` is a slug (the `openapi` branch's RouteDoc field, spread in: used once merged). */
+  /** `{provider_id}` is a slug, documented; read by the handler (the callback reads its own input). */
   const slugParam = { pathParams: { provider_id: ProviderSlug } };
 
   /** The outcome as a status and one sentence, for the HTML page and the JSON answer alike. */
@@ -91,6 +91,8 @@ export function oauthCallbackRoutes(ctx: RouteContext, flows: OAuthFlows, tag: s
       },
     ],
     errors: [],
+    ownInput:
+      'a browser comes back here: every answer is an HTML page, never a 422; a POST is a form or JSON, read by its Content-Type; the provider slug is only looked up',
   };
   const callbackQuery = z.object({
     state: z.string().optional(),

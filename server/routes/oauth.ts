@@ -23,7 +23,6 @@ import { requireOrganizationScope } from '../domain/auth.ts';
 import type { OAuth } from '../domain/oauth/oauth.ts';
 import type { AppEnv, RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery } from '../http/validation.ts';
 import { oauthCallbackRoutes } from './oauth-callback.ts';
 
 /**
@@ -37,11 +36,9 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   const base = '/v2/auth/providers';
   const org = (c: Context<AppEnv>) => c.get('principal').organizationId;
   const ws = (c: Context<AppEnv>) => c.get('principal').workspaceId;
-  const providerRef = (c: Context<AppEnv>) => c.req.param('provider_id') ?? '';
-  /**
-   * `{provider_id}` is a slug, not a uuid. Spread in, because the field is the `openapi` branch's
-   * addition to RouteDoc (ignored until it is merged, then documented).
-   */
+  // Asked before the body is read, so a key that may not change providers never has its body parsed.
+  const organizationScoped = (action: string) => (c: Context<AppEnv>) => requireOrganizationScope(c.get('principal'), action);
+  /** `{provider_id}` is a slug (or the provider's id), not only a uuid: `route()` validates it with this schema. */
   const slugParam = { pathParams: { provider_id: ProviderSlug } };
 
   route(
@@ -55,11 +52,8 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       body: OAuthProviderCreate,
       response: { status: 200, schema: OAuthProvider },
     },
-    async (c) => {
-      requireOrganizationScope(c.get('principal'), 'create OAuth providers');
-      const body = await readJson(c, OAuthProviderCreate);
-      return c.json(await providers.create(org(c), body), 200);
-    },
+    async (c, { body }) => c.json(await providers.create(org(c), body), 200),
+    organizationScoped('create OAuth providers'),
   );
   route(
     ctx,
@@ -84,7 +78,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       tag,
       response: { status: 200, schema: OAuthProvider },
     },
-    async (c) => c.json(await providers.get(org(c), providerRef(c))),
+    async (c, { params }) => c.json(await providers.get(org(c), params.provider_id)),
   );
   route(
     ctx,
@@ -98,11 +92,8 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       body: OAuthProviderPatch,
       response: { status: 200, schema: OAuthProvider },
     },
-    async (c) => {
-      requireOrganizationScope(c.get('principal'), 'change OAuth providers');
-      const body = await readJson(c, OAuthProviderPatch);
-      return c.json(await providers.patch(org(c), providerRef(c), body));
-    },
+    async (c, { params, body }) => c.json(await providers.patch(org(c), params.provider_id, body)),
+    organizationScoped('change OAuth providers'),
   );
   route(
     ctx,
@@ -115,11 +106,11 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       tag,
       response: { status: 200, schema: OAuthMessage },
     },
-    async (c) => {
-      requireOrganizationScope(c.get('principal'), 'delete OAuth providers');
-      const deleted = await providers.delete(org(c), providerRef(c));
+    async (c, { params }) => {
+      const deleted = await providers.delete(org(c), params.provider_id);
       return c.json({ message: `OAuth provider '${deleted.provider_id}' deleted.` });
     },
+    organizationScoped('delete OAuth providers'),
   );
 
   route(
@@ -133,8 +124,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       query: TokensQuery,
       response: { status: 200, schema: OAuthTokenList },
     },
-    async (c) => {
-      const query = readQuery(c, TokensQuery);
+    async (c, { query }) => {
       return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
     },
   );
@@ -149,8 +139,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       query: TokensDeleteQuery,
       response: { status: 200, schema: TokensDeleteResponse },
     },
-    async (c) => {
-      const query = readQuery(c, TokensDeleteQuery);
+    async (c, { query }) => {
       const { provider, deleted } = await tokens.deleteForProvider(org(c), ws(c), query.provider_id);
       return c.json({ message: `Deleted ${deleted} token(s) of OAuth provider '${provider.provider_id}'.`, deleted });
     },
@@ -166,8 +155,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       query: TokensExistsQuery,
       response: { status: 200, schema: TokensExistsResponse },
     },
-    async (c) => {
-      const query = readQuery(c, TokensExistsQuery);
+    async (c, { query }) => {
       const exists = await tokens.exists(org(c), ws(c), query.provider_id, { userId: query.user_id, agentId: query.agent_id });
       return c.json({ exists, has_token: exists });
     },
@@ -175,8 +163,8 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
   route(
     ctx,
     { auth: 'api-key', method: 'delete', path: '/v2/auth/tokens/:token_id', summary: 'Forget one stored token', tag, response: { status: 204, schema: null } },
-    async (c) => {
-      await tokens.delete(org(c), ws(c), pathId(c, 'token_id'));
+    async (c, { params }) => {
+      await tokens.delete(org(c), ws(c), params.token_id);
       return c.body(null, 204);
     },
   );
@@ -191,11 +179,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       body: OAuthTokenMetadataPatch,
       response: { status: 200, schema: OAuthTokenSummary },
     },
-    async (c) => {
-      const id = pathId(c, 'token_id');
-      const body = await readJson(c, OAuthTokenMetadataPatch);
-      return c.json(await tokens.patchMetadata(org(c), ws(c), id, body));
-    },
+    async (c, { params, body }) => c.json(await tokens.patchMetadata(org(c), ws(c), params.token_id, body)),
   );
 
   route(
@@ -209,10 +193,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       body: AuthenticateRequest,
       response: { status: 200, schema: AuthenticateResponse },
     },
-    async (c) => {
-      const body = await readJson(c, AuthenticateRequest);
-      return c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body));
-    },
+    async (c, { body }) => c.json(await flows.authenticate({ organizationId: org(c), workspaceId: ws(c) }, body)),
   );
 
   oauthCallbackRoutes(ctx, flows, tag);
@@ -228,10 +209,6 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       query: WaitQuery,
       response: { status: 200, schema: WaitResponse },
     },
-    async (c) => {
-      const authId = pathId(c, 'auth_id');
-      const query = readQuery(c, WaitQuery);
-      return c.json(await flows.wait(ws(c), authId, query.timeout, c.req.raw.signal));
-    },
+    async (c, { params, query }) => c.json(await flows.wait(ws(c), params.auth_id, query.timeout, c.req.raw.signal)),
   );
 }

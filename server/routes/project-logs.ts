@@ -1,18 +1,14 @@
 import { ProjectLogs, ProjectLogsRequest } from '../../shared/schemas/revision.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 /** The log routes at the paths `langgraph deploy logs` calls; `{project_id}` is the deployment's id. */
 export function projectLogRoutes(ctx: RouteContext): void {
   const { revisions } = ctx.services;
   const tag = 'revisions';
   const base = '/v1/projects/:project_id';
-  const body = async (c: Parameters<Parameters<typeof route>[2]>[0]) => {
-    // Every field is optional, so an empty body (no Content-Type) is an empty request.
-    if (!c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0') return ProjectLogsRequest.parse({});
-    return readJson(c, ProjectLogsRequest);
-  };
+  // Every field is optional, so a request without a body is an empty request.
+  const logsBody = { body: ProjectLogsRequest, bodyReading: { emptyBody: 'empty-object' } } as const;
   for (const type of ['build', 'deploy'] as const) {
     route(
       ctx,
@@ -22,14 +18,10 @@ export function projectLogRoutes(ctx: RouteContext): void {
         path: `${base}/revisions/:revision_id/${type}_logs`,
         summary: `${type === 'build' ? 'Build' : 'Deploy'} log lines of a revision (langgraph deploy logs)`,
         tag,
-        body: ProjectLogsRequest,
+        ...logsBody,
         response: { status: 200, schema: ProjectLogs },
       },
-      async (c) => {
-        const projectId = pathId(c, 'project_id');
-        const revisionId = pathId(c, 'revision_id');
-        return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, revisionId, type, await body(c)));
-      },
+      async (c, { params, body }) => c.json(await revisions.projectLogs(c.get('principal').workspaceId, params.project_id, params.revision_id, type, body)),
     );
   }
   route(
@@ -40,12 +32,9 @@ export function projectLogRoutes(ctx: RouteContext): void {
       path: `${base}/deploy_logs`,
       summary: "Deploy log lines of the deployment's live revision (langgraph deploy logs)",
       tag,
-      body: ProjectLogsRequest,
+      ...logsBody,
       response: { status: 200, schema: ProjectLogs },
     },
-    async (c) => {
-      const projectId = pathId(c, 'project_id');
-      return c.json(await revisions.projectLogs(c.get('principal').workspaceId, projectId, null, 'deploy', await body(c)));
-    },
+    async (c, { params, body }) => c.json(await revisions.projectLogs(c.get('principal').workspaceId, params.project_id, null, 'deploy', body)),
   );
 }

@@ -7,7 +7,6 @@ import type { RouteContext } from '../http/env.ts';
 import { clientGone, jsonResponse, requestHeader } from '../http/node-request.ts';
 import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from '../http/revision-answer.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson, readQuery } from '../http/validation.ts';
 
 export function revisionRoutes(ctx: RouteContext): void {
   const { revisions, deployments, pipeline } = ctx.services;
@@ -25,10 +24,8 @@ export function revisionRoutes(ctx: RouteContext): void {
       query: RevisionListQuery,
       response: { status: 200, schema: page(Revision) },
     },
-    async (c) => {
-      const deploymentId = pathId(c, 'deployment_id');
-      const query = readQuery(c, RevisionListQuery);
-      const result = await revisions.list(c.get('principal').workspaceId, deploymentId, query);
+    async (c, { params, query }) => {
+      const result = await revisions.list(c.get('principal').workspaceId, params.deployment_id, query);
       return c.json({ resources: result.resources.map(publicRevision), offset: result.offset });
     },
   );
@@ -42,14 +39,10 @@ export function revisionRoutes(ctx: RouteContext): void {
       summary: "Create a revision from the PATCH's revision fields; an empty body rebuilds the latest revision's config",
       tag,
       body: RevisionCreate,
+      bodyReading: { emptyBody: 'empty-object' },
       response: { status: 201, schema: Revision },
     },
-    async (c) => {
-      const deploymentId = pathId(c, 'deployment_id');
-      const empty = !c.req.header('content-type') && (c.req.header('content-length') ?? '0') === '0';
-      const body = empty ? {} : await readJson(c, RevisionCreate);
-      return c.json(publicRevision(await deployments.createRevision(c.get('principal').workspaceId, deploymentId, body)), 201);
-    },
+    async (c, { params, body }) => c.json(publicRevision(await deployments.createRevision(c.get('principal').workspaceId, params.deployment_id, body)), 201),
   );
 
   route(
@@ -79,10 +72,9 @@ export function revisionRoutes(ctx: RouteContext): void {
     },
     // The Action's hot path (polled by every deploy): headers read from Node's request and the
     // answer's headers given as a plain object, so no `Headers` object is built either way.
-    async (c) => {
+    async (c, { params }) => {
       const tenantId = c.get('principal').workspaceId;
-      const deploymentId = pathId(c, 'deployment_id');
-      const revisionId = pathId(c, 'revision_id');
+      const { deployment_id: deploymentId, revision_id: revisionId } = params;
       const known = requestHeader(c, 'if-none-match');
       if (known) {
         const waitMs = preferredWaitMs(requestHeader(c, 'prefer'));
@@ -113,8 +105,8 @@ export function revisionRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: Deployment },
     },
-    async (c) => {
-      const deployment = await deployments.redeploy(c.get('principal').workspaceId, pathId(c, 'deployment_id'), pathId(c, 'revision_id'));
+    async (c, { params }) => {
+      const deployment = await deployments.redeploy(c.get('principal').workspaceId, params.deployment_id, params.revision_id);
       return c.json(publicDeployment(deployment));
     },
   );
@@ -129,10 +121,9 @@ export function revisionRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: Revision },
     },
-    async (c) => {
+    async (c, { params }) => {
       const tenantId = c.get('principal').workspaceId;
-      const deploymentId = pathId(c, 'deployment_id');
-      const revisionId = pathId(c, 'revision_id');
+      const { deployment_id: deploymentId, revision_id: revisionId } = params;
       await revisions.get(tenantId, deploymentId, revisionId);
       return c.json(publicRevision(await pipeline.interrupt(tenantId, deploymentId, revisionId)));
     },
@@ -149,11 +140,8 @@ export function revisionRoutes(ctx: RouteContext): void {
       query: RevisionLogsQuery,
       response: { status: 200, schema: RevisionLogs },
     },
-    async (c) => {
-      const deploymentId = pathId(c, 'deployment_id');
-      const revisionId = pathId(c, 'revision_id');
-      const query = readQuery(c, RevisionLogsQuery);
-      return c.json(await revisions.logs(c.get('principal').workspaceId, deploymentId, revisionId, query));
+    async (c, { params, query }) => {
+      return c.json(await revisions.logs(c.get('principal').workspaceId, params.deployment_id, params.revision_id, query));
     },
   );
 }

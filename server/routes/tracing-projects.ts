@@ -2,7 +2,6 @@ import { page } from '../../shared/schemas/common.ts';
 import { TracingProject, TracingProjectListQuery } from '../../shared/schemas/tracing-project.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readQuery } from '../http/validation.ts';
 
 export function tracingProjectRoutes(ctx: RouteContext): void {
   const { tracingProjects } = ctx.services;
@@ -18,7 +17,7 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
       query: TracingProjectListQuery,
       response: { status: 200, schema: page(TracingProject) },
     },
-    async (c) => c.json(await tracingProjects.list(c.get('principal').workspaceId, readQuery(c, TracingProjectListQuery))),
+    async (c, { query }) => c.json(await tracingProjects.list(c.get('principal').workspaceId, query)),
   );
   route(
     ctx,
@@ -30,7 +29,7 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 200, schema: TracingProject },
     },
-    async (c) => c.json(await tracingProjects.get(c.get('principal').workspaceId, pathId(c, 'project_id'))),
+    async (c, { params }) => c.json(await tracingProjects.get(c.get('principal').workspaceId, params.project_id)),
   );
   route(
     ctx,
@@ -42,8 +41,8 @@ export function tracingProjectRoutes(ctx: RouteContext): void {
       tag,
       response: { status: 204, schema: null },
     },
-    async (c) => {
-      await tracingProjects.delete(c.get('principal').workspaceId, pathId(c, 'project_id'));
+    async (c, { params }) => {
+      await tracingProjects.delete(c.get('principal').workspaceId, params.project_id);
       return c.body(null, 204);
     },
   );

@@ -22,6 +22,7 @@ export function uploadRoutes(ctx: RouteContext): void {
       response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
       // The signature authorizes it (403 when wrong or expired, 409 when the URL was used); no API key, so the errors are listed.
       errors: [400, 403, 404, 409, 413, 422, 503],
+      ownInput: 'the body is a gzip stream written as it arrives, and the query is the signature that authorizes it (403 when wrong, not 422)',
     },
     async (c) => {
       const declared = c.req.header('content-length');

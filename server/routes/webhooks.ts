@@ -10,7 +10,6 @@ import { type DeliveryAddress, WEBHOOK_PATH, type WebhookIntake } from '../domai
 import type { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { readQuery } from '../http/validation.ts';
 
 /** GitHub's own limit for a delivery's body. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
@@ -92,6 +91,7 @@ function deliveryDoc(secret: string, events: string) {
     responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
     // Not behind the API key, and the intake reads its body itself (not `readJson`): these are what it answers.
     errors: [400, 401, 413, 415, 503],
+    ownInput: 'the signature is checked over the raw bytes of the body before it is parsed, within the webhook memory budget',
   };
 }
 
@@ -191,6 +191,6 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       query: WebhookDeliveryListQuery,
       response: { status: 200, schema: page(WebhookDelivery) },
     },
-    async (c) => c.json(await feature.log.list(c.get('principal').workspaceId, readQuery(c, WebhookDeliveryListQuery))),
+    async (c, { query }) => c.json(await feature.log.list(c.get('principal').workspaceId, query)),
   );
 }

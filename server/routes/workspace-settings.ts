@@ -2,7 +2,6 @@ import { Workspace, WorkspacePatch } from '../../shared/schemas/workspace.ts';
 import type { DefaultListener } from '../domain/agents/default-listener.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 /** `PATCH /v1/workspaces/{id}`: the workspace's default listener. */
 export function workspaceSettingsRoutes(ctx: RouteContext, defaults: DefaultListener): void {
@@ -14,12 +13,13 @@ export function workspaceSettingsRoutes(ctx: RouteContext, defaults: DefaultList
       path: '/v1/workspaces/:workspace_id',
       summary: "Set the workspace's default listener (null: back to its sandbox listener)",
       tag: 'workspaces',
+      bodyReading: { unknownFields: 'refuse' },
       body: WorkspacePatch,
       response: { status: 200, schema: Workspace },
     },
-    async (c) => {
-      const id = pathId(c, 'workspace_id');
-      return c.json(await defaults.patch(c.get('principal'), id, await readJson(c, WorkspacePatch, { unknownFields: 'refuse' })));
+    async (c, { params, body }) => {
+      const id = params.workspace_id;
+      return c.json(await defaults.patch(c.get('principal'), id, body));
     },
   );
 }

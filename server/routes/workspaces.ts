@@ -3,7 +3,6 @@ import { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/api-ke
 import { Workspace, WorkspaceCreate } from '../../shared/schemas/workspace.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId, readJson } from '../http/validation.ts';
 
 /**
  * These routes are not the hosted API's, and a misspelt field here weakens access silently (an
@@ -23,11 +22,11 @@ export function workspaceRoutes(ctx: RouteContext): void {
       path: '/v1/workspaces',
       summary: 'Create a workspace',
       tag: 'workspaces',
+      bodyReading: STRICT,
       body: WorkspaceCreate,
       response: { status: 201, schema: Workspace },
     },
-    async (c) => {
-      const body = await readJson(c, WorkspaceCreate, STRICT);
+    async (c, { body }) => {
       return c.json(await auth.createWorkspace(c.get('principal'), body.name), 201);
     },
   );
@@ -51,11 +50,11 @@ export function workspaceRoutes(ctx: RouteContext): void {
       path: '/v1/api-keys',
       summary: 'Create an API key (its value is shown once)',
       tag: 'api-keys',
+      bodyReading: STRICT,
       body: ApiKeyCreate,
       response: { status: 201, schema: ApiKeyCreated },
     },
-    async (c) => {
-      const body = await readJson(c, ApiKeyCreate, STRICT);
+    async (c, { body }) => {
       c.header('cache-control', 'no-store');
       return c.json(await auth.createApiKey(c.get('principal'), body), 201);
     },
@@ -75,8 +74,8 @@ export function workspaceRoutes(ctx: RouteContext): void {
   route(
     ctx,
     { auth: 'api-key', method: 'delete', path: '/v1/api-keys/:key_id', summary: 'Revoke an API key', tag: 'api-keys', response: { status: 204, schema: null } },
-    async (c) => {
-      await auth.revokeApiKey(c.get('principal'), pathId(c, 'key_id'));
+    async (c, { params }) => {
+      await auth.revokeApiKey(c.get('principal'), params.key_id);
       return c.body(null, 204);
     },
   );
