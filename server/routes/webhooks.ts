@@ -19,6 +19,9 @@ const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,200}$/;
 // GitHub's event names are lower case with underscores and digits (`projects_v2_item`).
 const EVENT_NAME = /^[a-z0-9_]{1,100}$/;
 
+/** Why the delivery routes read their own input (route()'s escape hatch). */
+const SIGNED_BYTES = 'the signature is checked over the raw bytes of the body before it is parsed, within the webhook memory budget';
+
 /** How much of an oversized body is read and thrown away, so the client can read the 413. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
 
@@ -91,7 +94,6 @@ function deliveryDoc(secret: string, events: string) {
     responses: [{ status: 200, schema: WebhookAccepted, description: 'A `ping`: answered, nothing stored' }],
     // Not behind the API key, and the intake reads its body itself (not `readJson`): these are what it answers.
     errors: [400, 401, 413, 415, 503],
-    ownInput: 'the signature is checked over the raw bytes of the body before it is parsed, within the webhook memory budget',
   };
 }
 
@@ -106,6 +108,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
       tag,
       auth: 'webhook-signature',
       operationId: 'receive_github_webhook',
+      ownInput: SIGNED_BYTES,
       description:
         'Signed with the webhook secret (`X-Hub-Signature-256`, checked on the raw body before it is parsed). Every accepted delivery is stored before the 202; the same `X-GitHub-Delivery` twice has one effect.',
       ...deliveryDoc('the webhook secret', 'push, installation, ping'),
@@ -125,6 +128,7 @@ export function webhookRoutes(ctx: RouteContext, feature: { intake: WebhookIntak
         "Signed with the workspace's own repository-webhook secret (`POST /v1/webhooks/github/secret`). An unknown workspace, one without a secret, and a wrong signature all answer the same 401.",
       // Any text: an id that names no workspace is answered like a wrong signature, never told apart.
       pathParams: { workspace_id: z.string() },
+      ownInput: SIGNED_BYTES,
       ...deliveryDoc("the workspace's secret", 'push, ping'),
     },
     (c) => receiveDelivery(c, feature.intake, { kind: 'workspace', workspaceId: c.req.param('workspace_id') ?? '' }),
