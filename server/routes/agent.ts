@@ -50,9 +50,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: AgentHeartbeat,
       response: { status: 200, schema: AgentHeartbeatAck },
     },
-    async (c, { body }, agent) => {
-      return c.json(await protocol.heartbeat(agent, body));
-    },
+    async (c, { body }, agent) => c.json(await protocol.heartbeat(agent, body)),
     agentOf,
   );
 
@@ -80,9 +78,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       summary: "Renew a claim's lease; 409 when it was lost or its revision ended (listener token)",
       response: { status: 200, schema: LeaseRenewed },
     },
-    async (c, { params }, agent) => {
-      return c.json(await protocol.renew(agent, params.claim_id));
-    },
+    async (c, { params }, agent) => c.json(await protocol.renew(agent, params.claim_id)),
     agentOf,
   );
 
@@ -193,9 +189,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: RuntimeLogAppend,
       response: { status: 200, schema: RuntimeLogsStored },
     },
-    async (c, { params, body }, agent) => {
-      return c.json(await protocol.appendRuntimeLogs(agent, params.revision_id, body));
-    },
+    async (c, { params, body }, agent) => c.json(await protocol.appendRuntimeLogs(agent, params.revision_id, body)),
     agentOf,
   );
 
@@ -211,9 +205,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       body: AgentTransition,
       response: { status: 200, schema: Revision },
     },
-    async (c, { params, body }, agent) => {
-      return c.json(publicRevision(await protocol.failLive(agent, params.revision_id, body)));
-    },
+    async (c, { params, body }, agent) => c.json(publicRevision(await protocol.failLive(agent, params.revision_id, body))),
     agentOf,
   );
 
@@ -226,9 +218,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       summary: "The listener's live revisions with their secrets, to restart them without rebuilding (listener token)",
       response: { status: 200, schema: LiveDeployments },
     },
-    async (c, _input, agent) => {
-      return c.json(await protocol.live(agent));
-    },
+    async (c, _input, agent) => c.json(await protocol.live(agent)),
     agentOf,
   );
 

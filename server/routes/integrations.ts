@@ -29,9 +29,7 @@ export function integrationRoutes(ctx: RouteContext): void {
       body: GithubIntegrationCreate,
       response: { status: 201, schema: GithubIntegration },
     },
-    async (c, { body }) => {
-      return c.json(await integrations.create(c.get('principal').workspaceId, body), 201);
-    },
+    async (c, { body }) => c.json(await integrations.create(c.get('principal').workspaceId, body), 201),
   );
   route(
     ctx,

@@ -17,9 +17,7 @@ export function listenerRoutes(ctx: RouteContext): void {
       query: PageQuery,
       response: { status: 200, schema: page(Listener) },
     },
-    async (c, { query }) => {
-      return c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset));
-    },
+    async (c, { query }) => c.json(await listeners.list(c.get('principal').workspaceId, query.limit, query.offset)),
   );
   route(
     ctx,
@@ -32,9 +30,7 @@ export function listenerRoutes(ctx: RouteContext): void {
       body: ListenerCreate,
       response: { status: 201, schema: Listener },
     },
-    async (c, { body }) => {
-      return c.json(await listeners.create(c.get('principal').workspaceId, body), 201);
-    },
+    async (c, { body }) => c.json(await listeners.create(c.get('principal').workspaceId, body), 201),
   );
   route(
     ctx,

@@ -124,9 +124,7 @@ export function oauthRoutes(ctx: RouteContext, oauth: OAuth): void {
       query: TokensQuery,
       response: { status: 200, schema: OAuthTokenList },
     },
-    async (c, { query }) => {
-      return c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null));
-    },
+    async (c, { query }) => c.json(await tokens.list(org(c), ws(c), query.provider_id ?? null)),
   );
   route(
     ctx,

@@ -140,8 +140,6 @@ export function revisionRoutes(ctx: RouteContext): void {
       query: RevisionLogsQuery,
       response: { status: 200, schema: RevisionLogs },
     },
-    async (c, { params, query }) => {
-      return c.json(await revisions.logs(c.get('principal').workspaceId, params.deployment_id, params.revision_id, query));
-    },
+    async (c, { params, query }) => c.json(await revisions.logs(c.get('principal').workspaceId, params.deployment_id, params.revision_id, query)),
   );
 }

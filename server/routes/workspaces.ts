@@ -26,9 +26,7 @@ export function workspaceRoutes(ctx: RouteContext): void {
       body: WorkspaceCreate,
       response: { status: 201, schema: Workspace },
     },
-    async (c, { body }) => {
-      return c.json(await auth.createWorkspace(c.get('principal'), body.name), 201);
-    },
+    async (c, { body }) => c.json(await auth.createWorkspace(c.get('principal'), body.name), 201),
   );
   route(
     ctx,

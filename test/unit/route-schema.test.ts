@@ -233,10 +233,12 @@ describe('route() hands its handler the input its doc declares', () => {
   it('path before query before body, each 422 at its place; 415 and 413 as readJson answers them', async () => {
     const ctx = app();
     route(ctx, doc, (c) => c.json({}));
-    const post = (path: string, body: string, contentType = 'application/json') =>
-      ctx.app.request(path, { method: 'POST', headers: { 'content-type': contentType }, body }).then(async (r) => ({ status: r.status, body: await r.json() }));
-    expect((await post('/v2/things/x?dry=maybe', '[')).body.detail[0].loc).toEqual(['path', 'thing_id']);
-    expect((await post(`/v2/things/${SOME_UUID}?dry=maybe`, '[')).body.detail[0].loc).toEqual(['query', 'dry']);
+    const post = async (path: string, body: string, contentType = 'application/json') => {
+      const response = await ctx.app.request(path, { method: 'POST', headers: { 'content-type': contentType }, body });
+      return { status: response.status, body: (await response.json()) as { detail: Array<{ loc: unknown[] }> } };
+    };
+    expect((await post('/v2/things/x?dry=maybe', '[')).body.detail[0]?.loc).toEqual(['path', 'thing_id']);
+    expect((await post(`/v2/things/${SOME_UUID}?dry=maybe`, '[')).body.detail[0]?.loc).toEqual(['query', 'dry']);
     expect((await post(`/v2/things/${SOME_UUID}`, '{"count": "x"}')).body.detail).toEqual([
       { loc: ['body', 'name'], msg: 'Field required', type: 'missing' },
       expect.objectContaining({ loc: ['body', 'count'] }),
