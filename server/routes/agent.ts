@@ -166,8 +166,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       // The signature is checked over these with the claim, so a missing or wrong one is its 403, not a 422.
       ownInput: 'the signed URL’s expires and signature are checked as a signature (403), not validated as input',
     },
-    async (c) => {
-      const agent = await agentOf(c);
+    async (c, _input, agent) => {
       const { size, stream } = await protocol.openSource(agent, pathId(c, 'claim_id'), c.req.query('expires'), c.req.query('signature'));
       // Streamed from the chunk rows as the agent reads: the tarball is never held whole here.
       return c.body(Readable.toWeb(stream) as ReadableStream<Uint8Array>, 200, {
@@ -176,6 +175,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
         'cache-control': 'no-store',
       });
     },
+    agentOf,
   );
 
   route(
