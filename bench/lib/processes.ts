@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ListeningChild, ROOT, startListeningChild } from '../../test/helpers/listening-child.ts';
@@ -32,6 +32,31 @@ const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK']).toString().tr
 export function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return ((Number(fields[11]) + Number(fields[12])) / ticksPerSecond) * 1000;
+}
+
+/** The parent of process `pid` (Linux, /proc). */
+export function parentPid(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+}
+
+/**
+ * CPU a process and its children have used (ms): its own, what its ended children left it (the
+ * children's user and system time it waited for), and its live children's. PostgreSQL's backends
+ * end when a pool closes an idle connection; their CPU stays counted.
+ */
+export function treeCpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+  let total = (ticks / ticksPerSecond) * 1000;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (parentPid(Number(entry)) === pid) total += cpuMs(Number(entry));
+    } catch {
+      // Ended between the listing and the read: its time is now in the parent's.
+    }
+  }
+  return total;
 }
 
 /** Resident memory of a process in bytes, from /proc/<pid>/status (Linux). */

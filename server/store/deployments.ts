@@ -135,21 +135,26 @@ export class SqlDeploymentStore extends SqlStore implements DeploymentStore {
   }
 
   async createDeployment(input: NewDeployment): Promise<CreatedDeployment> {
-    const statements = createStatements(this.hot, this.box, input);
-    let revisionHeld = false;
+    let revisionHeld: boolean;
     try {
-      await this.sql.tx(async (tx) => {
-        for (const statement of statements) {
-          if (statement === statements.revision)
-            revisionHeld = (await tx.row<{ runner_id: string | null }>(statement.sql, statement.params))!.runner_id !== null;
-          else await tx.run(statement.sql, statement.params);
-        }
-      });
+      revisionHeld = await this.writeCreate(createStatements(this.hot, this.box, input));
     } catch (error) {
       throw createRefused(this.sql.dialect, this.rules, input, error);
     }
     // What was written, as written: no need to read it back and decrypt it again.
     return { deployment: { ...input.deployment, delete_tracing_project: false }, revisionHeld };
+  }
+
+  /** Writes a create's statements in one transaction; answers whether its revision names its runner (`NewDeployment.runner`). */
+  protected async writeCreate(statements: CreateStatements): Promise<boolean> {
+    let revisionHeld = false;
+    await this.sql.tx(async (tx) => {
+      for (const statement of statements) {
+        if (statement === statements.revision) revisionHeld = (await tx.row<{ runner_id: string | null }>(statement.sql, statement.params))!.runner_id !== null;
+        else await tx.run(statement.sql, statement.params);
+      }
+    });
+    return revisionHeld;
   }
 
   async getDeployment(tenantId: string, id: string): Promise<DeploymentRecord | null> {

@@ -17,6 +17,7 @@ import { SqlWebhookSecretStore } from '../webhook-secrets.ts';
 import { SqlWebhookStore } from '../webhooks.ts';
 import { PgCoordination } from './coordination.ts';
 import { migrate, PgDb } from './db.ts';
+import { PgDeploymentStore } from './deployments.ts';
 
 /** The PostgreSQL backend: one pool, migrated under an advisory lock, every store on it. */
 export async function openPostgresBackend(url: string, options: OpenStoreOptions & { poolSize?: number }): Promise<StoreBackend> {
@@ -27,7 +28,7 @@ export async function openPostgresBackend(url: string, options: OpenStoreOptions
     await db.close();
     throw startupProblem(error, url) ?? error;
   }
-  const core = openCoreStore(db, options.secretBox, options.rules);
+  const core = openCoreStore(db, options.secretBox, options.rules, { deployments: new PgDeploymentStore(db, options.secretBox, options.rules) });
   const coordination = await PgCoordination.open(url, db, options.log ?? silentLogger);
   return {
     core,

@@ -1,10 +1,11 @@
 import pg from 'pg';
 import { pendingAudit } from '../../lib/request-scope.ts';
 import { auditInsert, mayChangeRows } from '../audit.ts';
-import type { Db, Params, Row } from '../db.ts';
+import type { Db, Params, Row, Statement } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
 import { postgresConnectionFailure } from '../storage-errors.ts';
+import { StatementPipeline } from './pipeline.ts';
 
 /** Something that runs SQL: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = { query: (text: string, values?: unknown[]) => Promise<pg.QueryResult> };
@@ -77,11 +78,28 @@ async function onPooledClient(pool: pg.Pool, text: string, values: unknown[]): P
   try {
     return await client.query(text, values);
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    broken = typeof code !== 'string' || code.startsWith('08') || code.startsWith('57');
+    broken = connectionUnusable(error);
     throw error;
   } finally {
     client.release(broken);
+  }
+}
+
+/** Whether a statement's error leaves its connection unusable: no SQLSTATE (a socket error), a connection failure (08) or the server going away (57). */
+function connectionUnusable(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code !== 'string' || code.startsWith('08') || code.startsWith('57');
+}
+
+/** Runs `attempt` again when PostgreSQL aborted it to break a deadlock (40P01) or a serialization conflict (40001), a few times: nothing of it was written. */
+async function retriedOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (tries >= 4 || (code !== '40P01' && code !== '40001')) throw error;
+    }
   }
 }
 
@@ -162,14 +180,49 @@ export class PgDb implements Db {
    * throws. A transaction PostgreSQL aborted to break a deadlock (40P01) or a serialization
    * conflict (40001) is run again, a few times: nothing of it was written.
    */
-  async tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.#txOnce(work);
-      } catch (error) {
-        const code = (error as { code?: unknown }).code;
-        if (attempt >= 4 || (code !== '40P01' && code !== '40001')) throw error;
-      }
+  tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
+    return retriedOnConflict(() => this.#txOnce(work));
+  }
+
+  /**
+   * Runs `statements` in order as one transaction in ONE round trip (`StatementPipeline`), where
+   * `tx` costs one per statement plus BEGIN and COMMIT; answers each statement's result. For writes
+   * that change rows when they succeed (a create): the request's pending audit entry is sent last in
+   * the same transaction. Statements that depend on what an earlier one answered need `tx`.
+   * Retried on a deadlock or serialization conflict as `tx` is.
+   */
+  batch(statements: readonly Statement[]): Promise<pg.QueryResult[]> {
+    return retriedOnConflict(() => this.#batchOnce(statements));
+  }
+
+  async #batchOnce(statements: readonly Statement[]): Promise<pg.QueryResult[]> {
+    const pipelined = statements.map((statement) => toPg(statement.sql, statement.params));
+    const audit = pendingAudit();
+    const auditing = audit?.state === 'pending';
+    if (auditing) {
+      const { sql, params } = auditInsert(audit.entry);
+      pipelined.push(toPg(sql, params));
+    }
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw postgresConnectionFailure(error);
+    }
+    let broken = false;
+    try {
+      if (auditing) audit.state = 'writing';
+      const pipeline = new StatementPipeline(pipelined, types);
+      client.query(pipeline as unknown as pg.QueryConfig);
+      const results = await pipeline.done;
+      if (auditing) audit.state = 'written';
+      return results.slice(0, statements.length);
+    } catch (error) {
+      if (auditing) audit.state = 'pending';
+      broken = connectionUnusable(error);
+      throw postgresConnectionFailure(error);
+    } finally {
+      client.release(broken);
     }
   }
 

@@ -1,0 +1,123 @@
+import pg from 'pg';
+
+/** What pg builds a statement's answer with, as its own `Query` does (present at run time; its typings leave the builder out). */
+type ResultBuilder = pg.QueryResult & {
+  addFields(fields: unknown[]): void;
+  addRow(row: unknown): void;
+  parseRow(fields: unknown[]): unknown;
+  addCommandComplete(message: unknown): void;
+};
+const runtime = pg as unknown as {
+  Result: new (rowMode: undefined, types: pg.CustomTypesConfig) => ResultBuilder;
+  utils: { prepareValue(value: unknown): unknown };
+};
+
+/** One statement of a pipeline: text with `$n` placeholders and its values. */
+export type PipelinedStatement = { text: string; values: unknown[] };
+
+/** The parts of pg's connection a submittable writes to (pg's own `Query` uses the same). */
+type Connection = {
+  stream: { cork?: () => void; uncork?: () => void };
+  parse(message: { text: string }): void;
+  bind(message: { values: unknown[]; valueMapper: (value: unknown) => unknown }): void;
+  describe(message: { type: 'P'; name: string }): void;
+  execute(message: { portal: string; rows: number }): void;
+  sync(): void;
+};
+
+type Message = { fields: unknown[] };
+
+/**
+ * Several statements sent to PostgreSQL at once and answered at once: one round trip, one
+ * transaction. Each statement is Parse, Bind, Describe, Execute (the extended protocol, values bound
+ * as parameters, as pg's `Query` does) and ONE Sync closes them all. Until that Sync the server
+ * runs them in one implicit transaction: it commits at the Sync when all succeeded; at the first
+ * error it skips the rest, rolls back, and answers that error. So a create's five statements and
+ * its audit entry cost one wait for the server, where BEGIN, each statement and COMMIT cost one
+ * each (eight): every wait is a socket write that wakes a backend and a read that wakes us.
+ *
+ * A "submittable" (pg's documented extension point, used by pg-cursor and pg-query-stream): the
+ * client hands it its connection when its turn comes and routes the server's answers to it.
+ */
+export class StatementPipeline {
+  readonly #statements: readonly PipelinedStatement[];
+  readonly #types: pg.CustomTypesConfig;
+  readonly #results: ResultBuilder[] = [];
+  #current = 0;
+  #failure: unknown;
+  #resolve!: (results: pg.QueryResult[]) => void;
+  #reject!: (error: unknown) => void;
+  readonly done: Promise<pg.QueryResult[]>;
+
+  constructor(statements: readonly PipelinedStatement[], types: pg.CustomTypesConfig) {
+    this.#statements = statements;
+    this.#types = types;
+    this.done = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+  }
+
+  submit(connection: Connection): void {
+    // Corked: the messages of every statement leave in one write.
+    connection.stream.cork?.();
+    try {
+      for (const statement of this.#statements) {
+        this.#results.push(new runtime.Result(undefined, this.#types));
+        connection.parse({ text: statement.text });
+        connection.bind({ values: statement.values, valueMapper: runtime.utils.prepareValue });
+        connection.describe({ type: 'P', name: '' });
+        connection.execute({ portal: '', rows: 0 });
+      }
+      connection.sync();
+    } finally {
+      connection.stream.uncork?.();
+    }
+  }
+
+  #result(): ResultBuilder {
+    return this.#results[this.#current]!;
+  }
+
+  handleRowDescription(message: Message): void {
+    this.#result().addFields(message.fields);
+  }
+
+  handleDataRow(message: Message): void {
+    if (this.#failure !== undefined) return;
+    try {
+      const result = this.#result();
+      result.addRow(result.parseRow(message.fields));
+    } catch (error) {
+      // A value our parsers refuse: the statements ran; the answer cannot be read. Reported at the end.
+      this.#failure = error;
+    }
+  }
+
+  handleCommandComplete(message: Message): void {
+    this.#result().addCommandComplete(message);
+    this.#current += 1;
+  }
+
+  handleEmptyQuery(): void {
+    this.#current += 1;
+  }
+
+  /** The server refused a statement (it rolled back and skipped the rest) or the connection failed. */
+  handleError(error: unknown): void {
+    this.#reject(error);
+  }
+
+  handleReadyForQuery(): void {
+    if (this.#failure !== undefined) this.#reject(this.#failure);
+    else this.#resolve(this.#results);
+  }
+
+  handleCopyInResponse(connection: { sendCopyFail(message: string): void }): void {
+    connection.sendCopyFail('No COPY in a pipeline');
+  }
+
+  handleCopyData(): void {}
+
+  handlePortalSuspended(): void {}
+}
