@@ -15,18 +15,24 @@ export async function startSqliteBaseline(options: {
   synchronous: string;
   groupCommit: boolean;
   name: string;
+  /** Node's own options (a profiler's). */
+  nodeArgs?: readonly string[];
 }): Promise<Child> {
   const copy = join(tempDir(), options.name);
   const source = new Database(options.serverDatabasePath, { readonly: true });
   await source.backup(copy);
   source.close();
-  return startChild('bench/baselines/http-sqlite.mjs', {
-    BASELINE_DB: copy,
-    BASELINE_TENANT_ID: options.tenantId,
-    BASELINE_SYNCHRONOUS: options.synchronous,
-    BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-    BASELINE_GROUP_COMMIT: options.groupCommit ? '1' : '0',
-  });
+  return startChild(
+    'bench/baselines/http-sqlite.mjs',
+    {
+      BASELINE_DB: copy,
+      BASELINE_TENANT_ID: options.tenantId,
+      BASELINE_SYNCHRONOUS: options.synchronous,
+      BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+      BASELINE_GROUP_COMMIT: options.groupCommit ? '1' : '0',
+    },
+    options.nodeArgs,
+  );
 }
 
 /** The baseline must answer what the server answers, byte for byte, or the comparison means nothing. */
