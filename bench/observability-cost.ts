@@ -225,11 +225,28 @@ async function spanCost(): Promise<number> {
 
 const apps = await Promise.all(trees.map(serverOf));
 const figures = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
+/**
+ * The process's CPU time per request (user + system, µs): client and servers share this process,
+ * so the client's part (the same for every case) dilutes the ratios, but a loaded machine moves
+ * it far less than wall time. Printed beside the wall-time ratios, for runs on a shared machine.
+ */
+const cpu = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
+const cpuMicros = () => {
+  const used = process.cpuUsage();
+  return used.user + used.system;
+};
+/** `timed`, with the process's CPU time per call into `into`. */
+async function timedWithCpu(work: () => Promise<unknown>, into: number[]): Promise<number> {
+  const before = cpuMicros();
+  const wall = await timed(work);
+  into.push((cpuMicros() - before) / CALLS);
+  return wall;
+}
 for (let round = 0; round < ROUNDS; round++) {
   // Each server goes first in turn, so what the first leaves behind (garbage, cache) is shared.
   const order = trees.map((_, i) => (i + round) % trees.length);
-  for (const i of order) figures.get[i]!.push(await timed(apps[i]!.getRevision));
-  for (const i of order) figures.post[i]!.push(await timed(apps[i]!.create));
+  for (const i of order) figures.get[i]!.push(await timedWithCpu(apps[i]!.getRevision, cpu.get[i]!));
+  for (const i of order) figures.post[i]!.push(await timedWithCpu(apps[i]!.create, cpu.post[i]!));
 }
 for (const app of apps) await app.close();
 const span = await spanCost();
@@ -259,6 +276,12 @@ for (const [name, key] of [
   console.log(`| ${name} | ${figures[key].map(us).join(' | ')} |`);
 console.log(`\n| ratio | GET revision | POST deployment |\n|---|---|---|`);
 for (const pair of comparisons) console.log(`| ${pair[0]} ÷ ${pair[1]} | ${ratio(perRound(figures.get, pair))} | ${ratio(perRound(figures.post, pair))} |`);
+console.log(`\nThe same by the process's CPU time per request (client included, so diluted; steadier on a loaded machine):\n`);
+console.log(`| case | ${trees.map((t) => `${t.name} (µs CPU)`).join(' | ')} |`);
+console.log(`|---|${trees.map(() => '---|').join('')}`);
+console.log(`| GET revision | ${cpu.get.map(us).join(' | ')} |\n| POST deployment | ${cpu.post.map(us).join(' | ')} |`);
+console.log(`\n| ratio, CPU | GET revision | POST deployment |\n|---|---|---|`);
+for (const pair of comparisons) console.log(`| ${pair[0]} ÷ ${pair[1]} | ${ratio(perRound(cpu.get, pair))} | ${ratio(perRound(cpu.post, pair))} |`);
 console.log(`\nOne request span, started, ended and exported over OTLP/HTTP: ${span.toFixed(1)} µs`);
 console.log(
   `\n| store create, audit row added | without ${audit.without.toFixed(1)} µs | with ${audit.with.toFixed(1)} µs | with / without ${ratio(audit.ratios)} |`,
