@@ -1,77 +1,119 @@
 /**
- * `node bench/cpu-per-request.ts --root=<other checkout> [--rounds=3] [--seconds=4]`: the server's
- * own CPU time per request (utime + stime from /proc/<pid>/stat over a closed-loop run), this
- * checkout's bundled server against another's, interleaved round by round. CPU per request is far
- * less sensitive than req/s to other work on a shared machine, so it shows what a change saved
- * where the req/s ratios are noise. Both bundles are built first (`node server/build.ts` in each).
+ * `node bench/cpu-per-request.ts [--root=<other checkout>] [--bare] [--rounds=9] [--seconds=2]`: the
+ * server's own CPU time per request (utime + stime from /proc/<pid>/stat over a closed-loop run of
+ * 32 connections) on GET revision and POST deployment. Every server is started once; then each
+ * round runs GET revision on each of them in turn, then POST deployment, the order rotating from
+ * round to round, so a ratio compares runs taken seconds apart. `--root`: this checkout's bundled
+ * server against another's (both bundles are built first, `node server/build.ts` in each).
+ * `--bare`: the bare same-SQL server too (bench/baselines/http-sqlite.mjs, creates committed in
+ * groups as the server's) on a copy of this checkout's server database, answering the same requests.
+ * Printed: each server's median µs per request, and the median of the per-round ratios to this
+ * checkout's with their quartiles. CPU per request is far less sensitive than req/s to other work
+ * on a shared machine (not immune: a loaded machine's caches and frequency inflate it), so it
+ * shows what a change saved where req/s ratios are noise; where the server is CPU-bound, req/s ÷
+ * bare is about bare CPU ÷ server CPU.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
-import { runLoad } from './lib/load.ts';
-import { cpuMs, ROOT, startChild, tempDir } from './lib/processes.ts';
+import { type LoadRequest, runLoad } from './lib/load.ts';
+import { type Child, cpuMs, ROOT, startChild, tempDir } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
+import { sameBytes, startSqliteBaseline } from './lib/sqlite-baseline.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-const other = resolve(arg('root') ?? '');
-const rounds = Number(arg('rounds') ?? 3);
-const seconds = Number(arg('seconds') ?? 4);
-for (const root of [ROOT, other]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
+const other = arg('root') === undefined ? undefined : resolve(arg('root')!);
+const withBare = process.argv.includes('--bare');
+const rounds = Number(arg('rounds') ?? 9);
+const seconds = Number(arg('seconds') ?? 2);
+for (const root of other ? [ROOT, other] : [ROOT]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
-async function measure(root: string): Promise<{ get: number; post: number; getRps: number; postRps: number }> {
-  const server = await startChild(join(root, 'server/dist/main.js'), {
-    DATABASE_URL: join(tempDir(), 'cp.db'),
+type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
+
+/** A bundled server of `root` with 50 deployments whose revisions its GETs read. */
+async function serverOf(name: string, root: string): Promise<Measured & { databasePath: string; tenantId: string }> {
+  const databasePath = join(tempDir(), 'cp.db');
+  const child = await startChild(join(root, 'server/dist/main.js'), {
+    DATABASE_URL: databasePath,
     BOOTSTRAP_API_KEY: API_KEY,
     ENCRYPTION_KEY,
     LOG_LEVEL: 'info',
     SANDBOX_STAGE_MS: '3600000',
   });
-  try {
-    const api = apiClient(server.url, API_KEY);
-    const fx = await workspaceFixtures(api);
-    const paths: string[] = [];
-    for (let i = 0; i < 50; i += 1) {
-      const created = await api.post('/v2/deployments', githubBody(`cpu-${i}-${crypto.randomUUID().slice(0, 8)}`, fx.integrationId));
-      paths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
-    }
-    const headers = { 'x-api-key': API_KEY };
-    await runLoad(server.url, { connections: 32, seconds: 1, requests: paths.map((path) => ({ method: 'GET' as const, path, headers })) });
-    let before = cpuMs(server.pid);
-    const get = await runLoad(server.url, { connections: 32, seconds, requests: paths.map((path) => ({ method: 'GET' as const, path, headers })) });
-    const getCpu = cpuMs(server.pid) - before;
-    before = cpuMs(server.pid);
-    const post = await runLoad(server.url, {
-      connections: 32,
-      seconds,
-      requests: [
-        {
-          method: 'POST',
-          path: '/v2/deployments',
-          headers: { ...headers, 'content-type': 'application/json' },
-          body: () => JSON.stringify(githubBody(`cpu-post-${crypto.randomUUID()}`, fx.integrationId)),
-        },
-      ],
-    });
-    const postCpu = cpuMs(server.pid) - before;
-    if (get.failures + post.failures > 0) throw new Error(`failures: ${get.failures} GET, ${post.failures} POST`);
-    return { get: (getCpu * 1000) / get.requests, post: (postCpu * 1000) / post.requests, getRps: get.rps, postRps: post.rps };
-  } finally {
-    await server.stop();
+  const api = apiClient(child.url, API_KEY);
+  const fx = await workspaceFixtures(api);
+  const paths: string[] = [];
+  let tenantId = '';
+  for (let i = 0; i < 50; i += 1) {
+    const created = await api.post('/v2/deployments', githubBody(`cpu-${i}-${crypto.randomUUID().slice(0, 8)}`, fx.integrationId));
+    paths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
+    tenantId = created.body.tenant_id;
   }
+  const headers = { 'x-api-key': API_KEY };
+  return {
+    name,
+    child,
+    databasePath,
+    tenantId,
+    gets: paths.map((path) => ({ method: 'GET' as const, path, headers })),
+    post: {
+      method: 'POST',
+      path: '/v2/deployments',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: () => JSON.stringify(githubBody(`cpu-post-${crypto.randomUUID()}`, fx.integrationId)),
+    },
+  };
 }
 
-const rows: string[] = [];
-for (let round = 1; round <= rounds; round += 1) {
-  for (const [name, root] of [
-    ['this', ROOT],
-    ['other', other],
-  ] as const) {
-    const m = await measure(root);
-    const line = `round ${round} ${name.padEnd(5)}: GET revision ${m.get.toFixed(0)} µs CPU/request (${Math.round(m.getRps)} req/s); POST deployment ${m.post.toFixed(0)} µs CPU/request (${Math.round(m.postRps)} req/s)`;
-    console.log(line);
-    rows.push(line);
-  }
+/** CPU µs per request of one closed-loop run. */
+async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<number> {
+  const before = cpuMs(child.pid);
+  const run = await runLoad(child.url, { connections: 32, seconds, requests });
+  if (run.failures > 0) throw new Error(`${run.failures} failures`);
+  return ((cpuMs(child.pid) - before) * 1000) / run.requests;
 }
-console.log(`this = ${ROOT}, other = ${other}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+
+const servers: Measured[] = [];
+try {
+  const self = await serverOf('this', ROOT);
+  servers.push(self);
+  if (other) servers.push(await serverOf('other', other));
+  if (withBare) {
+    const child = await startSqliteBaseline({
+      serverDatabasePath: self.databasePath,
+      tenantId: self.tenantId,
+      synchronous: 'FULL',
+      groupCommit: true,
+      name: 'bare.db',
+    });
+    servers.push({ name: 'bare', child, gets: self.gets, post: self.post });
+    await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
+  }
+  for (const s of servers) await runLoad(s.child.url, { connections: 32, seconds: 1, requests: s.gets });
+  const figures = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };
+  for (let round = 0; round < rounds; round += 1) {
+    const order = servers.map((_, i) => (i + round) % servers.length);
+    for (const i of order) figures.get[i]!.push(await cpuPerRequest(servers[i]!.child, servers[i]!.gets));
+    for (const i of order) figures.post[i]!.push(await cpuPerRequest(servers[i]!.child, [servers[i]!.post]));
+    console.log(
+      `round ${round + 1}: ${servers.map((s, i) => `${s.name} GET ${figures.get[i]!.at(-1)!.toFixed(0)} POST ${figures.post[i]!.at(-1)!.toFixed(0)}`).join('; ')} µs CPU/request`,
+    );
+  }
+  const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
+  const quartiles = (values: number[]) => {
+    const s = sorted(values);
+    const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))]!.toFixed(2);
+    return `${at(0.5)} (quartiles ${at(0.25)}–${at(0.75)})`;
+  };
+  for (const path of ['get', 'post'] as const) {
+    const label = path === 'get' ? 'GET revision' : 'POST deployment';
+    console.log(`${label}: ${servers.map((s, i) => `${s.name} ${sorted(figures[path][i]!)[Math.floor(rounds / 2)]!.toFixed(0)} µs`).join(', ')} (medians)`);
+    for (let i = 1; i < servers.length; i += 1)
+      console.log(`  this ÷ ${servers[i]!.name}, per round: ${quartiles(figures[path][0]!.map((value, round) => value / figures[path][i]![round]!))}`);
+  }
+  console.log(`this = ${ROOT}${other ? `, other = ${other}` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+} finally {
+  for (const s of servers) await s.child.stop();
+}

@@ -1,20 +1,26 @@
 /**
- * What the operator's view costs on the hot paths (contract §17): request ids and the request
- * scope, the metrics, JSON logs, the audit trail and traces, against the same server without them,
- * in one process and one run:
+ * What the operator's view costs on the hot paths (contract §17, issue 37's goal: tracing off ≤ 2%
+ * slower, on ≤ 10%, and the audit row's cost on a create), in one process and one run:
  *
  *   node bench/observability-cost.ts --before=/path/to/a/checkout/without/them [--before=…]
  *
- * Each `--before` is another checkout of this repository (e.g. `git archive <commit> | tar -x -C
- * dir`, with `node_modules` linked in; a copy of this tree gives the noise floor). Real servers in
- * one process (loopback ports, SQLite files of their own): each `--before`, this tree with tracing
- * off, and this tree with tracing on, exporting to a stand-in collector on loopback that takes
- * every export (as a collector's OTLP receiver does).
- * Each round runs every case once on each server, one request at a time, the servers taking turns
- * going first. A figure is the median over the rounds of µs per request; a ratio the median of
- * the per-round ratios, which holds on a busy machine better than figures. The audit row's own
- * cost on a create is measured at the store: the same create with and without an audit entry
- * pending in its request scope.
+ * The cases, real servers in this process (loopback ports, SQLite files of their own):
+ * - `without`: this tree composed from its own modules without the observability layer (metrics,
+ *   request ids and the log scope, tracing hooks; bench/lib/unobserved-server.ts), the audit
+ *   trail kept; `off-c` and `on-c`: the same composition with the layer, tracing off and on. So
+ *   `off-c ÷ without` and `on-c ÷ without` are the layer's cost alone, the headline figures.
+ * - `off` and `on`: this tree's real `startServer`, tracing off and on; `off ÷ off-c` checks that
+ *   the bench's composition adds nothing of its own.
+ * - each `--before`: another checkout's `startServer` (e.g. `git archive 22111d1 | tar -x -C dir`,
+ *   with `node_modules` linked in: the tree before §17, which lacks much more than the layer —
+ *   the audit row, outgoing-event triggers, the console — so `off ÷ before` is the second column,
+ *   not the layer's cost; a copy of this tree gives the noise floor).
+ * Tracing on exports to a stand-in collector on loopback that takes every export (as a collector's
+ * OTLP receiver does). Each round runs every case once on each server, one request at a time, the
+ * servers taking turns going first. A figure is the median over the rounds of µs per request; a
+ * ratio the median of the per-round ratios with its quartiles, which holds on a busy machine
+ * better than figures. The audit row's own cost on a create is measured at the store: the same
+ * create with and without an audit entry pending in its request scope.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -24,7 +30,6 @@ import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const befores = process.argv.filter((arg) => arg.startsWith('--before=')).map((arg) => arg.slice('--before='.length));
-if (befores.length === 0) throw new Error('usage: node bench/observability-cost.ts --before=<checkout without the operator view> [--before=…]');
 const CALLS = 400;
 const ROUNDS = Number(process.env.ROUNDS ?? 21);
 
@@ -45,12 +50,25 @@ async function collectorSink(): Promise<{ url: string; exports: () => number; cl
 }
 
 const collector = await collectorSink();
-type Tree = { name: string; root: string; env?: Record<string, string> };
+type Tree = { name: string; root: string; env?: Record<string, string>; composed?: { observed: boolean } };
 const thisTree = resolve(import.meta.dirname, '..');
+const tracingOn = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'bench' };
 const trees: Tree[] = [
   ...befores.map((root) => ({ name: basename(resolve(root)), root: resolve(root) })),
   { name: 'off', root: thisTree },
-  { name: 'on', root: thisTree, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_SERVICE_NAME: 'bench' } },
+  { name: 'on', root: thisTree, env: tracingOn },
+  { name: 'off-c', root: thisTree, composed: { observed: true } },
+  { name: 'on-c', root: thisTree, env: tracingOn, composed: { observed: true } },
+  { name: 'without', root: thisTree, composed: { observed: false } },
+];
+const index = (name: string) => trees.findIndex((t) => t.name === name);
+/** The ratios printed: [numerator case, denominator case], per round. */
+const comparisons: Array<[string, string]> = [
+  ['off-c', 'without'],
+  ['on-c', 'without'],
+  ['on', 'off'],
+  ['off', 'off-c'],
+  ...befores.map((root): [string, string] => ['off', basename(resolve(root))]),
 ];
 
 /** A real server of a checkout on a loopback port, with a deployment whose revision is read, on an SQLite file of its own. */
@@ -59,6 +77,7 @@ async function serverOf(tree: Tree) {
   const { loadConfig } = await load('server/config.ts');
   const { startServer } = await load('server/server.ts');
   const { silentLogger } = await load('server/logger.ts');
+  const { startComposedServer } = await import('./lib/unobserved-server.ts');
   const path = join(mkdtempSync(join(tmpdir(), `cp-observability-${tree.name}-`)), 'control-plane.db');
   const key = `bench-${randomBytes(16).toString('hex')}`;
   // Stages that never end during a round: the pipeline stays out of the figures.
@@ -70,7 +89,7 @@ async function serverOf(tree: Tree) {
     SQLITE_SYNCHRONOUS: 'NORMAL',
     ...tree.env,
   });
-  const server = await startServer(config, { log: silentLogger, print: () => {} });
+  const server = tree.composed ? await startComposedServer(config, tree.composed.observed) : await startServer(config, { log: silentLogger, print: () => {} });
   const base = `http://127.0.0.1:${server.port}`;
   const headers = { 'x-api-key': key, 'content-type': 'application/json' };
   const listeners = (await (await fetch(`${base}/v2/listeners`, { headers })).json()) as { resources: Array<{ id: string }> };
@@ -205,24 +224,29 @@ async function spanCost(): Promise<number> {
 }
 
 const apps = await Promise.all(trees.map(serverOf));
-const off = trees.length - 2;
-const on = trees.length - 1;
 const figures = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
-/** Per-round ratios of this tree with tracing off to each server (`on / off` at the index of `on`). */
-const ratios = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
+/**
+ * The process's CPU time per request (user + system, µs): client and servers share this process,
+ * so the client's part (the same for every case) dilutes the ratios, but a loaded machine moves
+ * it far less than wall time. Printed beside the wall-time ratios, for runs on a shared machine.
+ */
+const cpu = { get: trees.map((): number[] => []), post: trees.map((): number[] => []) };
+const cpuMicros = () => {
+  const used = process.cpuUsage();
+  return used.user + used.system;
+};
+/** `timed`, with the process's CPU time per call into `into`. */
+async function timedWithCpu(work: () => Promise<unknown>, into: number[]): Promise<number> {
+  const before = cpuMicros();
+  const wall = await timed(work);
+  into.push((cpuMicros() - before) / CALLS);
+  return wall;
+}
 for (let round = 0; round < ROUNDS; round++) {
   // Each server goes first in turn, so what the first leaves behind (garbage, cache) is shared.
   const order = trees.map((_, i) => (i + round) % trees.length);
-  const get: number[] = [];
-  const post: number[] = [];
-  for (const i of order) get[i] = await timed(apps[i]!.getRevision);
-  for (const i of order) post[i] = await timed(apps[i]!.create);
-  for (const i of trees.keys()) {
-    figures.get[i]!.push(get[i]!);
-    figures.post[i]!.push(post[i]!);
-    ratios.get[i]!.push(i === on ? get[on]! / get[off]! : get[off]! / get[i]!);
-    ratios.post[i]!.push(i === on ? post[on]! / post[off]! : post[off]! / post[i]!);
-  }
+  for (const i of order) figures.get[i]!.push(await timedWithCpu(apps[i]!.getRevision, cpu.get[i]!));
+  for (const i of order) figures.post[i]!.push(await timedWithCpu(apps[i]!.create, cpu.post[i]!));
 }
 for (const app of apps) await app.close();
 const span = await spanCost();
@@ -237,22 +261,27 @@ const ratio = (values: number[]) => {
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(3);
   return `${median(values).toFixed(3)} (${at(0.25)}–${at(0.75)})`;
 };
-const baselines = trees.slice(0, off);
+const perRound = (values: number[][], [top, bottom]: [string, string]) => values[index(top)]!.map((v, round) => v / values[index(bottom)]![round]!);
 console.log(
   `${ROUNDS} rounds of ${CALLS} sequential requests each over loopback HTTP (fetch), SQLite synchronous=NORMAL; ${exported} OTLP exports received; ratios: median of per-round ratios (quartiles); load average ${loadavg()
     .map((l) => l.toFixed(1))
     .join(' ')} at the end\n`,
 );
-console.log(`| case | ${trees.map((t) => `${t.name} (µs)`).join(' | ')} | ${baselines.map((t) => `off / ${t.name}`).join(' | ')} | on / off |`);
-console.log(`|---|${trees.map(() => '---|').join('')}${baselines.map(() => '---|').join('')}---|`);
+console.log(`| case | ${trees.map((t) => `${t.name} (µs)`).join(' | ')} |`);
+console.log(`|---|${trees.map(() => '---|').join('')}`);
 for (const [name, key] of [
   ['GET revision (the fast lane)', 'get'],
   ['POST deployment', 'post'],
-] as const) {
-  const f = figures[key].map(us);
-  const r = ratios[key].map(ratio);
-  console.log(`| ${name} | ${f.join(' | ')} | ${r.slice(0, off).join(' | ')} | ${r[on]} |`);
-}
+] as const)
+  console.log(`| ${name} | ${figures[key].map(us).join(' | ')} |`);
+console.log(`\n| ratio | GET revision | POST deployment |\n|---|---|---|`);
+for (const pair of comparisons) console.log(`| ${pair[0]} ÷ ${pair[1]} | ${ratio(perRound(figures.get, pair))} | ${ratio(perRound(figures.post, pair))} |`);
+console.log(`\nThe same by the process's CPU time per request (client included, so diluted; steadier on a loaded machine):\n`);
+console.log(`| case | ${trees.map((t) => `${t.name} (µs CPU)`).join(' | ')} |`);
+console.log(`|---|${trees.map(() => '---|').join('')}`);
+console.log(`| GET revision | ${cpu.get.map(us).join(' | ')} |\n| POST deployment | ${cpu.post.map(us).join(' | ')} |`);
+console.log(`\n| ratio, CPU | GET revision | POST deployment |\n|---|---|---|`);
+for (const pair of comparisons) console.log(`| ${pair[0]} ÷ ${pair[1]} | ${ratio(perRound(cpu.get, pair))} | ${ratio(perRound(cpu.post, pair))} |`);
 console.log(`\nOne request span, started, ended and exported over OTLP/HTTP: ${span.toFixed(1)} µs`);
 console.log(
   `\n| store create, audit row added | without ${audit.without.toFixed(1)} µs | with ${audit.with.toFixed(1)} µs | with / without ${ratio(audit.ratios)} |`,

@@ -36,6 +36,11 @@ export function createApp(
     beforeAuth?: MiddlewareHandler[];
 
     tracer?: Tracing;
+    /**
+     * What gives each request its id and scope, counts it and traces it: `observeRequests` by
+     * default. Only bench/observability-cost.ts gives another (the same app without that layer).
+     */
+    observeRequests?: MiddlewareHandler<AppEnv>;
   } = {},
 ) {
   const app = new Hono<AppEnv>();
@@ -66,7 +71,7 @@ export function createApp(
       lease.release();
     }
   };
-  app.use('*', observeRequests(services.metrics, services.log, options.tracer));
+  app.use('*', options.observeRequests ?? observeRequests(services.metrics, services.log, options.tracer));
   for (const handler of options.beforeAuth ?? []) app.use('*', handler);
   app.use('*', authenticate);
   app.use('*', auditTrail(services.audit, services.log));

@@ -1,4 +1,4 @@
-import type { Hono } from 'hono';
+import type { Hono, MiddlewareHandler } from 'hono';
 import { createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { createConsole } from './console/console.ts';
@@ -50,6 +50,8 @@ export type ControlPlaneDeps = {
   metrics?: Metrics;
   /** Spans of requests, exported when OTEL_EXPORTER_OTLP_ENDPOINT is set (`startTracing`). */
   tracer?: Tracing;
+  /** In place of the request observation middleware (`createApp`'s option): bench/observability-cost.ts only. */
+  observeRequests?: MiddlewareHandler<AppEnv>;
 };
 
 export type ControlPlane = {
@@ -248,6 +250,7 @@ export function createControlPlane(deps: ControlPlaneDeps): ControlPlane {
     beforeAuth: [webConsole.beforeAuth],
 
     tracer: deps.tracer,
+    observeRequests: deps.observeRequests,
   });
   return {
     services,

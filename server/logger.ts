@@ -41,9 +41,11 @@ export function createLogger(level: LogLevelName, write?: (line: string) => void
     },
     destination,
   );
-  // The message goes in first, so a line reads `…,"msg":"…",<its fields>` as it always has.
+  // The message goes in first, so a line reads `…,"msg":"…",<its fields>` as it always has. The
+  // level is fixed for the logger's life: a level below it costs nothing, not even the merged
+  // fields (the request log's `debug` line is asked for on every request).
   return {
-    debug: (message, fields) => base.debug({ msg: message, ...fields }),
+    debug: base.isLevelEnabled('debug') ? (message, fields) => base.debug({ msg: message, ...fields }) : () => {},
     info: (message, fields) => base.info({ msg: message, ...fields }),
     warn: (message, fields) => base.warn({ msg: message, ...fields }),
     error: (message, fields) => base.error({ msg: message, ...fields }),

@@ -68,7 +68,7 @@ let bundled: Promise<void> | undefined;
  * another checkout's bundle instead (built by the caller); `nodeArgs` go to Node (e.g. `--trace-gc`).
  */
 export async function startControlPlane(
-  settings: Settings,
+  settings: Pick<Settings, 'synchronous'>,
   options: { databasePath?: string; databaseUrl?: string; stageMs?: number; env?: Record<string, string>; root?: string; nodeArgs?: readonly string[] } = {},
 ): Promise<ControlPlane> {
   const databasePath = options.databasePath ?? join(tempDir(), 'control-plane.db');

@@ -1,13 +1,12 @@
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { type LoadOptions, type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
 import { machineJitter, nativeLoadgen, nativeLoadgenMissing, runPaced } from '../lib/native.ts';
 import { type PacedResult, runPacedInChild } from '../lib/paced.ts';
-import { type Child, cpuMs, sleep, startChild, tempDir } from '../lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { type Child, cpuMs, sleep, startChild } from '../lib/processes.ts';
+import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { sameBytes, startSqliteBaseline } from '../lib/sqlite-baseline.ts';
 import { loadRow, type Row, verdict } from '../lib/table.ts';
 
 let uniqueCounter = 0;
@@ -65,31 +64,15 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     }
     // The revisions take their first step right after each answer; let them settle before the copy.
     await sleep(500);
-    /** A copy of the server's database (its 100 deployments), for a baseline of its own. */
-    const copyOfServerDb = async (name: string) => {
-      const path = join(tempDir(), name);
-      const source = new Database(server.databasePath, { readonly: true });
-      await source.backup(path);
-      source.close();
-      return path;
-    };
-    const baselineDb = await copyOfServerDb('baseline.db');
-    const groupedDb = await copyOfServerDb('baseline-grouped.db');
-    const startSqliteBaseline = async (db: string, groupCommit: boolean) => {
-      const child = await startChild('bench/baselines/http-sqlite.mjs', {
-        BASELINE_DB: db,
-        BASELINE_TENANT_ID: tenantId,
-        BASELINE_SYNCHRONOUS: settings.synchronous,
-        BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-        BASELINE_GROUP_COMMIT: groupCommit ? '1' : '0',
-      });
+    const startBaseline = async (name: string, groupCommit: boolean) => {
+      const child = await startSqliteBaseline({ serverDatabasePath: server.databasePath, tenantId, synchronous: settings.synchronous, groupCommit, name });
       children.push(child);
       return child;
     };
-    const sqlite = await startSqliteBaseline(baselineDb, false);
+    const sqlite = await startBaseline('baseline.db', false);
     // The same, its creates committed in groups as the server's SQLite store commits them; a copy
     // of its own, so that the two baselines never wait for each other's writes.
-    const sqliteGrouped = await startSqliteBaseline(groupedDb, true);
+    const sqliteGrouped = await startBaseline('baseline-grouped.db', true);
 
     const headers = { 'x-api-key': API_KEY };
     const revisionPath = (d: { id: string; revisionId: string }) => `/v2/deployments/${d.id}/revisions/${d.revisionId}`;
@@ -316,10 +299,4 @@ export async function hotPaths(settings: Settings, log: (line: string) => void):
     for (const child of children.reverse()) await child.stop();
     await postgres?.stop();
   }
-}
-
-/** The baseline must answer what the server answers, byte for byte, or the comparison means nothing. */
-async function sameBytes(serverUrl: string, baselineUrl: string, path: string, headers: Record<string, string>): Promise<void> {
-  const [ours, bare] = await Promise.all([fetch(serverUrl + path, { headers }).then((r) => r.text()), fetch(baselineUrl + path).then((r) => r.text())]);
-  if (ours !== bare) throw new Error(`the SQLite baseline answers other bytes than the server for ${path}:\nserver:   ${ours}\nbaseline: ${bare}`);
 }

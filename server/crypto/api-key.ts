@@ -12,9 +12,17 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/** A hex digest's bytes, for `sameDigestBytes` (made once where a digest is compared again and again). */
+export function digestBytes(hex: string): Buffer {
+  return Buffer.from(hex, 'hex');
+}
+
+/** Compares two digests' bytes without leaking where they differ. */
+export function sameDigestBytes(left: Buffer, right: Buffer): boolean {
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
 /** Compares two hex digests without leaking where they differ. */
 export function sameDigest(a: string, b: string): boolean {
-  const left = Buffer.from(a, 'hex');
-  const right = Buffer.from(b, 'hex');
-  return left.length === right.length && timingSafeEqual(left, right);
+  return sameDigestBytes(digestBytes(a), digestBytes(b));
 }

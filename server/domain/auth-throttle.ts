@@ -70,8 +70,25 @@ export class AuthThrottle {
 
   /** A key sent from `address` was accepted: it passes this address's throttle from now on. */
   succeeded(address: string | undefined, keyHash: string): void {
-    if (address === undefined) return;
-    const bucket = this.#bucketFor(groupOf(address), true);
+    if (address !== undefined) this.#succeededIn(groupOf(address), keyHash);
+  }
+
+  /**
+   * `admit` then `succeeded`, for a key known to be good (one whose check is cached in memory): false
+   * where `admit` would throw, and then nothing is recorded. The address's group (a regular
+   * expression, splits for IPv6) is worked out once instead of once for each.
+   */
+  admitKnownKey(address: string | undefined, keyHash: string): boolean {
+    if (address === undefined) return true;
+    const group = groupOf(address);
+    const bucket = this.#buckets.get(group) ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
+    if (bucket && !bucket.goodKeys.includes(keyHash) && bucket.tokens.available(this.#now()) < 1) return false;
+    this.#succeededIn(group, keyHash);
+    return true;
+  }
+
+  #succeededIn(group: string, keyHash: string): void {
+    const bucket = this.#bucketFor(group, true);
     if (bucket.goodKeys.includes(keyHash)) return;
     bucket.goodKeys.push(keyHash);
     if (bucket.goodKeys.length > GOOD_KEYS_PER_ADDRESS) bucket.goodKeys.shift();

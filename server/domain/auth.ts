@@ -1,6 +1,6 @@
 import type { ApiKey, ApiKeyCreate, ApiKeyCreated } from '../../shared/schemas/api-key.ts';
 import type { Workspace } from '../../shared/schemas/workspace.ts';
-import { generateApiKey, hashApiKey, sameDigest } from '../crypto/api-key.ts';
+import { digestBytes, generateApiKey, hashApiKey, sameDigestBytes } from '../crypto/api-key.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
 import type { ApiKeyRecord, ApiKeyStore, WorkspaceStore } from '../store/types.ts';
@@ -20,6 +20,16 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** How many presented keys keep their SHA-256 in memory (the keys of recent successful requests). */
 const HASHED_KEYS_KEPT = 1024;
 
+/** A digest as the map look-ups need it (hex) and as the constant-time comparison needs it (bytes), each made once. */
+type Digest = { hex: string; bytes: Buffer };
+/** A key found in the database, with its stored hash's bytes for the comparison on every request. */
+type CachedKey = { record: ApiKeyRecord; storedHash: Buffer };
+
+function digestOf(key: string): Digest {
+  const hex = hashApiKey(key);
+  return { hex, bytes: digestBytes(hex) };
+}
+
 /**
  * API keys and workspaces. Keys are looked up by their SHA-256 hash; found keys are cached in
  * memory, and a revoked key leaves the cache at once, so revocation holds from the next request.
@@ -27,7 +37,7 @@ const HASHED_KEYS_KEPT = 1024;
 export class Auth {
   readonly #store: ApiKeyStore & WorkspaceStore;
   readonly #clock: Clock;
-  readonly #keys = new Map<string, ApiKeyRecord>();
+  readonly #keys = new Map<string, CachedKey>();
   readonly #workspaces = new Map<string, Workspace & { is_default: boolean }>();
   /** An organization's default workspace never changes, so it is looked up once. */
   readonly #defaultWorkspaces = new Map<string, Workspace>();
@@ -40,7 +50,7 @@ export class Auth {
    * map is bounded, oldest entry out first. The keys live in this process's memory only, as they do
    * while each request is read; they are never logged or written anywhere.
    */
-  readonly #hashes = new Map<string, string>();
+  readonly #hashes = new Map<string, Digest>();
   /** Counts invalidations: a look-up that read the database before one does not cache what it read. */
   #generation = 0;
   /** The other processes on the database, when there are any (see `sharedWith`). */
@@ -58,21 +68,23 @@ export class Auth {
    */
   async authenticate(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Promise<Principal> {
     if (!key) throw new Unauthorized('Missing API key: send it in the X-Api-Key header or as Authorization: Bearer <key>.');
-    const hash = this.#hashes.get(key) ?? hashApiKey(key);
+    const presented = this.#hashes.get(key) ?? digestOf(key);
+    const hash = presented.hex;
     this.#throttle?.admit(clientAddress, hash);
     // A key in the cache needs no await (the usual case): one awaited layer fewer per request.
-    const record = this.#keys.get(hash) ?? (await this.#lookUp(hash));
+    const found = this.#keys.get(hash) ?? (await this.#lookUp(hash));
     // The look-up was by hash; compare the stored hash in constant time as well, so acceptance never
     // rests on an index or map look-up alone.
-    if (!record || !sameDigest(record.key_hash, hash)) {
+    if (!found || !sameDigestBytes(found.storedHash, presented.bytes)) {
       this.#throttle?.failed(clientAddress);
       throw new Unauthorized('Invalid or revoked API key.');
     }
+    const record = found.record;
     if (this.#expired(record)) throw new Unauthorized('This API key has expired (keys minted from a GitHub Actions token last at most an hour).');
     this.#throttle?.succeeded(clientAddress, hash);
     if (!this.#hashes.has(key)) {
       if (this.#hashes.size >= HASHED_KEYS_KEPT) this.#hashes.delete(this.#hashes.keys().next().value!);
-      this.#hashes.set(key, hash);
+      this.#hashes.set(key, presented);
     }
     return this.#principal(record, tenantHeaderRaw);
   }
@@ -81,22 +93,19 @@ export class Auth {
    * The caller when everything needed is already in memory (a key that authenticated before, its
    * record, its organization's default workspace) and no X-Tenant-Id is sent; otherwise undefined,
    * and the caller goes the usual way (`authenticate`), which also makes every error. For the HTTP
-   * fast path, which answers without awaiting anything but the row it reads. Same checks, same
-   * throttle bookkeeping as `authenticate`.
+   * fast path, which answers without awaiting anything but the row it reads. Same checks (the
+   * constant-time comparison included, on digests' bytes made when cached) and same throttle
+   * bookkeeping as `authenticate`.
    */
   cachedPrincipal(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Principal | undefined {
     if (!key || tenantHeaderRaw !== undefined) return undefined;
-    const hash = this.#hashes.get(key);
-    const record = hash === undefined ? undefined : this.#keys.get(hash);
-    if (!hash || !record || !sameDigest(record.key_hash, hash) || this.#expired(record)) return undefined;
-    try {
-      this.#throttle?.admit(clientAddress, hash);
-    } catch {
-      return undefined;
-    }
-    const principal = this.#principalFromMemory(record);
-    if (principal) this.#throttle?.succeeded(clientAddress, hash);
-    return principal;
+    const presented = this.#hashes.get(key);
+    const found = presented === undefined ? undefined : this.#keys.get(presented.hex);
+    if (!presented || !found || !sameDigestBytes(found.storedHash, presented.bytes) || this.#expired(found.record)) return undefined;
+    const principal = this.#principalFromMemory(found.record);
+    // Unknown here (an organization key's default workspace not read yet): `authenticate` does the bookkeeping.
+    if (!principal) return undefined;
+    return (this.#throttle?.admitKnownKey(clientAddress, presented.hex) ?? true) ? principal : undefined;
   }
 
   /** Minted keys end on their own: checked on every request, cached or not (an ordinary key has no `expires_at`). */
@@ -104,10 +113,11 @@ export class Auth {
     return record.expires_at !== undefined && record.expires_at <= this.#clock.now();
   }
 
-  async #lookUp(hash: string): Promise<ApiKeyRecord | undefined> {
+  async #lookUp(hash: string): Promise<CachedKey | undefined> {
     const generation = this.#generation;
-    const found = await this.#store.findApiKeyByHash(hash);
-    if (!found || found.revoked) return undefined;
+    const record = await this.#store.findApiKeyByHash(hash);
+    if (!record || record.revoked) return undefined;
+    const found = { record, storedHash: digestBytes(record.key_hash) };
     // Not cached while revocations from other processes could go unheard (see `sharedWith`).
     if (generation === this.#generation && (this.#peers?.listening() ?? true)) this.#keys.set(hash, found);
     return found;
@@ -218,9 +228,9 @@ export class Auth {
   invalidateKey(id: string): void {
     this.#generation += 1;
     const hashes = new Set<string>();
-    for (const [hash, record] of this.#keys) if (record.id === id) hashes.add(hash);
+    for (const [hash, found] of this.#keys) if (found.record.id === id) hashes.add(hash);
     for (const hash of hashes) this.#keys.delete(hash);
-    for (const [key, hash] of this.#hashes) if (hashes.has(hash)) this.#hashes.delete(key);
+    for (const [key, presented] of this.#hashes) if (hashes.has(presented.hex)) this.#hashes.delete(key);
   }
 
   /** Drops every cache (notices from other processes may have been missed). */

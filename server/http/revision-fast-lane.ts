@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Gone } from '../lib/revision-watch.ts';
 import type { Services } from '../services.ts';
 import type { RevisionRecord } from '../store/types.ts';
@@ -32,10 +32,20 @@ const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})
  * drift. Hono's only per-request header is the request's id (`X-Request-Id`), written here too;
  * no log line is written for this route.
  */
-export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' | 'metrics'>, fallback: NodeListener): NodeListener {
+export function revisionFastPath(
+  services: Pick<Services, 'auth' | 'revisions' | 'metrics'>,
+  fallback: NodeListener,
+  options: { observed?: boolean } = {},
+): NodeListener {
   const { auth, revisions, metrics } = services;
-  // Counted under the route's template, as Hono's answers are (`observeRequests`).
-  const answered = (started: number, status: number) => metrics.httpAnswered('GET', REVISION_ROUTE, status, (performance.now() - started) / 1000);
+  // Counted under the route's template, as Hono's answers are (`observeRequests`). `observed:
+  // false` (bench/observability-cost.ts only, beside an app composed without `observeRequests`):
+  // neither counted nor given a request id.
+  const observed = options.observed ?? true;
+  const answered = observed
+    ? (started: number, status: number) => metrics.httpAnswered('GET', REVISION_ROUTE, status, (performance.now() - started) / 1000)
+    : () => {};
+  const idOf = observed ? (req: IncomingMessage) => requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)) : () => undefined;
   return (req, res) => {
     const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
     if (!match) return fallback(req, res);
@@ -71,7 +81,7 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' |
         .getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone)
         .then(
           ({ revision, changed }) => {
-            guarded(res, () => (changed ? answer(req, res, revision, revisionBody(revision)) : notModified(req, res, revision)));
+            guarded(res, () => (changed ? answer(res, idOf(req), revision, revisionBody(revision)) : notModified(res, idOf(req), revision)));
             answered(started, changed ? 200 : 304);
           },
           // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
@@ -88,7 +98,7 @@ export function revisionFastPath(services: Pick<Services, 'auth' | 'revisions' |
     revisions.find(principal.workspaceId, deploymentId, revisionId).then(
       (revision) => {
         if (!revision) return fallback(req, res);
-        guarded(res, () => answer(req, res, revision, revisionJson(revision)));
+        guarded(res, () => answer(res, idOf(req), revision, revisionJson(revision)));
         answered(started, 200);
       },
       // Hono makes the error answer (the store fails there too, or answers by then).
@@ -117,34 +127,37 @@ function guarded(res: ServerResponse, write: () => void): void {
   }
 }
 
+/** The headers an answer starts with: the request's id first, where Hono's `setHeader` puts it (none when not observed). */
+function firstHeaders(requestId: string | undefined): OutgoingHttpHeaders {
+  return requestId === undefined ? {} : { [REQUEST_ID_HEADER]: requestId };
+}
+
 /**
  * 200 with the revision, the headers in the order and case in which @hono/node-server writes the
  * route's `jsonResponse`. `body` is the route's: for a conditional GET serialized once per record
  * (`revisionBody`: the thousand waiters woken by one change share one string), for a plain GET
  * serialized for it alone (`revisionJson`), as the route does.
  */
-function answer(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord, body: string): void {
+function answer(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord, body: string): void {
   const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  // Every header in the one object (the request id first, where Hono's `setHeader` puts it): a
-  // `setHeader` before `writeHead` makes Node pass each of the others through `setHeader` too.
-  res.writeHead(200, {
-    [REQUEST_ID_HEADER]: requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)),
-    'content-type': 'application/json',
-    etag,
-    'cache-control': cacheControl,
-    'Content-Length': Buffer.byteLength(body),
-  });
+  // Every header in the one object: a `setHeader` before `writeHead` makes Node pass each of the
+  // others through `setHeader` too.
+  const headers = firstHeaders(requestId);
+  headers['content-type'] = 'application/json';
+  headers.etag = etag;
+  headers['cache-control'] = cacheControl;
+  headers['Content-Length'] = Buffer.byteLength(body);
+  res.writeHead(200, headers);
   res.end(body);
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
-function notModified(req: IncomingMessage, res: ServerResponse, revision: RevisionRecord): void {
+function notModified(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord): void {
   const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  res.writeHead(304, {
-    [REQUEST_ID_HEADER]: requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)),
-    'cache-control': cacheControl,
-    etag,
-    'content-type': 'text/plain; charset=UTF-8',
-  });
+  const headers = firstHeaders(requestId);
+  headers['cache-control'] = cacheControl;
+  headers.etag = etag;
+  headers['content-type'] = 'text/plain; charset=UTF-8';
+  res.writeHead(304, headers);
   res.end();
 }

@@ -96,6 +96,23 @@ describe('the throttle table stays bounded whatever the number of addresses', ()
     expect(() => throttle.admit('192.0.2.2', 'guess')).not.toThrow();
   });
 
+  it('admitKnownKey (the cached check) refuses exactly where admit throws, and records a success where it admits', () => {
+    const now = 0;
+    const throttle = new AuthThrottle({ burst: 2, perMinute: 1, maxAddresses: 10, now: () => now });
+    throttle.succeeded('2001:db8::1', 'good');
+    for (let i = 0; i < 2; i += 1) throttle.failed('2001:db8::2');
+    // The same /64: the guesses spent the bucket; the key that worked there before still passes.
+    expect(() => throttle.admit('2001:db8::3', 'other')).toThrow(TooManyRequests);
+    expect(throttle.admitKnownKey('2001:db8::3', 'other')).toBe(false);
+    expect(throttle.admitKnownKey('2001:db8::3', 'good')).toBe(true);
+    // A key admitted from a fresh address is remembered as good there, as `succeeded` does.
+    expect(throttle.admitKnownKey('192.0.2.9', 'fresh')).toBe(true);
+    for (let i = 0; i < 2; i += 1) throttle.failed('192.0.2.9');
+    expect(() => throttle.admit('192.0.2.9', 'fresh')).not.toThrow();
+    expect(() => throttle.admit('192.0.2.9', 'guess')).toThrow(TooManyRequests);
+    expect(throttle.admitKnownKey(undefined, 'anything')).toBe(true);
+  });
+
   it('a busy client leaves no garbage in the old generation per request (it would bring full collections under load)', () => {
     let now = 0;
     const throttle = new AuthThrottle({ burst: 3, perMinute: 60, maxAddresses: 100, now: () => now });

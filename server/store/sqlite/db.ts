@@ -45,12 +45,15 @@ export class SqliteDb implements Db {
 
   row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
     if (this.#open) return this.#open.then(() => this.row<T>(sql, params));
-    // A request with an audit entry to write: a statement on its own is a transaction of its own,
-    // so the entry is written with it if it changes anything (an UPDATE … RETURNING).
-    if (pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
     // Inline rather than through the transaction's handle: this is every request's read.
     try {
-      return Promise.resolve(this.statement(sql).get(...bind(params)) as T | undefined);
+      const statement = this.statement(sql);
+      // A request with an audit entry to write: a statement on its own is a transaction of its own,
+      // so the entry is written with it if it changes anything (an UPDATE … RETURNING). SQLite says
+      // whether a prepared statement writes (`readonly`): a read asks neither the request scope
+      // nor the SQL's text.
+      if (!statement.readonly && pendingAudit()) return this.tx((tx) => tx.row<T>(sql, params));
+      return Promise.resolve(statement.get(...bind(params)) as T | undefined);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -58,7 +61,16 @@ export class SqliteDb implements Db {
 
   rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
     if (this.#open) return this.#open.then(() => this.rows<T>(sql, params));
-    return pendingAudit() && mayChangeRows(sql) ? this.tx((tx) => tx.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
+    return this.#writes(sql) && pendingAudit() ? this.tx((tx) => tx.rows<T>(sql, params)) : this.#inTx.rows<T>(sql, params);
+  }
+
+  /** Whether `sql` may change rows, as SQLite judges its prepared statement; a statement that does not prepare is left to fail where it runs. */
+  #writes(sql: string): boolean {
+    try {
+      return !this.statement(sql).readonly;
+    } catch {
+      return mayChangeRows(sql);
+    }
   }
 
   run(sql: string, params?: Params): Promise<number> {
