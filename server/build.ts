@@ -37,6 +37,7 @@ export async function bundleServer(): Promise<void> {
     format: 'esm',
     target: 'node24',
     sourcemap: 'linked',
+    minifyWhitespace: true,
     logLevel: 'warning',
     metafile: true,
   });
