@@ -1,5 +1,5 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { build } from 'esbuild';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -19,10 +19,10 @@ export const SERVER_BUNDLE = resolve(ROOT, 'server/dist/main.js');
  * asks for only when told to). CommonJS packages `require` Node's built-ins, which ESM output has
  * no `require` for: the banner gives each chunk one. Running the sources directly makes Node load
  * its TypeScript stripper at start, which costs about 35 MB of resident memory for as long as the
- * server runs.
+ * server runs. `outdir` (server/dist/ by default) must be a folder directly in server/, for the same
+ * reason as the chunk names below.
  */
-export async function bundleServer(): Promise<void> {
-  const outdir = resolve(SERVER_BUNDLE, '..');
+export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<void> {
   const { metafile } = await build({
     absWorkingDir: ROOT,
     entryPoints: { main: 'server/bundle-entry.ts' },
