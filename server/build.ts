@@ -1,11 +1,26 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
 /** Where `npm start` runs the server from (not committed: built at every start). */
 export const SERVER_BUNDLE = resolve(ROOT, 'server/dist/main.js');
+
+/**
+ * zod's API re-exports every one of its locales (`z.locales`, some 300 KB of the bundle) though only
+ * English, its default, is used here: the bundle gets that one alone. `z.locales.<other>` would be
+ * undefined; nothing in the server asks for one.
+ */
+const zodEnglishOnly: Plugin = {
+  name: 'zod-english-only',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, (args) => ({
+      contents: "export { default as en } from './en.js';",
+      resolveDir: dirname(args.path),
+    }));
+  },
+};
 
 /**
  * Bundles the server's TypeScript and its packages into `server/dist/` (ESM): `main.js`, the entry
@@ -40,6 +55,7 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
     minifyWhitespace: true,
     logLevel: 'warning',
     metafile: true,
+    plugins: [zodEnglishOnly],
   });
   // Chunks are named by their content: remove an earlier build's, which would pile up at every start
   // (the compile cache's folder stays: the same chunk finds its cached code again).

@@ -47,6 +47,10 @@ describe('the server bundle (npm start)', () => {
     const bad = await fetch(`${first.url}/v2/deployments`, { method: 'POST', headers, body: '{bad' });
     expect(bad.status).toBe(422);
     expect(((await bad.json()) as { detail: Array<{ type: string }> }).detail[0]!.type).toBe('json_invalid');
+    // A body zod refuses (the bundle keeps zod's English locale alone, server/build.ts).
+    const invalid = await fetch(`${first.url}/v2/deployments`, { method: 'POST', headers, body: '{}' });
+    expect(invalid.status).toBe(422);
+    expect((await invalid.json()) as unknown).toEqual({ detail: [{ loc: ['body', 'source'], msg: 'Field required', type: 'missing' }] });
     const signIn = await fetch(`${first.url}/console/sign-in`);
     expect(signIn.status).toBe(200);
     expect(await signIn.text()).toContain('<title>Sign in');
