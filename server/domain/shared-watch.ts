@@ -31,19 +31,34 @@ export class SharedWatch extends RevisionWatch {
     );
   }
 
-  // The base class's own signature, whatever it becomes: this only counts the ids waited on.
+  // The base class's own signatures, whatever they become: these only count the ids waited on.
   override wait(...args: Parameters<RevisionWatch['wait']>): ReturnType<RevisionWatch['wait']> {
     const waiter = super.wait(...args);
-    const id = args[0];
     if (this.#coordination.shared) {
-      this.#waited.set(id, (this.#waited.get(id) ?? 0) + 1);
-      void waiter.changed.then(() => {
-        const left = (this.#waited.get(id) ?? 1) - 1;
-        if (left <= 0) this.#waited.delete(id);
-        else this.#waited.set(id, left);
-      });
+      const counted = this.#counted(args[0]);
+      void waiter.changed.then(counted);
     }
     return waiter;
+  }
+
+  override waitThen(...args: Parameters<RevisionWatch['waitThen']>): ReturnType<RevisionWatch['waitThen']> {
+    if (!this.#coordination.shared) return super.waitThen(...args);
+    const [id, timeoutMs, gone, settled] = args;
+    const counted = this.#counted(id);
+    return super.waitThen(id, timeoutMs, gone, (changed, value) => {
+      counted();
+      settled(changed, value);
+    });
+  }
+
+  /** Counts a waiter of `id`; the function answered uncounts it when its wait ends. */
+  #counted(id: string): () => void {
+    this.#waited.set(id, (this.#waited.get(id) ?? 0) + 1);
+    return () => {
+      const left = (this.#waited.get(id) ?? 1) - 1;
+      if (left <= 0) this.#waited.delete(id);
+      else this.#waited.set(id, left);
+    };
   }
 
   /** Wakes this process's waiters of `id` (with `value`) and tells the other processes. */

@@ -77,22 +77,28 @@ export function revisionFastPath(
             return () => res.off('close', cancel);
           }
         : undefined;
-      revisions
-        .getWhenChanged(principal.workspaceId, deploymentId, revisionId, (etag) => matchesCurrent(known, etag), waitMs ?? 0, gone)
-        .then(
-          ({ revision, changed }) => {
-            guarded(res, () => (changed ? answer(res, idOf(req), revision, revisionBody(revision)) : notModified(res, idOf(req), revision)));
-            answered(started, changed ? 200 : 304);
-          },
+      // A callback, not a promise: a held request then holds no promise chain (revisions.whenChanged).
+      revisions.whenChanged(
+        principal.workspaceId,
+        deploymentId,
+        revisionId,
+        (etag) => matchesCurrent(known, etag),
+        waitMs ?? 0,
+        gone,
+        (_error, result) => {
+          if (result) {
+            guarded(res, () => (result.changed ? answer(res, idOf(req), result.revision, revisionBody(result.revision)) : notModified(res, idOf(req), result.revision)));
+            answered(started, result.changed ? 200 : 304);
+            return;
+          }
           // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the
           // wait (the re-read a change from another process asks for) is answered at once: the client
           // already waited, and one that has gone gets nothing.
-          () => {
-            if (res.destroyed || res.writableEnded) return;
-            if (waited) withoutHeader(req, 'prefer');
-            fallback(req, res);
-          },
-        );
+          if (res.destroyed || res.writableEnded) return;
+          if (waited) withoutHeader(req, 'prefer');
+          fallback(req, res);
+        },
+      );
       return;
     }
     revisions.find(principal.workspaceId, deploymentId, revisionId).then(

@@ -13,16 +13,20 @@ export function signalGone(signal: AbortSignal): Gone {
   };
 }
 
+/** Called once when a wait ends: whether the record changed, and what the change was announced with. */
+export type Settled = (changed: boolean, value: unknown) => void;
+
 /**
  * One held request: a single object, which is also its own entry in the list of waiters with the
  * same timeout (`Deadlines`), so a waiter has no timer, timer callback or extra closure of its own:
  * a thousand held requests is the case this is measured on (test/e2e/long-poll-memory.test.ts).
+ * It settles its caller's callback (`RevisionWatch.waitThen`) or, when asked (`wait`), a promise.
  */
 class Waiter {
-  readonly changed: Promise<boolean>;
   /** What the change was announced with (the changed record), so waiters need not read it again. */
   #announced: unknown;
-  #settle!: (changed: boolean) => void;
+  #settle: Settled | undefined;
+  #promise: Promise<boolean> | undefined;
   #unregister: (() => void) | undefined;
   #done = false;
 
@@ -35,11 +39,18 @@ class Waiter {
   previous: Waiter | undefined;
   next: Waiter | undefined;
 
-  constructor(revisionId: string, set: Set<Waiter>, onDone: (waiter: Waiter) => void) {
+  constructor(revisionId: string, set: Set<Waiter>, onDone: (waiter: Waiter) => void, settle: Settled | undefined) {
     this.revisionId = revisionId;
     this.set = set;
     this.onDone = onDone;
-    this.changed = new Promise<boolean>((resolve) => (this.#settle = resolve));
+    if (settle) this.#settle = settle;
+    else this.#promise = new Promise<boolean>((resolve) => (this.#settle = resolve));
+  }
+
+  /** Resolves `true` when the revision changed, `false` when the wait ended otherwise (promise waiters only). */
+  get changed(): Promise<boolean> {
+    if (!this.#promise) throw new Error('a waiter made with a callback has no promise');
+    return this.#promise;
   }
 
   start(deadlines: Deadlines, gone: Gone | undefined): void {
@@ -55,11 +66,18 @@ class Waiter {
     this.#unregister?.();
     this.#unregister = undefined;
     this.onDone(this);
-    this.#settle(changed);
+    const settle = this.#settle!;
+    this.#settle = undefined;
+    settle(changed, this.#announced);
   }
 
   /** Ends the wait unchanged (the client went away, or the caller no longer waits). A property, so `gone` can take it as it is. */
   readonly cancel = (): void => this.finish(false);
+
+  /** Ends the wait as changed, with `value` (the caller learnt of the change itself). */
+  announce(value: unknown): void {
+    this.finish(true, value);
+  }
 
   value(): unknown {
     return this.#announced;
@@ -136,9 +154,22 @@ export class RevisionWatch {
    * record), so a thousand waiters need not each read it again.
    */
   wait(revisionId: string, timeoutMs: number, gone?: Gone | AbortSignal): { changed: Promise<boolean>; cancel: () => void; value: () => unknown } {
+    return this.#add(revisionId, timeoutMs, gone, undefined);
+  }
+
+  /**
+   * `wait` for a caller that takes a callback: `settled` is called once, as `changed` would resolve,
+   * with what the change was announced with. No promise is made, so a held request holds nothing
+   * but its waiter and the callback (the GET revision fast lane, a thousand of them at a time).
+   */
+  waitThen(revisionId: string, timeoutMs: number, gone: Gone | undefined, settled: Settled): { cancel: () => void; announce: (value: unknown) => void } {
+    return this.#add(revisionId, timeoutMs, gone, settled);
+  }
+
+  #add(revisionId: string, timeoutMs: number, gone: Gone | AbortSignal | undefined, settled: Settled | undefined): Waiter {
     let set = this.#waiters.get(revisionId);
     if (!set) this.#waiters.set(revisionId, (set = new Set()));
-    const waiter = new Waiter(revisionId, set, this.#removed);
+    const waiter = new Waiter(revisionId, set, this.#removed, settled);
     set.add(waiter);
     let deadlines = this.#deadlines.get(timeoutMs);
     if (!deadlines) this.#deadlines.set(timeoutMs, (deadlines = new Deadlines(timeoutMs, this.#noDeadlines)));

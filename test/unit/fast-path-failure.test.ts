@@ -21,9 +21,9 @@ async function failingServer(failAfterWait: boolean) {
   const services = {
     auth: { cachedPrincipal: () => ({ keyId: 'k', organizationId: 'o', workspaceId: 'w', organizationScoped: false }) },
     revisions: {
-      getWhenChanged: async (_t: string, _d: string, _r: string, _known: unknown, waitMs: number, gone?: Gone) => {
+      whenChanged: (_t: string, _d: string, _r: string, _known: unknown, waitMs: number, gone: Gone | undefined, done: (error: unknown) => void) => {
         if (failAfterWait && waitMs > 0 && gone) gone(() => {});
-        throw new Error('the storage refused the read');
+        setImmediate(() => done(new Error('the storage refused the read')));
       },
     },
     metrics: { httpAnswered() {} },

@@ -74,4 +74,41 @@ describe('RevisionWatch timeouts', () => {
     expect(watch.size).toBe(0);
     expect(vi.getTimerCount()).toBe(0);
   });
+
+  it('a callback wait (waitThen) is settled once: on a change with its value, when announced, at its deadline, or when its client goes', async () => {
+    const watch = new RevisionWatch();
+    const calls: Array<[string, boolean, unknown]> = [];
+    const record = (name: string) => (changed: boolean, value: unknown) => calls.push([name, changed, value]);
+    watch.waitThen('a', 1000, undefined, record('changed'));
+    const announced = watch.waitThen('b', 1000, undefined, record('announced'));
+    watch.waitThen('c', 1000, undefined, record('timed out'));
+    let unregistered = 0;
+    let goneNow: () => void = () => {};
+    watch.waitThen(
+      'd',
+      1000,
+      (cancel) => {
+        goneNow = cancel;
+        return () => (unregistered += 1);
+      },
+      record('gone'),
+    );
+    expect(() => (announced as unknown as { changed: unknown }).changed).toThrow();
+    watch.notify('a', { version: 2 });
+    announced.announce({ version: 3 });
+    announced.announce({ version: 4 });
+    goneNow();
+    goneNow();
+    expect(calls).toEqual([
+      ['changed', true, { version: 2 }],
+      ['announced', true, { version: 3 }],
+      ['gone', false, undefined],
+    ]);
+    expect(unregistered).toBe(1);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(calls.at(-1)).toEqual(['timed out', false, undefined]);
+    expect(calls).toHaveLength(4);
+    expect(watch.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
 });

@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleServer } from '../../server/build.ts';
+import { testBackendKind, testDatabaseUrl } from '../helpers/backends.ts';
+import { type ListeningChild, ROOT, startListeningChild } from '../helpers/listening-child.ts';
+
+/**
+ * What `npm start` runs: the esbuild bundle of the server with its packages (server/build.ts), split
+ * at each `import()`, started from its entry with Node's compile cache. The other suites run the
+ * TypeScript sources; this one checks that the bundle serves the same (API, errors, the console and
+ * its files found beside the chunks) on this suite's backend, PostgreSQL's driver and backend being
+ * a chunk loaded only for a postgres:// DATABASE_URL, and that a second start finds its compiled code.
+ */
+describe('the server bundle (npm start)', () => {
+  const outdir = mkdtempSync(join(ROOT, 'server', '.dist-test-'));
+  const apiKey = `test-key-${randomBytes(12).toString('hex')}`;
+  let env: Record<string, string>;
+  let server: ListeningChild | undefined;
+
+  const start = async () => {
+    server = await startListeningChild(join(outdir, 'main.js'), env, 30_000);
+    return server;
+  };
+
+  beforeAll(async () => {
+    await bundleServer(outdir);
+    const databaseUrl = await testDatabaseUrl(testBackendKind(), join(mkdtempSync(join(tmpdir(), 'cp-bundle-')), 'control-plane.db'));
+    env = { DATABASE_URL: databaseUrl, BOOTSTRAP_API_KEY: apiKey, ENCRYPTION_KEY: randomBytes(32).toString('base64'), LOG_LEVEL: 'info' };
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(outdir, { recursive: true, force: true });
+  });
+
+  it('answers the API, its errors and the console, and a second start reads the compile cache', async () => {
+    const first = await start();
+    expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+    const headers = { 'x-api-key': apiKey, 'content-type': 'application/json' };
+    const list = await fetch(`${first.url}/v2/deployments`, { headers });
+    expect(list.status).toBe(200);
+    expect(await list.json()).toEqual({ resources: [], offset: 0 });
+    // A bad body gets the contract's error, from the bundled zod and Hono as from the sources.
+    const bad = await fetch(`${first.url}/v2/deployments`, { method: 'POST', headers, body: '{bad' });
+    expect(bad.status).toBe(422);
+    expect(((await bad.json()) as { detail: Array<{ type: string }> }).detail[0]!.type).toBe('json_invalid');
+    // A body zod refuses (the bundle keeps zod's English locale alone, server/build.ts).
+    const invalid = await fetch(`${first.url}/v2/deployments`, { method: 'POST', headers, body: '{}' });
+    expect(invalid.status).toBe(422);
+    expect((await invalid.json()) as unknown).toEqual({ detail: [{ loc: ['body', 'source'], msg: 'Field required', type: 'missing' }] });
+    const signIn = await fetch(`${first.url}/console/sign-in`);
+    expect(signIn.status).toBe(200);
+    expect(await signIn.text()).toContain('<title>Sign in');
+    const css = await fetch(`${first.url}/console/assets/console.css`);
+    expect(css.status).toBe(200);
+    expect((await css.text()).length).toBeGreaterThan(100);
+    expect(first.output()).toContain(testBackendKind() === 'postgres' ? 'postgres' : 'control-plane.db');
+    await first.stop();
+    // Node writes the compile cache when the process exits: a second start uses it.
+    expect(readdirSync(join(outdir, 'compile-cache'))).not.toEqual([]);
+    const second = await start();
+    expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+  });
+});
