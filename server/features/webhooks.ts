@@ -1,23 +1,23 @@
-import type { Config } from './config.ts';
-import type { SecretBox } from './crypto/secret-box.ts';
-import { CheckRunRerun } from './domain/webhooks/check-run-rerun.ts';
-import { DeliveryLog } from './domain/webhooks/delivery-log.ts';
-import { DeliveryWorker } from './domain/webhooks/delivery-worker.ts';
-import { WEBHOOK_PATH, WebhookIntake } from './domain/webhooks/intake.ts';
-import { type PreviewRefusal, Previews } from './domain/webhooks/previews.ts';
-import { DeliveryProcessor } from './domain/webhooks/process-delivery.ts';
-import { PushBuilds } from './domain/webhooks/push-builds.ts';
-import { Reconciler } from './domain/webhooks/reconciler.ts';
-import { WorkspaceWebhookSecrets } from './domain/webhooks/workspace-secrets.ts';
-import { type BranchHeadReader, lsRemoteBranchHead } from './git/ls-remote.ts';
-import type { RepoAccess } from './github/repo-access.ts';
-import type { RouteContext } from './http/env.ts';
-import { sweepLoop } from './lib/poll-loop.ts';
-import { webhookRoutes } from './routes/webhooks.ts';
-import type { Services } from './services.ts';
-import type { GithubStore } from './store/github.ts';
-import type { WebhookSecretStore } from './store/webhook-secrets.ts';
-import type { WebhookStore } from './store/webhooks.ts';
+import type { Config } from '../config.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import { CheckRunRerun } from '../domain/webhooks/check-run-rerun.ts';
+import { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
+import { DeliveryWorker } from '../domain/webhooks/delivery-worker.ts';
+import { WEBHOOK_PATH, WebhookIntake } from '../domain/webhooks/intake.ts';
+import { type PreviewRefusal, Previews } from '../domain/webhooks/previews.ts';
+import { DeliveryProcessor } from '../domain/webhooks/process-delivery.ts';
+import { PushBuilds } from '../domain/webhooks/push-builds.ts';
+import { Reconciler } from '../domain/webhooks/reconciler.ts';
+import { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
+import { type BranchHeadReader, lsRemoteBranchHead } from '../git/ls-remote.ts';
+import type { RepoAccess } from '../github/repo-access.ts';
+import type { RouteContext } from '../http/env.ts';
+import { sweepLoop } from '../lib/poll-loop.ts';
+import { webhookRoutes } from '../routes/webhooks.ts';
+import type { Services } from '../services.ts';
+import type { GithubStore } from '../store/github.ts';
+import type { WebhookSecretStore } from '../store/webhook-secrets.ts';
+import type { WebhookStore } from '../store/webhooks.ts';
 
 /**
  * The GitHub push feature, wired from the control plane's services: the signature-checked

@@ -1,14 +1,14 @@
-import type { Config } from './config.ts';
-import { GithubTokenExchanger } from './domain/github-oidc/exchange.ts';
-import { type IssuerFetch, IssuerKeys } from './domain/github-oidc/issuer-keys.ts';
-import { GithubTrustEntries } from './domain/github-oidc/trust-entries.ts';
-import type { RouteContext } from './http/env.ts';
-import type { Clock } from './lib/clock.ts';
-import type { Logger } from './logger.ts';
-import { githubActionsTokenRoutes } from './routes/github-actions-token.ts';
-import { githubTrustRoutes } from './routes/github-trust.ts';
-import type { GithubTrustStore } from './store/github-trust.ts';
-import type { Store } from './store/types.ts';
+import type { Config } from '../config.ts';
+import { GithubTokenExchanger } from '../domain/github-oidc/exchange.ts';
+import { type IssuerFetch, IssuerKeys } from '../domain/github-oidc/issuer-keys.ts';
+import { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
+import type { RouteContext } from '../http/env.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { Logger } from '../logger.ts';
+import { githubActionsTokenRoutes } from '../routes/github-actions-token.ts';
+import { githubTrustRoutes } from '../routes/github-trust.ts';
+import type { GithubTrustStore } from '../store/github-trust.ts';
+import type { Store } from '../store/types.ts';
 
 /**
  * Keyless CI (contract section 13): workspaces trust GitHub repositories, and a workflow of one

@@ -1,21 +1,21 @@
-import type { Config } from './config.ts';
-import { AgentDataPlane } from './dataplane/listener-agent.ts';
-import { DefaultListener } from './domain/agents/default-listener.ts';
-import { ListenerTokens } from './domain/agents/listener-tokens.ts';
-import { AgentProtocol } from './domain/agents/protocol.ts';
-import { RuntimeLogLimits, type RuntimeLogLimitsConfig } from './domain/agents/runtime-log-limits.ts';
-import { LogCaps } from './domain/log-caps.ts';
-import { SharedWatch } from './domain/shared-watch.ts';
-import type { RepoAccess } from './github/repo-access.ts';
-import type { RouteContext } from './http/env.ts';
-import type { Clock } from './lib/clock.ts';
-import type { Logger } from './logger.ts';
-import { agentRoutes } from './routes/agent.ts';
-import { listenerTokenRoutes } from './routes/listener-tokens.ts';
-import { workspaceSettingsRoutes } from './routes/workspace-settings.ts';
-import type { Services } from './services.ts';
-import type { AgentStore } from './store/agents.ts';
-import { type Coordination, TOPICS } from './store/coordination.ts';
+import type { Config } from '../config.ts';
+import { AgentDataPlane } from '../dataplane/listener-agent.ts';
+import { DefaultListener } from '../domain/agents/default-listener.ts';
+import { ListenerTokens } from '../domain/agents/listener-tokens.ts';
+import { AgentProtocol } from '../domain/agents/protocol.ts';
+import { RuntimeLogLimits, type RuntimeLogLimitsConfig } from '../domain/agents/runtime-log-limits.ts';
+import { LogCaps } from '../domain/log-caps.ts';
+import { SharedWatch } from '../domain/shared-watch.ts';
+import type { RepoAccess } from '../github/repo-access.ts';
+import type { RouteContext } from '../http/env.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { Logger } from '../logger.ts';
+import { agentRoutes } from '../routes/agent.ts';
+import { listenerTokenRoutes } from '../routes/listener-tokens.ts';
+import { workspaceSettingsRoutes } from '../routes/workspace-settings.ts';
+import type { Services } from '../services.ts';
+import type { AgentStore } from '../store/agents.ts';
+import { type Coordination, TOPICS } from '../store/coordination.ts';
 
 /**
  * Listener agents, in two steps because the pipeline needs the data plane and the

@@ -1,13 +1,13 @@
-import type { Config } from './config.ts';
-import type { SecretBox } from './crypto/secret-box.ts';
-import { EventSender } from './domain/event-sender.ts';
-import { EventSubscriptions } from './domain/events.ts';
-import { OutboundPolicy, type Resolve } from './domain/oauth/outbound.ts';
-import type { RouteContext } from './http/env.ts';
-import type { Clock } from './lib/clock.ts';
-import type { Logger } from './logger.ts';
-import { eventSubscriptionRoutes } from './routes/event-subscriptions.ts';
-import type { EventStore } from './store/events.ts';
+import type { Config } from '../config.ts';
+import type { SecretBox } from '../crypto/secret-box.ts';
+import { EventSender } from '../domain/event-sender.ts';
+import { EventSubscriptions } from '../domain/events.ts';
+import { OutboundPolicy, type Resolve } from '../domain/oauth/outbound.ts';
+import type { RouteContext } from '../http/env.ts';
+import type { Clock } from '../lib/clock.ts';
+import type { Logger } from '../logger.ts';
+import { eventSubscriptionRoutes } from '../routes/event-subscriptions.ts';
+import type { EventStore } from '../store/events.ts';
 
 /** Outgoing events (contract §17): the subscription routes and the outbox's sender. */
 export function createOutgoingEvents(deps: {
