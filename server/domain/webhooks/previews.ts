@@ -39,9 +39,25 @@ const BUILD_ACTIONS = new Set(['opened', 'reopened', 'synchronize']);
  * receive the secrets); past `max_concurrent`, a new preview is refused with a status saying why.
  */
 export class Previews {
-  readonly #deps: { store: Store; deployments: Deployments; builds: PushBuilds; github: GithubStore; clock: Clock; log: Logger; refuse?: PreviewRefusal };
+  readonly #deps: {
+    store: Pick<Store, 'getDeploymentById' | 'getIntegrationById' | 'listDeploymentsByRepo'>;
+    deployments: Deployments;
+    builds: PushBuilds;
+    github: GithubStore;
+    clock: Clock;
+    log: Logger;
+    refuse?: PreviewRefusal;
+  };
 
-  constructor(deps: { store: Store; deployments: Deployments; builds: PushBuilds; github: GithubStore; clock: Clock; log: Logger; refuse?: PreviewRefusal }) {
+  constructor(deps: {
+    store: Pick<Store, 'getDeploymentById' | 'getIntegrationById' | 'listDeploymentsByRepo'>;
+    deployments: Deployments;
+    builds: PushBuilds;
+    github: GithubStore;
+    clock: Clock;
+    log: Logger;
+    refuse?: PreviewRefusal;
+  }) {
     this.#deps = deps;
   }
 
