@@ -1,5 +1,8 @@
 import type { Config } from '../config.ts';
 import type { SecretBox } from '../crypto/secret-box.ts';
+import type { Deployments } from '../domain/deployments.ts';
+import type { InstallationRepos } from '../domain/installation-repos.ts';
+import type { Pipeline } from '../domain/pipeline.ts';
 import { CheckRunRerun } from '../domain/webhooks/check-run-rerun.ts';
 import { DeliveryLog } from '../domain/webhooks/delivery-log.ts';
 import { DeliveryWorker } from '../domain/webhooks/delivery-worker.ts';
@@ -11,21 +14,39 @@ import { Reconciler } from '../domain/webhooks/reconciler.ts';
 import { WorkspaceWebhookSecrets } from '../domain/webhooks/workspace-secrets.ts';
 import { type BranchHeadReader, lsRemoteBranchHead } from '../git/ls-remote.ts';
 import type { RepoAccess } from '../github/repo-access.ts';
-import type { RouteContext } from '../http/env.ts';
+import type { Clock } from '../lib/clock.ts';
 import { sweepLoop } from '../lib/poll-loop.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import { webhookRoutes } from '../routes/webhooks.ts';
-import type { Services } from '../services.ts';
 import type { GithubStore } from '../store/github.ts';
 import type { WebhookSecretStore } from '../store/webhook-secrets.ts';
 import type { WebhookStore } from '../store/webhooks.ts';
+import type { Tracing } from '../tracing.ts';
+import type { Feature, Worker } from './feature.ts';
+
+/** The core tables as the push feature reads and writes them: each class's own slice, together. */
+export type WebhooksStore = ConstructorParameters<typeof PushBuilds>[0]['store'] &
+  ConstructorParameters<typeof Previews>[0]['store'] &
+  ConstructorParameters<typeof DeliveryProcessor>[0]['store'] &
+  ConstructorParameters<typeof CheckRunRerun>[0]['store'] &
+  ConstructorParameters<typeof Reconciler>[0]['store'];
 
 /**
- * The GitHub push feature, wired from the control plane's services: the signature-checked
- * endpoint and delivery log, the worker that turns stored deliveries into revisions, and the
- * reconciler that catches pushes no webhook reported.
+ * GitHub webhooks (contract §§7, 12): the signature-checked endpoints and delivery log, the worker
+ * that turns stored deliveries into revisions, the reconciler that catches pushes no webhook
+ * reported, and with GitHub App settings the pull-request previews and their sweep.
  */
-export function createGithubWebhooks(deps: {
-  services: Services;
+export function webhooksFeature(deps: {
+  store: WebhooksStore;
+  pipeline: Pipeline;
+  deployments: Deployments;
+  installationRepos: InstallationRepos;
+  clock: Clock;
+  log: Logger;
+  /** Counts deliveries (`observer`); spans for them when tracing is on. */
+  metrics: Metrics;
+  tracing?: Tracing;
   webhooks: WebhookStore;
   webhookSecrets: WebhookSecretStore;
   /** Encrypts the workspaces' webhook secrets at rest. */
@@ -55,13 +76,12 @@ export function createGithubWebhooks(deps: {
   githubUrl?: string;
   /** Pull-request previews (with GitHub App settings): their storage, how a refusal is told, the sweep. */
   previews?: { github: GithubStore; refuse: PreviewRefusal; sweepMs: number; lead?: () => Promise<boolean> };
-}) {
-  const { services, config } = deps;
-  const { store, clock, log, pipeline } = services;
+}): Feature {
+  const { config, store, clock, log, pipeline } = deps;
   const webhookStore = deps.webhooks;
   const builds = new PushBuilds({ store, pipeline, clock, log });
   const previews = deps.previews
-    ? new Previews({ store, deployments: services.deployments, builds, github: deps.previews.github, clock, log, refuse: deps.previews.refuse })
+    ? new Previews({ store, deployments: deps.deployments, builds, github: deps.previews.github, clock, log, refuse: deps.previews.refuse })
     : undefined;
   const worker = new DeliveryWorker({
     webhookStore,
@@ -71,18 +91,18 @@ export function createGithubWebhooks(deps: {
       clock,
       heads: webhookStore,
       installations: webhookStore,
-      repos: services.installationRepos,
+      repos: deps.installationRepos,
       previews,
       // Re-runs come from check runs, which only a GitHub App makes.
-      rerun: deps.previews ? new CheckRunRerun({ store, deployments: services.deployments, installations: webhookStore }) : undefined,
+      rerun: deps.previews ? new CheckRunRerun({ store, deployments: deps.deployments, installations: webhookStore }) : undefined,
     }),
     clock,
     log,
     delayMs: config.WEBHOOK_PROCESS_DELAY_MS,
     processId: deps.processId,
     leaseMs: config.PIPELINE_LEASE_MS,
-    observer: services.metrics,
-    tracing: services.tracing,
+    observer: deps.metrics,
+    tracing: deps.tracing,
   });
   const workspaceSecrets = new WorkspaceWebhookSecrets({
     store: deps.webhookSecrets,
@@ -118,18 +138,16 @@ export function createGithubWebhooks(deps: {
   });
   const deliveryLog = new DeliveryLog(webhookStore);
   return {
-    worker,
-    reconciler,
-    /** Tears down idle previews and those of deleted parents (nothing to do without previews). */
-    previewSweeper: previewSweeper(previews, deps.previews, log),
-    routes: (ctx: RouteContext) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
-    /** Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one. */
+    name: 'webhooks',
+    // Only the delivery endpoints skip the API key (they check a signature); the secret and the log need one.
+    routes: (ctx) => webhookRoutes(ctx, { intake, log: deliveryLog, secrets: workspaceSecrets }),
+    // The preview sweep tears down idle previews and those of deleted parents (none without previews).
+    workers: previews && deps.previews ? [worker, reconciler, previewSweeper(previews, deps.previews, log)] : [worker, reconciler],
   };
 }
 
 /** Runs the preview sweep every `sweepMs` in the process that leads it. */
-function previewSweeper(previews: Previews | undefined, settings: { sweepMs: number; lead?: () => Promise<boolean> } | undefined, log: Services['log']) {
-  if (!previews || !settings) return { start() {}, stop() {} };
+function previewSweeper(previews: Previews, settings: { sweepMs: number; lead?: () => Promise<boolean> }, log: Logger): Worker {
   return sweepLoop({
     sweep: () => previews.sweep(),
     everyMs: settings.sweepMs,
