@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import type { AuditLog } from '../domain/audit.ts';
 import type { Auth } from '../domain/auth.ts';
 import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
-import type { Feature } from '../features/feature.ts';
+import type { RouteContext } from '../http/env.ts';
 import { mountWithAuth } from '../http/route-auth.ts';
 import type { Clock } from '../lib/clock.ts';
 import { sweepLoop } from '../lib/poll-loop.ts';
@@ -28,7 +28,8 @@ export type ConsoleDeps = {
 };
 
 /**
- * The web console (contract section 16), one feature: its routes under `/console` (built from the
+ * The web console (contract section 16), one feature (the shape of `features/feature.ts`, which the
+ * composition checks; this folder stays below `features/`): its routes under `/console` (built from the
  * services every route is handed), the browser redirects into it, its store slice (sessions, live
  * fingerprints) and its workers (the live pages' ticker, the sweep of ended sessions).
  */
@@ -41,7 +42,7 @@ export function consoleFeature(deps: {
   log: Logger;
   config: Pick<Config, 'CONSOLE_SESSION_SECONDS' | 'CONSOLE_LIVE_INTERVAL_MS' | 'AGENT_LEASE_MS' | 'GITHUB_URL'>;
   publicUrl: () => string;
-}): Feature {
+}) {
   const { config } = deps;
   const sessions = new ConsoleSessions({
     auth: deps.auth,
@@ -58,9 +59,9 @@ export function consoleFeature(deps: {
     onError: (error) => deps.log.warn('console: could not remove ended sessions', { error: String(error) }),
   });
   return {
-    name: 'console',
+    name: 'console' as const,
     beforeAuth: [browserLinks],
-    routes(ctx) {
+    routes(ctx: RouteContext) {
       const app = consoleRoutes({
         services: ctx.services,
         sessions,
