@@ -25,3 +25,6 @@ export type Feature = {
 export function stopOnly(stop: () => void): Worker {
   return { start() {}, stop };
 }
+
+/** The store slice a domain class is built with (its constructor's `store`): a feature's slice is the union of its classes'. */
+export type StoreSliceOf<C extends abstract new (deps: never) => unknown> = ConstructorParameters<C>[0] extends { store: infer S } ? S : never;

@@ -17,7 +17,7 @@ import { listenerRoutes } from '../routes/listeners.ts';
 import { workspaceSettingsRoutes } from '../routes/workspace-settings.ts';
 import type { AgentStore } from '../store/agents.ts';
 import { type Coordination, TOPICS } from '../store/coordination.ts';
-import type { Feature } from './feature.ts';
+import type { Feature, StoreSliceOf } from './feature.ts';
 
 /**
  * The data plane of `local` and `k8s` listeners, as the pipeline sees it (one of its data planes),
@@ -48,9 +48,7 @@ export function listenerAgentPlane(deps: {
 export type ListenerAgentPlane = ReturnType<typeof listenerAgentPlane>;
 
 /** The core tables as the agents' side reads them: the protocol's, the tokens' and the default listener's slices. */
-export type ListenerAgentsStore = ConstructorParameters<typeof AgentProtocol>[0]['store'] &
-  ConstructorParameters<typeof ListenerTokens>[0]['store'] &
-  ConstructorParameters<typeof DefaultListener>[0]['store'];
+export type ListenerAgentsStore = StoreSliceOf<typeof AgentProtocol> & StoreSliceOf<typeof ListenerTokens> & StoreSliceOf<typeof DefaultListener>;
 
 /**
  * Listeners and their agents (contract §§6, 9, 14): the listeners, their agent tokens, the agent

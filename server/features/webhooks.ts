@@ -23,14 +23,14 @@ import type { GithubStore } from '../store/github.ts';
 import type { WebhookSecretStore } from '../store/webhook-secrets.ts';
 import type { WebhookStore } from '../store/webhooks.ts';
 import type { Tracing } from '../tracing.ts';
-import type { Feature, Worker } from './feature.ts';
+import type { Feature, StoreSliceOf, Worker } from './feature.ts';
 
 /** The core tables as the push feature reads and writes them: each class's own slice, together. */
-export type WebhooksStore = ConstructorParameters<typeof PushBuilds>[0]['store'] &
-  ConstructorParameters<typeof Previews>[0]['store'] &
-  ConstructorParameters<typeof DeliveryProcessor>[0]['store'] &
-  ConstructorParameters<typeof CheckRunRerun>[0]['store'] &
-  ConstructorParameters<typeof Reconciler>[0]['store'];
+export type WebhooksStore = StoreSliceOf<typeof PushBuilds> &
+  StoreSliceOf<typeof Previews> &
+  StoreSliceOf<typeof DeliveryProcessor> &
+  StoreSliceOf<typeof CheckRunRerun> &
+  StoreSliceOf<typeof Reconciler>;
 
 /**
  * GitHub webhooks (contract §§7, 12): the signature-checked endpoints and delivery log, the worker
