@@ -1,5 +1,6 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { NotFound, ValidationFailed } from './domain/errors.ts';
+import type { Feature } from './features/feature.ts';
 import { auditTrail } from './http/audit-trail.ts';
 import type { AppEnv, RouteContext } from './http/env.ts';
 import { errorResponse } from './http/errors.ts';
@@ -9,39 +10,27 @@ import { observeRequests } from './http/request-id.ts';
 import { requestAuth } from './http/route-auth.ts';
 import { urlNulProblem } from './http/validation.ts';
 import { ByteBudget } from './lib/byte-budget.ts';
-import { auditEventRoutes } from './routes/audit-events.ts';
-import { deploymentRoutes } from './routes/deployments.ts';
-import { healthRoutes } from './routes/health.ts';
-import { integrationRoutes } from './routes/integrations.ts';
-import { listenerRoutes } from './routes/listeners.ts';
-import { projectLogRoutes } from './routes/project-logs.ts';
-import { revisionRoutes } from './routes/revisions.ts';
-import { tracingProjectRoutes } from './routes/tracing-projects.ts';
-import { uploadRoutes } from './routes/uploads.ts';
-import { workspaceRoutes } from './routes/workspaces.ts';
 import type { Services } from './services.ts';
 import type { Tracing } from './tracing.ts';
 
 /**
- * Builds the HTTP app from the services: one auth middleware (reading each route's declared auth), one error mapping, routes by
- * resource. Extra route groups (webhooks, OAuth) register through `extraRoutes`.
+ * The HTTP shell: one request observer, the features' middleware that answers before the key
+ * check, one auth middleware (reading each route's declared auth), the audit trail, one error
+ * mapping; then each feature's routes, in the order of `features`.
  */
 export function createApp(
   services: Services,
   options: {
-    extraRoutes?: Array<(ctx: RouteContext) => void>;
+    features: readonly Feature[];
     publicUrl?: () => string;
     inflightBodyBytes?: number;
-    /** Middleware that may answer before the key check (the console's redirects of browsers). */
-    beforeAuth?: MiddlewareHandler[];
-
     tracer?: Tracing;
     /**
      * What gives each request its id and scope, counts it and traces it: `observeRequests` by
      * default. Only bench/observability-cost.ts gives another (the same app without that layer).
      */
     observeRequests?: MiddlewareHandler<AppEnv>;
-  } = {},
+  },
 ) {
   const app = new Hono<AppEnv>();
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
@@ -72,21 +61,11 @@ export function createApp(
     }
   };
   app.use('*', options.observeRequests ?? observeRequests(services.metrics, services.log, options.tracer));
-  for (const handler of options.beforeAuth ?? []) app.use('*', handler);
+  for (const feature of options.features) for (const handler of feature.beforeAuth ?? []) app.use('*', handler);
   app.use('*', authenticate);
   app.use('*', auditTrail(services.audit, services.log));
 
-  healthRoutes(ctx);
-  workspaceRoutes(ctx);
-  deploymentRoutes(ctx);
-  revisionRoutes(ctx);
-  listenerRoutes(ctx);
-  integrationRoutes(ctx);
-  tracingProjectRoutes(ctx);
-  projectLogRoutes(ctx);
-  uploadRoutes(ctx);
-  auditEventRoutes(ctx);
-  for (const register of options.extraRoutes ?? []) register(ctx);
+  for (const feature of options.features) feature.routes(ctx);
   return app;
 }
 

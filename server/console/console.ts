@@ -1,7 +1,10 @@
 import type { Config } from '../config.ts';
+import type { AuditLog } from '../domain/audit.ts';
+import type { Auth } from '../domain/auth.ts';
 import type { GithubTrustEntries } from '../domain/github-oidc/trust-entries.ts';
 import type { RouteContext } from '../http/env.ts';
 import { mountWithAuth } from '../http/route-auth.ts';
+import type { Clock } from '../lib/clock.ts';
 import { sweepLoop } from '../lib/poll-loop.ts';
 import type { Logger } from '../logger.ts';
 import type { Services } from '../services.ts';
@@ -25,37 +28,30 @@ export type ConsoleDeps = {
 };
 
 /**
- * The web console (contract section 16), one module: its routes under `/console`, the browser
- * redirects into it, its store slice (sessions, live fingerprints) and its workers (the live
- * pages' ticker, the sweep of ended sessions).
+ * The web console (contract section 16), one feature (the shape of `features/feature.ts`, which the
+ * composition checks; this folder stays below `features/`): its routes under `/console` (built from the
+ * services every route is handed), the browser redirects into it, its store slice (sessions, live
+ * fingerprints) and its workers (the live pages' ticker, the sweep of ended sessions).
  */
-export function createConsole(deps: {
-  services: Services;
+export function consoleFeature(deps: {
+  auth: Auth;
+  audit: Pick<AuditLog, 'recordSignIn'>;
+  clock: Clock;
   store: ConsoleStore;
   trust: GithubTrustEntries;
   log: Logger;
   config: Pick<Config, 'CONSOLE_SESSION_SECONDS' | 'CONSOLE_LIVE_INTERVAL_MS' | 'AGENT_LEASE_MS' | 'GITHUB_URL'>;
   publicUrl: () => string;
 }) {
-  const { services, config } = deps;
+  const { config } = deps;
   const sessions = new ConsoleSessions({
-    auth: services.auth,
+    auth: deps.auth,
     store: deps.store,
-    clock: services.clock,
+    clock: deps.clock,
     ttlSeconds: config.CONSOLE_SESSION_SECONDS,
-    audit: services.audit,
+    audit: deps.audit,
   });
   const hub = new LiveHub({ store: deps.store, log: deps.log, tickMs: config.CONSOLE_LIVE_INTERVAL_MS });
-  const app = consoleRoutes({
-    services,
-    sessions,
-    hub,
-    trust: deps.trust,
-    githubWebUrl: config.GITHUB_URL,
-    listenerHealthyWithinMs: config.AGENT_LEASE_MS,
-    // Behind a TLS-terminating proxy the request itself is http: the public URL says how browsers come.
-    secureCookies: (requestUrl) => requestUrl.startsWith('https:') || deps.publicUrl().startsWith('https:'),
-  });
   // Ended sessions are removed hourly.
   const sessionSweep = sweepLoop({
     sweep: () => sessions.sweep(),
@@ -63,22 +59,22 @@ export function createConsole(deps: {
     onError: (error) => deps.log.warn('console: could not remove ended sessions', { error: String(error) }),
   });
   return {
-    sessions,
-    hub,
-    beforeAuth: browserLinks,
-    routes: (ctx: RouteContext) => {
+    name: 'console' as const,
+    beforeAuth: [browserLinks],
+    routes(ctx: RouteContext) {
+      const app = consoleRoutes({
+        services: ctx.services,
+        sessions,
+        hub,
+        trust: deps.trust,
+        githubWebUrl: config.GITHUB_URL,
+        listenerHealthyWithinMs: config.AGENT_LEASE_MS,
+        // Behind a TLS-terminating proxy the request itself is http: the public URL says how browsers come.
+        secureCookies: (requestUrl) => requestUrl.startsWith('https:') || deps.publicUrl().startsWith('https:'),
+      });
       // Every console page takes the session cookie, checked by the console's own middleware.
       mountWithAuth(ctx.app, '/console', app, 'console-session');
     },
-    worker: {
-      start() {
-        hub.start();
-        sessionSweep.start();
-      },
-      stop() {
-        hub.stop();
-        sessionSweep.stop();
-      },
-    },
+    workers: [hub, sessionSweep],
   };
 }

@@ -92,6 +92,11 @@ describe('imports follow the layers', () => {
     expect(folderCycles(folderGraph(serverFolders()))).toEqual([]);
   });
 
+  it('features/ is the top of server/: no other folder imports it (only the composition at the root does)', () => {
+    const importers = [...folderGraph(serverFolders()).entries()].flatMap(([, edges]) => edges.get('features') ?? []);
+    expect(importers).toEqual([]);
+  });
+
   it('lib/ is the bottom of server/: it imports no other folder of it', () => {
     expect([...(folderGraph(serverFolders()).get('lib')?.values() ?? [])].flat()).toEqual([]);
   });

@@ -13,7 +13,7 @@ import { CLOCK_SKEW_SECONDS, type GithubClaims, verifyGithubToken } from './veri
 export const MINTED_KEY_TTL_MS = 60 * 60 * 1000;
 
 export type GithubTokenExchangeDeps = {
-  store: Store;
+  store: Pick<Store, 'getWorkspace'>;
   trust: GithubTrustStore;
   keys: IssuerKeys;
   clock: Clock;

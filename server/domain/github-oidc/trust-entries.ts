@@ -13,11 +13,11 @@ import { NotFound } from '../errors.ts';
  * list its workspace's entries.
  */
 export class GithubTrustEntries {
-  readonly #store: Store;
+  readonly #store: Pick<Store, 'getWorkspace'>;
   readonly #trust: GithubTrustStore;
   readonly #clock: Clock;
 
-  constructor(deps: { store: Store; trust: GithubTrustStore; clock: Clock }) {
+  constructor(deps: { store: Pick<Store, 'getWorkspace'>; trust: GithubTrustStore; clock: Clock }) {
     this.#store = deps.store;
     this.#trust = deps.trust;
     this.#clock = deps.clock;

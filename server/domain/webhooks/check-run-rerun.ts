@@ -19,9 +19,17 @@ export type CheckRunPayload = {
  * delivery's installation, in a workspace that linked it, is touched.
  */
 export class CheckRunRerun {
-  readonly #deps: { store: Store; deployments: Pick<Deployments, 'redeploy'>; installations: Pick<WebhookStore, 'tenantsOfInstallation'> };
+  readonly #deps: {
+    store: Pick<Store, 'getDeploymentById' | 'getIntegrationById' | 'getRevisionById' | 'getWorkspace'>;
+    deployments: Pick<Deployments, 'redeploy'>;
+    installations: Pick<WebhookStore, 'tenantsOfInstallation'>;
+  };
 
-  constructor(deps: { store: Store; deployments: Pick<Deployments, 'redeploy'>; installations: Pick<WebhookStore, 'tenantsOfInstallation'> }) {
+  constructor(deps: {
+    store: Pick<Store, 'getDeploymentById' | 'getIntegrationById' | 'getRevisionById' | 'getWorkspace'>;
+    deployments: Pick<Deployments, 'redeploy'>;
+    installations: Pick<WebhookStore, 'tenantsOfInstallation'>;
+  }) {
     this.#deps = deps;
   }
 

@@ -38,10 +38,20 @@ const BUILD_ACTIONS = new Set(['opened', 'reopened', 'synchronize']);
  * `idle_ttl_hours`, or when the parent goes. A fork's pull request never builds (its code would
  * receive the secrets); past `max_concurrent`, a new preview is refused with a status saying why.
  */
-export class Previews {
-  readonly #deps: { store: Store; deployments: Deployments; builds: PushBuilds; github: GithubStore; clock: Clock; log: Logger; refuse?: PreviewRefusal };
+type PreviewsDeps = {
+  store: Pick<Store, 'getDeploymentById' | 'getIntegrationById' | 'listDeploymentsByRepo'>;
+  deployments: Deployments;
+  builds: PushBuilds;
+  github: GithubStore;
+  clock: Clock;
+  log: Logger;
+  refuse?: PreviewRefusal;
+};
 
-  constructor(deps: { store: Store; deployments: Deployments; builds: PushBuilds; github: GithubStore; clock: Clock; log: Logger; refuse?: PreviewRefusal }) {
+export class Previews {
+  readonly #deps: PreviewsDeps;
+
+  constructor(deps: PreviewsDeps) {
     this.#deps = deps;
   }
 

@@ -22,7 +22,7 @@ export type ProcessOutcome = { outcome: StoredOutcome; reason: string | null; re
 /** Turns one stored delivery into its effects: revisions for a push, integration changes for an installation event. */
 export class DeliveryProcessor {
   readonly #deps: {
-    store: Store;
+    store: Pick<Store, 'getIntegrationById' | 'listDeploymentsByRepo' | 'removeInstallation' | 'setInstallationSuspended'>;
     builds: PushBuilds;
     clock: Clock;
     heads: HeadsSeen;
@@ -34,7 +34,7 @@ export class DeliveryProcessor {
 
   /** `previews`: pull-request previews (with GitHub App settings); without it `pull_request` events are ignored. */
   constructor(deps: {
-    store: Store;
+    store: Pick<Store, 'getIntegrationById' | 'listDeploymentsByRepo' | 'removeInstallation' | 'setInstallationSuspended'>;
     builds: PushBuilds;
     clock: Clock;
     heads: HeadsSeen;

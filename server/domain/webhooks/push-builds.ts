@@ -10,9 +10,9 @@ import type { Pipeline } from '../pipeline.ts';
  * one place: the store's transaction.
  */
 export class PushBuilds {
-  readonly #deps: { store: Store; pipeline: Pipeline; clock: Clock; log: Logger };
+  readonly #deps: { store: Pick<Store, 'createPushRevision'>; pipeline: Pipeline; clock: Clock; log: Logger };
 
-  constructor(deps: { store: Store; pipeline: Pipeline; clock: Clock; log: Logger }) {
+  constructor(deps: { store: Pick<Store, 'createPushRevision'>; pipeline: Pipeline; clock: Clock; log: Logger }) {
     this.#deps = deps;
   }
 

@@ -10,7 +10,7 @@ import { integrationBlock, trackedBranch } from './match-push.ts';
 import type { PushBuilds } from './push-builds.ts';
 
 export type ReconcilerDeps = {
-  store: Store;
+  store: Pick<Store, 'getDeployment' | 'getIntegrationById' | 'listBuildOnPushDeployments'>;
   webhookStore: WebhookStore;
   builds: PushBuilds;
   readHead: BranchHeadReader;
