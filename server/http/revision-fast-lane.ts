@@ -87,7 +87,9 @@ export function revisionFastPath(
         gone,
         (_error, result) => {
           if (result) {
-            guarded(res, () => (result.changed ? answer(res, idOf(req), result.revision, revisionBody(result.revision)) : notModified(res, idOf(req), result.revision)));
+            guarded(res, () =>
+              result.changed ? answer(res, idOf(req), result.revision, revisionBody(result.revision)) : notModified(res, idOf(req), result.revision),
+            );
             answered(started, result.changed ? 200 : 304);
             return;
           }
