@@ -337,11 +337,8 @@ function insideRoot(root: string, path: string, name: string): void {
 
 /** A later entry of the same name replaces an earlier one (as tar does), never writes through it. */
 function removeExisting(target: string): void {
-  try {
-    lstatSync(target);
-  } catch {
-    return;
-  }
+  // Most entries are new: asked without an exception, which cost a fifth of a 100,000-file unpack.
+  if (lstatSync(target, { throwIfNoEntry: false }) === undefined) return;
   rmSync(target, { recursive: true, force: true });
 }
 

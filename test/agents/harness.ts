@@ -121,7 +121,12 @@ export async function startAgent(options: {
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   const proxyPort = await new Promise<number>((resolvePort, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent did not start:\n${output}`)), 60_000);
+    // Killed when it misses the deadline, as a server is (test/helpers/listening-child.ts): left
+    // running, it would go on claiming work to the end of the run.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`agent did not start:\n${output}`));
+    }, 60_000);
     const check = () => {
       const port = /proxy listening on http:\/\/[^:]+:(\d+)/.exec(output)?.[1];
       if (port && output.includes('agent: serving listener')) {

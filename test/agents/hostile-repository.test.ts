@@ -222,8 +222,11 @@ describe('a hostile repository next to another workspace on one machine', () => 
         'A hostile install script and graph',
       );
       // The build command lists the descriptors the sandbox got (0-2, and 3 for the listing itself).
-      // Its npm ci downloads from the registry: one of the machine's install slots while it builds.
-      const { created, hostile } = await withInstallSlot(async () => {
+      // Sandboxed, the install script runs as the attack ran it: npm ci's postinstall. Unsandboxed
+      // (the control: do the probes find their targets?) the install stage runs it directly on the
+      // agent's own packages, linked: a second npm ci from the registry proved nothing more and
+      // was half of this case's time.
+      const deploy = async () => {
         const created = await attackerApi.post(
           '/v2/deployments',
           githubBody(attackerName, attackerFx.integrationId, {
@@ -233,13 +236,16 @@ describe('a hostile repository next to another workspace on one machine', () => 
               deployment_type: 'dev',
               build_on_push: false,
               build_command: 'ls /proc/self/fd | tr "\\n" " " | sed "s/^/FDS /"',
+              ...(sandboxed ? {} : { install_command: `ln -s ${join(ROOT, 'node_modules')} node_modules && node install-probe.mjs` }),
             },
             secrets: [{ name: 'GREETING', value: attackerSecret }],
           }),
         );
         expect(created.status, JSON.stringify(created.body)).toBe(201);
         return { created, hostile: await revisionReaches(attackerApi, created.body.id, created.body.latest_revision_id, SETTLED, 300_000) };
-      });
+      };
+      // An npm ci downloads from the registry: one of the machine's install slots while it builds.
+      const { created, hostile } = sandboxed ? await withInstallSlot(deploy) : await deploy();
       const buildLog = (
         (await attackerApi.get(`/v2/deployments/${created.body.id}/revisions/${hostile.id}/logs?type=build&limit=1000`)).body.logs as Array<{ message: string }>
       ).map((l) => l.message);

@@ -38,7 +38,12 @@ export async function startListeningChild(
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   const port = await new Promise<number>((resolvePort, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} did not start in time:\n${output}`)), timeoutMs);
+    // One that missed its deadline is killed: left running, each such server of a loaded run
+    // stayed alive to the end of the run (13 minutes in one) and loaded the machine further.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} did not start in time (${timeoutMs} ms):\n${output}`));
+    }, timeoutMs);
     const onData = () => {
       const match = /"msg":"listening".*?"port":(\d+)/.exec(output);
       if (!match) return;

@@ -43,7 +43,10 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
     ...(encryptionKey ? { ENCRYPTION_KEY: encryptionKey } : {}),
     ...env,
   };
-  const child = await startListeningChild('server/main.ts', fullEnv, 20_000);
+  // The helper's 60 s, not 20: at the start of a whole run (every worker transforming its files,
+  // the embedded PostgreSQL's initdb, agent builds) on a loaded 2-core machine a server took over
+  // 20 s to print its first line, and files failed before testing anything. Alone it starts in 1 s.
+  const child = await startListeningChild('server/main.ts', fullEnv);
   const server: ServerProcess = {
     url: child.url,
     port: child.port,
