@@ -195,6 +195,15 @@ export class PgDb implements Db {
     return retriedOnConflict(() => this.#batchOnce(statements));
   }
 
+  /** A client of the pool; failing to get one is the store's connection failure. */
+  async #client(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw postgresConnectionFailure(error);
+    }
+  }
+
   async #batchOnce(statements: readonly Statement[]): Promise<pg.QueryResult[]> {
     const pipelined = statements.map((statement) => toPg(statement.sql, statement.params));
     const audit = pendingAudit();
@@ -203,12 +212,7 @@ export class PgDb implements Db {
       const { sql, params } = auditInsert(audit.entry);
       pipelined.push(toPg(sql, params));
     }
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw postgresConnectionFailure(error);
-    }
+    const client = await this.#client();
     let broken = false;
     try {
       if (auditing) audit.state = 'writing';
@@ -227,12 +231,7 @@ export class PgDb implements Db {
   }
 
   async #txOnce<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw postgresConnectionFailure(error);
-    }
+    const client = await this.#client();
     let broken = false;
     const audit = pendingAudit();
     try {
