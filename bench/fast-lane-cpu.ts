@@ -15,6 +15,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { revisionAnswerText } from './baselines/revision-answer.mjs';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const root = resolve(arg('root') ?? join(import.meta.dirname, '..'));
@@ -82,17 +83,7 @@ const bareRead = backend.core.db.prepare('SELECT * FROM revisions WHERE id = ? A
 /** What http-sqlite.mjs does for the same request, minus the socket. */
 function bare(): void {
   const row = bareRead.get(created.latest_revision_id, created.id, created.tenant_id);
-  const text = JSON.stringify({
-    id: row.id,
-    deployment_id: row.deployment_id,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    status: row.status,
-    status_message: row.status_message ?? null,
-    source: row.source,
-    source_revision_config: JSON.parse(row.source_revision_config),
-    trigger: row.trigger,
-  });
+  const text = revisionAnswerText(row);
   const res = response();
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), etag: `"${row.id}.${row.version}"` });
   res.end(text);

@@ -22,6 +22,7 @@
 import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import pg from 'pg';
+import { revisionAnswerText } from './revision-answer.mjs';
 
 const tenantId = process.env.BASELINE_TENANT_ID;
 const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
@@ -160,17 +161,7 @@ async function getRevision(res, deploymentId, revisionId) {
   const row = (await pool.query(READ_REVISION, [revisionId, deploymentId, tenantId])).rows[0];
   if (!row) return send(res, 404, '{"detail":"not found"}');
   // The answer's fields in the server's order (publicRevision).
-  const text = JSON.stringify({
-    id: row.id,
-    deployment_id: row.deployment_id,
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    status: row.status,
-    status_message: row.status_message ?? null,
-    source: row.source,
-    source_revision_config: JSON.parse(row.source_revision_config),
-    trigger: row.trigger,
-  });
+  const text = revisionAnswerText(row);
   send(res, 200, text, { etag: `"${row.id}.${row.version}"` });
 }
 

@@ -20,6 +20,7 @@
 import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
+import { revisionAnswerText } from './revision-answer.mjs';
 
 const db = new Database(process.env.BASELINE_DB);
 db.pragma('journal_mode = WAL');
@@ -107,17 +108,7 @@ const server = createServer((req, res) => {
     const row = readRevision.get(match[2], match[1], tenantId);
     if (!row) return send(res, 404, '{"detail":"not found"}');
     // The answer's fields in the server's order (publicRevision), so the bytes are the same.
-    const text = JSON.stringify({
-      id: row.id,
-      deployment_id: row.deployment_id,
-      created_at: row.created_at,
-      updated_at: row.updated_at,
-      status: row.status,
-      status_message: row.status_message ?? null,
-      source: row.source,
-      source_revision_config: JSON.parse(row.source_revision_config),
-      trigger: row.trigger,
-    });
+    const text = revisionAnswerText(row);
     return send(res, 200, text, { etag: `"${row.id}.${row.version}"` });
   }
   if (req.method === 'POST' && req.url === '/v2/deployments') {
