@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { revisionAnswerText } from './baselines/revision-answer.mjs';
+import { revisionAnswerText } from './baselines/api-shapes.mjs';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const root = resolve(arg('root') ?? join(import.meta.dirname, '..'));

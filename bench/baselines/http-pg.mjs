@@ -19,10 +19,10 @@
 // Settings: BASELINE_DATABASE_URL, BASELINE_TENANT_ID, BASELINE_ENCRYPTION_KEY (base64, 32 bytes),
 // BASELINE_POOL_SIZE (10, the server's default), BASELINE_PIPELINE.
 
-import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
+import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import pg from 'pg';
-import { revisionAnswerText } from './revision-answer.mjs';
+import { createConfigs, deploymentAnswerText, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
 
 const tenantId = process.env.BASELINE_TENANT_ID;
 const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
@@ -61,13 +61,7 @@ const template = await (async () => {
   return { revision, log, audit };
 })();
 
-/** The server's SecretBox format: `v1:<iv>:<tag>:<ciphertext>`, base64url. */
-function seal(value) {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  const ciphertext = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
-  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join(':');
-}
+const seal = sealer(key);
 
 /** The create's six writes as [text, values]. */
 function createWrites(row) {
@@ -150,13 +144,6 @@ async function writeCreate(row) {
   }
 }
 
-function send(res, status, text, headers = {}) {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
-
-const REVISION_PATH = /^\/v2\/deployments\/([0-9a-f-]{36})\/revisions\/([0-9a-f-]{36})$/;
-
 async function getRevision(res, deploymentId, revisionId) {
   const row = (await pool.query(READ_REVISION, [revisionId, deploymentId, tenantId])).rows[0];
   if (!row) return send(res, 404, '{"detail":"not found"}');
@@ -176,12 +163,7 @@ async function createDeployment(res, body) {
   if (!integration) return send(res, 400, '{"detail":"unknown integration"}');
   await pool.query(SERVING_COMPUTE_TYPE, [tenantId, null, tenantId]);
   const now = new Date().toISOString();
-  const sourceConfig = {
-    ...input.source_config,
-    deployment_type: input.source_config.deployment_type ?? 'dev',
-    build_on_push: Boolean(input.source_config.build_on_push),
-  };
-  const revisionConfig = { ...input.source_revision_config, image_uri: null, repo_commit_sha: null };
+  const { sourceConfig, revisionConfig, repoUrlKey } = createConfigs(input);
   const row = {
     id: randomUUID(),
     revision_id: randomUUID(),
@@ -193,9 +175,7 @@ async function createDeployment(res, body) {
     status: 'AWAITING_DATABASE',
     deployment_type: sourceConfig.deployment_type,
     integration_id: integration.id,
-    repo_url_key: String(sourceConfig.repo_url)
-      .toLowerCase()
-      .replace(/\.git$/, ''),
+    repo_url_key: repoUrlKey,
     repo_ref: revisionConfig.repo_ref,
     build_on_push: sourceConfig.build_on_push ? 1 : 0,
     now,
@@ -208,18 +188,7 @@ async function createDeployment(res, body) {
   send(
     res,
     201,
-    JSON.stringify({
-      id: row.id,
-      tenant_id: tenantId,
-      name: row.name,
-      source: 'github',
-      source_config: sourceConfig,
-      source_revision_config: revisionConfig,
-      status: row.status,
-      latest_revision_id: row.revision_id,
-      created_at: now,
-      updated_at: now,
-    }),
+    deploymentAnswerText({ id: row.id, tenantId, name: row.name, sourceConfig, revisionConfig, status: row.status, revisionId: row.revision_id, now }),
   );
 }
 

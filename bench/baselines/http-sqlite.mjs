@@ -17,10 +17,10 @@
 // (server/store/group-commit.ts), so the POST comparison stays like for like.
 // Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT.
 
-import { createCipheriv, createSecretKey, randomBytes, randomUUID } from 'node:crypto';
+import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
-import { revisionAnswerText } from './revision-answer.mjs';
+import { createConfigs, deploymentAnswerText, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
 
 const db = new Database(process.env.BASELINE_DB);
 db.pragma('journal_mode = WAL');
@@ -87,20 +87,7 @@ function create(row, done) {
   });
 }
 
-/** The server's SecretBox format: `v1:<iv>:<tag>:<ciphertext>`, base64url. */
-function seal(value) {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  const ciphertext = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
-  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join(':');
-}
-
-function send(res, status, text, headers = {}) {
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
-
-const REVISION_PATH = /^\/v2\/deployments\/([0-9a-f-]{36})\/revisions\/([0-9a-f-]{36})$/;
+const seal = sealer(key);
 
 const server = createServer((req, res) => {
   const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
@@ -124,12 +111,7 @@ const server = createServer((req, res) => {
       const integration = readIntegration.get(input.source_config?.integration_id, tenantId);
       if (!integration) return send(res, 400, '{"detail":"unknown integration"}');
       const now = new Date().toISOString();
-      const sourceConfig = {
-        ...input.source_config,
-        deployment_type: input.source_config.deployment_type ?? 'dev',
-        build_on_push: Boolean(input.source_config.build_on_push),
-      };
-      const revisionConfig = { ...input.source_revision_config, image_uri: null, repo_commit_sha: null };
+      const { sourceConfig, revisionConfig, repoUrlKey } = createConfigs(input);
       const secrets = seal(input.secrets ?? []);
       const row = {
         id: randomUUID(),
@@ -143,9 +125,7 @@ const server = createServer((req, res) => {
         latest_revision_id: randomUUID(),
         deployment_type: sourceConfig.deployment_type,
         integration_id: integration.id,
-        repo_url_key: String(sourceConfig.repo_url)
-          .toLowerCase()
-          .replace(/\.git$/, ''),
+        repo_url_key: repoUrlKey,
         repo_ref: revisionConfig.repo_ref,
         build_on_push: sourceConfig.build_on_push ? 1 : 0,
         now,
@@ -155,17 +135,15 @@ const server = createServer((req, res) => {
         send(
           res,
           201,
-          JSON.stringify({
+          deploymentAnswerText({
             id: row.id,
-            tenant_id: tenantId,
+            tenantId,
             name: row.name,
-            source: 'github',
-            source_config: sourceConfig,
-            source_revision_config: revisionConfig,
+            sourceConfig,
+            revisionConfig,
             status: row.status,
-            latest_revision_id: row.latest_revision_id,
-            created_at: now,
-            updated_at: now,
+            revisionId: row.latest_revision_id,
+            now,
           }),
         );
       });
