@@ -22,11 +22,21 @@ import { databaseFilePath, type StoreBackend } from './store/backend.ts';
 import { openStore } from './store/open.ts';
 import { startTracing } from './tracing.ts';
 
+/** The connection limits the settings ask for, applied to every listening socket of the server. */
+export function connectionLimitsOf(config: Config): ConnectionLimits {
+  return {
+    maxConnections: config.MAX_CONNECTIONS,
+    headersTimeoutMs: config.HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
+  };
+}
+
 /**
  * An HTTP server for `fetch` with the connection limits applied, once it listens. `fastPath` may
  * answer some requests in Node's handler before they reach `fetch` (it hands the rest on).
  */
-function listen(
+export function listen(
   fetch: (request: Request) => Response | Promise<Response>,
   port: number,
   hostname: string,
@@ -128,12 +138,7 @@ export async function startServer(givenConfig: Config, options: { log?: Logger; 
   const controlPlane = createControlPlane({ backend, clock: systemClock, log, config, secretBox, publicUrl: () => publicUrl(config, port), tracer });
   // Resume before accepting requests, so no revision created meanwhile is handed out twice.
   await controlPlane.start();
-  const limits: ConnectionLimits = {
-    maxConnections: config.MAX_CONNECTIONS,
-    headersTimeoutMs: config.HEADERS_TIMEOUT_MS,
-    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
-    keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
-  };
+  const limits = connectionLimitsOf(config);
   const server = await listen(controlPlane.app.fetch, config.PORT, config.HOST, limits, (fallback) => revisionFastPath(controlPlane.services, fallback));
   port = (server.address() as AddressInfo).port;
   // Probes get a port of their own, so that a flood of connections on the main port cannot starve them.

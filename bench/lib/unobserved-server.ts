@@ -1,19 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { createServer as createHttpServer, type Server, type ServerOptions } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import type { MiddlewareHandler } from 'hono';
 import { type Config, publicUrl } from '../../server/config.ts';
 import { createControlPlane } from '../../server/control-plane.ts';
 import { hashApiKey } from '../../server/crypto/api-key.ts';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
 import { DOMAIN_STORE_RULES } from '../../server/domain/store-rules.ts';
-import { applyConnectionLimits, type ConnectionLimits, serverOptions } from '../../server/http/connection-limits.ts';
-import { type NodeListener, revisionFastPath } from '../../server/http/revision-fast-lane.ts';
+import { revisionFastPath } from '../../server/http/revision-fast-lane.ts';
 import { systemClock } from '../../server/lib/clock.ts';
 import { runInRequestScope } from '../../server/lib/request-scope.ts';
 import { silentLogger } from '../../server/logger.ts';
 import type { Metrics } from '../../server/metrics.ts';
+import { connectionLimitsOf, listen } from '../../server/server.ts';
 import { openStore } from '../../server/store/open.ts';
 import { startTracing } from '../../server/tracing.ts';
 
@@ -58,20 +57,10 @@ export async function startComposedServer(config: Config, observed: boolean): Pr
     ...(observed ? {} : { metrics: UNCOUNTED, observeRequests: AUDIT_SCOPE_ONLY }),
   });
   await controlPlane.start();
-  const limits: ConnectionLimits = {
-    maxConnections: config.MAX_CONNECTIONS,
-    headersTimeoutMs: config.HEADERS_TIMEOUT_MS,
-    requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
-    keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
-  };
-  const createServer = ((options: ServerOptions, listener: NodeListener) =>
-    createHttpServer(options, revisionFastPath(controlPlane.services, listener, { observed }))) as typeof createHttpServer;
-  const server = await new Promise<Server>((resolve) => {
-    const s = serve({ fetch: controlPlane.app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: serverOptions(limits), createServer }, () =>
-      resolve(s as Server),
-    );
-    applyConnectionLimits(s as Server, limits);
-  });
+  // The server's own listening (server.ts), with the lane as observed or not.
+  const server = (await listen(controlPlane.app.fetch, 0, '127.0.0.1', connectionLimitsOf(config), (fallback) =>
+    revisionFastPath(controlPlane.services, fallback, { observed }),
+  )) as Server;
   port = (server.address() as AddressInfo).port;
   return {
     port,
