@@ -42,6 +42,15 @@ export class Revisions {
     return this.#store.getRevision(tenantId, deploymentId, revisionId);
   }
 
+  /**
+   * `find` with a callback, called once with the error or the revision (null when there is none):
+   * in this call where the store reads synchronously (SQLite), so the GET revision fast lane's
+   * plain GET makes no promise between its route and the row.
+   */
+  read(tenantId: string, deploymentId: string, revisionId: string, done: (error: unknown, revision?: RevisionRecord | null) => void): void {
+    this.#store.readRevision(tenantId, deploymentId, revisionId, done);
+  }
+
   async get(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord> {
     const revision = await this.#store.getRevision(tenantId, deploymentId, revisionId);
     if (!revision) {

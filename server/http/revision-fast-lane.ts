@@ -103,15 +103,12 @@ export function revisionFastPath(
       );
       return;
     }
-    revisions.find(principal.workspaceId, deploymentId, revisionId).then(
-      (revision) => {
-        if (!revision) return fallback(req, res);
-        guarded(res, () => answer(res, idOf(req), revision, revisionJson(revision)));
-        answered(started, 200);
-      },
-      // Hono makes the error answer (the store fails there too, or answers by then).
-      () => fallback(req, res),
-    );
+    revisions.read(principal.workspaceId, deploymentId, revisionId, (error, revision) => {
+      // Hono makes the error answer (the store fails there too, or answers by then), and the 404.
+      if (error || !revision) return fallback(req, res);
+      guarded(res, () => answer(res, idOf(req), revision, revisionJson(revision)));
+      answered(started, 200);
+    });
   };
 }
 

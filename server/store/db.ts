@@ -25,6 +25,33 @@ export interface Db {
    * when it throws. Called on a transaction's handle, `work` joins that transaction.
    */
   tx<T>(work: (tx: Db) => Promise<T>): Promise<T>;
+  /**
+   * `row` answered synchronously where the database can read at once: SQLite (its driver is
+   * synchronous) while no transaction of the adapter is open; `NOT_NOW` when the read must wait for
+   * one. Absent where every read is a round trip (PostgreSQL). For `rowThen`.
+   */
+  rowNow?<T = Row>(sql: string, params?: Params): T | undefined | typeof NOT_NOW;
+}
+
+/** What `Db.rowNow` answers when the read cannot be made at once: `row` is the way then. */
+export const NOT_NOW: unique symbol = Symbol('not now');
+
+/**
+ * `db.row` for a caller that takes a callback: `done` is called once, with the read's error or its
+ * row; at once (in this call) where the database answers synchronously (`rowNow`), else when the
+ * read settles. A hot read on SQLite then makes no promise and waits for no microtask: most of what
+ * the GET revision lane did beyond a bare server was its promises from route to store and back.
+ */
+export function rowThen<T = Row>(db: Db, sql: string, params: Params, done: (error: unknown, row?: T) => void): void {
+  let row: T | undefined | typeof NOT_NOW;
+  try {
+    row = db.rowNow ? db.rowNow<T>(sql, params) : NOT_NOW;
+  } catch (error) {
+    done(error);
+    return;
+  }
+  if (row === NOT_NOW) db.row<T>(sql, params).then((found) => done(null, found), done);
+  else done(null, row);
 }
 
 /**

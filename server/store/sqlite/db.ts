@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { type AuditEntry, pendingAudit } from '../../lib/request-scope.ts';
 import { auditInsert, mayChangeRows } from '../audit.ts';
-import type { Db, Params, Row } from '../db.ts';
+import { type Db, NOT_NOW, type Params, type Row } from '../db.ts';
 import { sqliteDialect } from '../dialect.ts';
 
 /**
@@ -57,6 +57,18 @@ export class SqliteDb implements Db {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * `row` without a promise, for a read (a statement that writes is refused: its audit entry is
+   * `row`'s to handle); `NOT_NOW` while a transaction is open, whose uncommitted rows a read from
+   * outside it must not see. Throws what the statement throws.
+   */
+  rowNow<T = Row>(sql: string, params?: Params): T | undefined | typeof NOT_NOW {
+    if (this.#open) return NOT_NOW;
+    const statement = this.statement(sql);
+    if (!statement.readonly) throw new Error('rowNow reads only: a statement that writes goes through row');
+    return statement.get(...bind(params)) as T | undefined;
   }
 
   rows<T = Row>(sql: string, params?: Params): Promise<T[]> {
