@@ -15,6 +15,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { revisionAnswerText } from './baselines/api-shapes.mjs';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -110,6 +112,28 @@ for (let round = 0; round < rounds; round += 1) {
     perCall[name].push((cpuMicros() - before) / calls);
   }
 }
+/**
+ * Heap bytes each case allocates per call: the heap's growth over a few calls made right after a
+ * full collection (too few to start another), median of several tries. The stand-in request and
+ * response are the same for all three. Garbage is CPU the profiles hardly show: V8 collects the
+ * young generation on helper threads too, which the process's CPU time counts.
+ */
+setFlagsFromString('--expose-gc');
+const collect = runInNewContext('gc') as () => void;
+const bytesPerCall = {} as Record<keyof typeof cases, number>;
+pending = Number.POSITIVE_INFINITY;
+for (const name of names) {
+  const tries: number[] = [];
+  for (let attempt = 0; attempt < 9; attempt += 1) {
+    collect();
+    const before = getHeapStatistics().used_heap_size;
+    for (let i = 0; i < 100; i += 1) cases[name]();
+    // What answers after a promise (a checkout whose read is one) is counted too.
+    await new Promise((resolve) => setImmediate(resolve));
+    tries.push((getHeapStatistics().used_heap_size - before) / 100);
+  }
+  bytesPerCall[name] = tries.sort((a, b) => a - b)[4]!;
+}
 const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
 const at = (values: number[], q: number) => sorted(values)[Math.min(values.length - 1, Math.floor(q * values.length))]!.toFixed(3);
 const ratio = (top: number[], bottom: number[]) => {
@@ -119,6 +143,7 @@ const ratio = (top: number[], bottom: number[]) => {
 console.log(
   `${root}: µs CPU per request, medians: the lane ${at(perCall.lane, 0.5)}, the lane without observability ${at(perCall.unobserved, 0.5)}, the bare server's work ${at(perCall.bare, 0.5)}; ` +
     `lane ÷ bare ${ratio(perCall.lane, perCall.bare)}; lane ÷ unobserved lane ${ratio(perCall.lane, perCall.unobserved)}; ` +
+    `heap bytes allocated per call: the lane ${Math.round(bytesPerCall.lane)}, without observability ${Math.round(bytesPerCall.unobserved)}, the bare server's work ${Math.round(bytesPerCall.bare)}; ` +
     `${rounds} rounds of ${calls}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
 );
 controlPlane.stop();
