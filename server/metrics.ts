@@ -129,22 +129,47 @@ type RouteAnswers = { method: string; route: string; byStatus: Map<number, numbe
 class HttpAnswers {
   readonly #bounds: number[];
   readonly #byRoute = new Map<string, Map<string, RouteAnswers>>();
+  #last: RouteAnswers | undefined;
 
   constructor(bounds: number[]) {
     this.#bounds = bounds;
   }
 
   add(method: string, route: string, status: number, seconds: number): void {
-    let byMethod = this.#byRoute.get(route);
-    if (!byMethod) this.#byRoute.set(route, (byMethod = new Map()));
-    let answers = byMethod.get(method);
-    if (!answers) byMethod.set(method, (answers = { method, route, byStatus: new Map(), buckets: this.#bounds.map(() => 0), count: 0, sum: 0 }));
+    const answers = this.#answersOf(method, route);
     answers.byStatus.set(status, (answers.byStatus.get(status) ?? 0) + 1);
     answers.count += 1;
     answers.sum += seconds;
     // Non-cumulative here; made cumulative when scraped. Past the last bound only `+Inf` (the count) has it.
-    const bucket = this.#bounds.findIndex((bound) => seconds <= bound);
-    if (bucket >= 0) answers.buckets[bucket]! += 1;
+    // A loop, not `findIndex`, which made a closure per answer.
+    const bounds = this.#bounds;
+    for (let bucket = 0; bucket < bounds.length; bucket += 1) {
+      if (seconds <= bounds[bucket]!) {
+        answers.buckets[bucket]! += 1;
+        break;
+      }
+    }
+  }
+
+  /**
+   * The answers of `method` and `route`. The last pair's are kept at hand: the same route answered
+   * again (the GET revision lane's, thousands a second) skips both map look-ups, its template and
+   * method being the same string objects each time.
+   */
+  #answersOf(method: string, route: string): RouteAnswers {
+    const last = this.#last;
+    if (last !== undefined && last.route === route && last.method === method) return last;
+    let byMethod = this.#byRoute.get(route);
+    if (!byMethod) this.#byRoute.set(route, (byMethod = new Map()));
+    let answers = byMethod.get(method);
+    if (!answers) byMethod.set(method, (answers = { method, route, byStatus: new Map(), buckets: this.#bounds.map(() => 0), count: 0, sum: 0 }));
+    this.#last = answers;
+    return answers;
+  }
+
+  #reset(): void {
+    this.#byRoute.clear();
+    this.#last = undefined;
   }
 
   *#all(): Iterable<RouteAnswers> {
@@ -157,7 +182,7 @@ class HttpAnswers {
       [...this.#all()].flatMap((a) =>
         [...a.byStatus].map(([status, value]) => ({ labels: { method: a.method, route: a.route, status: String(status) }, value })),
       );
-    return promMetric(name, help, 'counter', values, () => this.#byRoute.clear());
+    return promMetric(name, help, 'counter', values, () => this.#reset());
   }
 
   /** The histogram of answer durations by method and route, as prom-client's `Histogram` writes its values. */
@@ -173,7 +198,7 @@ class HttpAnswers {
           { labels: {}, sharedLabels: labels, value: a.count, metricName: `${name}_count` },
         ];
       });
-    return promMetric(name, help, 'histogram', values, () => this.#byRoute.clear());
+    return promMetric(name, help, 'histogram', values, () => this.#reset());
   }
 }
 
