@@ -70,5 +70,5 @@ export function createApp(
 }
 
 function apiKeyOf(c: Context<AppEnv>): string | undefined {
-  return apiKeyFrom((name) => requestHeader(c, name));
+  return apiKeyFrom(c, requestHeader);
 }

@@ -19,7 +19,7 @@ export const browserLinks: MiddlewareHandler = async (c, next) => {
   const hosted = HOSTED_PAGE.exec(path);
   if (hosted) return c.redirect(`/console/deployments/${hosted[1]!.toLowerCase()}`, 302);
   const api = API_PAGE.exec(path);
-  if (api && !apiKeyFrom((name) => c.req.header(name))) {
+  if (api && !apiKeyFrom(c, (context, name) => context.req.header(name))) {
     const deployment = `/console/deployments/${api[1]!.toLowerCase()}`;
     return c.redirect(api[2] ? `${deployment}/revisions/${api[2].toLowerCase()}` : deployment, 302);
   }

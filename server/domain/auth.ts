@@ -22,8 +22,11 @@ const HASHED_KEYS_KEPT = 1024;
 
 /** A digest as the map look-ups need it (hex) and as the constant-time comparison needs it (bytes), each made once. */
 type Digest = { hex: string; bytes: Buffer };
-/** A key found in the database, with its stored hash's bytes for the comparison on every request. */
-type CachedKey = { record: ApiKeyRecord; storedHash: Buffer };
+/**
+ * A key found in the database, with its stored hash's bytes for the comparison on every request,
+ * and its principal without X-Tenant-Id once known (frozen: one object for all its requests).
+ */
+type CachedKey = { record: ApiKeyRecord; storedHash: Buffer; principal?: Readonly<Principal> };
 
 function digestOf(key: string): Digest {
   const hex = hashApiKey(key);
@@ -97,13 +100,14 @@ export class Auth {
    * constant-time comparison included, on digests' bytes made when cached) and same throttle
    * bookkeeping as `authenticate`.
    */
-  cachedPrincipal(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Principal | undefined {
+  cachedPrincipal(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Readonly<Principal> | undefined {
     if (!key || tenantHeaderRaw !== undefined) return undefined;
     const presented = this.#hashes.get(key);
     const found = presented === undefined ? undefined : this.#keys.get(presented.hex);
     if (!presented || !found || !sameDigestBytes(found.storedHash, presented.bytes) || this.#expired(found.record)) return undefined;
-    const principal = this.#principalFromMemory(found.record);
-    // Unknown here (an organization key's default workspace not read yet): `authenticate` does the bookkeeping.
+    // Made once per cached key; unknown here (an organization key's default workspace not read yet):
+    // `authenticate` does the bookkeeping. Dropped with the key (`invalidateKey`, `invalidateAll`).
+    const principal = (found.principal ??= frozen(this.#principalFromMemory(found.record)));
     if (!principal) return undefined;
     return (this.#throttle?.admitKnownKey(clientAddress, presented.hex) ?? true) ? principal : undefined;
   }
@@ -254,6 +258,10 @@ export class Auth {
  * keys are read from the database on every request instead of being cached.
  */
 export type AuthPeers = { announceRevoked(keyId: string): Promise<unknown>; listening(): boolean };
+
+function frozen<T extends object>(value: T | undefined): Readonly<T> | undefined {
+  return value && Object.freeze(value);
+}
 
 /** Refuses a workspace-scoped key an action that affects the whole organization. */
 export function requireOrganizationScope(principal: Principal, what: string): void {

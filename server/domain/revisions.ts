@@ -6,6 +6,19 @@ import { NotFound } from './errors.ts';
 
 /** The revision as the API shows it. */
 export function publicRevision(revision: RevisionRecord): Revision {
+  return publicWithConfig(revision, revisionConfig(revision.source_revision_config));
+}
+
+/**
+ * `publicRevision` of a record the store read just now, whose config the store's row mapping
+ * (`toRevision`) already made the API's: taken as it is, not made a second time (the GET revision
+ * lane's plain GET, where each object counts).
+ */
+export function publicStoredRevision(revision: RevisionRecord): Revision {
+  return publicWithConfig(revision, revision.source_revision_config);
+}
+
+function publicWithConfig(revision: RevisionRecord, config: Revision['source_revision_config']): Revision {
   return {
     id: revision.id,
     deployment_id: revision.deployment_id,
@@ -14,7 +27,7 @@ export function publicRevision(revision: RevisionRecord): Revision {
     status: revision.status,
     status_message: revision.status_message,
     source: revision.source,
-    source_revision_config: revisionConfig(revision.source_revision_config),
+    source_revision_config: config,
     trigger: revision.trigger,
   };
 }

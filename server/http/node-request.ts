@@ -109,11 +109,15 @@ export function clientGone(c: Context): Gone {
   };
 }
 
-/** The API key of a request: X-Api-Key (trimmed), else an `Authorization: Bearer` token. */
-export function apiKeyFrom(header: (name: string) => string | undefined): string | undefined {
-  const key = header('x-api-key');
+/**
+ * The API key of a request: X-Api-Key (trimmed), else an `Authorization: Bearer` token.
+ * `header(request, name)` reads one of `request`'s headers: the request is passed along rather than
+ * closed over, so a caller makes no function per request.
+ */
+export function apiKeyFrom<R>(request: R, header: (request: R, name: string) => string | undefined): string | undefined {
+  const key = header(request, 'x-api-key');
   if (key) return key.trim();
-  const authorization = header('authorization');
+  const authorization = header(request, 'authorization');
   const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
   return bearer?.[1];
 }

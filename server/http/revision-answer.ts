@@ -1,4 +1,4 @@
-import { publicRevision, revisionEtag } from '../domain/revisions.ts';
+import { publicRevision, publicStoredRevision, revisionEtag } from '../domain/revisions.ts';
 import type { RevisionRecord } from '../store/types.ts';
 
 /**
@@ -32,9 +32,14 @@ export function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }
 
-/** The answer's body for a record read for this request alone (a plain GET). */
+/** The answer's body for a record from anywhere (a change announced to waiters). */
 export function revisionJson(revision: RevisionRecord): string {
   return JSON.stringify(publicRevision(revision));
+}
+
+/** The answer's body for a record the store read for this request alone (a plain GET): see `publicStoredRevision`. */
+export function storedRevisionJson(revision: RevisionRecord): string {
+  return JSON.stringify(publicStoredRevision(revision));
 }
 
 /**

@@ -1,20 +1,25 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { revisionEtag } from '../domain/revisions.ts';
 import type { Gone } from '../lib/revision-watch.ts';
 import type { Services } from '../services.ts';
 import type { RevisionRecord } from '../store/types.ts';
 import { apiKeyFrom, nodeHeader, REQUEST_ID_HEADER } from './node-request.ts';
 import { requestIdFor } from './request-id.ts';
-import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from './revision-answer.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody, storedRevisionJson } from './revision-answer.ts';
 
 /** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 const HEX = '[0-9a-fA-F]';
 const UUID = `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`;
-/** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
 /** The route this lane answers, as its metrics label (the template, as Hono registers it). */
 const REVISION_ROUTE = '/v2/deployments/:deployment_id/revisions/:revision_id';
-const REVISION_PATH = new RegExp(`^/v2/deployments/(${UUID})/revisions/(${UUID})$`);
+/** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
+const REVISION_PATH = new RegExp(`^/v2/deployments/${UUID}/revisions/${UUID}$`);
+/** Where the two ids stand in such a path (tested, not matched: a match array and its strings per request). */
+const DEPLOYMENT_ID_AT = '/v2/deployments/'.length;
+const REVISION_ID_AT = DEPLOYMENT_ID_AT + 36 + '/revisions/'.length;
+const UPPER_HEX = /[A-F]/;
 
 /**
  * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
@@ -47,20 +52,18 @@ export function revisionFastPath(
     : () => {};
   const idOf = observed ? (req: IncomingMessage) => requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)) : () => undefined;
   return (req, res) => {
-    const match = req.method === 'GET' ? REVISION_PATH.exec(req.url ?? '') : null;
-    if (!match) return fallback(req, res);
+    const url = req.url ?? '';
+    if (req.method !== 'GET' || !REVISION_PATH.test(url)) return fallback(req, res);
     const headers = req.headers;
     // A body (never read for a GET) or another workspace: Hono's.
     if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') return fallback(req, res);
-    const principal = auth.cachedPrincipal(
-      apiKeyFrom((name) => nodeHeader(req, name)),
-      nodeHeader(req, 'x-tenant-id'),
-      req.socket.remoteAddress,
-    );
+    const principal = auth.cachedPrincipal(apiKeyFrom(req, nodeHeader), nodeHeader(req, 'x-tenant-id'), req.socket.remoteAddress);
     if (!principal) return fallback(req, res);
     const started = performance.now();
-    const deploymentId = match[1]!.toLowerCase();
-    const revisionId = match[2]!.toLowerCase();
+    // Ids are compared lower-case, as the route's schema makes them; most clients send them so.
+    const upper = UPPER_HEX.test(url);
+    const deploymentId = upper ? url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36).toLowerCase() : url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36);
+    const revisionId = upper ? url.slice(REVISION_ID_AT).toLowerCase() : url.slice(REVISION_ID_AT);
     // The route's own logic (routes/revisions.ts) and answer (revision-answer.ts), down to the
     // domain calls; only the writing to Node's response differs.
     const known = nodeHeader(req, 'if-none-match');
@@ -87,9 +90,8 @@ export function revisionFastPath(
         gone,
         (_error, result) => {
           if (result) {
-            guarded(res, () =>
-              result.changed ? answer(res, idOf(req), result.revision, revisionBody(result.revision)) : notModified(res, idOf(req), result.revision),
-            );
+            if (result.changed) answer(res, idOf(req), result.revision, revisionBody(result.revision));
+            else notModified(res, idOf(req), result.revision);
             answered(started, result.changed ? 200 : 304);
             return;
           }
@@ -106,7 +108,7 @@ export function revisionFastPath(
     revisions.read(principal.workspaceId, deploymentId, revisionId, (error, revision) => {
       // Hono makes the error answer (the store fails there too, or answers by then), and the 404.
       if (error || !revision) return fallback(req, res);
-      guarded(res, () => answer(res, idOf(req), revision, revisionJson(revision)));
+      answer(res, idOf(req), revision, storedRevisionJson(revision));
       answered(started, 200);
     });
   };
@@ -121,48 +123,49 @@ function withoutHeader(req: IncomingMessage, name: string): void {
 }
 
 /**
- * Writing the answer cannot fail in any way known here; should it, the connection is closed
- * rather than the error left as an unhandled rejection (which would stop the process).
- */
-function guarded(res: ServerResponse, write: () => void): void {
-  try {
-    write();
-  } catch {
-    res.destroy();
-  }
-}
-
-/** The headers an answer starts with: the request's id first, where Hono's `setHeader` puts it (none when not observed). */
-function firstHeaders(requestId: string | undefined): OutgoingHttpHeaders {
-  return requestId === undefined ? {} : { [REQUEST_ID_HEADER]: requestId };
-}
-
-/**
  * 200 with the revision, the headers in the order and case in which @hono/node-server writes the
- * route's `jsonResponse`. `body` is the route's: for a conditional GET serialized once per record
- * (`revisionBody`: the thousand waiters woken by one change share one string), for a plain GET
- * serialized for it alone (`revisionJson`), as the route does.
+ * route's `jsonResponse` (the route's `revisionHeaders`, written out here into the one object:
+ * `test/e2e/fast-path.test.ts` compares the bytes). `body` is the route's: for a conditional GET
+ * serialized once per record (`revisionBody`: the thousand waiters woken by one change share one
+ * string), for a plain GET serialized for it alone (`storedRevisionJson`), as the route does.
  */
 function answer(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord, body: string): void {
-  const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  // Every header in the one object: a `setHeader` before `writeHead` makes Node pass each of the
-  // others through `setHeader` too.
-  const headers = firstHeaders(requestId);
-  headers['content-type'] = 'application/json';
-  headers.etag = etag;
-  headers['cache-control'] = cacheControl;
-  headers['Content-Length'] = Buffer.byteLength(body);
-  res.writeHead(200, headers);
-  res.end(body);
+  const etag = revisionEtag(revision);
+  const length = Buffer.byteLength(body);
+  // Every header in one object made at once: a `setHeader` before `writeHead` makes Node pass
+  // each of the others through `setHeader` too.
+  const headers: OutgoingHttpHeaders =
+    requestId === undefined
+      ? { 'content-type': 'application/json', etag, 'cache-control': 'no-cache', 'Content-Length': length }
+      : { [REQUEST_ID_HEADER]: requestId, 'content-type': 'application/json', etag, 'cache-control': 'no-cache', 'Content-Length': length };
+  try {
+    res.writeHead(200, headers);
+    res.end(body);
+  } catch {
+    unwritable(res);
+  }
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
 function notModified(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord): void {
-  const { etag, 'cache-control': cacheControl } = revisionHeaders(revision);
-  const headers = firstHeaders(requestId);
-  headers['cache-control'] = cacheControl;
-  headers.etag = etag;
-  headers['content-type'] = 'text/plain; charset=UTF-8';
-  res.writeHead(304, headers);
-  res.end();
+  const etag = revisionEtag(revision);
+  const headers: OutgoingHttpHeaders =
+    requestId === undefined
+      ? { 'cache-control': 'no-cache', etag, 'content-type': 'text/plain; charset=UTF-8' }
+      : { [REQUEST_ID_HEADER]: requestId, 'cache-control': 'no-cache', etag, 'content-type': 'text/plain; charset=UTF-8' };
+  try {
+    res.writeHead(304, headers);
+    res.end();
+  } catch {
+    unwritable(res);
+  }
+}
+
+/**
+ * Writing an answer cannot fail in any way known here; should it, the connection is closed rather
+ * than the error left to stop the process (thrown from a store's callback, or as an unhandled
+ * rejection from one that settled a promise).
+ */
+function unwritable(res: ServerResponse): void {
+  res.destroy();
 }

@@ -5,7 +5,7 @@ import { publicDeployment } from '../domain/deployments.ts';
 import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { clientGone, jsonResponse, requestHeader } from '../http/node-request.ts';
-import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, revisionJson } from '../http/revision-answer.ts';
+import { matchesCurrent, preferredWaitMs, revisionBody, revisionHeaders, storedRevisionJson } from '../http/revision-answer.ts';
 import { route } from '../http/route.ts';
 
 export function revisionRoutes(ctx: RouteContext): void {
@@ -91,7 +91,7 @@ export function revisionRoutes(ctx: RouteContext): void {
         return jsonResponse(revisionBody(revision), 200, revisionHeaders(revision));
       }
       const revision = await revisions.get(tenantId, deploymentId, revisionId);
-      return jsonResponse(revisionJson(revision), 200, revisionHeaders(revision));
+      return jsonResponse(storedRevisionJson(revision), 200, revisionHeaders(revision));
     },
   );
 
