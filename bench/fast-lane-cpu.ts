@@ -81,7 +81,10 @@ const lane = revisionFastPath(controlPlane.services, handedOn);
 // composes it: lane ÷ this is the layer's cost on GET revision (a checkout whose lane has no such
 // option answers as `lane`).
 const unobserved = revisionFastPath(controlPlane.services, handedOn, { observed: false });
-const bareRead = backend.core.db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?');
+// The checkout's own statement, so the bare server's work is the same SQL as the lane's in each.
+const { hotQueries } = await load('server/store/queries/hot-paths.ts');
+const { sqliteDialect } = await load('server/store/dialect.ts');
+const bareRead = backend.core.db.prepare(hotQueries(sqliteDialect).revision);
 /** What http-sqlite.mjs does for the same request, minus the socket. */
 function bare(): void {
   const row = bareRead.get(created.latest_revision_id, created.id, created.tenant_id);

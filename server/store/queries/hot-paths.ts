@@ -3,6 +3,10 @@ import type { Dialect } from '../db.ts';
 import { sqliteDialect } from '../dialect.ts';
 import { PUSH_RETRYABLE, sqlList, UNFINISHED } from './statuses.ts';
 
+/** The columns of a revision's record (`toRevision`), in the order of its public answer. */
+export const REVISION_RECORD_COLUMNS =
+  'id, deployment_id, created_at, updated_at, status, status_message, source, source_revision_config, trigger, tenant_id, version';
+
 /**
  * The statements on request and pipeline hot paths. Each must be an index seek whatever the
  * history (a deployment's past revisions, past deliveries): `test/unit/query-plans.test.ts`
@@ -14,7 +18,11 @@ export function hotQueries(d: Dialect) {
     defaultWorkspace: 'SELECT * FROM workspaces WHERE organization_id = ? AND is_default = 1',
     deployment: 'SELECT * FROM deployments WHERE id = ? AND tenant_id = ?',
     deploymentById: 'SELECT * FROM deployments WHERE id = ?',
-    revision: 'SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?',
+    /**
+     * What a revision's record holds (`toRevision`), in its answer's order: not `*`, whose secrets,
+     * resource spec and trace context every GET of a revision read and threw away.
+     */
+    revision: `SELECT ${REVISION_RECORD_COLUMNS} FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`,
     revisionById: 'SELECT * FROM revisions WHERE id = ?',
     /**
      * Every new revision. A started one a create stores names its process (@runner) when that
