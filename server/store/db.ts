@@ -37,21 +37,35 @@ export interface Db {
 export const NOT_NOW: unique symbol = Symbol('not now');
 
 /**
- * `db.row` for a caller that takes a callback: `done` is called once, with the read's error or its
- * row; at once (in this call) where the database answers synchronously (`rowNow`), else when the
- * read settles. A hot read on SQLite then makes no promise and waits for no microtask: most of what
- * the GET revision lane did beyond a bare server was its promises from route to store and back.
+ * `db.row` for a caller that takes a callback: `done` is called once, with the read's error, or with
+ * its row as `map` makes it (null when there is none); at once (in this call) where the database
+ * answers synchronously (`rowNow`), else when the read settles. A hot read on SQLite then makes no
+ * promise and waits for no microtask: most of what the GET revision lane did beyond a bare server
+ * was its promises from route to store and back. `map` is passed, not wrapped in `done`, so a read
+ * makes no function of its own.
  */
-export function rowThen<T = Row>(db: Db, sql: string, params: Params, done: (error: unknown, row?: T) => void): void {
-  let row: T | undefined | typeof NOT_NOW;
+export function rowThen<T>(db: Db, sql: string, params: Params, map: (row: Row) => T, done: (error: unknown, value?: T | null) => void): void {
+  let row: Row | undefined | typeof NOT_NOW;
   try {
-    row = db.rowNow ? db.rowNow<T>(sql, params) : NOT_NOW;
+    row = db.rowNow ? db.rowNow(sql, params) : NOT_NOW;
   } catch (error) {
     done(error);
     return;
   }
-  if (row === NOT_NOW) db.row<T>(sql, params).then((found) => done(null, found), done);
-  else done(null, row);
+  if (row === NOT_NOW) db.row(sql, params).then((found) => settleMapped(found, map, done), done);
+  else settleMapped(row, map, done);
+}
+
+/** `done` with `row` as `map` makes it, or with the error `map` throws; `done`'s own errors are its caller's. */
+function settleMapped<T>(row: Row | undefined, map: (row: Row) => T, done: (error: unknown, value?: T | null) => void): void {
+  let mapped: T | null;
+  try {
+    mapped = row === undefined ? null : map(row);
+  } catch (error) {
+    done(error);
+    return;
+  }
+  done(null, mapped);
 }
 
 /**

@@ -125,16 +125,7 @@ export class SqlRevisionStore extends SqlStore implements RevisionStore {
   }
 
   readRevision(tenantId: string, deploymentId: string, revisionId: string, done: (error: unknown, revision?: RevisionRecord | null) => void): void {
-    rowThen(this.sql, this.#hot.revision, [revisionId, deploymentId, tenantId], (error, row) => {
-      if (error) return done(error);
-      let revision: RevisionRecord | null;
-      try {
-        revision = row ? toRevision(row) : null;
-      } catch (mapping) {
-        return done(mapping);
-      }
-      done(null, revision);
-    });
+    rowThen(this.sql, this.#hot.revision, [revisionId, deploymentId, tenantId], toRevision, done);
   }
 
   async getRevisionById(revisionId: string): Promise<RevisionRecord | null> {
