@@ -6,7 +6,8 @@
  * (bench/baselines/http-sqlite.mjs: the same statement on the same row, the same JSON built), on
  * one SQLite file, and the same lane without the observability layer (`observed: false`: no count,
  * no request id), interleaved round by round. Process CPU time (user + system) per call, medians of
- * the rounds; ratios are medians of per-round ratios with their quartiles. It isolates the
+ * the rounds; ratios are medians of per-round ratios with their quartiles; and the heap bytes each
+ * allocates per call, which the machine's load does not move. It isolates the
  * lane's JavaScript (key check, request id, count, row mapping, promises) from the network stack,
  * and a loaded machine moves it much less than req/s. Run it once per checkout, alternating.
  */
