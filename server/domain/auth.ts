@@ -20,8 +20,13 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** How many presented keys keep their SHA-256 in memory (the keys of recent successful requests). */
 const HASHED_KEYS_KEPT = 1024;
 
-/** A digest as the map look-ups need it (hex) and as the constant-time comparison needs it (bytes), each made once. */
-type Digest = { hex: string; bytes: Buffer };
+/**
+ * A digest as the map look-ups need it (hex) and as the constant-time comparison needs it (bytes),
+ * each made once; `cached`: the key's entry in the cache of found keys once it is there, so the
+ * fast lane's check is one map look-up and the comparison. Both maps lose the key together
+ * (`invalidateKey`, `invalidateAll`), so the link never outlives the cached entry.
+ */
+type Digest = { hex: string; bytes: Buffer; cached?: CachedKey };
 /**
  * A key found in the database, with its stored hash's bytes for the comparison on every request,
  * and its principal without X-Tenant-Id once known (frozen: one object for all its requests).
@@ -89,6 +94,8 @@ export class Auth {
       if (this.#hashes.size >= HASHED_KEYS_KEPT) this.#hashes.delete(this.#hashes.keys().next().value!);
       this.#hashes.set(key, presented);
     }
+    // Only an entry the cache holds (not one read while other processes' revokes could go unheard).
+    if (presented.cached !== found && this.#keys.get(hash) === found) presented.cached = found;
     return this.#principal(record, tenantHeaderRaw);
   }
 
@@ -103,7 +110,7 @@ export class Auth {
   cachedPrincipal(key: string | undefined, tenantHeaderRaw: string | undefined, clientAddress?: string): Readonly<Principal> | undefined {
     if (!key || tenantHeaderRaw !== undefined) return undefined;
     const presented = this.#hashes.get(key);
-    const found = presented === undefined ? undefined : this.#keys.get(presented.hex);
+    const found = presented?.cached;
     if (!presented || !found || !sameDigestBytes(found.storedHash, presented.bytes) || this.#expired(found.record)) return undefined;
     // Made once per cached key; unknown here (an organization key's default workspace not read yet):
     // `authenticate` does the bookkeeping. Dropped with the key (`invalidateKey`, `invalidateAll`).
