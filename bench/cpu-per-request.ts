@@ -6,7 +6,10 @@
  * round to round, so a ratio compares runs taken seconds apart. `--root`: this checkout's bundled
  * server against another's (both bundles are built first, `node server/build.ts` in each).
  * `--bare`: the bare same-SQL server too (bench/baselines/http-sqlite.mjs, creates committed in
- * groups as the server's) on a copy of this checkout's server database, answering the same requests.
+ * groups as the server's) on a copy of this checkout's server database, answering the same requests,
+ * twice: as before (`bare`: the create's three rows) and row for row (`bare-rows`: every row the
+ * server's create writes, checked table by table before anything is measured; see
+ * docs/decisions/hot-paths-round-5-create.md).
  * Printed: each server's median µs per request, and the median of the per-round ratios to this
  * checkout's with their quartiles. CPU per request is far less sensitive than req/s to other work
  * on a shared machine (not immune: a loaded machine's caches and frequency inflate it), so it
@@ -21,7 +24,7 @@ import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { type LoadRequest, runLoad } from './lib/load.ts';
 import { type Child, cpuMs, ROOT, startChild, tempDir } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
-import { sameBytes, startSqliteBaseline } from './lib/sqlite-baseline.ts';
+import { sameBytes, sameRowsPerCreate, startSqliteBaseline } from './lib/sqlite-baseline.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const other = arg('root') === undefined ? undefined : resolve(arg('root')!);
@@ -81,15 +84,19 @@ try {
   servers.push(self);
   if (other) servers.push(await serverOf('other', other));
   if (withBare) {
-    const child = await startSqliteBaseline({
-      serverDatabasePath: self.databasePath,
-      tenantId: self.tenantId,
-      synchronous: 'FULL',
-      groupCommit: true,
-      name: 'bare.db',
-    });
-    servers.push({ name: 'bare', child, gets: self.gets, post: self.post });
-    await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
+    for (const sameRows of [false, true]) {
+      const child = await startSqliteBaseline({
+        serverDatabasePath: self.databasePath,
+        tenantId: self.tenantId,
+        synchronous: 'FULL',
+        groupCommit: true,
+        sameRows,
+        name: sameRows ? 'bare-rows.db' : 'bare.db',
+      });
+      servers.push({ name: sameRows ? 'bare-rows' : 'bare', child, gets: self.gets, post: self.post });
+      await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
+      if (sameRows) console.log(await sameRowsPerCreate({ ...self, url: self.child.url }, { ...child, post: self.post }));
+    }
   }
   for (const s of servers) await runLoad(s.child.url, { connections: 32, seconds: 1, requests: s.gets });
   const figures = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };

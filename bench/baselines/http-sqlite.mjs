@@ -15,7 +15,14 @@
 // With BASELINE_GROUP_COMMIT=1 the creates asked for in one turn of the event loop share one
 // transaction, each in a savepoint, answered once it commits: what the server's SQLite store does
 // (server/store/group-commit.ts), so the POST comparison stays like for like.
-// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT.
+// With BASELINE_SAME_ROWS=1 a create writes every row the server's create writes, row for row
+// (docs/decisions/hot-paths-round-5-create.md): its revision already past the sandbox's first step
+// (BUILDING, naming its runner) with that step's log line, and the request's audit entry, in the
+// same transaction; the database being a copy of the server's, the same indexes and triggers (the
+// outgoing events', the GitHub status outbox's) run on both. What it still does not do is the
+// server's own work beyond those rows: its reads (the key, the listener that decides the data
+// plane), the runner's lease check, the tracing project's adoption, validation.
+// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS.
 
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -45,11 +52,62 @@ const insertRevision = db.prepare(
    VALUES (@id, @deployment_id, @tenant_id, @status, NULL, @source, @source_revision_config, @secrets, NULL, 'create', @now, @now)`,
 );
 const insertTracingProject = db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)');
+const sameRows = process.env.BASELINE_SAME_ROWS === '1';
+const rowForRow = sameRows ? rowForRowStatements() : null;
 const createNow = db.transaction((row) => {
   insertDeployment.run(row);
-  insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
+  if (rowForRow) rowForRow.revisionAndLog(row);
+  else insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
   insertTracingProject.run(randomUUID(), row.tenant_id, row.name, row.id, row.now);
+  rowForRow?.audit(row);
 });
+
+/**
+ * The rows the server's create writes beyond the three: its revision as the sandbox's first step
+ * leaves it (BUILDING, its runner named: this process), that step's log line, and the audit entry
+ * of the request (organization and key as the server's, read once here: the server has them from
+ * its cached key check).
+ */
+function rowForRowStatements() {
+  const runner = randomUUID();
+  const { organization_id: organizationId } = db.prepare('SELECT organization_id FROM workspaces WHERE id = ?').get(tenantId);
+  const { id: keyId } = db.prepare('SELECT id FROM api_keys ORDER BY rowid LIMIT 1').get();
+  const revision = db.prepare(
+    `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, secrets, resource_spec, trigger, created_at, updated_at, runner_id)
+     VALUES (@id, @deployment_id, @tenant_id, 'BUILDING', NULL, @source, @source_revision_config, @secrets, NULL, 'create', @now, @now, @runner)`,
+  );
+  const log = db.prepare('INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES (?, ?, ?, ?, ?)');
+  const audit = db.prepare(
+    `INSERT INTO audit_events (id, organization_id, workspace_id, actor_kind, actor_id, actor_scope, address, user_agent,
+       action, resource_type, resource_id, route, fields, outcome, status, request_id, created_at)
+     VALUES (?, ?, ?, 'api_key', ?, 'organization', ?, ?, 'create', 'deployment', ?, 'POST /v2/deployments', ?, 'succeeded', NULL, ?, ?)`,
+  );
+  return {
+    revisionAndLog(row) {
+      revision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, runner });
+      const config = JSON.parse(row.source_revision_config);
+      const repoUrl = JSON.parse(row.source_config).repo_url;
+      const message = `sandbox: simulated build of ${repoUrl}@${config.repo_ref} (${config.graph_config_path}); nothing is cloned or built`;
+      log.run(row.latest_revision_id, 'build', 'info', message, row.now);
+    },
+    audit(row) {
+      audit.run(randomUUID(), organizationId, tenantId, keyId, row.address, row.userAgent, row.id, JSON.stringify(row.fields), randomUUID(), row.now);
+    },
+  };
+}
+
+/** The body's field names as the server's audit entry lists them (`auditFields`): nested ones dotted, secrets' values never. */
+function auditFieldsOf(body) {
+  const fields = [];
+  for (const [key, value] of Object.entries(body)) {
+    if (value !== null && typeof value === 'object' && !Array.isArray(value) && key !== 'secrets') {
+      const inner = Object.keys(value);
+      if (inner.length === 0) fields.push(key);
+      for (const name of inner) fields.push(`${key}.${name}`);
+    } else fields.push(key);
+  }
+  return fields.slice(0, 50);
+}
 
 /** Creates waiting for the next grouped commit: [row, done(error)]. */
 let pending = [];
@@ -129,6 +187,7 @@ const server = createServer((req, res) => {
         repo_ref: revisionConfig.repo_ref,
         build_on_push: sourceConfig.build_on_push ? 1 : 0,
         now,
+        ...(sameRows ? { address: req.socket.remoteAddress ?? null, userAgent: req.headers['user-agent'] ?? null, fields: auditFieldsOf(input) } : {}),
       };
       create(row, (error) => {
         if (error) return send(res, 409, JSON.stringify({ detail: String(error.message) }));

@@ -120,11 +120,12 @@ export class Deployments {
         status: firstStage({ source: body.source }),
       };
       // The data plane's first step goes into the create's own transaction: one commit per create.
-      plan = await pipeline.planCreate(tenantId, deployment, {
-        status: revision.status!,
-        source_revision_config: config,
-        resource_spec: revision.resource_spec,
-      });
+      plan = await pipeline.planCreate(
+        tenantId,
+        deployment,
+        { status: revision.status!, source_revision_config: config, resource_spec: revision.resource_spec },
+        planned.servingComputeType,
+      );
       if (plan.step) revision = { ...revision, status: plan.step.to, logs: plan.step.logs };
     }
     const created = await store.createDeployment({

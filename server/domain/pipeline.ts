@@ -1,3 +1,4 @@
+import type { ComputeType } from '../../shared/schemas/listener.ts';
 import { isTerminal, type RevisionStatus, UNFINISHED_REVISION_STATUSES } from '../../shared/schemas/revision.ts';
 import type { DataPlane, FirstStep, FirstStepDeployment, FirstStepRevision, StageControl } from '../dataplane/types.ts';
 import type { Clock } from '../lib/clock.ts';
@@ -122,9 +123,15 @@ export class Pipeline {
    * its workspace's default; `local` and `k8s` are agents'. The same write names this process as
    * the revision's runner (when its lease is live), which otherwise its next renewal would write.
    */
-  async planCreate(tenantId: string, deployment: FirstStepDeployment, revision: FirstStepRevision): Promise<CreatePlan> {
+  async planCreate(
+    tenantId: string,
+    deployment: FirstStepDeployment,
+    revision: FirstStepRevision,
+    /** The serving listener's compute type when the caller read it already (null: none); otherwise read here. */
+    servingComputeType?: ComputeType | null,
+  ): Promise<CreatePlan> {
     const { store, sandbox, listenerAgent, processId, clock } = this.#deps;
-    const computeType = await store.servingComputeType(tenantId, deployment.source_config.listener_id);
+    const computeType = servingComputeType !== undefined ? servingComputeType : await store.servingComputeType(tenantId, deployment.source_config.listener_id);
     const runner = { owner: processId, now: clock.now() };
     if (computeType === 'local' || computeType === 'k8s') return { dataPlane: listenerAgent, step: null, runner };
     return { dataPlane: sandbox, step: sandbox.firstStep?.(revision, deployment) ?? null, runner };

@@ -17,9 +17,26 @@ type Entry = { work: () => void; resolve: () => void; reject: (error: unknown) =
 export class GroupCommit {
   readonly #db: Database.Database;
   #pending: Entry[] = [];
+  /**
+   * The group's transaction, made once: `db.transaction(fn)` builds its wrapper functions anew on
+   * every call. Runs each entry in a savepoint of its own (a nested `db.transaction`, rolled back
+   * alone when it throws: its error goes in `failures`); throws the error SQLite abandoned the whole
+   * transaction with, if it did (what ran before is gone too).
+   */
+  readonly #commitGroup: (group: Entry[], failures: Map<Entry, unknown>) => void;
 
   constructor(db: Database.Database) {
     this.#db = db;
+    this.#commitGroup = db.transaction((group: Entry[], failures: Map<Entry, unknown>) => {
+      for (const entry of group) {
+        try {
+          entry.work();
+        } catch (error) {
+          if (!db.inTransaction) throw error;
+          failures.set(entry, error);
+        }
+      }
+    });
   }
 
   /** Runs `work` (synchronous SQL, itself a `db.transaction`) in the next group; resolves once committed. */
@@ -53,23 +70,9 @@ export class GroupCommit {
     const failures = new Map<Entry, unknown>();
     let abandoned: unknown;
     try {
-      this.#db.transaction(() => {
-        for (const entry of group) {
-          try {
-            // A nested db.transaction: a savepoint, rolled back alone when it throws.
-            entry.work();
-          } catch (error) {
-            if (!this.#db.inTransaction) {
-              // SQLite rolled the whole transaction back: what ran before is gone too.
-              abandoned = error;
-              return;
-            }
-            failures.set(entry, error);
-          }
-        }
-      })();
+      this.#commitGroup(group, failures);
     } catch (error) {
-      abandoned ??= error;
+      abandoned = error;
     }
     for (const entry of group) {
       if (abandoned !== undefined) entry.reject(abandoned);

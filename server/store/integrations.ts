@@ -1,3 +1,4 @@
+import type { ComputeType } from '../../shared/schemas/listener.ts';
 import { auditMachineChange } from './audit.ts';
 import { hotQueries } from './queries/hot-paths.ts';
 import { toIntegration } from './rows.ts';
@@ -8,6 +9,11 @@ import type { IntegrationRecord, MachineChange } from './types.ts';
 export interface IntegrationStore {
   createIntegration(input: IntegrationRecord): Promise<void>;
   getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null>;
+  /**
+   * A github create's integration, with the compute type of the listener that is to serve the
+   * deployment (the workspace's default; null when it has none), in one read.
+   */
+  getIntegrationForCreate(tenantId: string, id: string): Promise<{ integration: IntegrationRecord; servingComputeType: ComputeType | null } | null>;
   listIntegrations(tenantId: string): Promise<IntegrationRecord[]>;
   deleteIntegration(tenantId: string, id: string): Promise<boolean>;
   getIntegrationById(id: string): Promise<IntegrationRecord | null>;
@@ -46,6 +52,11 @@ export class SqlIntegrationStore extends SqlStore implements IntegrationStore {
 
   async getIntegration(tenantId: string, id: string): Promise<IntegrationRecord | null> {
     return this.first(toIntegration, 'SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?', [id, tenantId]);
+  }
+
+  async getIntegrationForCreate(tenantId: string, id: string): Promise<{ integration: IntegrationRecord; servingComputeType: ComputeType | null } | null> {
+    const row = await this.sql.row(this.#hot.integrationForCreate, [id, tenantId]);
+    return row ? { integration: toIntegration(row), servingComputeType: (row.serving_compute_type as ComputeType | null) ?? null } : null;
   }
 
   async listIntegrations(tenantId: string): Promise<IntegrationRecord[]> {

@@ -7,21 +7,19 @@ import type { Page } from './types.ts';
 /**
  * A new deployment takes over the tracing project its name left behind (a deployment deleted
  * without `delete_tracing_project`): the name is free again and its traces go on in the same project
- * (docs/decisions/deleted-deployment-names.md). Otherwise a new project is inserted; one of that name
- * still belonging to a deployment makes the insert a unique violation (409).
+ * (docs/decisions/deleted-deployment-names.md). Otherwise a new project is inserted. One statement,
+ * where an UPDATE of the orphan and a guarded INSERT were two (hot-paths-round-5-create.md): a
+ * project of that name that a deployment still holds is left as it is, and cannot be met here, since
+ * projects are made only by creates, named as their deployment, and a held one's deployment still
+ * has the name: the create's own deployment insert, before this one, is refused (409) first.
  */
-const ADOPT_ORPHANED_TRACING_PROJECT = 'UPDATE tracing_projects SET deployment_id = ? WHERE tenant_id = ? AND name = ? AND deployment_id IS NULL';
-const INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at)
-  SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT)
-  WHERE NOT EXISTS (SELECT 1 FROM tracing_projects WHERE tenant_id = ? AND name = ? AND deployment_id = ?)`;
+const ADOPT_OR_INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)
+  ON CONFLICT (tenant_id, name) DO UPDATE SET deployment_id = excluded.deployment_id WHERE tracing_projects.deployment_id IS NULL`;
 
-/** The statements that give a new deployment its tracing project, in the deployment's create. */
+/** The statement that gives a new deployment its tracing project, in the deployment's create. */
 export function tracingProjectStatements(project: TracingProject): Statement[] {
   const { id, tenant_id, name, deployment_id, created_at } = project;
-  return [
-    { sql: ADOPT_ORPHANED_TRACING_PROJECT, params: [deployment_id, tenant_id, name] },
-    { sql: INSERT_TRACING_PROJECT, params: [id, tenant_id, name, deployment_id, created_at, tenant_id, name, deployment_id] },
-  ];
+  return [{ sql: ADOPT_OR_INSERT_TRACING_PROJECT, params: [id, tenant_id, name, deployment_id, created_at] }];
 }
 
 /** Deployments' tracing projects, which may outlive their deployment. */

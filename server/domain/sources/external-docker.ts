@@ -21,6 +21,8 @@ export const externalDockerSource: SourceModule<'external_docker'> = {
       },
       revisionConfig: revisionConfig({ image_uri: body.source_revision_config.image_uri }),
       firstRevision: true,
+      // The deployment's own listener serves it: read already.
+      servingComputeType: listener.compute_type,
     };
   },
   sourceConfigFields: new Set<keyof SourceConfig>(['listener_id', 'listener_config', 'resource_spec', 'custom_url']),

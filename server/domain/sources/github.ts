@@ -7,8 +7,9 @@ import { type CreateContext, emptySourceConfig, type SourceModule } from './sour
 export const githubSource: SourceModule<'github'> = {
   async planCreate(body, context) {
     refuseRepoUrl(body.source_config.repo_url, context);
-    const integration = await context.store.getIntegration(context.tenantId, body.source_config.integration_id);
-    if (!integration) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
+    // With the data plane's choice in the same read (a github deployment is served by the workspace's default listener).
+    const found = await context.store.getIntegrationForCreate(context.tenantId, body.source_config.integration_id);
+    if (!found) throw new BadRequest(`integration_id ${body.source_config.integration_id} is not a GitHub integration of this workspace.`);
     const given = body.source_config;
     return {
       sourceConfig: {
@@ -30,6 +31,7 @@ export const githubSource: SourceModule<'github'> = {
         repo_commit_sha: context.commitSha ?? null,
       }),
       firstRevision: true,
+      servingComputeType: found.servingComputeType,
     };
   },
   sourceConfigFields: new Set<keyof SourceConfig>([

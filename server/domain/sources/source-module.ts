@@ -1,4 +1,5 @@
 import type { Deployment, DeploymentCreate, SourceConfig, SourceRevisionConfig } from '../../../shared/schemas/deployment.ts';
+import type { ComputeType } from '../../../shared/schemas/listener.ts';
 import type { Store } from '../../store/types.ts';
 
 export type SourceName = Deployment['source'];
@@ -13,7 +14,7 @@ export type StoredSourceConfig = SourceConfig & { preview_of?: PreviewOf };
 /** What planning a create may look up and decide with. */
 export type CreateContext = {
   tenantId: string;
-  store: Pick<Store, 'getIntegration' | 'getListener'>;
+  store: Pick<Store, 'getIntegrationForCreate' | 'getListener'>;
   /** A new `https://<name>-<random>.<DEPLOYMENT_DOMAIN>` for the sources whose URL the server sets. */
   serverUrl: () => string;
   allowFileRepoUrls: boolean;
@@ -25,7 +26,16 @@ export type CreateContext = {
 };
 
 /** A create's stored configuration, and whether it has anything to build or run yet (its first revision). */
-export type PlannedCreate = { sourceConfig: StoredSourceConfig; revisionConfig: SourceRevisionConfig; firstRevision: boolean };
+export type PlannedCreate = {
+  sourceConfig: StoredSourceConfig;
+  revisionConfig: SourceRevisionConfig;
+  firstRevision: boolean;
+  /**
+   * The compute type of the listener that is to serve the deployment (null: none, the sandbox),
+   * when the plan read it with what it read anyway; absent, the pipeline reads it.
+   */
+  servingComputeType?: ComputeType | null;
+};
 
 /** What a PATCH of a source may say, decided against the stored deployment. */
 export type PatchRules = {

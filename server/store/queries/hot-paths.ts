@@ -51,6 +51,14 @@ export function hotQueries(d: Dialect) {
     // of deliveries already processed (kept for the log) or of the deployment's past revisions.
     tenantsOfInstallation: 'SELECT DISTINCT tenant_id FROM github_integrations WHERE installation_id = ?',
     integrationById: 'SELECT * FROM github_integrations WHERE id = ?',
+    /**
+     * A github create's integration and its data-plane choice in one read, where
+     * `servingComputeType` after it was a second: a github deployment names no listener, so the
+     * workspace's default serves it (its compute type, or null for none: the sandbox).
+     */
+    integrationForCreate: `SELECT i.*, (SELECT l.compute_type FROM listeners l
+        WHERE l.tenant_id = i.tenant_id AND l.id = (SELECT w.default_listener_id FROM workspaces w WHERE w.id = i.tenant_id)) AS serving_compute_type
+      FROM github_integrations i WHERE i.id = ? AND i.tenant_id = ?`,
     /** Walks the partial index of pending deliveries only (the work), in order, up to the limit. */
     pendingDeliveries: `SELECT delivery_id, event, workspace_id, payload, attempts, received_at FROM webhook_deliveries
     WHERE status = 'pending' AND received_at <= ? ORDER BY seq LIMIT ?`,
