@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
@@ -19,6 +19,27 @@ const zodEnglishOnly: Plugin = {
       contents: "export { default as en } from './en.js';",
       resolveDir: dirname(args.path),
     }));
+  },
+};
+
+/**
+ * prom-client's process CPU metric requires all of OpenTelemetry's API when it is loaded, for the
+ * exemplars (trace ids beside a sample) it reads only when they are enabled, which the server never
+ * does (server/metrics.ts): a tenth of the start's module evaluation went there. The bundle gets
+ * that require made on first use instead. A prom-client whose file no longer has the line fails the
+ * build rather than quietly loading it again.
+ */
+const promClientOtelOnUse: Plugin = {
+  name: 'prom-client-otel-on-use',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]prom-client[\\/]lib[\\/]metrics[\\/]processCpuTotal\.js$/ }, (args) => {
+      const eager = "const OtelApi = require('@opentelemetry/api');";
+      const source = readFileSync(args.path, 'utf8');
+      if (!source.includes(eager)) throw new Error(`${args.path}: the require of @opentelemetry/api this build defers is gone; update server/build.ts`);
+      const onUse =
+        "let otelApi; const OtelApi = { get trace() { return (otelApi ??= require('@opentelemetry/api')).trace; }, get context() { return (otelApi ??= require('@opentelemetry/api')).context; } };";
+      return { contents: source.replace(eager, onUse), loader: 'js' };
+    });
   },
 };
 
@@ -55,7 +76,7 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
     minifyWhitespace: true,
     logLevel: 'warning',
     metafile: true,
-    plugins: [zodEnglishOnly],
+    plugins: [zodEnglishOnly, promClientOtelOnUse],
   });
   // Chunks are named by their content: remove an earlier build's, which would pile up at every start
   // (the compile cache's folder stays: the same chunk finds its cached code again).

@@ -119,14 +119,14 @@ export async function startServer(givenConfig: Config, options: { log?: Logger; 
   const config = await withStoredGithubApp(givenConfig, backend.github, secretBox, log);
   const store = backend.core;
 
-  const generated = config.BOOTSTRAP_API_KEY ? null : generateApiKey();
-  const bootstrapKey = config.BOOTSTRAP_API_KEY ?? generated!;
-  // Idempotent for BOOTSTRAP_API_KEY; a generated key is only stored when the database has none.
-  const probe = await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: systemClock.now() });
-  if (config.BOOTSTRAP_API_KEY || probe.wasEmpty) {
-    await store.bootstrap({ keyHash: hashApiKey(bootstrapKey), keyId: crypto.randomUUID(), now: systemClock.now() });
-  }
-  if (generated && probe.wasEmpty) {
+  const bootstrap = (keyHash: string | null) => store.bootstrap({ keyHash, keyId: crypto.randomUUID(), now: systemClock.now() });
+  if (config.BOOTSTRAP_API_KEY) {
+    // Idempotent: one transaction, which writes nothing when the key is there already.
+    await bootstrap(hashApiKey(config.BOOTSTRAP_API_KEY));
+  } else if ((await bootstrap(null)).wasEmpty) {
+    // A generated key is only stored when the database has none.
+    const generated = generateApiKey();
+    await bootstrap(hashApiKey(generated));
     (options.print ?? ((text) => process.stdout.write(text)))(
       `\nAn API key was created for the organization 'default' (shown once, never again):\n\n    ${generated}\n\n` +
         `Use it as the X-Api-Key header. Set BOOTSTRAP_API_KEY to choose the key yourself.\n\n`,

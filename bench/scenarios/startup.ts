@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { cpuMs, rssBytes, sleep, startChild, tempDir } from '../lib/processes.ts';
+import { rssBytes, sleep, startChild, tempDir, threadsCpuMs } from '../lib/processes.ts';
 import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { type Row, verdict } from '../lib/table.ts';
 
@@ -12,7 +12,7 @@ type Start = { ms: number; cpuMs: number; pid: number; url: string; stop(): Prom
  * the bare node:http + better-sqlite3 baseline, on a new database and on an existing one, rounds
  * interleaved (server new, baseline new, server existing, baseline existing): spawn → the first
  * answered request (GET /healthz; the baseline answers GET /), wall time and the process's CPU
- * time by then (less sensitive to a loaded machine). The baseline's new database gets the server's
+ * time by then (less sensitive to a loaded machine; its threads' schedstat, in ns). The baseline's new database gets the server's
  * schema in one transaction (bench/baselines/http-sqlite-new-database.mjs), so both create the same
  * tables. Idle memory: RSS two seconds after one API request, against the baseline's after one
  * request. Each row is the median of the per-round ratios, with their spread (min–max).
@@ -52,8 +52,8 @@ export async function startup(settings: Settings, log: (line: string) => void): 
     figures.serverExisting.push(serverExisting.ms);
     figures.bareExisting.push(bareExisting.ms);
     log(
-      `startup round ${round + 1}: new ${serverNew.ms.toFixed(0)} ms (${serverNew.cpuMs} ms CPU) vs ${bareNew.ms.toFixed(0)} (${bareNew.cpuMs}); ` +
-        `existing ${serverExisting.ms.toFixed(0)} (${serverExisting.cpuMs}) vs ${bareExisting.ms.toFixed(0)} (${bareExisting.cpuMs}); ` +
+      `startup round ${round + 1}: new ${serverNew.ms.toFixed(0)} ms (${serverNew.cpuMs.toFixed(0)} ms CPU) vs ${bareNew.ms.toFixed(0)} (${bareNew.cpuMs.toFixed(0)}); ` +
+        `existing ${serverExisting.ms.toFixed(0)} (${serverExisting.cpuMs.toFixed(0)}) vs ${bareExisting.ms.toFixed(0)} (${bareExisting.cpuMs.toFixed(0)}); ` +
         `idle ${idleMb.server.at(-1)!.toFixed(1)} MB vs ${idleMb.bare.at(-1)!.toFixed(1)}`,
     );
   }
@@ -98,7 +98,7 @@ async function firstAnswer(child: Awaited<ReturnType<typeof startChild>>, path: 
   await response.text();
   const ms = child.startMs + (performance.now() - sent);
   if (!response.ok && path !== '/') throw new Error(`${path}: ${response.status}`);
-  return { ms, cpuMs: cpuMs(child.pid), pid: child.pid, url: child.url, stop: () => child.stop() };
+  return { ms, cpuMs: threadsCpuMs(child.pid), pid: child.pid, url: child.url, stop: () => child.stop() };
 }
 
 /** The server's schema (tables, indexes, triggers) as SQL statements in a file, for the baseline's new database. */

@@ -1,7 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import { extract } from 'tar-stream';
 
 /** What the sandbox found in an uploaded source tarball. */
 export type TarballSummary = {
@@ -28,6 +27,8 @@ export async function inspectTarball(source: Readable, graphConfigPath: string |
   const wanted = normalize(graphConfigPath ?? 'langgraph.json');
   const summary: TarballSummary = { files: 0, graphConfig: null };
   let unpacked = 0;
+  // Loaded here, not at start: tar-stream and its streams are needed only once a tarball is uploaded (docs/decisions/server-start.md).
+  const { extract } = await import('tar-stream');
   const tar = extract();
   tar.on('entry', (header, stream, next) => {
     if (header.type === 'file' || header.type === 'contiguous-file') summary.files += 1;

@@ -41,7 +41,7 @@ export class SqlWorkspaceStore extends SqlStore implements WorkspaceStore {
         await tx.run(
           `INSERT INTO api_keys (id, organization_id, workspace_id, key_hash, description, created_at)
            VALUES (?, ?, NULL, ?, 'bootstrap key', ?)
-           ON CONFLICT (key_hash) DO UPDATE SET revoked_at = NULL`,
+           ON CONFLICT (key_hash) DO UPDATE SET revoked_at = NULL WHERE api_keys.revoked_at IS NOT NULL`,
           [input.keyId, org.id, input.keyHash, input.now],
         );
       }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,5 +63,26 @@ describe('the server bundle (npm start)', () => {
     expect(readdirSync(join(outdir, 'compile-cache'))).not.toEqual([]);
     const second = await start();
     expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+  });
+
+  it('leaves what a start does not need out of the chunks it loads (docs/decisions/server-start.md)', () => {
+    const text = (chunk: string) => readFileSync(join(outdir, chunk), 'utf8');
+    // The entry imports the server's chunk; what that chunk imports statically is loaded at every start.
+    const serverChunk = /import\("\.\/([\w-]+\.js)"\)/.exec(text('main.js'))![1]!;
+    const loaded = new Set<string>();
+    const follow = (chunk: string) => {
+      if (loaded.has(chunk)) return;
+      loaded.add(chunk);
+      for (const [, imported] of text(chunk).matchAll(/(?:from|import)\s*"\.\/([\w-]+\.js)"/g)) follow(imported!);
+    };
+    follow(serverChunk);
+    const atStart = [...loaded].map(text).join('\n');
+    // Loaded on first use: PostgreSQL's driver, tar-stream (an upload's tarball), OpenTelemetry's SDK.
+    for (const onFirstUse of ['node_modules/pg/', 'node_modules/tar-stream/', 'node_modules/@opentelemetry/sdk-trace-base/']) {
+      expect(atStart).not.toContain(onFirstUse);
+    }
+    // prom-client's process CPU metric asks for OpenTelemetry's API when it is read, not when it is loaded.
+    expect(atStart).toContain('node_modules/prom-client/lib/metrics/processCpuTotal.js');
+    expect(atStart).toMatch(/OtelApi=\{get trace\(\)/);
   });
 });

@@ -107,6 +107,15 @@ describe.each(BACKENDS)('store conformance: %s', (kind) => {
     // Bootstrapping with the key again un-revokes it.
     await backend.core.bootstrap({ keyHash: 'hash-of-bootstrap-key', keyId: crypto.randomUUID(), now: NOW });
     expect((await backend.core.findApiKeyByHash('hash-of-bootstrap-key'))!.revoked).toBe(false);
+    // Bootstrapping with a key that is there and not revoked writes nothing (every start does it, and
+    // a commit waits for the disk): PostgreSQL keeps the row's version, SQLite counts no change.
+    const sql = rawSql(backend.url, backend.core);
+    const written =
+      kind === 'postgres' ? "SELECT xmin::text AS version FROM api_keys WHERE key_hash = 'hash-of-bootstrap-key'" : 'SELECT total_changes() AS version';
+    const before = await sql.get<{ version: unknown }>(written);
+    await backend.core.bootstrap({ keyHash: 'hash-of-bootstrap-key', keyId: crypto.randomUUID(), now: NOW });
+    expect(await sql.get<{ version: unknown }>(written)).toEqual(before);
+    await sql.close();
     // The default workspace got its sandbox listener, which is its default listener.
     const listeners = await backend.core.listListeners(ws, 10, 0);
     expect(listeners.resources.map((l) => l.compute_type)).toEqual(['sandbox']);
