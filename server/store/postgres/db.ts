@@ -163,9 +163,15 @@ export class PgDb implements Db {
   readonly pool: pg.Pool;
   readonly #reads: ReadBatcher;
 
-  /** `readsInFlight`: lone reads sent at a time before the next ones wait to leave together (`ReadBatcher`); one per core by default. */
+  /**
+   * `readsInFlight`: lone reads sent at a time before the next ones wait to leave together
+   * (`ReadBatcher`). By default one per core, and no more than half the pool, so that where the
+   * machine reports many cores the reads still group instead of queueing for a client of the pool,
+   * and transactions keep clients of their own.
+   */
   constructor(connectionString: string, options: { max?: number; readsInFlight?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString, types, max: options.max ?? 10, connectionTimeoutMillis: 10_000 });
+    const max = options.max ?? 10;
+    this.pool = new pg.Pool({ connectionString, types, max, connectionTimeoutMillis: 10_000 });
     // An idle client's error (the server restarted, a network cut) must not crash the process;
     // the next query on a fresh client reports it.
     this.pool.on('error', () => {});
@@ -174,7 +180,7 @@ export class PgDb implements Db {
         one: (statement) => onPooledClient(this.pool, statement.text, statement.values),
         many: (statements) => this.#readPipeline(statements),
       },
-      options.readsInFlight ?? availableParallelism(),
+      options.readsInFlight ?? Math.min(availableParallelism(), Math.max(1, Math.floor(max / 2))),
     );
   }
 
