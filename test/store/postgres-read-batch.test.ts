@@ -65,6 +65,30 @@ describe('PgDb lone reads grouped into one round trip while one is in flight', (
     expect(connects).toBe(connectsBefore);
   });
 
+  it('a connection that fails during a batch fails the reads it did not answer; the next reads go on a new connection', async () => {
+    const admin = new PgDb(inject('postgresAdminUrl'), { max: 1 });
+    try {
+      const pid = (await db.row<{ pid: number }>('SELECT pg_backend_pid() AS pid'))!.pid;
+      const slow = 'SELECT count(*) AS n FROM generate_series(1, 1000000000) AS n';
+      const asked = Promise.allSettled([db.row(byId, [1]), db.row(slow), db.row(byId, [2])]);
+      // The batch [slow read, read 2] runs after read 1 is answered: its backend is ended while it runs.
+      while (!(await admin.row('SELECT 1 FROM pg_stat_activity WHERE pid = ? AND query = ?', [pid, slow]))) await new Promise((r) => setImmediate(r));
+      await admin.row('SELECT pg_terminate_backend(?)', [pid]);
+      const [first, cut, after] = await asked;
+      expect(first).toEqual({ status: 'fulfilled', value: { id: 1, name: 'item 1' } });
+      expect(cut.status).toBe('rejected');
+      expect(after.status).toBe('rejected');
+      const connectsBefore = connects;
+      expect(await Promise.all([db.row(byId, [3]), db.row(byId, [4])])).toEqual([
+        { id: 3, name: 'item 3' },
+        { id: 4, name: 'item 4' },
+      ]);
+      expect(connects).toBe(connectsBefore + 1);
+    } finally {
+      await admin.close();
+    }
+  });
+
   it('a read that locks rows, and a write, keep their own round trip', async () => {
     const before = roundTrips;
     const [, locked, written] = await Promise.all([
