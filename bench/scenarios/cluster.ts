@@ -42,7 +42,8 @@ type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined
  *
  * Steady rounds: every process gets the whole warm-up (a process of (c) is warmed as (b)'s one is,
  * not with a third of it), PostgreSQL is checkpointed before each round (so a checkpoint's writes do
- * not land in one measure's seconds), and each round runs the measures in the other order than the
+ * not land in one measure's seconds; nor a vacuum: autovacuum is off on the embedded server and each
+ * database is vacuumed and analysed before each round), and each round runs the measures in the other order than the
  * one before. Each row says the spread (lowest–highest) of its per-round ratios and the CPU per
  * request of the server processes and of PostgreSQL (all its processes, the ended ones too), the
  * figures a loaded machine moves least.
@@ -70,6 +71,13 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     admin = new pg.Client({ connectionString: postgres.adminUrl });
     await admin.connect();
     // The postmaster is the parent of any backend (an embedded server on this machine only).
+    /** Every database a target uses, vacuumed before each round. */
+    const databases: string[] = [];
+    const database = async () => {
+      const url = await createTestDatabase(postgres!.adminUrl);
+      databases.push(url);
+      return url;
+    };
     const postmaster = given ? undefined : parentPid((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
 
     const pgServer = async (databaseUrl: string, root = ROOT) => {
@@ -85,17 +93,17 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       children.push(child);
       return child;
     };
-    const pg1DatabaseUrl = await createTestDatabase(postgres.adminUrl);
+    const pg1DatabaseUrl = await database();
     const pg1 = await pgServer(pg1DatabaseUrl);
-    const clusterDb = await createTestDatabase(postgres.adminUrl);
+    const clusterDb = await database();
     // The three replicas start together on one database, as an orchestrator starts them.
     const pg3 = await Promise.all([0, 1, 2].map(() => pgServer(clusterDb)));
     const baseRoot = env.BENCH_CLUSTER_BASE ? resolve(env.BENCH_CLUSTER_BASE) : undefined;
     if (baseRoot) execFileSync(process.execPath, [join(baseRoot, 'server/build.ts')], { cwd: baseRoot, stdio: 'inherit' });
     const base = baseRoot
       ? {
-          pg1: await pgServer(await createTestDatabase(postgres.adminUrl), baseRoot),
-          pg3: await (async (db) => Promise.all([0, 1, 2].map(() => pgServer(db, baseRoot))))(await createTestDatabase(postgres.adminUrl)),
+          pg1: await pgServer(await database(), baseRoot),
+          pg3: await (async (db) => Promise.all([0, 1, 2].map(() => pgServer(db, baseRoot))))(await database()),
         }
       : undefined;
 
@@ -181,8 +189,17 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     // Every process gets the whole warm-up, all connections on it: its JIT and its pool as warm as the one process's.
     log(`cluster: warm-up ${settings.warmupSeconds} s for each process of each measure`);
     for (const m of measures) for (const url of m.target.urls) await load(m, settings.warmupSeconds, [url]);
+    // The embedded server is this run's own: autovacuum off for the rounds (vacuumed between them instead).
+    if (!given) await admin.query('ALTER SYSTEM SET autovacuum = off').then(() => admin!.query('SELECT pg_reload_conf()'));
     const rounds = new Map<string, Run[]>(measures.map((m) => [name(m), []]));
     for (let round = 0; round < settings.runs; round += 1) {
+      // Each database vacuumed and analysed between rounds, where autovacuum would start one at a
+      // moment of its own choosing, inside one measure's seconds (the rounds write thousands of rows).
+      for (const url of databases) {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        await client.query('VACUUM (ANALYZE)').finally(() => client.end());
+      }
       await admin.query('CHECKPOINT');
       // Results are stored by measure, so the order of a round only decides who follows whom.
       const order = round % 2 === 0 ? measures : [...measures].reverse();
