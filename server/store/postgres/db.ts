@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import pg from 'pg';
 import { pendingAudit } from '../../lib/request-scope.ts';
 import { auditInsert, mayChangeRows } from '../audit.ts';
@@ -5,7 +6,8 @@ import type { Db, Params, Row, Statement } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
 import { postgresConnectionFailure } from '../storage-errors.ts';
-import { StatementPipeline } from './pipeline.ts';
+import { type PipelinedStatement, StatementPipeline } from './pipeline.ts';
+import { BatchFailure, ReadBatcher } from './read-batch.ts';
 
 /** Something that runs SQL: the pool (one statement, its own transaction) or a transaction's client. */
 export type Queryable = { query: (text: string, values?: unknown[]) => Promise<pg.QueryResult> };
@@ -103,6 +105,19 @@ async function retriedOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * Whether a lone statement may share a pipeline with other requests' reads (`ReadBatcher`): a plain
+ * SELECT. Not one that locks rows, takes an advisory lock, notifies or moves a sequence: those keep
+ * a transaction of their own, ended as soon as they are. Decided once per text.
+ */
+const groupable = new Map<string, boolean>();
+const SIDE_EFFECTS = /\bFOR\s+(UPDATE|SHARE|NO\s+KEY|KEY\s+SHARE)\b|pg_advisory|pg_notify|pg_sleep|nextval|setval/i;
+function mayGroup(sql: string): boolean {
+  let verdict = groupable.get(sql);
+  if (verdict === undefined) groupable.set(sql, (verdict = !mayChangeRows(sql) && !SIDE_EFFECTS.test(sql)));
+  return verdict;
+}
+
 const CHANGING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
 /** One transaction's client as a `Db`; a `tx` on it joins the transaction. */
@@ -146,12 +161,37 @@ class PgTx implements Db, Queryable {
 export class PgDb implements Db {
   readonly dialect = postgresDialect;
   readonly pool: pg.Pool;
+  readonly #reads: ReadBatcher;
 
-  constructor(connectionString: string, options: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString, types, max: options.max ?? 10, connectionTimeoutMillis: 10_000 });
+  /**
+   * `readsInFlight`: lone reads sent at a time before the next ones wait to leave together
+   * (`ReadBatcher`). By default one per core, and no more than half the pool, so that where the
+   * machine reports many cores the reads still group instead of queueing for a client of the pool,
+   * and transactions keep clients of their own.
+   */
+  constructor(connectionString: string, options: { max?: number; readsInFlight?: number } = {}) {
+    const max = options.max ?? 10;
+    this.pool = new pg.Pool({ connectionString, types, max, connectionTimeoutMillis: 10_000 });
     // An idle client's error (the server restarted, a network cut) must not crash the process;
     // the next query on a fresh client reports it.
     this.pool.on('error', () => {});
+    this.#reads = new ReadBatcher(
+      {
+        one: (statement) => onPooledClient(this.pool, statement.text, statement.values),
+        many: (statements) => this.#readPipeline(statements),
+      },
+      options.readsInFlight ?? Math.min(availableParallelism(), Math.max(1, Math.floor(max / 2))),
+    );
+  }
+
+  /** A statement outside the caller's transactions: a plain read may go with other reads (`ReadBatcher`). */
+  async #lone(sql: string, params: Params | undefined, on: Queryable): Promise<pg.QueryResult> {
+    if (on !== this.pool || !mayGroup(sql)) return query(on, sql, params);
+    try {
+      return await this.#reads.read(toPg(sql, params));
+    } catch (error) {
+      throw postgresConnectionFailure(error);
+    }
   }
 
   /**
@@ -161,12 +201,12 @@ export class PgDb implements Db {
    */
   async rows<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T[]> {
     if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.rows<T>(sql, params));
-    return (await query(on, sql, params)).rows as T[];
+    return (await this.#lone(sql, params, on)).rows as T[];
   }
 
   async row<T = Row>(sql: string, params?: Params, on: Queryable = this.pool): Promise<T | undefined> {
     if (on === this.pool && pendingAudit() && mayChangeRows(sql)) return this.tx((tx) => tx.row<T>(sql, params));
-    return (await query(on, sql, params)).rows[0] as T | undefined;
+    return (await this.#lone(sql, params, on)).rows[0] as T | undefined;
   }
 
   async run(sql: string, params?: Params, on: Queryable = this.pool): Promise<number> {
@@ -212,19 +252,38 @@ export class PgDb implements Db {
       const { sql, params } = auditInsert(audit.entry);
       pipelined.push(toPg(sql, params));
     }
-    const client = await this.#client();
-    let broken = false;
     try {
       if (auditing) audit.state = 'writing';
-      const pipeline = new StatementPipeline(pipelined, types);
-      client.query(pipeline as unknown as pg.QueryConfig);
-      const results = await pipeline.done;
+      const results = await this.#pipeline(new StatementPipeline(pipelined, types));
       if (auditing) audit.state = 'written';
       return results.slice(0, statements.length);
     } catch (error) {
       if (auditing) audit.state = 'pending';
-      broken = connectionUnusable(error);
       throw postgresConnectionFailure(error);
+    }
+  }
+
+  /** Several lone reads as one pipeline; a failure says how far it got (`BatchFailure`), for `ReadBatcher`. */
+  async #readPipeline(statements: readonly PipelinedStatement[]): Promise<pg.QueryResult[]> {
+    const pipeline = new StatementPipeline(statements, types);
+    try {
+      return await this.#pipeline(pipeline);
+    } catch (error) {
+      const failed = pipeline.failure;
+      throw failed ? new BatchFailure(error, failed.at, failed.answered, !connectionUnusable(error)) : error;
+    }
+  }
+
+  /** Sends `pipeline` on a client of the pool and answers its results; the client goes back to the pool unless the connection failed. */
+  async #pipeline(pipeline: StatementPipeline): Promise<pg.QueryResult[]> {
+    const client = await this.#client();
+    let broken = false;
+    try {
+      client.query(pipeline as unknown as pg.QueryConfig);
+      return await pipeline.done;
+    } catch (error) {
+      broken = connectionUnusable(error);
+      throw error;
     } finally {
       client.release(broken);
     }

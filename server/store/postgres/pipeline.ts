@@ -45,6 +45,8 @@ export class StatementPipeline {
   readonly #results: ResultBuilder[] = [];
   #current = 0;
   #failure: unknown;
+  /** The statement the server refused, or that was running when the connection failed; undefined while none did. */
+  #failedAt: number | undefined;
   #resolve!: (results: pg.QueryResult[]) => void;
   #reject!: (error: unknown) => void;
   readonly done: Promise<pg.QueryResult[]>;
@@ -103,8 +105,18 @@ export class StatementPipeline {
     this.#current += 1;
   }
 
+  /**
+   * The answers of the statements that completed before the pipeline failed, and the index of the
+   * one that failed (the server refused it, or the connection failed while it ran): the statements
+   * after it did not run. Undefined while none failed.
+   */
+  get failure(): { at: number; answered: pg.QueryResult[] } | undefined {
+    return this.#failedAt === undefined ? undefined : { at: this.#failedAt, answered: this.#results.slice(0, this.#failedAt) };
+  }
+
   /** The server refused a statement (it rolled back and skipped the rest) or the connection failed. */
   handleError(error: unknown): void {
+    this.#failedAt ??= this.#current;
     this.#reject(error);
   }
 
