@@ -16,7 +16,11 @@ const waiters = Number(process.argv[2] ?? 1000);
 const t = await inProcessApp({ stageMs: 3_600_000 });
 await workspaceFixtures(t.api);
 const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
-const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id));
+// A k8s listener's revision waits for its agent, which never comes: nothing but the interrupt moves it.
+// (Such a deployment must carry the license key its image needs.)
+const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id, { secrets: [{ name: 'LANGSMITH_API_KEY', value: 'lsv2-profile' }] }));
+if (k8s.status !== 201 || created.status !== 201)
+  throw new Error(`set-up failed: listener ${k8s.status}, deployment ${created.status} ${JSON.stringify(created.body)}`);
 const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
 const etag = (await t.api.get(path)).headers.get('etag')!;
 // As `startServer` wires it: the revision fast path in front of Hono (`--hono-only` leaves it out).
@@ -35,6 +39,11 @@ const done = Array.from(
   () =>
     new Promise<void>((resolve) => {
       request({ host: '127.0.0.1', port, path, agent, headers: { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=60' } }, (res) => {
+        // Anything but the interrupted revision means the set-up is wrong: say so rather than wait for waiters that never come.
+        if (res.statusCode !== 200) {
+          console.error(`a waiter was answered ${res.statusCode} before the interrupt`);
+          process.exit(1);
+        }
         res.resume();
         res.on('end', () => {
           answered += 1;

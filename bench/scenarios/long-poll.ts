@@ -7,8 +7,12 @@ import { rssBytes, sleep, startChild } from '../lib/processes.ts';
 import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
 import { type Row, verdict } from '../lib/table.ts';
 
-/** The long-poll's targets: memory per waiter against a bare node:http server holding the same requests, and delay after the stored change. */
-export const LONG_POLL_TARGETS = { memoryRatio: 2, lastAnsweredMs: 50 } as const;
+/**
+ * The long-poll's targets (issue 40): extra memory per waiter at most 1.3× a bare node:http server's
+ * holding the same requests, and the last of the waiters answered at most 5 ms after the bare
+ * server's last (the median of each, over the rounds).
+ */
+export const LONG_POLL_TARGETS = { memoryRatio: 1.3, lastAnsweredOverBareMs: 5 } as const;
 
 /**
  * The waiting clients are spread over this many processes: in the bench process alone, reading
@@ -123,11 +127,12 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
     const bareMb = median(bareBytes) / 2 ** 20;
     const memoryRatio = median(extraBytes.map((bytes, i) => bytes / Math.max(1, bareBytes[i]!)));
     const last = median(lastAnswered);
+    const bareLast = median(bareLastAnswered);
     const kib = (bytes: number) => (bytes / settings.waiters / 1024).toFixed(1);
     return [
       {
         scenario: `long-poll: ${settings.waiters} waiters, extra live memory`,
-        ratio: `${memoryRatio.toFixed(1)}× the bare server's`,
+        ratio: `${memoryRatio.toFixed(2)}× the bare server's`,
         target: `≤ ${LONG_POLL_TARGETS.memoryRatio}× bare`,
         verdict: verdict(memoryRatio <= LONG_POLL_TARGETS.memoryRatio),
         note:
@@ -138,11 +143,12 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         scenario: `long-poll: stored change → last of ${settings.waiters} answered`,
         p50: last,
         max: Math.max(...lastAnswered),
-        target: `≤ ${LONG_POLL_TARGETS.lastAnsweredMs} ms`,
-        verdict: verdict(last <= LONG_POLL_TARGETS.lastAnsweredMs),
+        ratio: `bare + ${(last - bareLast).toFixed(1)} ms`,
+        target: `≤ bare + ${LONG_POLL_TARGETS.lastAnsweredOverBareMs} ms`,
+        verdict: verdict(last <= bareLast + LONG_POLL_TARGETS.lastAnsweredOverBareMs),
         note:
           `p50 = median over ${rounds} rounds, max = worst round; from the revision's stored updated_at (the interrupt's own round trip: ${median(interruptMs).toFixed(1)} ms); ` +
-          `floor: bare node:http answering as many, last read here ${median(bareLastAnswered).toFixed(1)} ms after sending its release`,
+          `bare node:http answering as many (the floor): last read here ${bareLast.toFixed(1)} ms (median) after sending its release; per round ${bareLastAnswered.map((ms) => ms.toFixed(1)).join(', ')} against ${lastAnswered.map((ms) => ms.toFixed(1)).join(', ')}`,
       },
     ];
   } finally {

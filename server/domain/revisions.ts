@@ -3,6 +3,7 @@ import type { ProjectLogs, ProjectLogsRequest, Revision, RevisionListQuery, Revi
 import type { Gone, RevisionWatch } from '../lib/revision-watch.ts';
 import type { DeploymentStore, Page, RevisionLogStore, RevisionRecord, RevisionStore, TracingProjectStore } from '../store/types.ts';
 import { NotFound } from './errors.ts';
+import type { RevisionWait } from './revision-wait.ts';
 
 /** The revision as the API shows it. */
 export function publicRevision(revision: RevisionRecord): Revision {
@@ -108,44 +109,28 @@ export class Revisions {
   }
 
   /**
-   * `getWhenChanged` for a caller that takes a callback (the GET revision fast lane): `done` is
-   * called once, with the error or the answer. While it waits, a request holds its waiter and one
-   * callback, not a suspended async function with the promises between it and its caller (most of
-   * what a held request held beyond a bare server's, test/e2e/long-poll-memory.test.ts).
+   * `getWhenChanged` for a caller whose request is its own waiter (the GET revision fast lane):
+   * `wait.answered` is called once, with the error or the answer. While it waits, a request holds
+   * that one object, not a suspended async function with the promises between it and its caller
+   * (most of what a held request held beyond a bare server's, test/e2e/long-poll-memory.test.ts).
    */
-  whenChanged(
-    tenantId: string,
-    deploymentId: string,
-    revisionId: string,
-    isKnown: (etag: string) => boolean,
-    waitMs: number,
-    gone: Gone | undefined,
-    done: (error: unknown, answer?: { revision: RevisionRecord; changed: boolean }) => void,
-  ): void {
-    this.get(tenantId, deploymentId, revisionId).then((first) => {
-      if (!isKnown(revisionEtag(first)) || waitMs <= 0) return done(null, { revision: first, changed: !isKnown(revisionEtag(first)) });
-      // As getWhenChanged: register before reading again, so a change between the two reads is not missed.
-      // Whichever ends first answers: the wait (then a failed second read is the wait's to ignore) or that read's failure.
-      let ended = false;
-      const waiter = this.#watch.waitThen(revisionId, waitMs, gone, (changed, value) => {
-        if (ended) return;
-        ended = true;
-        const announced = changed ? (value as RevisionRecord | undefined) : undefined;
-        if (announced) return done(null, { revision: announced, changed: !isKnown(revisionEtag(announced)) });
-        this.get(tenantId, deploymentId, revisionId).then((revision) => done(null, { revision, changed: !isKnown(revisionEtag(revision)) }), done);
-      });
-      this.#readIfChanged(tenantId, deploymentId, revisionId, isKnown).then(
-        (changedMeanwhile) => {
-          if (changedMeanwhile) waiter.announce(changedMeanwhile);
-        },
-        (error: unknown) => {
-          if (ended) return;
-          ended = true;
-          waiter.cancel();
-          done(error);
-        },
-      );
-    }, done);
+  hold(wait: RevisionWait, waitMs: number): void {
+    this.get(wait.tenantId, wait.deploymentId, wait.revisionId).then(
+      (first) => {
+        if (!wait.isKnown(revisionEtag(first)) || waitMs <= 0) return wait.answer(first);
+        wait.revisions = this;
+        // As getWhenChanged: register before reading again, so a change between the two reads is not missed.
+        // Whichever ends first answers: the wait (then a failed second read is the wait's to ignore) or that read's failure.
+        this.#watch.hold(wait, waitMs);
+        this.#readIfChanged(wait.tenantId, wait.deploymentId, wait.revisionId, (etag) => wait.isKnown(etag)).then(
+          (changedMeanwhile) => {
+            if (changedMeanwhile) wait.announce(changedMeanwhile);
+          },
+          (error: unknown) => wait.failed(error),
+        );
+      },
+      (error: unknown) => wait.answered(error),
+    );
   }
 
   async #readIfChanged(tenantId: string, deploymentId: string, revisionId: string, isKnown: (etag: string) => boolean): Promise<RevisionRecord | null> {

@@ -7,15 +7,14 @@ import type { Coordination } from '../store/coordination.ts';
  * notice from another process wakes the waiters here with no record, so each of them reads the
  * database again (the revision long-poll, the agents' claim and the OAuth wait all do when
  * `value()` is undefined). On a resync (notices may have been missed) every waiter here is woken to
- * read again. It extends the watch rather than changing it: the waiting itself stays the watch's.
+ * read again. It extends the watch rather than changing it: the waiting itself stays the watch's,
+ * which knows the ids waited on here (`waitedIds`), so a waiter costs nothing more when shared.
  *
- * On SQLite (`coordination.shared` is false) it is the plain watch: nothing is published or counted.
+ * On SQLite (`coordination.shared` is false) it is the plain watch: nothing is published.
  */
 export class SharedWatch extends RevisionWatch {
   readonly #coordination: Coordination;
   readonly #topic: string;
-  /** Ids that have waiters here, with how many: what a resync wakes. Kept only when shared. */
-  readonly #waited = new Map<string, number>();
   readonly #detach: Array<() => void> = [];
 
   constructor(coordination: Coordination, topic: string) {
@@ -26,39 +25,9 @@ export class SharedWatch extends RevisionWatch {
     this.#detach.push(
       coordination.subscribe(topic, (id) => super.notify(id)),
       coordination.onResync(() => {
-        for (const id of [...this.#waited.keys()]) super.notify(id);
+        for (const id of this.waitedIds()) super.notify(id);
       }),
     );
-  }
-
-  // The base class's own signatures, whatever they become: these only count the ids waited on.
-  override wait(...args: Parameters<RevisionWatch['wait']>): ReturnType<RevisionWatch['wait']> {
-    const waiter = super.wait(...args);
-    if (this.#coordination.shared) {
-      const counted = this.#counted(args[0]);
-      void waiter.changed.then(counted);
-    }
-    return waiter;
-  }
-
-  override waitThen(...args: Parameters<RevisionWatch['waitThen']>): ReturnType<RevisionWatch['waitThen']> {
-    if (!this.#coordination.shared) return super.waitThen(...args);
-    const [id, timeoutMs, gone, settled] = args;
-    const counted = this.#counted(id);
-    return super.waitThen(id, timeoutMs, gone, (changed, value) => {
-      counted();
-      settled(changed, value);
-    });
-  }
-
-  /** Counts a waiter of `id`; the function answered uncounts it when its wait ends. */
-  #counted(id: string): () => void {
-    this.#waited.set(id, (this.#waited.get(id) ?? 0) + 1);
-    return () => {
-      const left = (this.#waited.get(id) ?? 1) - 1;
-      if (left <= 0) this.#waited.delete(id);
-      else this.#waited.set(id, left);
-    };
   }
 
   /** Wakes this process's waiters of `id` (with `value`) and tells the other processes. */

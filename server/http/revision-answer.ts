@@ -23,11 +23,17 @@ export function preferredWaitMs(header: string | undefined): number | null {
   return Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
 }
 
+const QUOTE = 0x22;
+
 /**
  * Whether `If-None-Match` names the current ETag: `*`, or a comma-separated list of tags compared
  * weakly (a `W/` prefix is ignored), as RFC 9110 says for If-None-Match.
  */
 export function matchesCurrent(ifNoneMatch: string, etag: string): boolean {
+  // The usual header, one strong tag (the one the client was given), needs no splitting: it
+  // matches exactly or not at all (every woken waiter asks this of the changed revision).
+  if (ifNoneMatch === etag) return true;
+  if (ifNoneMatch.charCodeAt(0) === QUOTE && ifNoneMatch.charCodeAt(ifNoneMatch.length - 1) === QUOTE && !ifNoneMatch.includes(',')) return false;
   if (ifNoneMatch.trim() === '*') return true;
   return ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag);
 }

@@ -20,42 +20,39 @@ export type Settled = (changed: boolean, value: unknown) => void;
  * One held request: a single object, which is also its own entry in the list of waiters with the
  * same timeout (`Deadlines`), so a waiter has no timer, timer callback or extra closure of its own:
  * a thousand held requests is the case this is measured on (test/e2e/long-poll-memory.test.ts).
- * It settles its caller's callback (`RevisionWatch.waitThen`) or, when asked (`wait`), a promise.
+ * What happens when the wait ends is the subclass's (`settled`); a caller that holds many may make
+ * its request's own state a subclass (`RevisionWatch.hold`), so a held request is this one object.
  */
-class Waiter {
+export abstract class Waiter {
   /** What the change was announced with (the changed record), so waiters need not read it again. */
   #announced: unknown;
-  #settle: Settled | undefined;
-  #promise: Promise<boolean> | undefined;
-  #unregister: (() => void) | undefined;
   #done = false;
 
   readonly revisionId: string;
-  readonly set: Set<Waiter>;
-  readonly onDone: (waiter: Waiter) => void;
+  /** The watch's bookkeeping when the wait ends (set by the watch when it takes the waiter). */
+  onDone: ((waiter: Waiter) => void) | undefined;
   /** This waiter's place in its `Deadlines` list (maintained by the list). */
   deadline = 0;
   list: Deadlines | undefined;
   previous: Waiter | undefined;
   next: Waiter | undefined;
 
-  constructor(revisionId: string, set: Set<Waiter>, onDone: (waiter: Waiter) => void, settle: Settled | undefined) {
+  constructor(revisionId: string) {
     this.revisionId = revisionId;
-    this.set = set;
-    this.onDone = onDone;
-    if (settle) this.#settle = settle;
-    else this.#promise = new Promise<boolean>((resolve) => (this.#settle = resolve));
   }
 
-  /** Resolves `true` when the revision changed, `false` when the wait ended otherwise (promise waiters only). */
-  get changed(): Promise<boolean> {
-    if (!this.#promise) throw new Error('a waiter made with a callback has no promise');
-    return this.#promise;
-  }
+  /** Called once, when the wait ends: whether the record changed, and what the change was announced with. */
+  protected abstract settled(changed: boolean, value: unknown): void;
 
-  start(deadlines: Deadlines, gone: Gone | undefined): void {
+  /** Starts listening for the client going away (then `cancel`); none by default. */
+  protected watchGone(): void {}
+
+  /** Stops what `watchGone` started (called once, when the wait ends). */
+  protected unwatchGone(): void {}
+
+  start(deadlines: Deadlines): void {
     deadlines.add(this);
-    if (gone) this.#unregister = gone(this.cancel);
+    this.watchGone();
   }
 
   finish(changed: boolean, value?: unknown): void {
@@ -63,12 +60,9 @@ class Waiter {
     this.#done = true;
     if (changed) this.#announced = value;
     this.list?.remove(this);
-    this.#unregister?.();
-    this.#unregister = undefined;
-    this.onDone(this);
-    const settle = this.#settle!;
-    this.#settle = undefined;
-    settle(changed, this.#announced);
+    this.unwatchGone();
+    this.onDone?.(this);
+    this.settled(changed, this.#announced);
   }
 
   /** Ends the wait unchanged (the client went away, or the caller no longer waits). A property, so `gone` can take it as it is. */
@@ -81,6 +75,42 @@ class Waiter {
 
   value(): unknown {
     return this.#announced;
+  }
+}
+
+/** A waiter that settles a callback or, made without one, a promise; told of its client going away by a `Gone`. */
+class FunctionWaiter extends Waiter {
+  #settle: Settled | undefined;
+  #promise: Promise<boolean> | undefined;
+  readonly #gone: Gone | undefined;
+  #unregister: (() => void) | undefined;
+
+  constructor(revisionId: string, gone: Gone | undefined, settle: Settled | undefined) {
+    super(revisionId);
+    this.#gone = gone;
+    if (settle) this.#settle = settle;
+    else this.#promise = new Promise<boolean>((resolve) => (this.#settle = resolve));
+  }
+
+  /** Resolves `true` when the revision changed, `false` when the wait ended otherwise (promise waiters only). */
+  get changed(): Promise<boolean> {
+    if (!this.#promise) throw new Error('a waiter made with a callback has no promise');
+    return this.#promise;
+  }
+
+  protected override watchGone(): void {
+    if (this.#gone) this.#unregister = this.#gone(this.cancel);
+  }
+
+  protected override unwatchGone(): void {
+    this.#unregister?.();
+    this.#unregister = undefined;
+  }
+
+  protected override settled(changed: boolean, value: unknown): void {
+    const settle = this.#settle!;
+    this.#settle = undefined;
+    settle(changed, value);
   }
 }
 
@@ -154,27 +184,36 @@ export class RevisionWatch {
    * record), so a thousand waiters need not each read it again.
    */
   wait(revisionId: string, timeoutMs: number, gone?: Gone | AbortSignal): { changed: Promise<boolean>; cancel: () => void; value: () => unknown } {
-    return this.#add(revisionId, timeoutMs, gone, undefined);
+    return this.hold(new FunctionWaiter(revisionId, gone instanceof AbortSignal ? signalGone(gone) : gone, undefined), timeoutMs);
   }
 
   /**
    * `wait` for a caller that takes a callback: `settled` is called once, as `changed` would resolve,
-   * with what the change was announced with. No promise is made, so a held request holds nothing
-   * but its waiter and the callback (the GET revision fast lane, a thousand of them at a time).
+   * with what the change was announced with. No promise is made.
    */
   waitThen(revisionId: string, timeoutMs: number, gone: Gone | undefined, settled: Settled): { cancel: () => void; announce: (value: unknown) => void } {
-    return this.#add(revisionId, timeoutMs, gone, settled);
+    return this.hold(new FunctionWaiter(revisionId, gone, settled), timeoutMs);
   }
 
-  #add(revisionId: string, timeoutMs: number, gone: Gone | AbortSignal | undefined, settled: Settled | undefined): Waiter {
-    let set = this.#waiters.get(revisionId);
-    if (!set) this.#waiters.set(revisionId, (set = new Set()));
-    const waiter = new Waiter(revisionId, set, this.#removed, settled);
+  /**
+   * Holds a waiter of the caller's own making until its revision changes (`notify`), `timeoutMs`
+   * passes, or it is ended (`cancel`, `announce`); it is settled once. The GET revision fast lane
+   * holds its requests so: the request's state is the waiter, with no callback or closure beside it.
+   */
+  hold<W extends Waiter>(waiter: W, timeoutMs: number): W {
+    let set = this.#waiters.get(waiter.revisionId);
+    if (!set) this.#waiters.set(waiter.revisionId, (set = new Set()));
+    waiter.onDone = this.#removed;
     set.add(waiter);
     let deadlines = this.#deadlines.get(timeoutMs);
     if (!deadlines) this.#deadlines.set(timeoutMs, (deadlines = new Deadlines(timeoutMs, this.#noDeadlines)));
-    waiter.start(deadlines, gone instanceof AbortSignal ? signalGone(gone) : gone);
+    waiter.start(deadlines);
     return waiter;
+  }
+
+  /** The ids that have waiters in this process (what a resync of a shared watch wakes). */
+  waitedIds(): string[] {
+    return [...this.#waiters.keys()];
   }
 
   readonly #noDeadlines = (timeoutMs: number): void => {
@@ -182,9 +221,10 @@ export class RevisionWatch {
   };
 
   readonly #removed = (waiter: Waiter): void => {
-    const set = waiter.set;
-    set.delete(waiter);
-    if (set.size === 0 && this.#waiters.get(waiter.revisionId) === set) this.#waiters.delete(waiter.revisionId);
+    // After `notify` its set is no longer the map's (nor the one a later waiter of the id made): nothing to remove then.
+    const set = this.#waiters.get(waiter.revisionId);
+    if (!set?.delete(waiter)) return;
+    if (set.size === 0) this.#waiters.delete(waiter.revisionId);
   };
 
   /** Wakes every waiter of `revisionId`, handing them `value` (the changed record) when given. */

@@ -1,8 +1,9 @@
 import { createServer, type IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { RevisionWait } from '../../server/domain/revision-wait.ts';
 import { revisionFastPath } from '../../server/http/revision-fast-lane.ts';
-import type { Gone } from '../../server/lib/revision-watch.ts';
+import { RevisionWatch } from '../../server/lib/revision-watch.ts';
 import type { Services } from '../../server/services.ts';
 
 // The fast path's failure hand-over to Hono, on a real loopback server. The services are stand-ins
@@ -21,9 +22,14 @@ async function failingServer(failAfterWait: boolean) {
   const services = {
     auth: { cachedPrincipal: () => ({ keyId: 'k', organizationId: 'o', workspaceId: 'w', organizationScoped: false }) },
     revisions: {
-      whenChanged: (_t: string, _d: string, _r: string, _known: unknown, waitMs: number, gone: Gone | undefined, done: (error: unknown) => void) => {
-        if (failAfterWait && waitMs > 0 && gone) gone(() => {});
-        setImmediate(() => done(new Error('the storage refused the read')));
+      // As Revisions.hold: the first read fails (before any wait), or the wait begins on a real
+      // watch and the read after registering fails.
+      hold: (wait: RevisionWait, waitMs: number) => {
+        const refused = new Error('the storage refused the read');
+        if (failAfterWait && waitMs > 0) {
+          new RevisionWatch().hold(wait, waitMs);
+          setImmediate(() => wait.failed(refused));
+        } else setImmediate(() => wait.answered(refused));
       },
     },
     metrics: { httpAnswered() {} },

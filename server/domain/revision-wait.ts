@@ -1,0 +1,59 @@
+import { Waiter } from '../lib/revision-watch.ts';
+import type { RevisionRecord } from '../store/types.ts';
+import { type Revisions, revisionEtag } from './revisions.ts';
+
+/** What a conditional GET of a revision answers: the revision, and whether the client's copy is out of date. */
+export type RevisionAnswer = { revision: RevisionRecord; changed: boolean };
+
+/**
+ * A conditional GET of one revision that may wait for it to change, as one object that is also its
+ * own waiter (`Revisions.hold`): the GET revision fast lane holds a thousand of them at a time, and
+ * a held request then holds this object, its `cancel` and what Node holds for any request, with no
+ * closure, context or promise beside them (test/e2e/long-poll-memory.test.ts counts the bytes).
+ * The caller's subclass says which version its client holds (`isKnown`), hears the answer once
+ * (`answered`), and may listen for the client going away (`watchGone`, then `cancel`).
+ */
+export abstract class RevisionWait extends Waiter {
+  readonly tenantId: string;
+  readonly deploymentId: string;
+  /** Where the revision is read again when the wait ends without the changed record (set by `Revisions.hold`). */
+  revisions: Revisions | undefined;
+  /** Whether `answered` has been called or is on its way (the wait and a failed read race for it). */
+  #ended = false;
+
+  constructor(tenantId: string, deploymentId: string, revisionId: string) {
+    super(revisionId);
+    this.tenantId = tenantId;
+    this.deploymentId = deploymentId;
+  }
+
+  /** Whether `etag` names the version the client holds (its If-None-Match). */
+  abstract isKnown(etag: string): boolean;
+
+  /** Called once: with the error, or with the answer. */
+  abstract answered(error: unknown, answer?: RevisionAnswer): void;
+
+  /** Answers `revision`: changed when its ETag is not the one the client holds. */
+  answer(revision: RevisionRecord): void {
+    this.answered(null, { revision, changed: !this.isKnown(revisionEtag(revision)) });
+  }
+
+  /** The read after registering failed: answers the error, unless the wait has answered already. */
+  failed(error: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.cancel();
+    this.answered(error);
+  }
+
+  protected override settled(changed: boolean, value: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const announced = changed ? (value as RevisionRecord | undefined) : undefined;
+    if (announced) return this.answer(announced);
+    this.revisions!.get(this.tenantId, this.deploymentId, this.revisionId).then(
+      (revision) => this.answer(revision),
+      (error: unknown) => this.answered(error),
+    );
+  }
+}
