@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync } from 'node:fs';
+import { closeSync, type FSWatcher, fstatSync, ftruncateSync, openSync, readSync, watch } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { splitLines } from './processes.ts';
 
@@ -12,13 +12,17 @@ const TRUNCATE_AT = 8 * 1024 * 1024;
 /**
  * Follows the output file of an agent server. A server's output goes to a file, not a pipe to the
  * agent: the server outlives a restart of the agent, and a pipe would break with the agent (the
- * server's next write fails with EPIPE). The agent reads what was appended every `intervalMs`,
- * in chunks, as lines; the file is emptied once read, so it never grows past a bound for long.
+ * server's next write fails with EPIPE). The agent reads what was appended as soon as the file
+ * changes (inotify), and every `intervalMs` besides, in chunks, as lines, so each line is stamped
+ * when the server printed it, not up to a poll later; the file is emptied once read, so it never
+ * grows past a bound for long.
  */
 export class ServerLogTail {
   readonly #fd: number;
   readonly #stream = new PassThrough();
   readonly #timer: NodeJS.Timeout;
+  readonly #watcher: FSWatcher | null;
+  #soon: NodeJS.Immediate | null = null;
   #offset: number;
   #skipped = 0;
 
@@ -28,6 +32,13 @@ export class ServerLogTail {
     this.#offset = options.fromEnd ? fstatSync(this.#fd).size : 0;
     splitLines(this.#stream, onLine);
     this.#timer = setInterval(() => this.read(), options.intervalMs ?? 200);
+    // Many change events of a flood of output come in one turn of the loop: one read takes them all.
+    this.#watcher = watchFile(file, () => {
+      this.#soon ??= setImmediate(() => {
+        this.#soon = null;
+        this.read();
+      });
+    });
   }
 
   /** Reads what was appended since the last read (also called once more when the server exited). */
@@ -62,6 +73,8 @@ export class ServerLogTail {
 
   stop(): void {
     clearInterval(this.#timer);
+    this.#watcher?.close();
+    if (this.#soon) clearImmediate(this.#soon);
     this.read();
     this.#stream.end();
     try {
@@ -69,5 +82,16 @@ export class ServerLogTail {
     } catch {
       // closed already
     }
+  }
+}
+
+/** Calls `onChange` when `file` changes; null where the file system has no change events (the poll still reads it). */
+function watchFile(file: string, onChange: () => void): FSWatcher | null {
+  try {
+    const watcher = watch(file, { persistent: false }, onChange);
+    watcher.on('error', () => watcher.close());
+    return watcher;
+  } catch {
+    return null;
   }
 }
