@@ -238,9 +238,13 @@ export class LocalAgent {
         await this.#servers.runImage(deployment, revision, revision.source.image_uri, buildDir, logs, move, () => status, signal);
         return;
       }
-      // Sent with the move's flush; stamped now, so the log says how long the work waited for an agent.
-      if (status === 'AWAITING_BUILD') logs.line('build', `claimed by local agent ${this.#options.agentId}`);
-      if (status === 'AWAITING_BUILD') await move('BUILDING');
+      if (status === 'AWAITING_BUILD') {
+        const claimedAt = Date.now();
+        await move('BUILDING');
+        // Stamped when the claim came (the log says how long the work waited for an agent), sent
+        // after the move: before it, it would cost the move a request of its own.
+        logs.line('build', `claimed by local agent ${this.#options.agentId}`, 'info', claimedAt);
+      }
       if (status === 'BUILDING') {
         const sha = await this.#builder.build(deployment, revision, buildDir, logs, 'build', signal);
         starting = this.#servers.start(deployment.id, revision, buildDir, logs, signal);
