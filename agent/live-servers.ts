@@ -24,6 +24,16 @@ import { MAX_RESTARTS, RESTART_WINDOW_MS, RestartBudget } from './server-restart
 import { NO_TRACING } from './tracing.ts';
 import { upstreamKey } from './upstream.ts';
 
+/** A revision's server on its way up (`LiveServers.start`). */
+export type StartingServer = {
+  /** Settles once it answers GET /ok (or failed to). */
+  server: Promise<RunningAgentServer>;
+  /** Where its output goes now. */
+  output: { to: (line: ServerLine) => void };
+  /** Stops it, up or not yet; resolves once it is gone. */
+  abandon(): Promise<void>;
+};
+
 type Live = { revisionId: string; server: RunningAgentServer; hosts: string[]; buildDir: string; runtimeLogs: RuntimeLogShipper | null };
 
 export type LiveServersDeps = {
@@ -104,31 +114,57 @@ export class LiveServers {
     this.#live.clear();
   }
 
-  /** Starts the new server, moves the deployment's host names to it, then stops the previous one. */
+  /**
+   * Starts the revision's server, not routed to yet: `deploy` routes to it once it is healthy. Its
+   * output goes to the revision's deploy log until `deploy` reports DEPLOYED. A start no `deploy`
+   * will take (the work went away first) is ended with `abandon()`.
+   */
+  start(deploymentId: string, revision: WorkRevision, buildDir: string, logs: LogStream, signal: AbortSignal): StartingServer {
+    const output = { to: (line: ServerLine) => logs.line('deploy', line.message, line.level) };
+    const abandoned = new AbortController();
+    const startSignal = AbortSignal.any([signal, abandoned.signal]);
+    const startedAt = Date.now();
+    logs.line('deploy', 'starting the agent server');
+    const server = (async () => {
+      try {
+        const started = await (this.#o.tracing ?? NO_TRACING).step('start', revision, () =>
+          this.startServer(deploymentId, buildDir, revision, (line) => output.to(line), startSignal),
+        );
+        logs.line('deploy', `the agent server answers GET /ok, ${Date.now() - startedAt} ms after its start`);
+        return started;
+      } catch (error) {
+        if (startSignal.aborted) throw new Aborted('interrupted');
+        // The error's own line first: it is what status_message shows.
+        throw new StageFailure((error as Error).message);
+      }
+    })();
+    // Awaited by `deploy`, or by `abandon`; never left to fail unheard.
+    server.catch(() => undefined);
+    return {
+      server,
+      output,
+      abandon: async () => {
+        abandoned.abort(new Aborted('the work on this revision ended before its server was deployed'));
+        await server.then((running) => running.stop()).catch(() => undefined);
+      },
+    };
+  }
+
+  /** Routes the deployment to its revision's server once that is healthy (`start`), then stops the previous one. */
   async deploy(
     deployment: WorkDeployment,
     revision: WorkRevision,
     buildDir: string,
     logs: LogStream,
     move: (to: RevisionStatus, extra?: { status_message?: string }) => Promise<void>,
-    signal: AbortSignal,
+    starting: StartingServer,
   ): Promise<void> {
-    let output: (line: ServerLine) => void = (line) => logs.line('deploy', line.message, line.level);
-    let server: RunningAgentServer;
-    try {
-      server = await (this.#o.tracing ?? NO_TRACING).step('start', revision, () =>
-        this.startServer(deployment.id, buildDir, revision, (line) => output(line), signal),
-      );
-    } catch (error) {
-      if (signal.aborted) throw new Aborted('interrupted');
-      // The error's own line first: it is what status_message shows.
-      throw new StageFailure((error as Error).message);
-    }
+    const server = await starting.server;
     const runtimeLogs = this.runtimeLogs(revision.id);
     await this.#switch(deployment, revision, buildDir, server, logs, runtimeLogs, async () => {
       await move('DEPLOYED');
       // The claim ends with DEPLOYED: later output is shipped as the revision's runtime log.
-      output = (line) => runtimeLogs.line(line);
+      starting.output.to = (line) => runtimeLogs.line(line);
     });
   }
 
@@ -146,6 +182,8 @@ export class LiveServers {
     const previous = this.#live.get(deployment.id);
     this.#proxy.route(deployment.id, hosts, server.upstream);
     this.#live.set(deployment.id, { revisionId: revision.id, server, hosts, buildDir, runtimeLogs });
+    // Said (and DEPLOYED reported) once the proxy has the new route, not when it was sent.
+    await this.#proxy.routed();
     logs.line(
       'deploy',
       `serving ${deploymentUrl(this.#publicUrl(), deployment.name)} through the agent's proxy (agent server at ${upstreamKey(server.upstream)}); the previous revision stops once its requests are answered`,

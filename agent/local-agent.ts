@@ -8,7 +8,7 @@ import { ClaimLoop } from './claim-loop.ts';
 import { AgentClient, WorkGone } from './client.ts';
 import { Aborted } from './git.ts';
 import type { AgentLimits } from './limits.ts';
-import { LiveServers } from './live-servers.ts';
+import { LiveServers, type StartingServer } from './live-servers.ts';
 import { LocalBuilder } from './local-build.ts';
 import { LogStream } from './log-stream.ts';
 import { ProxyClient } from './proxy-client.ts';
@@ -229,14 +229,25 @@ export class LocalAgent {
         'warn',
       );
     }
+    // The revision's server, started as soon as its build is done: the control plane hears of the
+    // build's end (AWAITING_DEPLOY, DEPLOYING) while Node loads the server, and it is routed to only
+    // once DEPLOYING and healthy.
+    let starting: StartingServer | null = null;
     try {
       if (revision.source.type === 'image') {
         await this.#servers.runImage(deployment, revision, revision.source.image_uri, buildDir, logs, move, () => status, signal);
         return;
       }
-      if (status === 'AWAITING_BUILD') await move('BUILDING');
+      if (status === 'AWAITING_BUILD') {
+        const claimedAt = Date.now();
+        await move('BUILDING');
+        // Stamped when the claim came (the log says how long the work waited for an agent), sent
+        // after the move: before it, it would cost the move a request of its own.
+        logs.line('build', `claimed by local agent ${this.#options.agentId}`, 'info', claimedAt);
+      }
       if (status === 'BUILDING') {
         const sha = await this.#builder.build(deployment, revision, buildDir, logs, 'build', signal);
+        starting = this.#servers.start(deployment.id, revision, buildDir, logs, signal);
         // An uploaded tarball has no commit: repo_commit_sha stays null.
         await move('AWAITING_DEPLOY', sha ? { repo_commit_sha: sha } : {});
       }
@@ -247,9 +258,13 @@ export class LocalAgent {
           logs.line('deploy', `local agent ${this.#options.agentId}: the build of this revision is not on this machine; building it again`);
           await this.#builder.build(deployment, revision, buildDir, logs, 'deploy', signal);
         }
-        await this.#servers.deploy(deployment, revision, buildDir, logs, move, signal);
+        const deploying = starting ?? this.#servers.start(deployment.id, revision, buildDir, logs, signal);
+        starting = null;
+        await this.#servers.deploy(deployment, revision, buildDir, logs, move, deploying);
       }
     } catch (error) {
+      // Started, but the work ended before the deploy took it: gone before its build is removed.
+      await starting?.abandon();
       if (signal.aborted || error instanceof WorkGone || error instanceof Aborted) {
         this.#options.print(`agent: stopped work on revision ${revision.id}: ${String(signal.reason ?? error)}`);
         if (!this.#servers.servesBuild(buildDir)) removeBuild(buildDir);

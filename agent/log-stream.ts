@@ -92,7 +92,8 @@ export class LogStream {
     this.#report = report;
   }
 
-  line(type: Line['type'], message: string, level: Line['level'] = 'info'): void {
+  /** `at`: when the agent saw the line, if earlier than now (ms since the epoch). */
+  line(type: Line['type'], message: string, level: Line['level'] = 'info', at?: number): void {
     if (this.#accepted >= this.#maxLines && level !== 'error') {
       this.#dropped += 1;
       return;
@@ -101,7 +102,7 @@ export class LogStream {
     // Stored plain: colour and cursor codes would show as garbage in every reader of the log.
     // Stamped now, when the agent sees it: a batch is sent up to `flushMs` later, and its lines'
     // times must say when each was printed (the stages of a build are read from them).
-    const line = { type, level, message: truncateLine(plainText(message)), timestamp: new Date(this.#clock()).toISOString() };
+    const line = { type, level, message: truncateLine(plainText(message)), timestamp: new Date(at ?? this.#clock()).toISOString() };
     this.#pending.push(line);
     this.#pendingBytes += Buffer.byteLength(line.message);
     if (this.#pending.length >= BATCH || this.#pendingBytes >= MAX_BATCH_BYTES) void this.flush();

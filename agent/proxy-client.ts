@@ -63,6 +63,11 @@ export class ProxyClient {
     this.#push();
   }
 
+  /** Resolves once the proxy has taken every route change given so far (or its control socket failed them). */
+  routed(): Promise<void> {
+    return this.#sending.catch(() => undefined);
+  }
+
   /** The deployment is no longer served here: every host name and path it had answers 404. */
   unroute(deploymentId: string): void {
     this.#table.delete(deploymentId);

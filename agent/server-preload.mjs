@@ -23,22 +23,46 @@ const parentURL = pathToFileURL(join(options.cwd, firstGraphFile)).toString();
 const FROM_THE_GRAPH = [/^@langchain\/langgraph(\/.+)?$/, /^@langchain\/langgraph-checkpoint(\/.+)?$/];
 let langgraphURL;
 
+// What each import resolved to, by its specifier, the directory it was imported from and the
+// conditions: Node resolves every (importing file, specifier) pair anew, reading and parsing the
+// package.json on its way each time (a package's exports map is parsed again at every lookup), and
+// the server's few thousand modules import the same packages from the same folders over and over.
+// The answer of a resolution depends on nothing else (a relative path on the folder, a package on
+// the node_modules above that folder and its package scope), and the files do not change while
+// the server runs (its node_modules are read-only, its checkout is the revision's).
+const resolved = new Map();
+
+function resolveOnce(specifier, context, nextResolve) {
+  const parent = context.parentURL;
+  const folder = parent?.startsWith('file:') ? parent.slice(0, parent.lastIndexOf('/') + 1) : parent;
+  const attributes = context.importAttributes;
+  const key = `${specifier}\0${folder}\0${context.conditions?.join(',')}\0${attributes && Object.keys(attributes).length > 0 ? JSON.stringify(attributes) : ''}`;
+  let answer = resolved.get(key);
+  if (answer === undefined) {
+    answer = nextResolve(specifier, context);
+    resolved.set(key, answer);
+  }
+  // A copy (what the loader does with an answer is no business of the next import's), which says
+  // that the resolution ended here on purpose when it comes from the map.
+  return { ...answer, shortCircuit: true };
+}
+
 registerHooks({
   resolve(specifier, context, nextResolve) {
     // The package's own exception: @tailwindcss/node's ESM cache loader is a file URL already.
     if (specifier.includes('@tailwindcss/node/dist/esm-cache.loader') && specifier.startsWith('file://'))
       return { shortCircuit: true, url: specifier.replace('.mts', '.mjs'), format: 'module' };
     if (specifier === '@langchain/langgraph-checkpoint') {
-      langgraphURL ??= nextResolve('@langchain/langgraph', { ...context, parentURL }).url;
-      return nextResolve(specifier, { ...context, parentURL: langgraphURL });
+      langgraphURL ??= resolveOnce('@langchain/langgraph', { ...context, parentURL }, nextResolve).url;
+      return resolveOnce(specifier, { ...context, parentURL: langgraphURL }, nextResolve);
     }
     if (FROM_THE_GRAPH.some((pattern) => pattern.test(specifier))) {
       // As the package's hook does: resolved from the graph (failing as it fails when the graph
       // has none), the first `@langchain/langgraph` kept for the checkpoint; then resolved as asked.
-      const resolved = nextResolve(specifier, { ...context, parentURL });
-      if (specifier === '@langchain/langgraph') langgraphURL ??= resolved.url;
+      const fromGraph = resolveOnce(specifier, { ...context, parentURL }, nextResolve);
+      if (specifier === '@langchain/langgraph') langgraphURL ??= fromGraph.url;
     }
-    return nextResolve(specifier, context);
+    return resolveOnce(specifier, context, nextResolve);
   },
 });
 

@@ -34,11 +34,13 @@ export async function pushRounds(options: {
       `Round ${round}`,
     );
     const pushed = Date.now();
+    let accepted = pushed;
     if (by === 'api') await api.post(`/v2/deployments/${id}/revisions`, {});
     else {
       const payload = pushPayload({ repo: 'acme/agent', after: commit, htmlUrl: repo.url.replace(/\.git$/, ''), installationId: by.webhook.installationId });
       const delivery = await deliver(by.webhook.serverUrl, 'push', payload, { secret: by.webhook.secret });
       if (delivery.status !== 202) throw new Error(`push delivery: ${delivery.status} ${JSON.stringify(delivery.body)}`);
+      accepted = Date.now();
     }
     for (;;) {
       if (await streamsAnswer(proxyPort, url, answer)) break;
@@ -52,25 +54,46 @@ export async function pushRounds(options: {
         : (await revisionsOf(api, id)).find((r) => r.source_revision_config.repo_commit_sha === commit || r.source_revision_config.repo_ref === commit);
     const logs = async (type: string) => (await api.get(`/v2/deployments/${id}/revisions/${revision.id}/logs?type=${type}&limit=1000`)).body.logs as LogLine[];
     const [build, deploy] = [await logs('build'), await logs('deploy')];
-    const since = (log: LogLine[], test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '') - pushed;
-    const installed = build.some((l) => l.message === '$ npm ci');
-    const fetching = since(build, (m) => / fetching /.test(m));
-    const built = since(build, (m) => m.startsWith('build finished'));
-    const serving = since(deploy, (m) => m.startsWith('serving '));
+    const at = (log: LogLine[], test: (m: string) => boolean) => Date.parse(log.find((l) => test(l.message))?.timestamp ?? '') - pushed;
+    const spawned = at(deploy, (m) => m === 'starting the agent server');
+    const spawnedIndex = deploy.findIndex((l) => l.message === 'starting the agent server');
+    const healthy = at(deploy, (m) => m.startsWith('the agent server answers GET /ok'));
+    const switched = at(deploy, (m) => m.startsWith('serving '));
     results.push({
       push_to_serving_ms: servingMs,
-      // Each stage's end, in ms after the push (the agent's own clock, the same machine's).
-      claimed_ms: fetching,
-      checked_out_ms: since(build, (m) => m.startsWith('checked out commit')),
-      built_ms: built,
+      // When each stage ended, in ms after the push was sent (the agent's clock: the same machine's).
+      webhook_accepted_ms: accepted - pushed,
+      claimed_ms: at(build, (m) => m.startsWith('claimed by local agent')),
+      fetched_ms: at(build, (m) => m.startsWith('checked out commit') || m.startsWith('unpacked the uploaded tarball')),
       // 0 when the stored packages were reused (npm ci skipped).
-      npm_ci_ms: installed ? built - since(build, (m) => m === '$ npm ci') : 0,
-      server_healthy_ms: serving,
-      server_start_ms: serving - (Date.parse(deploy[0]!.timestamp) - pushed),
-      first_answer_after_switch_ms: servingMs - serving,
+      install_ms: build.some((l) => l.message === '$ npm ci') ? at(build, (m) => m.startsWith('build finished')) - at(build, (m) => m === '$ npm ci') : 0,
+      built_ms: at(build, (m) => m.startsWith('build finished')),
+      server_spawned_ms: spawned,
+      // The API server's own first line: Node has loaded its modules by then.
+      server_first_line_ms: spawnedIndex >= 0 && deploy[spawnedIndex + 1] ? Date.parse(deploy[spawnedIndex + 1]!.timestamp) - pushed : Number.NaN,
+      server_healthy_ms: healthy,
+      proxy_switched_ms: switched,
+      // Durations of the stages that are not a single step above.
+      deploy_moves_ms: spawned - at(build, (m) => m.startsWith('build finished')),
+      server_start_ms: healthy - spawned,
+      first_answer_after_switch_ms: servingMs - switched,
     });
   }
   return results;
+}
+
+/** Each figure's median and lowest–highest over the rounds. */
+export function summary(rows: Array<Record<string, number>>): Record<string, { p50: number; min: number; max: number }> {
+  const figures: Record<string, { p50: number; min: number; max: number }> = {};
+  for (const key of Object.keys(rows[0] ?? {})) {
+    const values = rows
+      .map((row) => row[key]!)
+      .filter((value) => Number.isFinite(value))
+      .sort((a, b) => a - b);
+    if (values.length === 0) continue;
+    figures[key] = { p50: values[Math.floor((values.length - 1) / 2)]!, min: values[0]!, max: values.at(-1)! };
+  }
+  return figures;
 }
 
 /**

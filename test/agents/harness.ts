@@ -79,11 +79,14 @@ export async function startAgent(options: {
    * the agent with --public, for tests about everything else than keys (their requests carry none).
    */
   requireKeys?: boolean;
+  /** The tree whose agent runs (a benchmark's before/after); this one by default. */
+  root?: string;
 }): Promise<AgentProcess> {
+  const root = options.root ?? ROOT;
   const child: ChildProcess = spawn(
     process.execPath,
     [
-      resolve(ROOT, 'agent/main.ts'),
+      resolve(root, 'agent/main.ts'),
       '--url',
       options.url,
       '--listener',
@@ -102,7 +105,7 @@ export async function startAgent(options: {
       ...(options.args ?? []),
     ],
     {
-      cwd: ROOT,
+      cwd: root,
       // The agent runs with the machine's environment (npm's registry settings and CA certificates among it).
       env: {
         ...process.env,

@@ -29,6 +29,8 @@ describe('the local agent’s log lines keep the times the agent saw them', () =
       undefined,
       () => now,
     );
+    // Given after a move, with the time the claim came (earlier than the clock's now).
+    logs.line('build', 'claimed', 'info', now - 120);
     logs.line('build', 'fetching');
     now += 650;
     logs.line('build', 'checked out');
@@ -46,6 +48,7 @@ describe('the local agent’s log lines keep the times the agent saw them', () =
     const build = await read('build');
     const deploy = await read('deploy');
     const at = (lines: Array<{ message: string; timestamp: string }>, message: string) => Date.parse(lines.find((l) => l.message === message)!.timestamp);
+    expect(at(build, 'fetching') - at(build, 'claimed')).toBe(120);
     expect(at(build, 'checked out') - at(build, 'fetching')).toBe(650);
     expect(at(deploy, 'server healthy') - at(build, 'fetching')).toBe(3_550);
     // Seen in the same millisecond: the later one is stored 1 ms after, so a follower by time misses neither.
