@@ -189,7 +189,8 @@ async function unsandboxed(app: string, mode: 'dev' | 'production'): Promise<Tre
 const brief = ({ processes, ...sums }: TreeMemory) => ({
   ...sums,
   processes: processes.map(
-    (p) => `${p.command} (pid ${p.pid}): RSS ${Math.round(p.rssKib / 1024)} MiB, PSS ${Math.round(p.pssKib / 1024)} MiB, USS ${Math.round(p.ussKib / 1024)} MiB`,
+    (p) =>
+      `${p.command} (pid ${p.pid}): RSS ${Math.round(p.rssKib / 1024)} MiB, PSS ${Math.round(p.pssKib / 1024)} MiB, USS ${Math.round(p.ussKib / 1024)} MiB`,
   ),
 });
 
