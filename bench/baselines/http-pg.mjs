@@ -6,7 +6,7 @@
 // its deployments there, and at start reads the newest create's rows (its revision, revision log
 // line and audit entry) to write copies of: the same tables, indexes, triggers and row sizes.
 // - `GET /v2/deployments/:id/revisions/:rid`: the store's revision read
-//   (`SELECT * FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`), one
+//   (`SELECT <the record's columns, BASELINE_REVISION_COLUMNS> FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`), one
 //   statement on a pooled connection, answered as the server answers it;
 // - `POST /v2/deployments`: the JSON body, the integration read and the serving listener's read
 //   (two statements, as the server's create makes), then the create's six writes (deployment,
@@ -32,7 +32,8 @@ const pool = new pg.Pool({ connectionString: process.env.BASELINE_DATABASE_URL, 
 pool.on('error', () => {});
 const pipelined = process.env.BASELINE_PIPELINE === '1' ? (await import('../../server/store/postgres/pipeline.ts')).StatementPipeline : null;
 
-const READ_REVISION = 'SELECT * FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3';
+// The server's own column list (REVISION_RECORD_COLUMNS), given by the benchmark; * when unset.
+const READ_REVISION = `SELECT ${process.env.BASELINE_REVISION_COLUMNS ?? '*'} FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`;
 const READ_INTEGRATION = 'SELECT * FROM github_integrations WHERE id = $1 AND tenant_id = $2';
 const SERVING_COMPUTE_TYPE =
   'SELECT compute_type FROM listeners WHERE tenant_id = $1 AND id = COALESCE($2, (SELECT default_listener_id FROM workspaces WHERE id = $3))';

@@ -5,7 +5,8 @@
 // It opens a copy of the real server's database (`BASELINE_DB`, made by the benchmark after the
 // server created its deployments), so it reads the same rows through the same statements:
 // - `GET /v2/deployments/:id/revisions/:rid` runs the store's revision read
-//   (`SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`) and answers
+//   (`SELECT <the record's columns> FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`,
+//   the columns given by the benchmark from the server's own list, BASELINE_REVISION_COLUMNS) and answers
 //   the same bytes as the server (the benchmark checks this at start) with the same ETag;
 // - `POST /v2/deployments` reads the JSON body, looks up the integration
 //   (`SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?`) and writes the same
@@ -22,7 +23,7 @@
 // outgoing events', the GitHub status outbox's) run on both. What it still does not do is the
 // server's own work beyond those rows: its reads (the key, the listener that decides the data
 // plane), the runner's lease check, the tracing project's adoption, validation.
-// Settings: BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS.
+// Settings: BASELINE_REVISION_COLUMNS (the server's REVISION_RECORD_COLUMNS; * when unset), BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS.
 
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -37,7 +38,7 @@ db.pragma('foreign_keys = ON');
 const tenantId = process.env.BASELINE_TENANT_ID;
 const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
 
-const readRevision = db.prepare('SELECT * FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?');
+const readRevision = db.prepare(`SELECT ${process.env.BASELINE_REVISION_COLUMNS ?? '*'} FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`);
 const readIntegration = db.prepare('SELECT * FROM github_integrations WHERE id = ? AND tenant_id = ?');
 const insertDeployment = db.prepare(
   `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,

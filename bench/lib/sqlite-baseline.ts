@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { REVISION_RECORD_COLUMNS } from '../../server/store/queries/hot-paths.ts';
 import type { LoadRequest } from './load.ts';
 import { type Child, startChild, tempDir } from './processes.ts';
 import { ENCRYPTION_KEY } from './settings.ts';
@@ -30,6 +31,8 @@ export async function startSqliteBaseline(options: {
     'bench/baselines/http-sqlite.mjs',
     {
       BASELINE_DB: copy,
+      // The same revision read as the server's (its column list, not *).
+      BASELINE_REVISION_COLUMNS: REVISION_RECORD_COLUMNS,
       BASELINE_TENANT_ID: options.tenantId,
       BASELINE_SYNCHRONOUS: options.synchronous,
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,

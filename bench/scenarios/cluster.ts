@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { REVISION_RECORD_COLUMNS } from '../../server/store/queries/hot-paths.ts';
 import { apiClient } from '../../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
@@ -123,6 +124,8 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     const pg1Target = await prepare('pg1', 'PostgreSQL, 1 process', [pg1]);
     const bare = await startChild('bench/baselines/http-pg.mjs', {
       BASELINE_DATABASE_URL: pg1DatabaseUrl,
+      // The same revision read as the server's (its column list, not *).
+      BASELINE_REVISION_COLUMNS: REVISION_RECORD_COLUMNS,
       BASELINE_TENANT_ID: pg1Tenant,
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
       // The create's transaction in the server's shape (one pipeline); BENCH_BARE_PG_PIPELINE=0: BEGIN, each statement, COMMIT.
