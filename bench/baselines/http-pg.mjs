@@ -8,12 +8,12 @@
 // - `GET /v2/deployments/:id/revisions/:rid`: the store's revision read
 //   (`SELECT <the record's columns, BASELINE_REVISION_COLUMNS> FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`), one
 //   statement on a pooled connection, answered as the server answers it;
-// - `POST /v2/deployments`: the JSON body, the integration read and the serving listener's read
-//   (two statements, as the server's create makes), then the create's six writes (deployment,
-//   revision naming its runner if its lease is live, tracing project adopted or inserted, the
-//   revision's first log line, the audit entry) in one transaction, as node-postgres code does it:
-//   BEGIN, six statements, COMMIT, each a round trip. With BASELINE_PIPELINE=1 (what the cluster
-//   scenario runs) the six writes go in one round trip instead, through the server's own
+// - `POST /v2/deployments`: the JSON body, the integration read with the serving listener's compute
+//   type (one statement, as the server's github create makes it), then the create's five writes
+//   (deployment, revision naming its runner if its lease is live, tracing project adopted or
+//   inserted in one upsert, the revision's first log line, the audit entry) in one transaction, as
+//   node-postgres code does it: BEGIN, five statements, COMMIT, each a round trip. With
+//   BASELINE_PIPELINE=1 (what the cluster scenario runs) the writes go in one round trip instead, through the server's own
 //   `StatementPipeline`, the transaction shape of the server's create (`PgDb.batch`).
 // No API key check, no validation beyond JSON, secrets sealed as the server does (AES-256-GCM).
 // Settings: BASELINE_DATABASE_URL, BASELINE_TENANT_ID, BASELINE_ENCRYPTION_KEY (base64, 32 bytes),
@@ -34,9 +34,10 @@ const pipelined = process.env.BASELINE_PIPELINE === '1' ? (await import('../../s
 
 // The server's own column list (REVISION_RECORD_COLUMNS), given by the benchmark; * when unset.
 const READ_REVISION = `SELECT ${process.env.BASELINE_REVISION_COLUMNS ?? '*'} FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`;
-const READ_INTEGRATION = 'SELECT * FROM github_integrations WHERE id = $1 AND tenant_id = $2';
-const SERVING_COMPUTE_TYPE =
-  'SELECT compute_type FROM listeners WHERE tenant_id = $1 AND id = COALESCE($2, (SELECT default_listener_id FROM workspaces WHERE id = $3))';
+// A github create's one read: its integration and the workspace default listener's compute type (the server's integrationForCreate).
+const READ_INTEGRATION = `SELECT i.*, (SELECT l.compute_type FROM listeners l
+    WHERE l.tenant_id = i.tenant_id AND l.id = (SELECT w.default_listener_id FROM workspaces w WHERE w.id = i.tenant_id)) AS serving_compute_type
+  FROM github_integrations i WHERE i.id = $1 AND i.tenant_id = $2`;
 const INSERT_DEPLOYMENT = `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
     latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
     repo_url_key, repo_ref, build_on_push, created_at, updated_at)
@@ -45,10 +46,9 @@ const INSERT_REVISION = `INSERT INTO revisions (id, deployment_id, tenant_id, st
     VALUES ($1, $2, $3, $4, NULL, $5, $6, NULL, $7, NULL, 'create', NULL, $8, $8,
       (SELECT process_id FROM process_leases WHERE process_id = $9 AND lease_expires_at >= $8 FOR KEY SHARE))
     RETURNING runner_id`;
-const ADOPT_TRACING_PROJECT = 'UPDATE tracing_projects SET deployment_id = $1 WHERE tenant_id = $2 AND name = $3 AND deployment_id IS NULL';
-const INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at)
-  SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT)
-  WHERE NOT EXISTS (SELECT 1 FROM tracing_projects WHERE tenant_id = $2 AND name = $3 AND deployment_id = $4)`;
+// The tracing project adopted or inserted in one statement, as the server's create does it.
+const ADOPT_OR_INSERT_TRACING_PROJECT = `INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES ($1, $2, $3, $4, $5)
+  ON CONFLICT (tenant_id, name) DO UPDATE SET deployment_id = excluded.deployment_id WHERE tracing_projects.deployment_id IS NULL`;
 const INSERT_LOG = 'INSERT INTO revision_logs (revision_id, type, level, message, timestamp) VALUES ($1, $2, $3, $4, $5)';
 const INSERT_AUDIT = `INSERT INTO audit_events (id, organization_id, workspace_id, actor_kind, actor_id, actor_scope, address, user_agent, action, resource_type,
     resource_id, route, fields, outcome, status, request_id, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
@@ -90,8 +90,7 @@ function createWrites(row) {
     ],
     // The runner the server's create named (its process lease, locked FOR KEY SHARE as the server's create locks it).
     [INSERT_REVISION, [row.revision_id, row.id, tenantId, revision.status, 'github', row.revision_config, row.secrets, row.now, revision.runner_id]],
-    [ADOPT_TRACING_PROJECT, [row.id, tenantId, row.name]],
-    [INSERT_TRACING_PROJECT, [randomUUID(), tenantId, row.name, row.id, row.now]],
+    [ADOPT_OR_INSERT_TRACING_PROJECT, [randomUUID(), tenantId, row.name, row.id, row.now]],
     [INSERT_LOG, [row.revision_id, log.type, log.level, log.message, row.now]],
     [
       INSERT_AUDIT,
@@ -162,7 +161,6 @@ async function createDeployment(res, body) {
   }
   const integration = (await pool.query(READ_INTEGRATION, [input.source_config?.integration_id, tenantId])).rows[0];
   if (!integration) return send(res, 400, '{"detail":"unknown integration"}');
-  await pool.query(SERVING_COMPUTE_TYPE, [tenantId, null, tenantId]);
   const now = new Date().toISOString();
   const { sourceConfig, revisionConfig, repoUrlKey } = createConfigs(input);
   const row = {
