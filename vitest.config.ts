@@ -31,16 +31,23 @@ const POSTGRES_EXTRA = [
  * one SQLite file are not supported (SQLite is the one-process embedded default).
  */
 const CLUSTER_SUITES = ['test/cluster/**/*.test.ts'];
+/**
+ * Files that run with no other file beside them, after all the others (one worker: vitest's
+ * sequential group). port-race squats every odd port of the loopback's ephemeral range while it
+ * runs: a file beside it whose server came back on a port it had released (claim-loop restarts
+ * its server on the same port), or that waited for a refused connection, met a squatter instead.
+ */
+const ALONE_SUITES = ['test/agents/port-race.test.ts'];
+
+const TEST_TIMEOUT_MS = 60_000;
 
 export default defineConfig({
   test: {
     // End-to-end tests start real servers as child processes; give them room on a 2-core machine.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    testTimeout: TEST_TIMEOUT_MS,
+    hookTimeout: TEST_TIMEOUT_MS,
     pool: 'forks',
-    // Two by default until port-race (it squats half the loopback ports of the machine) runs alone:
-    // with three, its squatters took other files' connections in one loaded run. Most files wait on
-    // child processes (servers, agents, builds, PostgreSQL), not the CPU: three
+    // Most files wait on child processes (servers, agents, builds, PostgreSQL), not the CPU: three
     // at a time on a 2-core machine, where vitest's default (cores - 1) ran them one by one (24 min).
     // What three at once starved, a sandboxed `npm ci` downloading through pasta, is limited across
     // processes instead (test/helpers/install-slots.ts: two installs at a time, whatever the
@@ -51,7 +58,21 @@ export default defineConfig({
     globalSetup: ['test/setup/postgres-global.ts'],
     projects: [
       // Everything on SQLite (the default backend); the store conformance suite runs both backends itself.
-      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...CLUSTER_SUITES] } },
+      {
+        extends: true,
+        test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...CLUSTER_SUITES, ...ALONE_SUITES] },
+      },
+      // On SQLite too, alone. Not `extends`: it needs no PostgreSQL (the global setup would start a third one).
+      {
+        test: {
+          name: 'sqlite-alone',
+          include: ALONE_SUITES,
+          maxWorkers: 1,
+          pool: 'forks',
+          testTimeout: TEST_TIMEOUT_MS,
+          hookTimeout: TEST_TIMEOUT_MS,
+        },
+      },
       // The same API, webhook and OAuth suites with every app and server process on PostgreSQL.
       { extends: true, test: { name: 'postgres', include: [...POSTGRES_SUITES, ...POSTGRES_EXTRA, ...CLUSTER_SUITES], env: { TEST_BACKEND: 'postgres' } } },
     ],

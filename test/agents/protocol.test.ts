@@ -8,17 +8,35 @@ import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { testBackendKind } from '../helpers/backends.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
+import { movableClock } from '../helpers/movable-clock.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
 import { type AgentProcess, graphRepo, killLeftoverServers, localListener, processesIn, runGraph, serverPidOf, startAgent } from './harness.ts';
 
 type App = Awaited<ReturnType<typeof inProcessApp>>;
 
+/** The agents' lease here; the silent-listener sweep runs every half lease (of wall time). */
+const LEASE_MS = 400;
+
 describe('the listener-agent protocol (in process)', () => {
   let t: App;
   let a: { listenerId: string; token: string };
   let b: { listenerId: string; token: string };
+  // The server's clock stands still but for the test's moves: a claim lapses, and a listener
+  // falls silent, when a case moves it past a lease, never because the machine was slow to
+  // make the next call (a READY read 400 ms of wall time after the agent's last call was UNKNOWN).
+  const clock = movableClock({ standing: true });
+  /** Silent-listener sweeps finished, counted to wait for "several sweeps" by their number, not by a sleep. */
+  let sweeps = 0;
   beforeAll(async () => {
-    t = await inProcessApp({ env: { AGENT_LEASE_MS: '400' } });
+    t = await inProcessApp({ clock, env: { AGENT_LEASE_MS: String(LEASE_MS) } });
+    const markSilent = t.backend.agents.markSilent.bind(t.backend.agents);
+    t.backend.agents.markSilent = async (cutoff, now) => {
+      try {
+        return await markSilent(cutoff, now);
+      } finally {
+        sweeps++;
+      }
+    };
     const create = async (computeId: string) => {
       const listener = await t.api.post('/v2/listeners', { compute_type: 'local', compute_id: computeId });
       const token = await t.api.post(`/v2/listeners/${listener.body.id}/tokens`);
@@ -110,6 +128,7 @@ describe('the listener-agent protocol (in process)', () => {
     expect((await agentCall(t.app, a.listenerId, a.token, `/claims/${first.claim_id}/transition`, { from: 'AWAITING_DEPLOY', to: 'DEPLOYING' })).status).toBe(
       200,
     );
+    clock.advance(LEASE_MS + 1);
     const second = await eventually(async () => {
       const work = (await agentCall(t.app, a.listenerId, a.token, '/claim', { agent_id: 'a2', wait_seconds: 0 })).body.work;
       return work?.deployment.id === created.id ? work : undefined;
@@ -265,6 +284,7 @@ describe('the listener-agent protocol (in process)', () => {
       }
     } while (work.deployment.id !== created.id);
     expect((await t.api.get(`/v2/deployments/${created.id}`)).body.status).toBe('READY');
+    clock.advance(LEASE_MS + 1);
     await eventually(async () => ((await t.api.get(`/v2/deployments/${created.id}`)).body.status === 'UNKNOWN' ? true : undefined), 5000);
     await agentCall(t.app, b.listenerId, b.token, '/heartbeat', { agent_id: 'b1', version: 'local-agent/9.9.9', capacity: 3 });
     expect((await t.api.get(`/v2/deployments/${created.id}`)).body.status).toBe('READY');
@@ -296,8 +316,10 @@ describe('the listener-agent protocol (in process)', () => {
     return listener.body.id as string;
   };
   const stillDeleting = async (id: string) => {
-    // Longer than several sweeps (every half lease, 200 ms here): nothing finishes it on its own.
-    await new Promise((r) => setTimeout(r, 800));
+    // A lease passes, then three sweeps (every half lease of wall time): nothing finishes it on its own.
+    clock.advance(LEASE_MS + 1);
+    const after = sweeps + 3;
+    await eventually(async () => (sweeps >= after ? true : undefined), 15_000, 20);
     const current = await t.api.get(`/v2/deployments/${id}`);
     expect(current.status).toBe(200);
     expect(current.body.status).toBe('AWAITING_DELETE');

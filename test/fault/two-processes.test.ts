@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SecretBox } from '../../server/crypto/secret-box.ts';
+import type { Clock } from '../../server/lib/clock.ts';
 import { createLogger, type Logger } from '../../server/logger.ts';
 import { agentCall } from '../helpers/agent-call.ts';
 import { type Api, eventually } from '../helpers/api.ts';
 import { testDatabaseUrl } from '../helpers/backends.ts';
 import { dockerBody, githubBody, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
+import { movableClock } from '../helpers/movable-clock.ts';
 import { agentProject, gzipTarball } from '../helpers/tarball.ts';
 import { pushPayload, sha, signature } from '../webhooks/github.ts';
 
@@ -29,9 +31,9 @@ const IN_PROGRESS = ['AWAITING_BUILD', 'BUILDING', 'AWAITING_DEPLOY', 'DEPLOYING
 const opened: App[] = [];
 /** The encryption key of each database: its processes share it, as servers given one ENCRYPTION_KEY do. */
 const keys = new Map<string, SecretBox>();
-async function processOn(url: string, processId: string, stageMs: number, env: Record<string, string> = {}, log?: Logger): Promise<App> {
+async function processOn(url: string, processId: string, stageMs: number, env: Record<string, string> = {}, log?: Logger, clock?: Clock): Promise<App> {
   if (!keys.has(url)) keys.set(url, new SecretBox(randomBytes(32)));
-  const app = await inProcessApp({ path: url, processId, stageMs, secretBox: keys.get(url), env: { PIPELINE_LEASE_MS: LEASE_MS, ...env }, log });
+  const app = await inProcessApp({ path: url, processId, stageMs, secretBox: keys.get(url), env: { PIPELINE_LEASE_MS: LEASE_MS, ...env }, log, clock });
   opened.push(app);
   return app;
 }
@@ -163,10 +165,11 @@ describe('two server processes on one PostgreSQL database', () => {
 
   it('a teardown an agent reported done while no process waited for it is finished by the process that takes it over', async () => {
     const url = await testDatabaseUrl('postgres');
-    // Long enough that the report below lands while A's dead lease still holds the teardown, however
-    // slowly B starts on a loaded machine (A renews every 2 s: at least 4 s of it are left).
-    const lease = { PIPELINE_LEASE_MS: '6000' };
-    const a = await processOn(url, 'process-a', 20, lease);
+    // The processes' clock stands still but for the test's move: the report below lands while A's
+    // dead lease still holds the teardown, however slowly B starts on a loaded machine.
+    const clock = movableClock({ standing: true });
+    const lease = { PIPELINE_LEASE_MS: LEASE_MS };
+    const a = await processOn(url, 'process-a', 20, lease, undefined, clock);
     const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `m-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
     const token = (await a.api.post(`/v2/listeners/${listener}/tokens`)).body.token as string;
     const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('reported'), listener));
@@ -175,7 +178,7 @@ describe('two server processes on one PostgreSQL database', () => {
     await die(a);
 
     // The agent tears the deployment down and reports it to B, which is not waiting for it.
-    const b = await processOn(url, 'process-b', 20, lease);
+    const b = await processOn(url, 'process-b', 20, lease, undefined, clock);
     const asAgent = (path: string, body?: unknown) => agentCall(b.app, listener, token, path, body);
     const claimed = await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 });
     expect(claimed.body.work).toMatchObject({ kind: 'teardown', deployment: { id: created.body.id } });
@@ -185,27 +188,32 @@ describe('two server processes on one PostgreSQL database', () => {
     // B takes the teardown over once A's lease has passed, finds the stored report and removes the
     // deployment; no agent is offered the teardown again (before the report was stored, B waited
     // for an agent forever here).
+    clock.advance(Number(LEASE_MS) + 1);
     await removed(b, created.body.id, 25_000);
     expect((await asAgent('/claim', { agent_id: 'agent-1', wait_seconds: 0 })).body.work).toBeNull();
   });
 
   it('a forced DELETE answered by a process that then dies still ends the teardown: the process that takes it over removes the deployment', async () => {
     const url = await testDatabaseUrl('postgres');
-    const lease = { PIPELINE_LEASE_MS: '6000' };
+    // The processes' clock stands still but for the test's move: A's dead lease holds the teardown
+    // while B answers, however slowly B starts on a loaded machine.
+    const clock = movableClock({ standing: true });
+    const lease = { PIPELINE_LEASE_MS: LEASE_MS };
     // A waits for an agent that never comes, and dies.
-    const a = await processOn(url, 'process-a', 20, lease);
+    const a = await processOn(url, 'process-a', 20, lease, undefined, clock);
     const listener = (await a.api.post('/v2/listeners', { compute_type: 'local', compute_id: `gone-${crypto.randomUUID().slice(0, 8)}` })).body.id as string;
     const created = await a.api.post('/v2/deployments', dockerBody(uniqueName('forced'), listener));
     expect((await a.api.delete(`/v2/deployments/${created.body.id}`)).status).toBe(204);
     await eventually(async () => ((await teardownOwner(a, created.body.id)) === 'process-a' ? true : undefined), 10_000);
     await die(a);
     // B acknowledges the forced DELETE while A's dead lease still holds the teardown, and dies too.
-    const b = await processOn(url, 'process-b', 20, lease);
+    const b = await processOn(url, 'process-b', 20, lease, undefined, clock);
     expect((await b.api.delete(`/v2/deployments/${created.body.id}?force=true`)).status).toBe(204);
     expect(await teardownOwner(b, created.body.id)).toBe('process-a');
     await die(b);
     // C knows of the force only through the database (it waited for an agent forever before).
-    const c = await processOn(url, 'process-c', 20, lease);
+    clock.advance(Number(LEASE_MS) + 1);
+    const c = await processOn(url, 'process-c', 20, lease, undefined, clock);
     await removed(c, created.body.id, 25_000);
   });
 

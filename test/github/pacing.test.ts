@@ -18,7 +18,10 @@ const CALLS_PER_PUSH = 5;
  * through the whole app (in this process, sandbox data plane) and the real status sender, against
  * the GitHub stand-in. The server's clock stands still but for the test's jumps: whenever the
  * sender has stopped calling, the clock jumps a minute (ten when a minute freed nothing, as when
- * the hour is full), so two hours of GitHub's limits pass in seconds.
+ * the hour is full), so two hours of GitHub's limits pass in seconds. The sender has stopped when
+ * one of its passes, at the clock's current time, finds nothing due in the outbox: every event
+ * left waits for the pace (or a retry) at a later time, and none of its calls is in flight (its
+ * passes are one at a time), so no call made before a jump is dated after it.
  */
 describe('pacing per installation under 200 pushes', () => {
   let github: GithubStandIn;
@@ -42,7 +45,21 @@ describe('pacing per installation under 200 pushes', () => {
       const s = serve({ fetch: t.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
     });
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const dueEvents = t.backend.github.dueEvents.bind(t.backend.github);
+    t.backend.github.dueEvents = async (now, limit) => {
+      const due = await dueEvents(now, limit);
+      if (due.length === 0 && now === clock.now()) idlePasses += 1;
+      return due;
+    };
   });
+
+  /** The sender's passes that found nothing due at the clock's time of the pass. */
+  let idlePasses = 0;
+  /** Until a pass that starts from now finds nothing due at the clock's current time: the sender has stopped calling. */
+  const senderStopped = async () => {
+    const after = idlePasses;
+    await eventually(async () => (idlePasses > after ? true : undefined), 120_000, 20);
+  };
 
   afterAll(async () => {
     await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
@@ -117,23 +134,21 @@ describe('pacing per installation under 200 pushes', () => {
 
     // Time passes only when the sender waits: the clock jumps a minute, or ten when a minute freed nothing.
     let seen = -1;
-    let stillFor = 0;
     let freedNothing = false;
     const deadline = Date.now() + 240_000;
     while (writesOn('acme/paced').length < PUSHES * CALLS_PER_PUSH) {
       if (Date.now() > deadline) throw new Error(`only ${writesOn('acme/paced').length} of ${PUSHES * CALLS_PER_PUSH} calls made`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await senderStopped();
       const count = writesOn('acme/paced').length;
-      stillFor = count === seen ? stillFor + 1 : 0;
       if (count !== seen && jumps.length > 0) freedNothing = false;
       seen = count;
-      if (stillFor < 4) continue;
+      if (count === PUSHES * CALLS_PER_PUSH) break;
       offsetMs += freedNothing ? 600_000 : 61_000;
       jumps.push({ atMs: performance.now(), offsetMs });
       freedNothing = true;
-      stillFor = 0;
     }
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // Stopped once more after the last call: a call sent twice would have been sent by now.
+    await senderStopped();
 
     const writes = writesOn('acme/paced');
     // Each call once: nothing dropped for the pace, nothing sent twice.

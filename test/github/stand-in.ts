@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtVerify } from 'jose';
 import { gitHttpBackend } from '../../demo/git-http-backend.ts';
+import { TEST_KEEP_ALIVE_MS } from '../helpers/keep-alive.ts';
 import { GithubOpenApi } from './openapi-check.ts';
 
 /** One request the stand-in received, with what it answered. */
@@ -132,6 +133,8 @@ export class GithubStandIn {
         res.end(JSON.stringify({ message: String(error) }));
       });
     });
+    // The server under test calls it: its idle connections outlive any wait of a test (keep-alive.ts).
+    this.#server.keepAliveTimeout = TEST_KEEP_ALIVE_MS;
     await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
     const address = this.#server.address();
     this.url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;

@@ -2,6 +2,7 @@ import { createHmac, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type JWK, SignJWT } from 'jose';
+import { TEST_KEEP_ALIVE_MS } from './keep-alive.ts';
 
 /**
  * A local stand-in for GitHub's Actions token service, on a loopback port: the OIDC discovery
@@ -85,6 +86,8 @@ export class GithubOidcIssuer {
 
   async start(): Promise<this> {
     this.#server = createServer((req, res) => this.#answer(req, res));
+    // The server under test calls it: its idle connections outlive any wait of a test (keep-alive.ts).
+    this.#server.keepAliveTimeout = TEST_KEEP_ALIVE_MS;
     await new Promise<void>((resolve) => this.#server!.listen(0, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
     return this;

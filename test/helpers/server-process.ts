@@ -3,6 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testBackendKind, testDatabaseUrl } from './backends.ts';
+import { TEST_KEEP_ALIVE_MS } from './keep-alive.ts';
 import { startListeningChild } from './listening-child.ts';
 
 export type ServerProcess = {
@@ -40,6 +41,8 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
     BOOTSTRAP_API_KEY: apiKey,
     SANDBOX_STAGE_MS: '100',
     LOG_LEVEL: 'info',
+    // Idle connections outlive any wait of a test, so a starved client never reuses one just closed.
+    KEEP_ALIVE_TIMEOUT_MS: String(TEST_KEEP_ALIVE_MS),
     ...(encryptionKey ? { ENCRYPTION_KEY: encryptionKey } : {}),
     ...env,
   };

@@ -48,7 +48,12 @@ export async function startK8sAgent(options: {
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   await new Promise<void>((resolveStart, reject) => {
-    const timer = setTimeout(() => reject(new Error(`k8s agent did not start:\n${output}`)), 30_000);
+    // 60 s as every other child of the tests; killed at the deadline, not left running (and loading
+    // the machine) to the end of the run, as two were in a loaded three-worker run.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`k8s agent did not start:\n${output}`));
+    }, 60_000);
     child.stdout!.on('data', () => {
       if (output.includes('agent: serving listener')) {
         clearTimeout(timer);

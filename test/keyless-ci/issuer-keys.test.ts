@@ -6,17 +6,7 @@ import { IssuerKeys, REFETCH_INTERVAL_MS } from '../../server/domain/github-oidc
 import { verifyGithubToken } from '../../server/domain/github-oidc/verify-token.ts';
 import { silentLogger } from '../../server/logger.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
-
-/** A clock the test moves: the key cache's "once a minute" is judged on it, not on the wall clock. */
-function movableClock() {
-  let offsetMs = 0;
-  return {
-    now: () => new Date(Date.now() + offsetMs).toISOString(),
-    advance: (ms: number) => {
-      offsetMs += ms;
-    },
-  };
-}
+import { movableClock } from '../helpers/movable-clock.ts';
 
 describe("the issuer's keys: discovery, cache, refetch for an unknown kid at most once a minute", () => {
   let issuer: GithubOidcIssuer;

@@ -2,17 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Api, apiClient } from '../helpers/api.ts';
 import { GithubOidcIssuer } from '../helpers/github-oidc-issuer.ts';
 import { inProcessApp } from '../helpers/in-process.ts';
-
-/** The server's clock, moved by the test: an hour passes without waiting for it. */
-function movableClock() {
-  let offsetMs = 0;
-  return {
-    now: () => new Date(Date.now() + offsetMs).toISOString(),
-    advance: (ms: number) => {
-      offsetMs += ms;
-    },
-  };
-}
+import { movableClock } from '../helpers/movable-clock.ts';
 
 describe('a minted key ends on its own after at most an hour', () => {
   let issuer: GithubOidcIssuer;

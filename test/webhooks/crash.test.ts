@@ -15,11 +15,14 @@ describe('a delivery acknowledged with 202 survives SIGKILL before it is process
 
   it('the revision appears after the restart', async () => {
     // WEBHOOK_PROCESS_DELAY_MS holds processing back, so the kill lands between the 202 and the work.
+    // A short lease: on PostgreSQL the restarted server takes the killed one's claimed delivery over
+    // only once its lease has passed (15 s by default; SQLite frees it at the start).
     const first = await startServerProcess({
       GITHUB_WEBHOOK_SECRET: SECRET,
       WEBHOOK_PROCESS_DELAY_MS: '600000',
       RECONCILE_INTERVAL_MS: '0',
       SANDBOX_STAGE_MS: '50',
+      PIPELINE_LEASE_MS: '2000',
     });
     servers.push(first);
     const api = apiClient(first.url, first.apiKey);
