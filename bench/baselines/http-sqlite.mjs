@@ -54,6 +54,9 @@ const insertRevision = db.prepare(
 );
 const insertTracingProject = db.prepare('INSERT INTO tracing_projects (id, tenant_id, name, deployment_id, created_at) VALUES (?, ?, ?, ?, ?)');
 const sameRows = process.env.BASELINE_SAME_ROWS === '1';
+// The audit entry's field list as the server makes it; loaded only for the row-for-row mode, so the
+// plain baseline stays plain JavaScript (no TypeScript stripper in its memory or start).
+const auditFieldPaths = sameRows ? (await import('../../server/lib/request-scope.ts')).auditFieldPaths : null;
 const rowForRow = sameRows ? rowForRowStatements() : null;
 const createNow = db.transaction((row) => {
   insertDeployment.run(row);
@@ -95,19 +98,6 @@ function rowForRowStatements() {
       audit.run(randomUUID(), organizationId, tenantId, keyId, row.address, row.userAgent, row.id, JSON.stringify(row.fields), randomUUID(), row.now);
     },
   };
-}
-
-/** The body's field names as the server's audit entry lists them (`auditFields`): nested ones dotted, secrets' values never. */
-function auditFieldsOf(body) {
-  const fields = [];
-  for (const [key, value] of Object.entries(body)) {
-    if (value !== null && typeof value === 'object' && !Array.isArray(value) && key !== 'secrets') {
-      const inner = Object.keys(value);
-      if (inner.length === 0) fields.push(key);
-      for (const name of inner) fields.push(`${key}.${name}`);
-    } else fields.push(key);
-  }
-  return fields.slice(0, 50);
 }
 
 /** Creates waiting for the next grouped commit: [row, done(error)]. */
@@ -188,7 +178,7 @@ const server = createServer((req, res) => {
         repo_ref: revisionConfig.repo_ref,
         build_on_push: sourceConfig.build_on_push ? 1 : 0,
         now,
-        ...(sameRows ? { address: req.socket.remoteAddress ?? null, userAgent: req.headers['user-agent'] ?? null, fields: auditFieldsOf(input) } : {}),
+        ...(sameRows ? { address: req.socket.remoteAddress ?? null, userAgent: req.headers['user-agent'] ?? null, fields: auditFieldPaths(input) } : {}),
       };
       create(row, (error) => {
         if (error) return send(res, 409, JSON.stringify({ detail: String(error.message) }));

@@ -149,6 +149,15 @@ export function auditSubject(resourceId: string): void {
 export function auditFields(body: unknown): void {
   const audit = scopes.getStore()?.audit;
   if (!audit || body === null || typeof body !== 'object' || Array.isArray(body)) return;
+  audit.entry.fields = auditFieldPaths(body);
+}
+
+/**
+ * The field paths an audit entry lists for a body: nested ones dotted, never a value (nor the
+ * secrets' names), at most MAX_FIELDS of 100 characters. The bare benchmark server writing the same
+ * audit rows (bench/baselines/http-sqlite.mjs) lists them with this too.
+ */
+export function auditFieldPaths(body: object): string[] {
   const fields: string[] = [];
   for (const [key, value] of Object.entries(body)) {
     if (value !== null && typeof value === 'object' && !Array.isArray(value) && key !== 'secrets') {
@@ -158,7 +167,7 @@ export function auditFields(body: unknown): void {
     } else fields.push(key);
     if (fields.length >= MAX_FIELDS) break;
   }
-  audit.entry.fields = fields.slice(0, MAX_FIELDS).map((name) => name.slice(0, 100));
+  return fields.slice(0, MAX_FIELDS).map((name) => name.slice(0, 100));
 }
 
 const MAX_FIELDS = 50;
