@@ -1,28 +1,36 @@
 /**
- * `node --cpu-prof --cpu-prof-dir=DIR bench/profile-long-poll.ts [waiters] [--hono-only]`: the in-process app
- * on a loopback port holds `waiters` conditional long-polls on one revision, then interrupts it
- * and prints how long the interrupt took in the server (the waiters are answered before the
- * interrupt's own continuation runs, so this is the wake-up's server-side cost). The clients are
- * in this process too: read the profile by function, not as a whole.
+ * `node [--cpu-prof --cpu-prof-dir=DIR] bench/profile-long-poll.ts [waiters] [--rounds=N] [--hono-only]`:
+ * the in-process app on a loopback port holds `waiters` conditional long-polls on one revision
+ * (held by the C holder, bench/native/loadgen.c, in processes of their own, so this process's CPU
+ * is the server's), then interrupts it through the API. A bare node:http server in this process
+ * holds as many the same way and answers them the server's bytes (the same body, the same five
+ * headers, a request id each), alternating with the server round by round. Prints, per round, this
+ * process's CPU time (`process.cpuUsage`, which holds on a loaded machine):
+ * - the interrupt, whole: its route, the change's transaction, the read back, and the wake-up;
+ * - the wake-up alone (`watch.notify`, which answers every waiter before it returns), against the
+ *   bare server's loop writing the same answers;
+ * - garbage collections during each (count and pause), and when the holders read the first and
+ *   last answer, from the start of the interrupt (wall clock: noisy on a shared machine).
  */
 
-import { Agent, createServer, request, type ServerOptions } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, type ServerOptions, type ServerResponse } from 'node:http';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { type ServerType, serve } from '@hono/node-server';
 import { type NodeListener, revisionFastPath } from '../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { inProcessApp } from '../test/helpers/in-process.ts';
+import { holdNative, nativeLoadgen, nativeLoadgenMissing } from './lib/native.ts';
 
-const waiters = Number(process.argv[2] ?? 1000);
+const waiters = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 1000);
+const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length) ?? 5);
+if (!nativeLoadgen()) throw new Error(`this profile needs the C holder: ${nativeLoadgenMissing}`);
+const HOLDERS = 2;
+
 const t = await inProcessApp({ stageMs: 3_600_000 });
 await workspaceFixtures(t.api);
 const k8s = await t.api.post('/v2/listeners', { compute_type: 'k8s', compute_id: `k8s-${uniqueName()}` });
-// A k8s listener's revision waits for its agent, which never comes: nothing but the interrupt moves it.
-// (Such a deployment must carry the license key its image needs.)
-const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), k8s.body.id, { secrets: [{ name: 'LANGSMITH_API_KEY', value: 'lsv2-profile' }] }));
-if (k8s.status !== 201 || created.status !== 201)
-  throw new Error(`set-up failed: listener ${k8s.status}, deployment ${created.status} ${JSON.stringify(created.body)}`);
-const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
-const etag = (await t.api.get(path)).headers.get('etag')!;
+if (k8s.status !== 201) throw new Error(`set-up failed: listener ${k8s.status}`);
 // As `startServer` wires it: the revision fast path in front of Hono (`--hono-only` leaves it out).
 const withFastPath = ((options: ServerOptions, listener: NodeListener) => createServer(options, revisionFastPath(t.services, listener))) as typeof createServer;
 const server = await new Promise<ServerType>((resolve) => {
@@ -31,36 +39,130 @@ const server = await new Promise<ServerType>((resolve) => {
   );
 });
 const port = (server.address() as { port: number }).port;
-const agent = new Agent({ keepAlive: true, maxSockets: waiters });
-let answered = 0;
-let lastAt = 0;
-const done = Array.from(
-  { length: waiters },
-  () =>
-    new Promise<void>((resolve) => {
-      request({ host: '127.0.0.1', port, path, agent, headers: { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=60' } }, (res) => {
-        // Anything but the interrupted revision means the set-up is wrong: say so rather than wait for waiters that never come.
-        if (res.statusCode !== 200) {
-          console.error(`a waiter was answered ${res.statusCode} before the interrupt`);
-          process.exit(1);
-        }
-        res.resume();
-        res.on('end', () => {
-          answered += 1;
-          lastAt = performance.now();
-          resolve();
-        });
-      }).end();
-    }),
-);
-while (t.services.watch.size < waiters) await new Promise((r) => setTimeout(r, 20));
-const before = performance.now();
-await t.api.post(`${path}/interrupt`);
-const serverSide = performance.now() - before;
-await Promise.all(done);
-console.log(
-  `${waiters} waiters: interrupt (the wake-up, server side) ${serverSide.toFixed(1)} ms; last answer received ${(lastAt - before).toFixed(1)} ms after the interrupt was sent (${answered} answered)`,
-);
-agent.destroy();
+
+// The bare server: held responses answered, on release, with the server's bytes.
+const held: ServerResponse[] = [];
+const bare = createServer((_req, res) => void held.push(res));
+await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve));
+const barePort = (bare.address() as { port: number }).port;
+function release(body: string, etag: string): void {
+  const length = Buffer.byteLength(body);
+  for (const res of held) {
+    res.writeHead(200, { 'x-request-id': randomUUID(), 'content-type': 'application/json', etag, 'cache-control': 'no-cache', 'Content-Length': length });
+    res.end(body);
+  }
+  held.length = 0;
+}
+
+// Garbage collections, counted while `gcs.on` (the observer's entries arrive after the fact: read them after a tick).
+const gcs = { on: false, count: 0, ms: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) if (gcs.on) (gcs.count += 1), (gcs.ms += entry.duration);
+}).observe({ entryTypes: ['gc'] });
+
+// The wake-up alone: `notify` answers every waiter before it returns.
+const watch = t.services.watch;
+const notify = watch.notify.bind(watch);
+let wake = { cpuMs: 0, wallMs: 0 };
+watch.notify = (id: string, value?: unknown) => {
+  const cpu = process.cpuUsage();
+  const at = performance.now();
+  notify(id, value);
+  const used = process.cpuUsage(cpu);
+  wake = { cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - at };
+};
+
+const cpuMs = (since: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(since);
+  return (used.user + used.system) / 1000;
+};
+const holdAll = async (url: string, headers: Record<string, string>) => {
+  const holders = Array.from({ length: HOLDERS }, (_, i) => holdNative(url, headers, Math.floor(waiters / HOLDERS) + (i < waiters % HOLDERS ? 1 : 0)));
+  await Promise.all(holders.map((h) => h.connected));
+  const answers = Promise.all(holders.map((h) => h.answers)).then((all) => ({
+    firstAt: Math.min(...all.map((a) => a.firstAt!)),
+    lastAt: Math.max(...all.map((a) => a.lastAt)),
+    statuses: all.flatMap((a) => a.statuses),
+    bodies: [...new Set(all.flatMap((a) => a.bodies))],
+  }));
+  return answers;
+};
+const settle = () => new Promise((r) => setTimeout(r, 300));
+
+type Figures = { cpuMs: number; wakeCpuMs: number; gcs: number; gcMs: number; firstMs: number; lastMs: number };
+const ours: Figures[] = [];
+const floor: Figures[] = [];
+let lastBody = '';
+let lastEtag = '';
+
+async function runOurs(): Promise<void> {
+  // A k8s listener's revision waits for its agent, which never comes: nothing but the interrupt moves it.
+  // (Such a deployment must carry the license key its image needs.)
+  const created = await t.api.post(
+    '/v2/deployments',
+    dockerBody(uniqueName(), k8s.body.id, { secrets: [{ name: 'LANGSMITH_API_KEY', value: 'lsv2-profile' }] }),
+  );
+  if (created.status !== 201) throw new Error(`set-up failed: deployment ${created.status} ${JSON.stringify(created.body)}`);
+  const path = `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`;
+  const etag = (await t.api.get(path)).headers.get('etag')!;
+  const answers = holdAll(`http://127.0.0.1:${port}${path}`, { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=60' });
+  while (watch.size < waiters) await new Promise((r) => setTimeout(r, 20));
+  await settle();
+  gcs.on = true;
+  gcs.count = gcs.ms = 0;
+  const cpu = process.cpuUsage();
+  const startedAt = Date.now();
+  const interrupted = await t.api.post(`${path}/interrupt`);
+  const used = cpuMs(cpu);
+  await new Promise((r) => setImmediate(r));
+  gcs.on = false;
+  const result = await answers;
+  if (interrupted.status !== 200 || result.statuses.some((s) => s !== 200) || result.bodies.length !== 1)
+    throw new Error(`the interrupt answered ${interrupted.status}, or a waiter another answer than the interrupted revision`);
+  lastBody = result.bodies[0]!;
+  lastEtag = interrupted.headers.get('etag') ?? `"${created.body.latest_revision_id}.x"`;
+  ours.push({ cpuMs: used, wakeCpuMs: wake.cpuMs, gcs: gcs.count, gcMs: gcs.ms, firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+}
+
+async function runBare(): Promise<void> {
+  const answers = holdAll(`http://127.0.0.1:${barePort}/wait`, { 'x-api-key': t.apiKey, 'if-none-match': lastEtag, prefer: 'wait=60' });
+  while (held.length < waiters) await new Promise((r) => setTimeout(r, 20));
+  await settle();
+  gcs.on = true;
+  gcs.count = gcs.ms = 0;
+  const cpu = process.cpuUsage();
+  const startedAt = Date.now();
+  release(lastBody, lastEtag);
+  const used = cpuMs(cpu);
+  await new Promise((r) => setImmediate(r));
+  gcs.on = false;
+  const result = await answers;
+  if (result.bodies.length !== 1 || result.bodies[0] !== lastBody) throw new Error('the bare server answered other bytes');
+  floor.push({ cpuMs: used, wakeCpuMs: used, gcs: gcs.count, gcMs: gcs.ms, firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+}
+
+// A first round of the server's warms it up and gives the bare server its bytes; not counted.
+await runOurs();
+ours.length = 0;
+for (let round = 0; round < rounds; round += 1) {
+  if (round % 2 === 0) {
+    await runOurs();
+    await runBare();
+  } else {
+    await runBare();
+    await runOurs();
+  }
+}
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const show = (label: string, f: Figures[], key: keyof Figures) =>
+  `${label} ${median(f.map((x) => x[key])).toFixed(1)} (${f.map((x) => x[key].toFixed(1)).join(', ')})`;
+console.log(`${waiters} waiters, ${rounds} rounds alternated (medians, then per round); load average ${(await import('node:os')).loadavg()[0]!.toFixed(1)}`);
+console.log(`  server: ${show('interrupt CPU ms', ours, 'cpuMs')}; ${show('wake-up (notify) CPU ms', ours, 'wakeCpuMs')}`);
+console.log(`  bare:   ${show('answer loop CPU ms', floor, 'cpuMs')}`);
+console.log(`  server: ${show('GCs', ours, 'gcs')}, ${show('ms', ours, 'gcMs')}; bare: ${show('GCs', floor, 'gcs')}, ${show('ms', floor, 'gcMs')}`);
+console.log(`  from the interrupt's start (wall): server ${show('first', ours, 'firstMs')}, ${show('last', ours, 'lastMs')}`);
+console.log(`  from the release (wall):           bare   ${show('first', floor, 'firstMs')}, ${show('last', floor, 'lastMs')}`);
 server.close();
+bare.close();
 t.close();
+process.exit(0);
