@@ -51,7 +51,8 @@ export abstract class RevisionWait extends Waiter {
     this.#ended = true;
     const announced = changed ? (value as RevisionRecord | undefined) : undefined;
     if (announced) return this.answer(announced);
-    this.revisions!.get(this.tenantId, this.deploymentId, this.revisionId).then(
+    // Waiters woken together (a change announced without its record, deadlines reached at once) share one read.
+    this.revisions!.reread(this.tenantId, this.deploymentId, this.revisionId).then(
       (revision) => this.answer(revision),
       (error: unknown) => this.answered(error),
     );

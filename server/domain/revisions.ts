@@ -45,6 +45,12 @@ type RevisionReadStore = RevisionStore & RevisionLogStore & Pick<DeploymentStore
 export class Revisions {
   readonly #store: RevisionReadStore;
   readonly #watch: RevisionWatch;
+  /**
+   * The reads `reread` started in this turn of the event loop, by tenant, deployment and revision:
+   * what one wake-up without the changed record (another process's change, a resync, a thousand
+   * waiters reaching their deadline together) asks for a thousand times is read once.
+   */
+  readonly #rereads = new Map<string, Promise<RevisionRecord>>();
 
   constructor(deps: { store: RevisionReadStore; watch: RevisionWatch }) {
     this.#store = deps.store;
@@ -72,6 +78,24 @@ export class Revisions {
       throw new NotFound(`Revision ID ${revisionId} not found.`);
     }
     return revision;
+  }
+
+  /**
+   * `get` for waiters woken together without the changed record: they call it in one synchronous
+   * loop (`RevisionWatch.notify`, or the deadline timer's), and the calls of that turn for the same
+   * revision share one read, started after the wake-up, so it sees what woke them. A read is shared
+   * only within the turn it started in: a later wake-up reads again. (Each waiter re-read the
+   * revision before: a notice from another process woke a thousand waiters into a thousand reads.)
+   */
+  reread(tenantId: string, deploymentId: string, revisionId: string): Promise<RevisionRecord> {
+    const key = JSON.stringify([tenantId, deploymentId, revisionId]);
+    let read = this.#rereads.get(key);
+    if (read === undefined) {
+      if (this.#rereads.size === 0) queueMicrotask(() => this.#rereads.clear());
+      read = this.get(tenantId, deploymentId, revisionId);
+      this.#rereads.set(key, read);
+    }
+    return read;
   }
 
   /**

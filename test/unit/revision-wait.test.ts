@@ -16,8 +16,8 @@ class RecordedWait extends RevisionWait {
   readonly goneEvents: string[] = [];
   readonly #known: string;
 
-  constructor(known: string) {
-    super('t', 'd', 'r');
+  constructor(known: string, tenantId = 't') {
+    super(tenantId, 'd', 'r');
     this.#known = known;
   }
 
@@ -121,5 +121,87 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
     expect(wait.goneEvents).toEqual([]);
+  });
+});
+
+describe('Revisions.hold: waiters woken together without the changed record', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  /** A store whose revision is `current`, counting the reads by tenant. */
+  function sharedSetUp() {
+    const watch = new RevisionWatch();
+    const state = { current: revision(1), reads: [] as string[] };
+    const store = {
+      getRevision: async (tenantId: string) => {
+        state.reads.push(tenantId);
+        return state.current;
+      },
+      getDeployment: async () => ({ id: 'd' }),
+    };
+    const revisions = new Revisions({ store: store as never, watch });
+    const hold = (count: number, tenantId = 't', waitMs = 1000) =>
+      Array.from({ length: count }, () => {
+        const wait = new RecordedWait(revisionEtag(state.current), tenantId);
+        revisions.hold(wait, waitMs);
+        return wait;
+      });
+    return { watch, state, hold };
+  }
+
+  it('read the revision once, and each answers what it read (a change from another process)', async () => {
+    const { watch, state, hold } = sharedSetUp();
+    const waits = hold(3);
+    await vi.advanceTimersByTimeAsync(0);
+    // Each wait read twice to start: before registering and after.
+    expect(state.reads).toHaveLength(6);
+    state.current = revision(2);
+    watch.notify('r');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.reads).toHaveLength(7);
+    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(2), changed: true } }]);
+    // A later wake-up reads again: the read is shared only by the waiters it was started for.
+    const later = hold(2);
+    await vi.advanceTimersByTimeAsync(0);
+    state.current = revision(3);
+    watch.notify('r');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.reads).toHaveLength(7 + 4 + 1);
+    for (const wait of later) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(3), changed: true } }]);
+  });
+
+  it('read once when they reach their deadline together, and answer unchanged', async () => {
+    const { state, hold } = sharedSetUp();
+    const waits = hold(4);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.reads).toHaveLength(8);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(state.reads).toHaveLength(9);
+    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
+  });
+
+  it('of two tenants read each for its own tenant', async () => {
+    const { watch, state, hold } = sharedSetUp();
+    const mine = hold(2, 't');
+    const theirs = hold(2, 'other');
+    await vi.advanceTimersByTimeAsync(0);
+    state.reads.length = 0;
+    state.current = revision(2);
+    watch.notify('r');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.reads.sort()).toEqual(['other', 't']);
+    for (const wait of [...mine, ...theirs]) expect(wait.answers).toHaveLength(1);
+  });
+
+  it('a failed shared read answers its error to each of them', async () => {
+    const { watch, state, hold } = sharedSetUp();
+    const waits = hold(2);
+    await vi.advanceTimersByTimeAsync(0);
+    const failure = new Error('the storage refused the read');
+    state.current = Promise.reject(failure) as never;
+    (state.current as unknown as Promise<unknown>).catch(() => {});
+    watch.notify('r');
+    await vi.advanceTimersByTimeAsync(0);
+    for (const wait of waits) expect(wait.answers).toEqual([{ error: failure }]);
   });
 });
