@@ -54,11 +54,15 @@ function release(body: string, etag: string): void {
   held.length = 0;
 }
 
-// Garbage collections, counted while `gcs.on` (the observer's entries arrive after the fact: read them after a tick).
-const gcs = { on: false, count: 0, ms: 0 };
+// Garbage collections, kept with their start (the observer's entries arrive after the fact): counted by the window they started in.
+const collections: { startTime: number; duration: number }[] = [];
 new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) if (gcs.on) (gcs.count += 1), (gcs.ms += entry.duration);
+  for (const entry of list.getEntries()) collections.push({ startTime: entry.startTime, duration: entry.duration });
 }).observe({ entryTypes: ['gc'] });
+const gcsBetween = (from: number, to: number) => {
+  const within = collections.filter((c) => c.startTime >= from && c.startTime <= to);
+  return { gcs: within.length, gcMs: within.reduce((sum, c) => sum + c.duration, 0) };
+};
 
 // The wake-up alone: `notify` answers every waiter before it returns.
 const watch = t.services.watch;
@@ -108,37 +112,33 @@ async function runOurs(): Promise<void> {
   const answers = holdAll(`http://127.0.0.1:${port}${path}`, { 'x-api-key': t.apiKey, 'if-none-match': etag, prefer: 'wait=60' });
   while (watch.size < waiters) await new Promise((r) => setTimeout(r, 20));
   await settle();
-  gcs.on = true;
-  gcs.count = gcs.ms = 0;
   const cpu = process.cpuUsage();
   const startedAt = Date.now();
+  const from = performance.now();
   const interrupted = await t.api.post(`${path}/interrupt`);
   const used = cpuMs(cpu);
-  await new Promise((r) => setImmediate(r));
-  gcs.on = false;
+  const to = performance.now();
   const result = await answers;
   if (interrupted.status !== 200 || result.statuses.some((s) => s !== 200) || result.bodies.length !== 1)
     throw new Error(`the interrupt answered ${interrupted.status}, or a waiter another answer than the interrupted revision`);
   lastBody = result.bodies[0]!;
   lastEtag = interrupted.headers.get('etag') ?? `"${created.body.latest_revision_id}.x"`;
-  ours.push({ cpuMs: used, wakeCpuMs: wake.cpuMs, gcs: gcs.count, gcMs: gcs.ms, firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+  ours.push({ cpuMs: used, wakeCpuMs: wake.cpuMs, ...gcsBetween(from, to), firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
 }
 
 async function runBare(): Promise<void> {
   const answers = holdAll(`http://127.0.0.1:${barePort}/wait`, { 'x-api-key': t.apiKey, 'if-none-match': lastEtag, prefer: 'wait=60' });
   while (held.length < waiters) await new Promise((r) => setTimeout(r, 20));
   await settle();
-  gcs.on = true;
-  gcs.count = gcs.ms = 0;
   const cpu = process.cpuUsage();
   const startedAt = Date.now();
+  const from = performance.now();
   release(lastBody, lastEtag);
   const used = cpuMs(cpu);
-  await new Promise((r) => setImmediate(r));
-  gcs.on = false;
+  const to = performance.now();
   const result = await answers;
   if (result.bodies.length !== 1 || result.bodies[0] !== lastBody) throw new Error('the bare server answered other bytes');
-  floor.push({ cpuMs: used, wakeCpuMs: used, gcs: gcs.count, gcMs: gcs.ms, firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+  floor.push({ cpuMs: used, wakeCpuMs: used, ...gcsBetween(from, to), firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
 }
 
 // A first round of the server's warms it up and gives the bare server its bytes; not counted.
