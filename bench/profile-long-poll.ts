@@ -9,13 +9,15 @@
  * - the interrupt, whole: its route, the change's transaction, the read back, and the wake-up;
  * - the wake-up alone (`watch.notify`, which answers every waiter before it returns), against the
  *   bare server's loop writing the same answers;
- * - garbage collections during each (count and pause), and when the holders read the first and
+ * - garbage collections during each (count and pause), what each allocated (the used heap's growth,
+ *   when no collection ran), and when the holders read the first and
  *   last answer, from the start of the interrupt (wall clock: noisy on a shared machine).
  */
 
 import { randomUUID } from 'node:crypto';
 import { createServer, type ServerOptions, type ServerResponse } from 'node:http';
 import { PerformanceObserver } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 import { type ServerType, serve } from '@hono/node-server';
 import { type NodeListener, revisionFastPath } from '../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
@@ -67,13 +69,14 @@ const gcsBetween = (from: number, to: number) => {
 // The wake-up alone: `notify` answers every waiter before it returns.
 const watch = t.services.watch;
 const notify = watch.notify.bind(watch);
-let wake = { cpuMs: 0, wallMs: 0 };
+let wake = { cpuMs: 0, wallMs: 0, heapBytes: 0 };
 watch.notify = (id: string, value?: unknown) => {
+  const heap = getHeapStatistics().used_heap_size;
   const cpu = process.cpuUsage();
   const at = performance.now();
   notify(id, value);
   const used = process.cpuUsage(cpu);
-  wake = { cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - at };
+  wake = { cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - at, heapBytes: getHeapStatistics().used_heap_size - heap };
 };
 
 const cpuMs = (since: NodeJS.CpuUsage) => {
@@ -93,7 +96,7 @@ const holdAll = async (url: string, headers: Record<string, string>) => {
 };
 const settle = () => new Promise((r) => setTimeout(r, 300));
 
-type Figures = { cpuMs: number; wakeCpuMs: number; gcs: number; gcMs: number; firstMs: number; lastMs: number };
+type Figures = { cpuMs: number; wakeCpuMs: number; heapKb: number; gcs: number; gcMs: number; firstMs: number; lastMs: number };
 const ours: Figures[] = [];
 const floor: Figures[] = [];
 let lastBody = '';
@@ -123,7 +126,14 @@ async function runOurs(): Promise<void> {
     throw new Error(`the interrupt answered ${interrupted.status}, or a waiter another answer than the interrupted revision`);
   lastBody = result.bodies[0]!;
   lastEtag = interrupted.headers.get('etag') ?? `"${created.body.latest_revision_id}.x"`;
-  ours.push({ cpuMs: used, wakeCpuMs: wake.cpuMs, ...gcsBetween(from, to), firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+  ours.push({
+    cpuMs: used,
+    wakeCpuMs: wake.cpuMs,
+    heapKb: wake.heapBytes / 1024,
+    ...gcsBetween(from, to),
+    firstMs: result.firstAt - startedAt,
+    lastMs: result.lastAt - startedAt,
+  });
 }
 
 async function runBare(): Promise<void> {
@@ -133,12 +143,14 @@ async function runBare(): Promise<void> {
   const cpu = process.cpuUsage();
   const startedAt = Date.now();
   const from = performance.now();
+  const heap = getHeapStatistics().used_heap_size;
   release(lastBody, lastEtag);
   const used = cpuMs(cpu);
+  const heapKb = (getHeapStatistics().used_heap_size - heap) / 1024;
   const to = performance.now();
   const result = await answers;
   if (result.bodies.length !== 1 || result.bodies[0] !== lastBody) throw new Error('the bare server answered other bytes');
-  floor.push({ cpuMs: used, wakeCpuMs: used, ...gcsBetween(from, to), firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
+  floor.push({ cpuMs: used, wakeCpuMs: used, heapKb, ...gcsBetween(from, to), firstMs: result.firstAt - startedAt, lastMs: result.lastAt - startedAt });
 }
 
 // A first round of the server's warms it up and gives the bare server its bytes; not counted.
@@ -159,6 +171,8 @@ const show = (label: string, f: Figures[], key: keyof Figures) =>
 console.log(`${waiters} waiters, ${rounds} rounds alternated (medians, then per round); load average ${(await import('node:os')).loadavg()[0]!.toFixed(1)}`);
 console.log(`  server: ${show('interrupt CPU ms', ours, 'cpuMs')}; ${show('wake-up (notify) CPU ms', ours, 'wakeCpuMs')}`);
 console.log(`  bare:   ${show('answer loop CPU ms', floor, 'cpuMs')}`);
+// Without a collection in the window (the GCs line), the used heap's growth is what the loop allocated: a count, steady on a loaded machine.
+console.log(`  allocated during the wake-up, KiB: server ${show('', ours, 'heapKb')}; bare ${show('', floor, 'heapKb')}`);
 console.log(`  server: ${show('GCs', ours, 'gcs')}, ${show('ms', ours, 'gcMs')}; bare: ${show('GCs', floor, 'gcs')}, ${show('ms', floor, 'gcMs')}`);
 console.log(`  from the interrupt's start (wall): server ${show('first', ours, 'firstMs')}, ${show('last', ours, 'lastMs')}`);
 console.log(`  from the release (wall):           bare   ${show('first', floor, 'firstMs')}, ${show('last', floor, 'lastMs')}`);
