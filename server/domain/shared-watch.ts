@@ -4,9 +4,10 @@ import type { Coordination } from '../store/coordination.ts';
 /**
  * A `RevisionWatch` whose wake-ups reach every process on the database. `notify` wakes this
  * process's waiters with the changed record, as a local watch does, and publishes the id on `topic`; a
- * notice from another process wakes the waiters here with no record, so each of them reads the
- * database again (the revision long-poll, the agents' claim and the OAuth wait all do when
- * `value()` is undefined). On a resync (notices may have been missed) every waiter here is woken to
+ * notice from another process wakes the waiters here with no record, so they read the database
+ * again (the revision long-poll, the agents' claim and the OAuth wait all do when `value()` is
+ * undefined; the long-poll's waiters of one revision woken together share one read,
+ * `Revisions.reread`). On a resync (notices may have been missed) every waiter here is woken to
  * read again. It extends the watch rather than changing it: the waiting itself stays the watch's,
  * which knows the ids waited on here (`waitedIds`), so a waiter costs nothing more when shared.
  *
