@@ -84,11 +84,19 @@ async function serverOf(name: string, root: string): Promise<Measured & { databa
 /** Heap bytes allocated and collection pause (µs) per request of one run, from its `--trace-gc-nvp` lines. */
 type Garbage = { bytes: number; pauseUs: number };
 
-/** The sum of `field=` over the collection lines of `text` (`--trace-gc-nvp`'s). */
-function gcSum(text: string, field: string): number {
-  let sum = 0;
-  for (const match of text.matchAll(new RegExp(` ${field}=([0-9.]+)`, 'g'))) sum += Number(match[1]);
-  return sum;
+/**
+ * The garbage per request of a run that served `requests` in `ms`, from the `--trace-gc-nvp` lines
+ * the server wrote meanwhile. A collection's `allocated=` is what was allocated since the one
+ * before, and a young-generation collection comes every few MB (every ~14 MB in the server:
+ * ±800 bytes a request over a 2-second run, counted whole or not at all), so the bytes are those
+ * between the run's first and last collections, over the requests of that time at the run's rate.
+ */
+function garbageOf(text: string, requests: number, ms: number): Garbage | undefined {
+  const collections = [...text.matchAll(/ (\d+) ms: pause=([0-9.]+) .* allocated=(\d+) /g)].map((m) => ({ at: Number(m[1]), pause: Number(m[2]), allocated: Number(m[3]) }));
+  if (collections.length < 2) return undefined;
+  const between = collections.slice(1).reduce((sum, c) => sum + c.allocated, 0);
+  const span = collections.at(-1)!.at - collections[0]!.at;
+  return { bytes: between / ((requests * span) / ms), pauseUs: (collections.reduce((sum, c) => sum + c.pause, 0) * 1000) / requests };
 }
 
 /** CPU µs per request of one closed-loop run, and with `--gc` its garbage. */
@@ -99,10 +107,7 @@ async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<{ c
   if (run.failures > 0) throw new Error(`${run.failures} failures`);
   const cpu = ((cpuMs(child.pid) - before) * 1000) / run.requests;
   if (!withGc) return { cpu };
-  // The collections that ended during the run; one that began before it counts whole (seconds-long
-  // runs hold dozens).
-  const lines = child.output().slice(outputBefore);
-  return { cpu, garbage: { bytes: gcSum(lines, 'allocated') / run.requests, pauseUs: (gcSum(lines, 'pause') * 1000) / run.requests } };
+  return { cpu, garbage: garbageOf(child.output().slice(outputBefore), run.requests, seconds * 1000) };
 }
 
 const servers: Measured[] = [];
