@@ -92,7 +92,11 @@ type Garbage = { bytes: number; pauseUs: number };
  * between the run's first and last collections, over the requests of that time at the run's rate.
  */
 function garbageOf(text: string, requests: number, ms: number): Garbage | undefined {
-  const collections = [...text.matchAll(/ (\d+) ms: pause=([0-9.]+) .* allocated=(\d+) /g)].map((m) => ({ at: Number(m[1]), pause: Number(m[2]), allocated: Number(m[3]) }));
+  const collections = [...text.matchAll(/ (\d+) ms: pause=([0-9.]+) .* allocated=(\d+) /g)].map((m) => ({
+    at: Number(m[1]),
+    pause: Number(m[2]),
+    allocated: Number(m[3]),
+  }));
   if (collections.length < 2) return undefined;
   const between = collections.slice(1).reduce((sum, c) => sum + c.allocated, 0);
   const span = collections.at(-1)!.at - collections[0]!.at;

@@ -29,7 +29,8 @@ const seconds = Number(process.argv[2] ?? 8);
 const post = process.argv.includes('post');
 const withBare = process.argv.includes('--bare');
 const withPerf = process.argv.includes('--perf');
-const profileArgs = (dir: string) => (withPerf ? ['--perf-basic-prof'] : ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+// `--perf-basic-prof` also has V8 write a log of its own: into the profile's directory, not the checkout.
+const profileArgs = (dir: string) => (withPerf ? ['--perf-basic-prof', `--logfile=${join(dir, 'v8.log')}`] : ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
 const serverDir = mkdtempSync(join(tmpdir(), 'cp-profile-'));
 const server = await startControlPlane({ synchronous: 'FULL' }, { nodeArgs: profileArgs(serverDir) });
 const api = apiClient(server.url, API_KEY);
