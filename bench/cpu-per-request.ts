@@ -1,5 +1,5 @@
 /**
- * `node bench/cpu-per-request.ts [--root=<other checkout>] [--bare] [--rounds=9] [--seconds=2]`: the
+ * `node bench/cpu-per-request.ts [--root=<other checkout>] [--bare] [--gc] [--rounds=9] [--seconds=2]`: the
  * server's own CPU time per request (utime + stime from /proc/<pid>/stat over a closed-loop run of
  * 32 connections) on GET revision and POST deployment. Every server is started once; then each
  * round runs GET revision on each of them in turn, then POST deployment, the order rotating from
@@ -15,6 +15,11 @@
  * on a shared machine (not immune: a loaded machine's caches and frequency inflate it), so it
  * shows what a change saved where req/s ratios are noise; where the server is CPU-bound, req/s ÷
  * bare is about bare CPU ÷ server CPU.
+ * `--gc`: every server runs with `--trace-gc-nvp`, and each run also gives the heap bytes the
+ * server allocated per request (the sum of the young-generation collections' `allocated=` over the
+ * run) and its collections' pauses per request: the garbage of the whole server (Node's HTTP
+ * objects included), which the machine's load does not move, where `bench/fast-lane-cpu.ts` counts
+ * only the lane's.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -31,6 +36,8 @@ const other = arg('root') === undefined ? undefined : resolve(arg('root')!);
 const withBare = process.argv.includes('--bare');
 const rounds = Number(arg('rounds') ?? 9);
 const seconds = Number(arg('seconds') ?? 2);
+const withGc = process.argv.includes('--gc');
+const gcArgs = withGc ? ['--trace-gc-nvp'] : [];
 for (const root of other ? [ROOT, other] : [ROOT]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
@@ -38,13 +45,17 @@ type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadReq
 /** A bundled server of `root` with 50 deployments whose revisions its GETs read. */
 async function serverOf(name: string, root: string): Promise<Measured & { databasePath: string; tenantId: string }> {
   const databasePath = join(tempDir(), 'cp.db');
-  const child = await startChild(join(root, 'server/dist/main.js'), {
-    DATABASE_URL: databasePath,
-    BOOTSTRAP_API_KEY: API_KEY,
-    ENCRYPTION_KEY,
-    LOG_LEVEL: 'info',
-    SANDBOX_STAGE_MS: '3600000',
-  });
+  const child = await startChild(
+    join(root, 'server/dist/main.js'),
+    {
+      DATABASE_URL: databasePath,
+      BOOTSTRAP_API_KEY: API_KEY,
+      ENCRYPTION_KEY,
+      LOG_LEVEL: 'info',
+      SANDBOX_STAGE_MS: '3600000',
+    },
+    gcArgs,
+  );
   const api = apiClient(child.url, API_KEY);
   const fx = await workspaceFixtures(api);
   const paths: string[] = [];
@@ -70,12 +81,37 @@ async function serverOf(name: string, root: string): Promise<Measured & { databa
   };
 }
 
-/** CPU µs per request of one closed-loop run. */
-async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<number> {
+/** Heap bytes allocated and collection pause (µs) per request of one run, from its `--trace-gc-nvp` lines. */
+type Garbage = { bytes: number; pauseUs: number };
+
+/**
+ * The garbage per request of a run that served `requests` in `ms`, from the `--trace-gc-nvp` lines
+ * the server wrote meanwhile. A collection's `allocated=` is what was allocated since the one
+ * before, and a young-generation collection comes every few MB (every ~14 MB in the server:
+ * ±800 bytes a request over a 2-second run, counted whole or not at all), so the bytes are those
+ * between the run's first and last collections, over the requests of that time at the run's rate.
+ */
+function garbageOf(text: string, requests: number, ms: number): Garbage | undefined {
+  const collections = [...text.matchAll(/ (\d+) ms: pause=([0-9.]+) .* allocated=(\d+) /g)].map((m) => ({
+    at: Number(m[1]),
+    pause: Number(m[2]),
+    allocated: Number(m[3]),
+  }));
+  if (collections.length < 2) return undefined;
+  const between = collections.slice(1).reduce((sum, c) => sum + c.allocated, 0);
+  const span = collections.at(-1)!.at - collections[0]!.at;
+  return { bytes: between / ((requests * span) / ms), pauseUs: (collections.reduce((sum, c) => sum + c.pause, 0) * 1000) / requests };
+}
+
+/** CPU µs per request of one closed-loop run, and with `--gc` its garbage. */
+async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<{ cpu: number; garbage?: Garbage }> {
   const before = cpuMs(child.pid);
+  const outputBefore = child.output().length;
   const run = await runLoad(child.url, { connections: 32, seconds, requests });
   if (run.failures > 0) throw new Error(`${run.failures} failures`);
-  return ((cpuMs(child.pid) - before) * 1000) / run.requests;
+  const cpu = ((cpuMs(child.pid) - before) * 1000) / run.requests;
+  if (!withGc) return { cpu };
+  return { cpu, garbage: garbageOf(child.output().slice(outputBefore), run.requests, seconds * 1000) };
 }
 
 const servers: Measured[] = [];
@@ -92,6 +128,7 @@ try {
         groupCommit: true,
         sameRows,
         name: sameRows ? 'bare-rows.db' : 'bare.db',
+        nodeArgs: gcArgs,
       });
       servers.push({ name: sameRows ? 'bare-rows' : 'bare', child, gets: self.gets, post: self.post });
       await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
@@ -100,10 +137,16 @@ try {
   }
   for (const s of servers) await runLoad(s.child.url, { connections: 32, seconds: 1, requests: s.gets });
   const figures = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };
+  const garbage = { get: servers.map((): Garbage[] => []), post: servers.map((): Garbage[] => []) };
+  const measure = async (path: 'get' | 'post', i: number) => {
+    const measured = await cpuPerRequest(servers[i]!.child, path === 'get' ? servers[i]!.gets : [servers[i]!.post]);
+    figures[path][i]!.push(measured.cpu);
+    if (measured.garbage) garbage[path][i]!.push(measured.garbage);
+  };
   for (let round = 0; round < rounds; round += 1) {
     const order = servers.map((_, i) => (i + round) % servers.length);
-    for (const i of order) figures.get[i]!.push(await cpuPerRequest(servers[i]!.child, servers[i]!.gets));
-    for (const i of order) figures.post[i]!.push(await cpuPerRequest(servers[i]!.child, [servers[i]!.post]));
+    for (const i of order) await measure('get', i);
+    for (const i of order) await measure('post', i);
     console.log(
       `round ${round + 1}: ${servers.map((s, i) => `${s.name} GET ${figures.get[i]!.at(-1)!.toFixed(0)} POST ${figures.post[i]!.at(-1)!.toFixed(0)}`).join('; ')} µs CPU/request`,
     );
@@ -119,6 +162,16 @@ try {
     console.log(`${label}: ${servers.map((s, i) => `${s.name} ${sorted(figures[path][i]!)[Math.floor(rounds / 2)]!.toFixed(0)} µs`).join(', ')} (medians)`);
     for (let i = 1; i < servers.length; i += 1)
       console.log(`  this ÷ ${servers[i]!.name}, per round: ${quartiles(figures[path][0]!.map((value, round) => value / figures[path][i]![round]!))}`);
+    if (withGc) {
+      const median = (values: number[]) => sorted(values)[Math.floor(values.length / 2)]!;
+      console.log(
+        `  heap bytes allocated per request (medians of the rounds; collection pauses µs per request): ${servers
+          .map(
+            (s, i) => `${s.name} ${median(garbage[path][i]!.map((g) => g.bytes)).toFixed(0)} (${median(garbage[path][i]!.map((g) => g.pauseUs)).toFixed(1)})`,
+          )
+          .join(', ')}`,
+      );
+    }
   }
   console.log(`this = ${ROOT}${other ? `, other = ${other}` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 } finally {

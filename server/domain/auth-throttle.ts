@@ -81,7 +81,15 @@ export class AuthThrottle {
   admitKnownKey(address: string | undefined, keyHash: string): boolean {
     if (address === undefined) return true;
     const group = groupOf(address);
-    const bucket = this.#buckets.get(group) ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
+    const remembered = this.#buckets.get(group);
+    // The usual request (every GET the Action polls with): a key that already authenticated from
+    // this address passes, and nothing is recorded but the bucket's recency; one look-up of the
+    // address, where `#succeededIn` would look it up and search its keys a second time.
+    if (remembered?.goodKeys.includes(keyHash)) {
+      this.#keepRecent(group, remembered, this.#now());
+      return true;
+    }
+    const bucket = remembered ?? (this.#buckets.size >= this.#max ? this.#overflow : undefined);
     if (bucket && !bucket.goodKeys.includes(keyHash) && bucket.tokens.available(this.#now()) < 1) return false;
     this.#succeededIn(group, keyHash);
     return true;
@@ -108,17 +116,21 @@ export class AuthThrottle {
     let bucket = this.#buckets.get(group);
     const now = this.#now();
     if (bucket) {
-      if (now - bucket.placedAt >= REORDER_AFTER_MS) {
-        this.#buckets.delete(group);
-        this.#buckets.set(group, bucket);
-        bucket.placedAt = now;
-      }
+      this.#keepRecent(group, bucket, now);
       return bucket;
     }
     if (this.#buckets.size >= this.#max && !this.#evictOne(evictAny)) return this.#overflow;
     bucket = this.#newBucket(now);
     this.#buckets.set(group, bucket);
     return bucket;
+  }
+
+  /** Moves the address's bucket to the back of the recency order, at most once a `REORDER_AFTER_MS`. */
+  #keepRecent(group: string, bucket: Bucket, now: number): void {
+    if (now - bucket.placedAt < REORDER_AFTER_MS) return;
+    this.#buckets.delete(group);
+    this.#buckets.set(group, bucket);
+    bucket.placedAt = now;
   }
 
   #evictOne(evictAny: boolean): boolean {

@@ -16,36 +16,50 @@ export function requestIdFor(header: string | undefined): string {
   return header !== undefined && ACCEPTED_ID.test(header) ? header : newRequestId();
 }
 
-/** Random bytes for this many ids are drawn at once from the system's generator. */
+/** Random bytes for this many ids are drawn, and their text written, at once. */
 const IDS_PER_DRAW = 256;
 const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
 const randomPool = Buffer.allocUnsafe(16 * IDS_PER_DRAW);
-let poolOffset = randomPool.length;
-const idText = Buffer.allocUnsafe(36);
+const idsText = Buffer.allocUnsafe(36 * IDS_PER_DRAW);
+/** The text of the last draw's ids, one after another; `nextId` is the first not handed out. */
+let ids = '';
+let nextId = IDS_PER_DRAW;
 
 /**
- * A random (version 4) UUID, as `crypto.randomUUID()` makes one, from the same generator: its
- * bytes are drawn in bulk and its text written into one buffer, read out as one string.
- * `crypto.randomUUID()` joins sixteen two-digit strings: about 560 bytes of garbage per id, most of
- * what the GET revision lane's request id cost (bench/fast-lane-cpu.ts), against about 60 here.
+ * A random (version 4) UUID, as `crypto.randomUUID()` makes one, from the same generator: the
+ * bytes of 256 ids are drawn at once and their text written into one buffer, read out as one
+ * string; each id is then a slice of it (V8 makes a slice of 13 characters or more a view of its
+ * string: no copy, no call into C++). `crypto.randomUUID()` joins sixteen two-digit strings: about
+ * 560 bytes of garbage per id; one string per id read out of a buffer was ~60 bytes and a call
+ * into C++ each (0.4% of the server's CPU per GET revision in a `perf` profile,
+ * docs/decisions/hot-paths-round-6.md).
  */
 export function newRequestId(): string {
-  if (poolOffset === randomPool.length) {
-    randomFillSync(randomPool);
-    poolOffset = 0;
+  if (nextId === IDS_PER_DRAW) {
+    ids = drawIds();
+    nextId = 0;
   }
+  const at = nextId * 36;
+  nextId += 1;
+  return ids.slice(at, at + 36);
+}
+
+/** The text of `IDS_PER_DRAW` new ids, one after another. */
+function drawIds(): string {
+  randomFillSync(randomPool);
   let at = 0;
-  for (let i = 0; i < 16; i += 1) {
-    let byte = randomPool[poolOffset + i]!;
-    if (i === 6)
-      byte = (byte & 0x0f) | 0x40; // version 4
-    else if (i === 8) byte = (byte & 0x3f) | 0x80; // the RFC 9562 variant
-    if (i === 4 || i === 6 || i === 8 || i === 10) idText[at++] = 0x2d; // '-'
-    idText[at++] = HEX_DIGITS[byte >> 4]!;
-    idText[at++] = HEX_DIGITS[byte & 0x0f]!;
+  for (let from = 0; from < randomPool.length; from += 16) {
+    for (let i = 0; i < 16; i += 1) {
+      let byte = randomPool[from + i]!;
+      if (i === 6)
+        byte = (byte & 0x0f) | 0x40; // version 4
+      else if (i === 8) byte = (byte & 0x3f) | 0x80; // the RFC 9562 variant
+      if (i === 4 || i === 6 || i === 8 || i === 10) idsText[at++] = 0x2d; // '-'
+      idsText[at++] = HEX_DIGITS[byte >> 4]!;
+      idsText[at++] = HEX_DIGITS[byte & 0x0f]!;
+    }
   }
-  poolOffset += 16;
-  return idText.toString('latin1', 0, 36);
+  return idsText.toString('latin1');
 }
 
 /** The template of the route that serves the request (`/v2/deployments/:deployment_id`), never its path. */

@@ -113,6 +113,23 @@ describe('the throttle table stays bounded whatever the number of addresses', ()
     expect(throttle.admitKnownKey(undefined, 'anything')).toBe(true);
   });
 
+  it('admitKnownKey of a key already good at an address keeps that address recent, as a success does: a full table drops the other', () => {
+    let now = 0;
+    const throttle = new AuthThrottle({ burst: 3, perMinute: 1, maxAddresses: 2, now: () => now });
+    throttle.succeeded('192.0.2.1', 'key');
+    for (let i = 0; i < 3; i += 1) throttle.failed('192.0.2.2');
+    // .1's key is good there: only its recency changes (to the second), later than .2's failures.
+    now += 2_000;
+    expect(throttle.admitKnownKey('192.0.2.1', 'key')).toBe(true);
+    throttle.succeeded('192.0.2.3', 'key');
+    expect(throttle.size).toBe(2);
+    // .2 went (its guesses forgotten), .1 stayed (its key still passes however empty its bucket).
+    expect(() => throttle.admit('192.0.2.2', 'guess')).not.toThrow();
+    for (let i = 0; i < 3; i += 1) throttle.failed('192.0.2.1');
+    expect(throttle.admitKnownKey('192.0.2.1', 'key')).toBe(true);
+    expect(throttle.admitKnownKey('192.0.2.1', 'other')).toBe(false);
+  });
+
   it('a busy client leaves no garbage in the old generation per request (it would bring full collections under load)', () => {
     let now = 0;
     const throttle = new AuthThrottle({ burst: 3, perMinute: 60, maxAddresses: 100, now: () => now });
