@@ -40,6 +40,7 @@ const CLUSTER_SUITES = ['test/cluster/**/*.test.ts'];
 const ALONE_SUITES = ['test/agents/port-race.test.ts'];
 
 const TEST_TIMEOUT_MS = 60_000;
+const CPU_LOG = 'test/setup/cpu-log.ts';
 
 export default defineConfig({
   test: {
@@ -56,6 +57,8 @@ export default defineConfig({
     sequence: { sequencer: SlowFirstSequencer },
     // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
     globalSetup: ['test/setup/postgres-global.ts'],
+    // Each file's CPU and wall time, with TEST_CPU_LOG=<file> (nothing without it).
+    setupFiles: [CPU_LOG],
     projects: [
       // Everything on SQLite (the default backend); the store conformance suite runs both backends itself.
       {
@@ -69,6 +72,7 @@ export default defineConfig({
           include: ALONE_SUITES,
           maxWorkers: 1,
           pool: 'forks',
+          setupFiles: [CPU_LOG],
           testTimeout: TEST_TIMEOUT_MS,
           hookTimeout: TEST_TIMEOUT_MS,
         },

