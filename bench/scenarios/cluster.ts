@@ -20,9 +20,13 @@ const quantile = (values: number[], q: number) => {
   const low = sorted[Math.floor(at)]!;
   return low + (sorted[Math.ceil(at)]! - low) * (at - Math.floor(at));
 };
-/** Rounds and their length unless `--quick`: many short rounds, so a neighbour's burst spoils a few of them, not a fifth of the run. */
-const ROUNDS = 11;
-const ROUND_SECONDS = 2;
+/**
+ * Rounds and their length unless `--quick`: 9 of 4 s. 11 of 2 s held no steadier req/s ratios at
+ * load 25 (their IQR ±25% against ±24% for 4 s) and a noisier CPU per request (a 2 s POST round was
+ * ~100 requests at that load): the CPU ratios' IQR was ±17–22% with 2 s rounds, ±5–9% with 4 s.
+ */
+const ROUNDS = 9;
+const ROUND_SECONDS = 4;
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
 type Target = {
@@ -57,7 +61,7 @@ type WaitSamples = { samples: number; busy: number; byType: Record<string, numbe
  * not with a third of it), PostgreSQL is checkpointed before each round (so a checkpoint's writes do
  * not land in one measure's seconds; nor a vacuum: autovacuum is off on the embedded server and each
  * database is vacuumed and analysed before each round), and each round runs the measures in the other order than the
- * one before, in many short rounds (11 of 2 s; `BENCH_CLUSTER_ROUNDS`, `BENCH_CLUSTER_SECONDS`), the
+ * one before, in 9 rounds of 4 s (`BENCH_CLUSTER_ROUNDS`, `BENCH_CLUSTER_SECONDS`), the
  * pairs whose ratio is judged (bare ÷ 1 process ÷ 3 processes) back to back. Each row says the
  * median of its per-round ratios with their interquartile range and lowest–highest, the same
  * ratio from CPU per request (server processes and PostgreSQL, all its processes, the ended ones
