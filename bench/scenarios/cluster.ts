@@ -13,6 +13,20 @@ import { loadRow, type Row } from '../lib/table.ts';
 let uniqueCounter = 0;
 const unique = (prefix: string) => `${prefix}-${process.pid.toString(36)}-${((uniqueCounter += 1)).toString(36)}`;
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+/** The value at quantile `q` of the values, interpolated between the two nearest (the median and the quartiles). */
+const quantile = (values: number[], q: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (sorted.length - 1) * q;
+  const low = sorted[Math.floor(at)]!;
+  return low + (sorted[Math.ceil(at)]! - low) * (at - Math.floor(at));
+};
+/**
+ * Rounds and their length unless `--quick`: 9 of 4 s. 11 of 2 s held no steadier req/s ratios at
+ * load 25 (their IQR ±25% against ±24% for 4 s) and a noisier CPU per request (a 2 s POST round was
+ * ~100 requests at that load): the CPU ratios' IQR was ±17–22% with 2 s rounds, ±5–9% with 4 s.
+ */
+const ROUNDS = 9;
+const ROUND_SECONDS = 4;
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
 type Target = {
@@ -26,7 +40,9 @@ type Target = {
 };
 type Measure = { target: Target; op: 'get' | 'post' };
 /** One run of a measure, with the CPU its server processes and (on PostgreSQL) the database server spent per request. */
-type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined };
+type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined; waits: WaitSamples | undefined };
+/** PostgreSQL's client backends seen busy (not idle) while a measure ran, sampled from pg_stat_activity, by what they waited on. */
+type WaitSamples = { samples: number; busy: number; byType: Record<string, number> };
 
 /**
  * Throughput across processes: GET revision and POST deployment on (a) SQLite with one process,
@@ -45,9 +61,11 @@ type Run = LoadResult & { serverCpuMs: number; postgresCpuMs: number | undefined
  * not with a third of it), PostgreSQL is checkpointed before each round (so a checkpoint's writes do
  * not land in one measure's seconds; nor a vacuum: autovacuum is off on the embedded server and each
  * database is vacuumed and analysed before each round), and each round runs the measures in the other order than the
- * one before. Each row says the spread (lowest–highest) of its per-round ratios and the CPU per
- * request of the server processes and of PostgreSQL (all its processes, the ended ones too), the
- * figures a loaded machine moves least.
+ * one before, in 9 rounds of 4 s (`BENCH_CLUSTER_ROUNDS`, `BENCH_CLUSTER_SECONDS`), the
+ * pairs whose ratio is judged (bare ÷ 1 process ÷ 3 processes) back to back. Each row says the
+ * median of its per-round ratios with their interquartile range and lowest–highest, the same
+ * ratio from CPU per request (server processes and PostgreSQL, all its processes, the ended ones
+ * too: the figure a loaded machine moves least), and what PostgreSQL's busy backends waited on.
  *
  * `BENCH_CLUSTER_BASE=<another checkout>`: that checkout's server (bundled here) runs beside this
  * one as (b) and (c) on databases of their own, measured in the same rounds: a change's before and
@@ -132,16 +150,11 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       BASELINE_PIPELINE: env.BENCH_BARE_PG_PIPELINE === '0' ? '0' : '1',
     });
     children.push(bare);
+    const pg3Target = await prepare('pg3', 'PostgreSQL, 3 processes', pg3);
+    // In the order measured: each pair whose ratio the issue judges runs back to back (bare, 1 process,
+    // 3 processes), seconds apart whichever way a round goes.
     const targets = [
       await prepare('sqlite', 'SQLite, 1 process', [sqlite]),
-      pg1Target,
-      await prepare('pg3', 'PostgreSQL, 3 processes', pg3),
-      ...(base
-        ? [
-            await prepare('pg1base', `PostgreSQL, 1 process, ${baseRoot}`, [base.pg1]),
-            await prepare('pg3base', `PostgreSQL, 3 processes, ${baseRoot}`, base.pg3),
-          ]
-        : []),
       // The same database, deployments and integration as (b): the same rows read, the same tables written.
       {
         ...pg1Target,
@@ -150,6 +163,14 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
         urls: [bare.url],
         pids: [bare.pid],
       },
+      pg1Target,
+      pg3Target,
+      ...(base
+        ? [
+            await prepare('pg1base', `PostgreSQL, 1 process, ${baseRoot}`, [base.pg1]),
+            await prepare('pg3base', `PostgreSQL, 3 processes, ${baseRoot}`, base.pg3),
+          ]
+        : []),
     ];
 
     const headers = { 'x-api-key': API_KEY };
@@ -165,13 +186,40 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
             },
           ];
     const postgresCpu = () => (postmaster === undefined ? undefined : treeCpuMs(postmaster));
+    /**
+     * Samples what PostgreSQL's busy client backends wait on (every 20 ms, on the admin connection,
+     * until `done`): Lock (a row or advisory lock another transaction holds), LWLock (shared
+     * buffers, WAL insertion), IO, Client (a transaction open while the server prepares its next
+     * statement), none (on CPU). Only one measure runs at a time, so the busy backends are its own.
+     */
+    const sampleWaits = async (done: Promise<unknown>): Promise<WaitSamples> => {
+      const waits: WaitSamples = { samples: 0, busy: 0, byType: {} };
+      let running = true;
+      void done.finally(() => (running = false));
+      while (running) {
+        const rows = await admin!.query<{ type: string; n: string }>(
+          `SELECT coalesce(wait_event_type, 'CPU') AS type, count(*) AS n FROM pg_stat_activity
+            WHERE backend_type = 'client backend' AND state <> 'idle' AND pid <> pg_backend_pid() GROUP BY 1`,
+        );
+        waits.samples += 1;
+        for (const row of rows.rows) {
+          waits.busy += Number(row.n);
+          waits.byType[row.type] = (waits.byType[row.type] ?? 0) + Number(row.n);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      return waits;
+    };
     /** One closed-loop run of the measure: on several processes, one autocannon each, the connections split evenly, run at once. */
     const load = async (m: Measure, seconds: number, urls = m.target.urls): Promise<Run> => {
       const share = (i: number) => Math.floor(settings.connections / urls.length) + (i < settings.connections % urls.length ? 1 : 0);
       const serverBefore = m.target.pids.reduce((n, pid) => n + cpuMs(pid), 0);
       const onPostgres = m.target.key !== 'sqlite';
       const postgresBefore = onPostgres ? postgresCpu() : undefined;
-      const parts = await Promise.all(urls.map((url, i) => runLoad(url, { connections: share(i), seconds, requests: requests(m) })));
+      const running = Promise.all(urls.map((url, i) => runLoad(url, { connections: share(i), seconds, requests: requests(m) })));
+      const sampled = onPostgres && !given ? sampleWaits(running) : undefined;
+      const parts = await running;
+      const waits = await sampled;
       const total = parts.reduce((n, p) => n + p.requests, 0);
       const postgresAfter = onPostgres ? postgresCpu() : undefined;
       return {
@@ -184,6 +232,7 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
         failures: parts.reduce((n, p) => n + p.failures, 0),
         serverCpuMs: (m.target.pids.reduce((n, pid) => n + cpuMs(pid), 0) - serverBefore) / total,
         postgresCpuMs: postgresBefore === undefined || postgresAfter === undefined ? undefined : (postgresAfter - postgresBefore) / total,
+        waits,
       };
     };
 
@@ -195,7 +244,10 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     // The embedded server is this run's own: autovacuum off for the rounds (vacuumed between them instead).
     if (!given) await admin.query('ALTER SYSTEM SET autovacuum = off').then(() => admin!.query('SELECT pg_reload_conf()'));
     const rounds = new Map<string, Run[]>(measures.map((m) => [name(m), []]));
-    for (let round = 0; round < settings.runs; round += 1) {
+    const roundCount = settings.quick ? settings.runs : Math.max(settings.runs, Number(env.BENCH_CLUSTER_ROUNDS ?? ROUNDS));
+    const roundSeconds = settings.quick ? settings.seconds : Number(env.BENCH_CLUSTER_SECONDS ?? ROUND_SECONDS);
+    log(`cluster: ${roundCount} rounds of ${roundSeconds} s per measure`);
+    for (let round = 0; round < roundCount; round += 1) {
       // Each database vacuumed and analysed between rounds, where autovacuum would start one at a
       // moment of its own choosing, inside one measure's seconds (the rounds write thousands of rows).
       for (const url of databases) {
@@ -206,21 +258,50 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       await admin.query('CHECKPOINT');
       // Results are stored by measure, so the order of a round only decides who follows whom.
       const order = round % 2 === 0 ? measures : [...measures].reverse();
-      for (const m of order) rounds.get(name(m))!.push(await load(m, settings.seconds));
-      log(`  round ${round + 1}/${settings.runs}: ${measures.map((m) => `${name(m)} ${Math.round(rounds.get(name(m))!.at(-1)!.rps)}`).join(', ')} req/s`);
+      for (const m of order) rounds.get(name(m))!.push(await load(m, roundSeconds));
+      log(`  round ${round + 1}/${roundCount}: ${measures.map((m) => `${name(m)} ${Math.round(rounds.get(name(m))!.at(-1)!.rps)}`).join(', ')} req/s`);
     }
     const closed = (m: Measure): Run => {
       const runs = rounds.get(name(m))!;
       const sorted = [...runs].sort((a, b) => a.rps - b.rps);
       return { ...sorted[Math.floor(sorted.length / 2)]!, failures: runs.reduce((n, r) => n + r.failures, 0) };
     };
-    /** Median over rounds of this measure / the same operation on `base`, each pair taken seconds apart, with the lowest and highest. */
+    /**
+     * Median over rounds of this measure ÷ the same operation on `base`, each pair taken seconds
+     * apart, with its interquartile range, that range as ± of the median (the spread issue 40's
+     * "±10%" is judged by: half the rounds fall inside it), and the lowest and highest.
+     */
+    const spreadOf = (each: number[]) => {
+      const [q1, mid, q3] = [0.25, 0.5, 0.75].map((q) => quantile(each, q)) as [number, number, number];
+      const plusMinus = Math.max(mid - q1, q3 - mid) / mid;
+      return `${pct(mid)} (IQR ${pct(q1)}–${pct(q3)}, ±${Math.round(plusMinus * 100)}%; ${pct(Math.min(...each))}–${pct(Math.max(...each))})`;
+    };
     const ratio = (m: Measure, base: Target['key']) => {
       const b = rounds.get(`${m.op}:${base}`)!;
-      const each = rounds.get(name(m))!.map((r, i) => r.rps / b[i]!.rps);
-      return `${pct(median(each))} (${pct(Math.min(...each))}–${pct(Math.max(...each))})`;
+      return spreadOf(rounds.get(name(m))!.map((r, i) => r.rps / b[i]!.rps));
+    };
+    /**
+     * The same ratio from CPU: `base`'s CPU per request (its server and PostgreSQL) ÷ this
+     * measure's, per round. The throughput two servers would have on the same cores if CPU bound
+     * them, and what a neighbour's load moves least (it steals time, not instructions).
+     */
+    const cpuRatio = (m: Measure, base: Target['key']) => {
+      const b = rounds.get(`${m.op}:${base}`)!;
+      const total = (r: Run) => r.serverCpuMs + (r.postgresCpuMs ?? 0);
+      return spreadOf(rounds.get(name(m))!.map((r, i) => total(b[i]!) / total(r)));
     };
     const pct = (value: number) => `${Math.round(value * 100)}%`;
+    /** What the busy backends waited on, summed over the rounds: the mean busy count and each kind's share. */
+    const waitsOf = (m: Measure) => {
+      const runs = rounds.get(name(m))!.flatMap((r) => (r.waits ? [r.waits] : []));
+      if (runs.length === 0) return '';
+      const samples = runs.reduce((n, w) => n + w.samples, 0);
+      const busy = runs.reduce((n, w) => n + w.busy, 0);
+      const byType = new Map<string, number>();
+      for (const w of runs) for (const [type, n] of Object.entries(w.byType)) byType.set(type, (byType.get(type) ?? 0) + n);
+      const shares = [...byType].sort((a, b) => b[1] - a[1]).map(([type, n]) => `${type} ${pct(n / Math.max(1, busy))}`);
+      return `; PostgreSQL backends busy ${(busy / Math.max(1, samples)).toFixed(1)} on average (${samples} samples), waiting on: ${shares.join(', ')}`;
+    };
     const cpu = (m: Measure) => {
       const runs = rounds.get(name(m))!;
       const server = median(runs.map((r) => r.serverCpuMs));
@@ -229,9 +310,10 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     };
     const vs: Record<Target['key'], (m: Measure) => string> = {
       sqlite: () => '100% (the reference)',
-      pg1: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server${base ? `; ${ratio(m, 'pg1base')} of the base's` : ''}`,
+      pg1: (m) =>
+        `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server (from CPU per request: ${cpuRatio(m, 'bare')})${base ? `; ${ratio(m, 'pg1base')} of the base's` : ''}`,
       pg3: (m) =>
-        `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process${base ? `; ${ratio(m, 'pg3base')} of the base's` : ''}`,
+        `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1')} of PostgreSQL 1 process (1 process's CPU per request ÷ this: ${cpuRatio(m, 'pg1')})${base ? `; ${ratio(m, 'pg3base')} of the base's` : ''}`,
       pg1base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'bare')} of the bare pg server`,
       pg3base: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process; ${ratio(m, 'pg1base')} of the base's 1 process`,
       bare: (m) => `${ratio(m, 'sqlite')} of SQLite 1 process`,
@@ -241,7 +323,7 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       const spread = m.target.urls.length > 1 ? 'load split over the 3 processes; latencies: the worst process; ' : '';
       return loadRow(title, closed(m), {
         ratio: vs[m.target.key](m),
-        note: `${spread}${cpu(m)}${closed(m).failures ? `; ${closed(m).failures} failed responses` : ''}`,
+        note: `${spread}${cpu(m)}${waitsOf(m)}${closed(m).failures ? `; ${closed(m).failures} failed responses` : ''}`,
       });
     });
   } finally {

@@ -65,21 +65,25 @@ export class StatusCalls {
    * One content-creating call, unless already made: recorded before (so a crash mid-call is
    * known) and after (so it is never made again). Answers false when GitHub refused it for good
    * (logged; the event goes on), throws TryLater when it should be tried again.
+   *
+   * The record before is a row of its own (`<state>:sending` in github_sent), not the event's
+   * outcome: a retry rewrites the outcome, so a check of GitHub's list that failed after a crash
+   * (a 503, a timeout) used to forget the call was under way, and the next attempt made it again.
    */
   async once(event: OutboxEvent, target: Target, made: StatusCall): Promise<boolean> {
     const { github, clock, log } = this.#deps;
     const { revisionId, call, state, request } = made;
     if (await github.wasSent(revisionId, call, state)) return true;
-    const marker = `sending ${revisionId} ${call} ${state}`;
-    if (event.outcome === marker && (await this.#safely(target, made.alreadyThere))) {
+    const sending = `${state}:sending`;
+    if ((await github.wasSent(revisionId, call, sending)) && (await this.#safely(target, made.alreadyThere))) {
       await github.markSent(revisionId, call, state, clock.now());
       return true;
     }
-    await github.noteEvent(event.id, marker);
-    event.outcome = marker;
     await this.paced(target);
     try {
-      const answer = await this.#deps.api.request({ ...request, auth: { kind: 'token', token: await this.#token(target) } });
+      const token = await this.#token(target);
+      await github.markSent(revisionId, call, sending, clock.now());
+      const answer = await this.#deps.api.request({ ...request, auth: { kind: 'token', token } });
       made.onAnswer?.(answer);
     } catch (error) {
       if (error instanceof GithubApiError && error.status === 422 && /maximum number of statuses/i.test(error.message)) {

@@ -105,8 +105,6 @@ export interface GithubStore {
    * event only waits its turn (the installation's pace), which is no failed attempt.
    */
   retryEvent(id: number, nextAttemptAt: string, outcome: string, failedAttempt?: boolean): Promise<void>;
-  /** Records what the sender is about to do (a call under way), without making the event due later. */
-  noteEvent(id: number, outcome: string): Promise<void>;
   /** Forgets events sent before `sentBefore` and setup states expired before `now`; answers the rows removed. */
   prune(sentBefore: string, now: string): Promise<number>;
   /** Unsent events, all revisions (tests and the health of the sender). */
@@ -298,10 +296,6 @@ export class SqlGithubStore extends SqlStore implements GithubStore {
       outcome,
       id,
     ]);
-  }
-
-  async noteEvent(id: number, outcome: string): Promise<void> {
-    await this.sql.run('UPDATE github_outbox SET outcome = ? WHERE id = ?', [outcome, id]);
   }
 
   async prune(sentBefore: string, now: string): Promise<number> {

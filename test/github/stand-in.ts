@@ -479,7 +479,8 @@ export class GithubStandIn {
           sha: String(json.ref),
           ref: String(json.ref),
           task: 'deploy',
-          payload: {},
+          // GitHub answers the payload it was given (the server finds a deployment again by it after a crash).
+          payload: json.payload ?? {},
           environment: String(json.environment ?? 'production'),
           description: (json.description as string | null) ?? null,
           creator: botUser(this.slug),

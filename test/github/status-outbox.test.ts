@@ -178,19 +178,29 @@ describe('revision changes reach GitHub through the durable outbox', () => {
     expect(github.problems()).toEqual([]);
   });
 
-  it('never sends a call twice when the server dies after GitHub took it but before it heard the answer', async () => {
-    const deployment = await create(uniqueName('midcall'));
-    // GitHub creates the deployment and its first status, but the answers come too late for this server.
+  it('never sends a call twice when the server dies after GitHub took it but before it heard the answer, even when its first look at GitHub fails', async () => {
+    // A branch of its own, the creation's statuses sent: the push reaches this deployment alone, and the
+    // slowed call is its revision's (after other cases, a push to main makes a revision in each of theirs).
+    const deployment = await create(uniqueName('midcall'), 'midcall');
+    await outboxDrained();
+    // GitHub creates the deployment, but the answer comes too late for this server.
     github.slow({ method: 'POST', path: /\/deployments$/, delayMs: 60_000 });
-    const cut = await push(deployment.id);
-    await eventually(async () => (github.deployments.some((d) => d.body.ref === cut.after) ? true : undefined), 20_000, 50);
+    const cut = await push(deployment.id, 'refs/heads/midcall');
+    const made = () => github.deployments.filter((d) => (d.body.payload as { revision_id?: string } | undefined)?.revision_id === cut.revision.id);
+    await eventually(async () => (made().length > 0 ? true : undefined), 20_000, 50);
     await server.kill('SIGKILL');
     github.clearFaults();
+    const callsBefore = github.exchanges.length;
+    // The restarted server's first look at GitHub's list of deployments fails: it must look again, not create again.
+    github.fail({ method: 'GET', path: /\/deployments$/, status: 503, times: 1 });
     server = await server.restart(env());
     api = apiClient(server.url, server.apiKey);
     await revisionReaches(api, deployment.id, cut.revision.id, ['DEPLOYED'], 30_000);
     await outboxDrained();
-    // One GitHub deployment, found again by the revision id in its payload, with each state once.
+    const lists = github.exchanges.slice(callsBefore).filter((e) => e.method === 'GET' && /\/deployments$/.test(e.path));
+    expect(lists.map((e) => e.status)).toEqual([503, 200]);
+    // One GitHub deployment for the revision, found again by the revision id in its payload, with each state once.
+    expect(made()).toHaveLength(1);
     expect(deploymentStates(cut.after, deployment.name)).toEqual([['in_progress', 'success']]);
     expect(commitStates(cut.after, `deploy/${deployment.name}`)).toEqual(['pending', 'success']);
     expect(github.problems()).toEqual([]);
