@@ -260,8 +260,9 @@ export class LiveServers {
       : null;
     const base = command || this.#o.sandbox === 'none' ? this.#setup.unsandboxedEnv() : this.#setup.serverEnv();
     if (!command && this.#o.sandbox === 'none') this.#setup.compileCacheFolder(deploymentId, cwd);
-    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd)), ...secrets };
-    const paths = { ...this.#setup.serverPaths(), checkoutModules: key ? storedPackages(this.#o.workDir, deploymentId, key) : null };
+    const stored = key ? storedPackages(this.#o.workDir, deploymentId, key) : null;
+    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd, stored && key ? { key, dir: stored } : null)), ...secrets };
+    const paths = { ...this.#setup.serverPaths(), checkoutModules: stored };
     try {
       return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#o.startTimeoutMs, signal, onLine });
     } catch (error) {

@@ -44,13 +44,16 @@ const rev = readdirSync(join(workDir, dep)).find((d: string) => /^[0-9a-f-]{36}$
 const buildDir = join(workDir, dep, rev);
 const _t0 = performance.now();
 const rounds = Number(process.env.N ?? 3);
+// CPU_PROF=1: the server writes a --cpu-prof of its start into the deployment's state folder (the
+// one folder of its own it may write), through NODE_OPTIONS given as a secret (what reaches its environment).
+const secrets = process.env.CPU_PROF ? [{ name: 'NODE_OPTIONS', value: '--cpu-prof --cpu-prof-dir=.langgraph_api' }] : [];
 for (let i = 0; i < rounds; i++) {
   const start = performance.now();
   const stamps: string[] = [];
   const server = await servers.startServer(
     dep,
     buildDir,
-    { id: rev, graph_config_path: null, secrets: [], resource_spec: null } as any,
+    { id: rev, graph_config_path: null, secrets, resource_spec: null } as any,
     (line: any) => stamps.push(`${(performance.now() - start).toFixed(0)} ${line.message.slice(0, 60)}`),
     new AbortController().signal,
   );
