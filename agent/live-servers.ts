@@ -261,7 +261,9 @@ export class LiveServers {
     const base = command || this.#o.sandbox === 'none' ? this.#setup.unsandboxedEnv() : this.#setup.serverEnv();
     if (!command && this.#o.sandbox === 'none') this.#setup.compileCacheFolder(deploymentId, cwd);
     const stored = key ? storedPackages(this.#o.workDir, deploymentId, key) : null;
-    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd, stored && key ? { key, dir: stored } : null)), ...secrets };
+    // The packages' resolutions are kept only where the stored packages are what the server sees at node_modules: bound there by the sandbox.
+    const kept = stored && key && this.#setup.sandboxed() ? { key, dir: stored } : null;
+    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd, kept)), ...secrets };
     const paths = { ...this.#setup.serverPaths(), checkoutModules: stored };
     try {
       return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#o.startTimeoutMs, signal, onLine });
