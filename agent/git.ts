@@ -27,7 +27,10 @@ export async function checkoutSource(
   };
   // Values from the work item are never read as options: --end-of-options, and a commit must be hex.
   if (source.commit_sha && !/^[0-9a-f]{7,64}$/i.test(source.commit_sha)) throw new Error(`'${source.commit_sha}' is not a commit id`);
-  await git(`clone --quiet --end-of-options ${quote(source.repo_url)} ${quote(dir)}`, '/');
+  // Where a commit or a ref is checked out next, the clone writes no files of its own (the default
+  // branch's tree, which the checkout would then rewrite): one checkout of the tree, not two.
+  const noCheckout = source.commit_sha || source.ref ? '--no-checkout ' : '';
+  await git(`clone --quiet ${noCheckout}--end-of-options ${quote(source.repo_url)} ${quote(dir)}`, '/');
   if (source.commit_sha) {
     await git(`checkout --quiet --detach ${quote(source.commit_sha)}`, dir);
   } else if (source.ref) {

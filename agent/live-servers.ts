@@ -260,8 +260,11 @@ export class LiveServers {
       : null;
     const base = command || this.#o.sandbox === 'none' ? this.#setup.unsandboxedEnv() : this.#setup.serverEnv();
     if (!command && this.#o.sandbox === 'none') this.#setup.compileCacheFolder(deploymentId, cwd);
-    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd)), ...secrets };
-    const paths = { ...this.#setup.serverPaths(), checkoutModules: key ? storedPackages(this.#o.workDir, deploymentId, key) : null };
+    const stored = key ? storedPackages(this.#o.workDir, deploymentId, key) : null;
+    // The packages' resolutions are kept only where the stored packages are what the server sees at node_modules: bound there by the sandbox.
+    const kept = stored && key && this.#setup.sandboxed() ? { key, dir: stored } : null;
+    const env = { ...base, ...(command ? {} : this.#setup.compileCacheEnv(cwd, kept)), ...secrets };
+    const paths = { ...this.#setup.serverPaths(), checkoutModules: stored };
     try {
       return await startAgentServer({ buildDir, cwd, config, command, paths, env, sandbox, channel, timeoutMs: this.#o.startTimeoutMs, signal, onLine });
     } catch (error) {

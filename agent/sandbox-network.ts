@@ -66,8 +66,11 @@ export function inNetworkNamespace(inner: string[], policy: EgressPolicy, pasta:
   const refused = [...REFUSED_RANGES, ...hostAddresses()];
   const script = [
     'set -e',
-    ...refused.map((cidr) => `ip route add unreachable ${cidr}`),
-    'gw=$(ip -4 route show default | sed -n "s/^default via \\([^ ]*\\).*/\\1/p")',
+    // One `ip` for all of them (it stops at the first that fails, and fails): one process started
+    // instead of one per range, before every sandboxed command (an agent server's start among them).
+    `printf '%s\\n' ${refused.map((cidr) => `'route add unreachable ${cidr}'`).join(' ')} | ip -batch -`,
+    // The gateway is looked up only for allowed ranges (two more processes otherwise).
+    ...(policy.allow.length > 0 ? ['gw=$(ip -4 route show default | sed -n "s/^default via \\([^ ]*\\).*/\\1/p")'] : []),
     ...policy.allow.map((cidr) => `ip route replace ${cidr} via "$gw"`),
     'exec "$@"',
   ].join('\n');

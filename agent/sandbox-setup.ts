@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdirSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -186,9 +186,24 @@ export class SandboxSetup {
     return { ...this.#baseEnv(), NODE_ENV: 'production', LOG_JSON: 'true', LOG_LEVEL: 'info' };
   }
 
-  /** Where a server started in `cwd` keeps what Node compiled: the deployment's compile cache, as it appears in the checkout. */
-  compileCacheEnv(cwd: string): Record<string, string> {
-    return { NODE_COMPILE_CACHE: join(cwd, COMPILE_CACHE_IN_CHECKOUT), NODE_COMPILE_CACHE_PORTABLE: '1' };
+  /**
+   * Where a server started in `cwd` keeps what Node compiled: the deployment's compile cache, as it
+   * appears in the checkout. With `stored` (the lock file's stored packages, bound read-only at
+   * its node_modules), where its preload keeps the packages' own resolutions too, in the same
+   * folder, and what they belong to: the packages' key and the stored folder's identity (a store
+   * made again for the same key starts its file anew).
+   */
+  compileCacheEnv(cwd: string, stored: { key: string; dir: string } | null = null): Record<string, string> {
+    const cache = join(cwd, COMPILE_CACHE_IN_CHECKOUT);
+    const env: Record<string, string> = { NODE_COMPILE_CACHE: cache, NODE_COMPILE_CACHE_PORTABLE: '1' };
+    if (!stored) return env;
+    try {
+      env.AGENT_RESOLUTIONS_KEY = `${stored.key}.${statSync(stored.dir).ino}`;
+      env.AGENT_RESOLUTIONS_FILE = join(cache, RESOLUTIONS_FILE);
+    } catch {
+      // The store is gone (pruned meanwhile): nothing to keep resolutions for.
+    }
+    return env;
   }
 
   /** `--sandbox none` and container engines: the agent's environment, its token removed, its own Node first on PATH. */
@@ -231,6 +246,8 @@ export const SERVER_PRELOAD = fileURLToPath(new URL('./server-preload.mjs', impo
 export const SANDBOX_SERVER_PRELOAD = '/opt/agent/server-preload.mjs';
 /** Where a deployment's compile cache appears in its checkout (the server's working folder). */
 export const COMPILE_CACHE_IN_CHECKOUT = '.node-compile-cache';
+/** The file in a deployment's compile cache where its servers' preload keeps the packages' resolutions (server-preload.mjs). */
+export const RESOLUTIONS_FILE = 'resolutions.json';
 
 /** The agent's own node_modules (where its LangGraph CLI and API server are), or null. */
 export function agentModules(): string | null {
