@@ -49246,7 +49246,6 @@ function date4(params) {
 var builtCount = 0;
 // @__NO_SIDE_EFFECTS__
 function lazySchema(build) {
-  const schema = /* @__PURE__ */ Object.create(null);
   let state = "waiting";
   const materialize = () => {
     if (state === "built") return schema;
@@ -49263,8 +49262,7 @@ function lazySchema(build) {
     builtCount += 1;
     return schema;
   };
-  Object.setPrototypeOf(
-    schema,
+  const schema = Object.create(
     new Proxy(/* @__PURE__ */ Object.create(null), {
       get: (_, key) => Reflect.get(materialize(), key),
       has: (_, key) => Reflect.has(materialize(), key),

@@ -30,7 +30,6 @@ export function lazySchemasBuilt(): number {
  */
 /* @__NO_SIDE_EFFECTS__ */
 export function lazySchema<T extends z.core.$ZodType>(build: () => T): T {
-  const schema = Object.create(null) as T;
   let state: 'waiting' | 'building' | 'built' = 'waiting';
   const materialize = (): T => {
     if (state === 'built') return schema;
@@ -48,8 +47,9 @@ export function lazySchema<T extends z.core.$ZodType>(build: () => T): T {
     builtCount += 1;
     return schema;
   };
-  Object.setPrototypeOf(
-    schema,
+  // Made with its prototype rather than given one afterwards: V8 keeps an object made without a
+  // prototype (Object.create(null)) as a dictionary, and every parse reads the schema's properties.
+  const schema: T = Object.create(
     new Proxy(Object.create(null), {
       get: (_, key) => Reflect.get(materialize(), key),
       has: (_, key) => Reflect.has(materialize(), key),
