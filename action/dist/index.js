@@ -49242,35 +49242,73 @@ function date4(params) {
   return _coercedDate(ZodDate, params);
 }
 
-// shared/schemas/common.ts
-var Uuid = external_exports.uuid().toLowerCase();
-var Timestamp = external_exports.iso.datetime();
-var ResourceName = external_exports.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
-  message: "Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit"
-});
-function page(item) {
-  return external_exports.object({ resources: external_exports.array(item), offset: external_exports.int() });
+// shared/schemas/lazy.ts
+var builtCount = 0;
+// @__NO_SIDE_EFFECTS__
+function lazySchema(build) {
+  let state = "waiting";
+  const materialize = () => {
+    if (state === "built") return schema;
+    if (state === "building") throw new Error("A lazySchema was read while it was being built (it refers to itself: use z.lazy)");
+    state = "building";
+    const built = build();
+    const { constr, def, parent } = built._zod;
+    Object.setPrototypeOf(schema, constr.prototype);
+    constr.call(schema, def);
+    if (parent !== void 0) schema._zod.parent = parent;
+    const meta3 = external_exports.globalRegistry.get(built);
+    if (meta3 !== void 0) external_exports.globalRegistry.add(schema, meta3);
+    state = "built";
+    builtCount += 1;
+    return schema;
+  };
+  const schema = Object.create(
+    new Proxy(/* @__PURE__ */ Object.create(null), {
+      get: (_, key) => Reflect.get(materialize(), key),
+      has: (_, key) => Reflect.has(materialize(), key),
+      set: (_, key, value) => Reflect.set(materialize(), key, value)
+    })
+  );
+  return schema;
 }
-var PageQuery = external_exports.object({
-  limit: external_exports.coerce.number().int().min(1).max(100).default(20),
-  offset: external_exports.coerce.number().int().min(0).default(0)
-});
-var ErrorDetail = external_exports.object({ detail: external_exports.string() });
-var ValidationIssue = external_exports.object({
-  loc: external_exports.array(external_exports.union([external_exports.string(), external_exports.int()])),
-  msg: external_exports.string(),
-  type: external_exports.string()
-});
-var HTTPValidationError = external_exports.object({ detail: external_exports.array(ValidationIssue) });
+
+// shared/schemas/common.ts
+var Uuid = lazySchema(() => external_exports.uuid().toLowerCase());
+var Timestamp = lazySchema(() => external_exports.iso.datetime());
+var ResourceName = lazySchema(
+  () => external_exports.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, {
+    message: "Name must be 1-63 characters of letters, digits, - and _, starting with a letter or digit"
+  })
+);
+function page(item) {
+  return lazySchema(() => external_exports.object({ resources: external_exports.array(item), offset: external_exports.int() }));
+}
+var PageQuery = lazySchema(
+  () => external_exports.object({
+    limit: external_exports.coerce.number().int().min(1).max(100).default(20),
+    offset: external_exports.coerce.number().int().min(0).default(0)
+  })
+);
+var ErrorDetail = lazySchema(() => external_exports.object({ detail: external_exports.string() }));
+var ValidationIssue = lazySchema(
+  () => external_exports.object({
+    loc: external_exports.array(external_exports.union([external_exports.string(), external_exports.int()])),
+    msg: external_exports.string(),
+    type: external_exports.string()
+  })
+);
+var HTTPValidationError = lazySchema(() => external_exports.object({ detail: external_exports.array(ValidationIssue) }));
 
 // shared/schemas/resource-spec.ts
 var DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 var C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-var DnsLabel = external_exports.string({ error: "name must be a string" }).max(63, { error: "name must be at most 63 characters (a DNS label)" }).regex(DNS_LABEL, {
-  error: "name must be a DNS label: a-z, 0-9 and -, starting and ending with a letter or digit"
-});
-var FreeForm = external_exports.record(external_exports.string(), external_exports.unknown());
-var StringMap = external_exports.record(external_exports.string(), external_exports.string());
+var DnsLabel = lazySchema(
+  () => external_exports.string({ error: "name must be a string" }).max(63, { error: "name must be at most 63 characters (a DNS label)" }).regex(DNS_LABEL, {
+    error: "name must be a DNS label: a-z, 0-9 and -, starting and ending with a letter or digit"
+  })
+);
+var FreeForm = lazySchema(() => external_exports.record(external_exports.string(), external_exports.unknown()));
+var StringMap = lazySchema(() => external_exports.record(external_exports.string(), external_exports.string()));
 function count(field) {
   return external_exports.int({ error: `${field} must be a whole number` }).min(0, { error: `${field} must be 0 or more` }).nullish();
 }
@@ -49283,60 +49321,72 @@ function unused(field) {
 function formatPath(path6) {
   return path6.map((part, i) => typeof part === "number" ? `[${part}]` : i === 0 ? part : `.${part}`).join("");
 }
-var LocalObjectReference = external_exports.strictObject({
-  name: external_exports.string({ error: "name must be a string" }).min(1, { error: "name must not be empty" })
-});
-var Volume = external_exports.strictObject({
-  name: DnsLabel.optional(),
-  configMap: FreeForm.nullish(),
-  secret: FreeForm.nullish(),
-  emptyDir: FreeForm.nullish(),
-  persistentVolumeClaim: FreeForm.nullish(),
-  nfs: FreeForm.nullish(),
-  projected: FreeForm.nullish(),
-  downwardAPI: FreeForm.nullish(),
-  csi: FreeForm.nullish()
-});
-var VolumeMount = external_exports.strictObject({
-  name: external_exports.string({ error: "name must be a string" }).min(1, { error: "name must not be empty" }),
-  mountPath: external_exports.string({ error: "mountPath must be a string" }).min(1, { error: "mountPath must not be empty" }),
-  subPath: external_exports.string({ error: "subPath must be a string" }).nullish(),
-  mountPropagation: external_exports.string({ error: "mountPropagation must be a string" }).nullish(),
-  subPathExpr: external_exports.string({ error: "subPathExpr must be a string" }).nullish(),
-  readOnly: external_exports.boolean({ error: "readOnly must be true or false" }).nullish()
-});
-var EnvVar = external_exports.strictObject({
-  name: external_exports.string({ error: "name must be a string" }).regex(C_IDENTIFIER, { error: "name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)" }),
-  value: external_exports.string({ error: "value must be a string" }).nullish(),
-  valueFrom: FreeForm.nullish()
-}).superRefine((env, ctx) => {
-  if (env.valueFrom != null && env.value != null && env.value !== "") {
-    ctx.addIssue({
-      code: "custom",
-      message: `valueFrom cannot be used for env var '${env.name}' because its value is not empty; set one or the other`,
-      path: ["valueFrom"]
-    });
-  }
-});
-var ResourceRequirements = external_exports.strictObject({
-  limits: StringMap.nullish(),
-  requests: StringMap.nullish()
-});
-var Container = external_exports.strictObject({
-  name: DnsLabel,
-  image: external_exports.string({ error: "image must be a string" }).min(1, { error: "image must not be empty" }),
-  imagePullPolicy: external_exports.enum(["Always", "Never", "IfNotPresent"], { error: "imagePullPolicy must be one of Always, Never, IfNotPresent" }).nullish(),
-  command: external_exports.array(external_exports.string({ error: "command items must be strings" })).nullish(),
-  args: external_exports.array(external_exports.string({ error: "args items must be strings" })).nullish(),
-  workingDir: external_exports.string({ error: "workingDir must be a string" }).nullish(),
-  env: external_exports.array(EnvVar).nullish(),
-  envFrom: external_exports.array(FreeForm).nullish(),
-  resources: ResourceRequirements.nullish(),
-  volumeMounts: external_exports.array(VolumeMount).nullish(),
-  securityContext: FreeForm.nullish(),
-  // Always on an init container is what makes it a native sidecar in Kubernetes.
-  restartPolicy: external_exports.enum(["Always", "OnFailure"], { error: "restartPolicy must be one of Always, OnFailure" }).nullish()
-});
+var LocalObjectReference = lazySchema(
+  () => external_exports.strictObject({
+    name: external_exports.string({ error: "name must be a string" }).min(1, { error: "name must not be empty" })
+  })
+);
+var Volume = lazySchema(
+  () => external_exports.strictObject({
+    name: DnsLabel.optional(),
+    configMap: FreeForm.nullish(),
+    secret: FreeForm.nullish(),
+    emptyDir: FreeForm.nullish(),
+    persistentVolumeClaim: FreeForm.nullish(),
+    nfs: FreeForm.nullish(),
+    projected: FreeForm.nullish(),
+    downwardAPI: FreeForm.nullish(),
+    csi: FreeForm.nullish()
+  })
+);
+var VolumeMount = lazySchema(
+  () => external_exports.strictObject({
+    name: external_exports.string({ error: "name must be a string" }).min(1, { error: "name must not be empty" }),
+    mountPath: external_exports.string({ error: "mountPath must be a string" }).min(1, { error: "mountPath must not be empty" }),
+    subPath: external_exports.string({ error: "subPath must be a string" }).nullish(),
+    mountPropagation: external_exports.string({ error: "mountPropagation must be a string" }).nullish(),
+    subPathExpr: external_exports.string({ error: "subPathExpr must be a string" }).nullish(),
+    readOnly: external_exports.boolean({ error: "readOnly must be true or false" }).nullish()
+  })
+);
+var EnvVar = lazySchema(
+  () => external_exports.strictObject({
+    name: external_exports.string({ error: "name must be a string" }).regex(C_IDENTIFIER, { error: "name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)" }),
+    value: external_exports.string({ error: "value must be a string" }).nullish(),
+    valueFrom: FreeForm.nullish()
+  }).superRefine((env, ctx) => {
+    if (env.valueFrom != null && env.value != null && env.value !== "") {
+      ctx.addIssue({
+        code: "custom",
+        message: `valueFrom cannot be used for env var '${env.name}' because its value is not empty; set one or the other`,
+        path: ["valueFrom"]
+      });
+    }
+  })
+);
+var ResourceRequirements = lazySchema(
+  () => external_exports.strictObject({
+    limits: StringMap.nullish(),
+    requests: StringMap.nullish()
+  })
+);
+var Container = lazySchema(
+  () => external_exports.strictObject({
+    name: DnsLabel,
+    image: external_exports.string({ error: "image must be a string" }).min(1, { error: "image must not be empty" }),
+    imagePullPolicy: external_exports.enum(["Always", "Never", "IfNotPresent"], { error: "imagePullPolicy must be one of Always, Never, IfNotPresent" }).nullish(),
+    command: external_exports.array(external_exports.string({ error: "command items must be strings" })).nullish(),
+    args: external_exports.array(external_exports.string({ error: "args items must be strings" })).nullish(),
+    workingDir: external_exports.string({ error: "workingDir must be a string" }).nullish(),
+    env: external_exports.array(EnvVar).nullish(),
+    envFrom: external_exports.array(FreeForm).nullish(),
+    resources: ResourceRequirements.nullish(),
+    volumeMounts: external_exports.array(VolumeMount).nullish(),
+    securityContext: FreeForm.nullish(),
+    // Always on an init container is what makes it a native sidecar in Kubernetes.
+    restartPolicy: external_exports.enum(["Always", "OnFailure"], { error: "restartPolicy must be one of Always, OnFailure" }).nullish()
+  })
+);
 var ORDERED_PAIRS = [
   ["min_scale", "max_scale"],
   ["queue_min_scale", "queue_max_scale"],
@@ -49349,183 +49399,203 @@ var ORDERED_PAIRS = [
   ["redis_cpu", "redis_cpu_limit"],
   ["redis_memory_mb", "redis_memory_limit_mb"]
 ];
-var ResourceSpec = external_exports.strictObject({
-  min_scale: count("min_scale"),
-  max_scale: count("max_scale"),
-  cpu: cores("cpu"),
-  cpu_limit: cores("cpu_limit"),
-  memory_mb: count("memory_mb"),
-  memory_limit_mb: count("memory_limit_mb"),
-  queue_min_scale: count("queue_min_scale"),
-  queue_max_scale: count("queue_max_scale"),
-  queue_cpu: cores("queue_cpu"),
-  queue_cpu_limit: cores("queue_cpu_limit"),
-  queue_memory_mb: count("queue_memory_mb"),
-  queue_memory_limit_mb: count("queue_memory_limit_mb"),
-  orchestrator_cpu: cores("orchestrator_cpu").describe("orchestrator_cpu is present in the interface but not to be used; it is stored and ignored."),
-  orchestrator_cpu_limit: cores("orchestrator_cpu_limit").describe(
-    "orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored."
-  ),
-  orchestrator_memory_mb: unused("orchestrator_memory_mb"),
-  orchestrator_memory_limit_mb: unused("orchestrator_memory_limit_mb"),
-  orchestrator_min_scale: unused("orchestrator_min_scale"),
-  orchestrator_max_scale: unused("orchestrator_max_scale"),
-  executor_cpu: cores("executor_cpu").describe("executor_cpu is present in the interface but not to be used; it is stored and ignored."),
-  executor_cpu_limit: cores("executor_cpu_limit").describe("executor_cpu_limit is present in the interface but not to be used; it is stored and ignored."),
-  executor_memory_mb: unused("executor_memory_mb"),
-  executor_memory_limit_mb: unused("executor_memory_limit_mb"),
-  redis_memory_mb: count("redis_memory_mb"),
-  redis_cpu: cores("redis_cpu"),
-  redis_cpu_limit: cores("redis_cpu_limit"),
-  redis_memory_limit_mb: count("redis_memory_limit_mb"),
-  labels: StringMap.nullish(),
-  annotations: StringMap.nullish(),
-  service_account_name: external_exports.string({ error: "service_account_name must be a string" }).nullish(),
-  image_pull_secrets: external_exports.array(LocalObjectReference).nullish(),
-  volumes: external_exports.array(Volume).nullish(),
-  volume_mounts: external_exports.array(VolumeMount).nullish(),
-  init_containers: external_exports.array(Container).nullish(),
-  sidecars: external_exports.array(Container).nullish(),
-  db_cpu: external_exports.number({ error: "db_cpu must be a number" }).min(0, { error: "db_cpu must be 0 or more" }).nullish(),
-  db_cpu_limit: external_exports.number({ error: "db_cpu_limit must be a number" }).min(0, { error: "db_cpu_limit must be 0 or more" }).nullish(),
-  db_memory_mb: count("db_memory_mb"),
-  db_memory_limit_mb: count("db_memory_limit_mb"),
-  db_storage_gi: count("db_storage_gi"),
-  db_max_connections: count("db_max_connections")
-}).superRefine((spec, ctx) => {
-  for (const [low, high] of ORDERED_PAIRS) {
-    const lowValue = spec[low];
-    const highValue = spec[high];
-    if (lowValue != null && highValue != null && highValue < lowValue) {
-      ctx.addIssue({
-        code: "custom",
-        message: `${high} (${highValue}) must not be below ${low} (${lowValue})`,
-        path: [high]
-      });
-    }
-  }
-  const volumeNames = /* @__PURE__ */ new Set();
-  (spec.volumes ?? []).forEach((volume, index) => {
-    if (volume.name === void 0) return;
-    if (volumeNames.has(volume.name)) {
-      ctx.addIssue({
-        code: "custom",
-        message: `volumes[${index}].name '${volume.name}' is used by an earlier volume; volume names must be unique`,
-        path: ["volumes", index, "name"]
-      });
-    }
-    volumeNames.add(volume.name);
-  });
-  const checkMounts = (mounts, base) => {
-    (mounts ?? []).forEach((mount, index) => {
-      if (!volumeNames.has(mount.name)) {
-        const path6 = [...base, index, "name"];
+var ResourceSpec = lazySchema(
+  () => external_exports.strictObject({
+    min_scale: count("min_scale"),
+    max_scale: count("max_scale"),
+    cpu: cores("cpu"),
+    cpu_limit: cores("cpu_limit"),
+    memory_mb: count("memory_mb"),
+    memory_limit_mb: count("memory_limit_mb"),
+    queue_min_scale: count("queue_min_scale"),
+    queue_max_scale: count("queue_max_scale"),
+    queue_cpu: cores("queue_cpu"),
+    queue_cpu_limit: cores("queue_cpu_limit"),
+    queue_memory_mb: count("queue_memory_mb"),
+    queue_memory_limit_mb: count("queue_memory_limit_mb"),
+    orchestrator_cpu: cores("orchestrator_cpu").describe("orchestrator_cpu is present in the interface but not to be used; it is stored and ignored."),
+    orchestrator_cpu_limit: cores("orchestrator_cpu_limit").describe(
+      "orchestrator_cpu_limit is present in the interface but not to be used; it is stored and ignored."
+    ),
+    orchestrator_memory_mb: unused("orchestrator_memory_mb"),
+    orchestrator_memory_limit_mb: unused("orchestrator_memory_limit_mb"),
+    orchestrator_min_scale: unused("orchestrator_min_scale"),
+    orchestrator_max_scale: unused("orchestrator_max_scale"),
+    executor_cpu: cores("executor_cpu").describe("executor_cpu is present in the interface but not to be used; it is stored and ignored."),
+    executor_cpu_limit: cores("executor_cpu_limit").describe("executor_cpu_limit is present in the interface but not to be used; it is stored and ignored."),
+    executor_memory_mb: unused("executor_memory_mb"),
+    executor_memory_limit_mb: unused("executor_memory_limit_mb"),
+    redis_memory_mb: count("redis_memory_mb"),
+    redis_cpu: cores("redis_cpu"),
+    redis_cpu_limit: cores("redis_cpu_limit"),
+    redis_memory_limit_mb: count("redis_memory_limit_mb"),
+    labels: StringMap.nullish(),
+    annotations: StringMap.nullish(),
+    service_account_name: external_exports.string({ error: "service_account_name must be a string" }).nullish(),
+    image_pull_secrets: external_exports.array(LocalObjectReference).nullish(),
+    volumes: external_exports.array(Volume).nullish(),
+    volume_mounts: external_exports.array(VolumeMount).nullish(),
+    init_containers: external_exports.array(Container).nullish(),
+    sidecars: external_exports.array(Container).nullish(),
+    db_cpu: external_exports.number({ error: "db_cpu must be a number" }).min(0, { error: "db_cpu must be 0 or more" }).nullish(),
+    db_cpu_limit: external_exports.number({ error: "db_cpu_limit must be a number" }).min(0, { error: "db_cpu_limit must be 0 or more" }).nullish(),
+    db_memory_mb: count("db_memory_mb"),
+    db_memory_limit_mb: count("db_memory_limit_mb"),
+    db_storage_gi: count("db_storage_gi"),
+    db_max_connections: count("db_max_connections")
+  }).superRefine((spec, ctx) => {
+    for (const [low, high] of ORDERED_PAIRS) {
+      const lowValue = spec[low];
+      const highValue = spec[high];
+      if (lowValue != null && highValue != null && highValue < lowValue) {
         ctx.addIssue({
           code: "custom",
-          message: `${formatPath(path6)} '${mount.name}' does not name a volume in volumes`,
-          path: path6
+          message: `${high} (${highValue}) must not be below ${low} (${lowValue})`,
+          path: [high]
         });
       }
-    });
-  };
-  checkMounts(spec.volume_mounts, ["volume_mounts"]);
-  const containerNames = /* @__PURE__ */ new Map();
-  for (const list of ["init_containers", "sidecars"]) {
-    (spec[list] ?? []).forEach((container, index) => {
-      const where = `${list}[${index}]`;
-      const earlier = containerNames.get(container.name);
-      if (earlier !== void 0) {
+    }
+    const volumeNames = /* @__PURE__ */ new Set();
+    (spec.volumes ?? []).forEach((volume, index) => {
+      if (volume.name === void 0) return;
+      if (volumeNames.has(volume.name)) {
         ctx.addIssue({
           code: "custom",
-          message: `${where}.name '${container.name}' is already used by ${earlier}; container names must be unique across init_containers and sidecars`,
-          path: [list, index, "name"]
+          message: `volumes[${index}].name '${volume.name}' is used by an earlier volume; volume names must be unique`,
+          path: ["volumes", index, "name"]
         });
-      } else {
-        containerNames.set(container.name, where);
       }
-      checkMounts(container.volumeMounts, [list, index, "volumeMounts"]);
+      volumeNames.add(volume.name);
     });
-  }
-});
+    const checkMounts = (mounts, base) => {
+      (mounts ?? []).forEach((mount, index) => {
+        if (!volumeNames.has(mount.name)) {
+          const path6 = [...base, index, "name"];
+          ctx.addIssue({
+            code: "custom",
+            message: `${formatPath(path6)} '${mount.name}' does not name a volume in volumes`,
+            path: path6
+          });
+        }
+      });
+    };
+    checkMounts(spec.volume_mounts, ["volume_mounts"]);
+    const containerNames = /* @__PURE__ */ new Map();
+    for (const list of ["init_containers", "sidecars"]) {
+      (spec[list] ?? []).forEach((container, index) => {
+        const where = `${list}[${index}]`;
+        const earlier = containerNames.get(container.name);
+        if (earlier !== void 0) {
+          ctx.addIssue({
+            code: "custom",
+            message: `${where}.name '${container.name}' is already used by ${earlier}; container names must be unique across init_containers and sidecars`,
+            path: [list, index, "name"]
+          });
+        } else {
+          containerNames.set(container.name, where);
+        }
+        checkMounts(container.volumeMounts, [list, index, "volumeMounts"]);
+      });
+    }
+  })
+);
 
 // shared/schemas/secret.ts
 var SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-var Secret = external_exports.strictObject({
-  name: external_exports.string().regex(SECRET_NAME, { message: "Secret name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)" }),
-  value: external_exports.string()
-});
-var SecretList = external_exports.array(Secret).superRefine((secrets, ctx) => {
-  const seen = /* @__PURE__ */ new Set();
-  secrets.forEach((secret, index) => {
-    if (seen.has(secret.name)) {
-      ctx.addIssue({ code: "custom", path: [index, "name"], message: `Duplicate secret name '${secret.name}'` });
-    }
-    seen.add(secret.name);
-  });
-});
+var Secret = lazySchema(
+  () => external_exports.strictObject({
+    name: external_exports.string().regex(SECRET_NAME, { message: "Secret name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)" }),
+    value: external_exports.string()
+  })
+);
+var SecretList = lazySchema(
+  () => external_exports.array(Secret).superRefine((secrets, ctx) => {
+    const seen = /* @__PURE__ */ new Set();
+    secrets.forEach((secret, index) => {
+      if (seen.has(secret.name)) {
+        ctx.addIssue({ code: "custom", path: [index, "name"], message: `Duplicate secret name '${secret.name}'` });
+      }
+      seen.add(secret.name);
+    });
+  })
+);
 
 // shared/schemas/deployment.ts
-var Source = external_exports.enum(["github", "external_docker", "internal_source", "internal_docker"]);
-var DeploymentType = external_exports.enum(["dev_free", "dev", "prod"]);
-var DeploymentStatus = external_exports.enum(["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"]);
-var RepoUrl = external_exports.string().max(2048).regex(/^(https?:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
-  message: "repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path"
-});
-var RepoRef = external_exports.string().min(1).max(255).refine((ref) => !/[\s~^:?*[\\]|\.\.|^[-/]|\/$|\.lock$|@\{/.test(ref), {
-  message: "repo_ref must be a branch name or refs/tags/<tag>"
-});
+var Source = lazySchema(() => external_exports.enum(["github", "external_docker", "internal_source", "internal_docker"]));
+var DeploymentType = lazySchema(() => external_exports.enum(["dev_free", "dev", "prod"]));
+var DeploymentStatus = lazySchema(() => external_exports.enum(["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"]));
+var RepoUrl = lazySchema(
+  () => external_exports.string().max(2048).regex(/^(https?:\/\/[^\s/@]+\/\S+|ssh:\/\/(git@)?[^\s/@:]+(:\d+)?\/\S+|git@[^\s:@/]+:\S+|file:\/\/\/\S+)$/, {
+    message: "repo_url must be a git URL without credentials: https://host/owner/repo, git@host:owner/repo, ssh://git@host/owner/repo or file:///path"
+  })
+);
+var RepoRef = lazySchema(
+  () => external_exports.string().min(1).max(255).refine((ref) => !/[\s~^:?*[\\]|\.\.|^[-/]|\/$|\.lock$|@\{/.test(ref), {
+    message: "repo_ref must be a branch name or refs/tags/<tag>"
+  })
+);
 var TAG_PREFIX = "refs/tags/";
 function isTagRef(ref) {
   return typeof ref === "string" && ref.startsWith(TAG_PREFIX);
 }
-var GraphConfigPath = external_exports.string().min(1).max(1024);
-var SourceTarballPath = external_exports.string().min(1).max(1024);
-var ImageUri = external_exports.string().min(1).max(1024).regex(/^\S+$/, { message: "image_uri must not contain white space" });
-var Command2 = external_exports.string().max(4096);
-var CustomUrl = external_exports.url({ protocol: /^https?$/, message: "custom_url must be an http(s) URL" });
-var ListenerConfig = external_exports.strictObject({
-  k8s_namespace: external_exports.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "k8s_namespace must be a DNS label" }).max(63).nullish()
-});
+var GraphConfigPath = lazySchema(() => external_exports.string().min(1).max(1024));
+var SourceTarballPath = lazySchema(() => external_exports.string().min(1).max(1024));
+var ImageUri = lazySchema(() => external_exports.string().min(1).max(1024).regex(/^\S+$/, { message: "image_uri must not contain white space" }));
+var Command2 = lazySchema(() => external_exports.string().max(4096));
+var CustomUrl = lazySchema(() => external_exports.url({ protocol: /^https?$/, message: "custom_url must be an http(s) URL" }));
+var ListenerConfig = lazySchema(
+  () => external_exports.strictObject({
+    k8s_namespace: external_exports.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "k8s_namespace must be a DNS label" }).max(63).nullish()
+  })
+);
 function notAllowed(field, source, why = `is not allowed when source is ${source}`) {
   return external_exports.unknown().refine((value) => value === null || value === void 0, { message: `${field} ${why}` }).optional().meta({ description: `${field} ${why}` });
 }
-var PreviewSettingsFields = {
+var previewSettingsFields;
+var PreviewSettingsFields = () => previewSettingsFields ??= buildPreviewSettingsFields();
+var buildPreviewSettingsFields = () => ({
   trigger: external_exports.enum(["pull_request", "label"]),
   label: external_exports.string().min(1).max(50).nullish(),
   /** A preview with no pull-request activity for this long is torn down. */
   idle_ttl_hours: external_exports.number().positive().max(8760).nullish(),
   /** Previews of this deployment at once; past it, a new one is refused with a status on the pull request. */
   max_concurrent: external_exports.int().min(1).max(1e3).nullish()
-};
-var PreviewSettings = external_exports.strictObject(PreviewSettingsFields).refine((value) => value.trigger !== "label" || Boolean(value.label), {
-  message: "label is required when trigger is label",
-  path: ["label"]
 });
-var GithubSourceConfigCreate = external_exports.strictObject({
-  integration_id: Uuid,
-  repo_url: RepoUrl,
-  deployment_type: DeploymentType.nullish(),
-  build_on_push: external_exports.boolean().nullish(),
-  install_command: Command2.nullish(),
-  build_command: Command2.nullish(),
-  preview: PreviewSettings.nullish(),
-  custom_url: notAllowed("custom_url", "github", "is set by the server for github deployments and is read-only"),
-  resource_spec: notAllowed("resource_spec", "github"),
-  listener_id: notAllowed("listener_id", "github"),
-  listener_config: notAllowed("listener_config", "github")
-});
-var ExternalDockerSourceConfigCreate = external_exports.strictObject({
-  listener_id: Uuid,
-  listener_config: ListenerConfig.nullish(),
-  resource_spec: ResourceSpec.nullish(),
-  custom_url: CustomUrl.nullish(),
-  integration_id: notAllowed("integration_id", "external_docker"),
-  repo_url: notAllowed("repo_url", "external_docker"),
-  deployment_type: notAllowed("deployment_type", "external_docker"),
-  build_on_push: notAllowed("build_on_push", "external_docker"),
-  install_command: notAllowed("install_command", "external_docker"),
-  build_command: notAllowed("build_command", "external_docker")
-});
+var PreviewSettings = lazySchema(
+  () => external_exports.strictObject(PreviewSettingsFields()).refine((value) => value.trigger !== "label" || Boolean(value.label), {
+    message: "label is required when trigger is label",
+    path: ["label"]
+  })
+);
+var GithubSourceConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    integration_id: Uuid,
+    repo_url: RepoUrl,
+    deployment_type: DeploymentType.nullish(),
+    build_on_push: external_exports.boolean().nullish(),
+    install_command: Command2.nullish(),
+    build_command: Command2.nullish(),
+    preview: PreviewSettings.nullish(),
+    custom_url: notAllowed("custom_url", "github", "is set by the server for github deployments and is read-only"),
+    resource_spec: notAllowed("resource_spec", "github"),
+    listener_id: notAllowed("listener_id", "github"),
+    listener_config: notAllowed("listener_config", "github")
+  })
+);
+var ExternalDockerSourceConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    listener_id: Uuid,
+    listener_config: ListenerConfig.nullish(),
+    resource_spec: ResourceSpec.nullish(),
+    custom_url: CustomUrl.nullish(),
+    integration_id: notAllowed("integration_id", "external_docker"),
+    repo_url: notAllowed("repo_url", "external_docker"),
+    deployment_type: notAllowed("deployment_type", "external_docker"),
+    build_on_push: notAllowed("build_on_push", "external_docker"),
+    install_command: notAllowed("install_command", "external_docker"),
+    build_command: notAllowed("build_command", "external_docker")
+  })
+);
 function configPathRule(required2) {
   return (value, ctx) => {
     const { graph_config_path: seed, langgraph_config_path: hosted } = value;
@@ -49552,38 +49622,46 @@ function mergeConfigPath({
 }) {
   return { ...rest, graph_config_path: rest.graph_config_path ?? langgraph_config_path ?? null };
 }
-var GithubRevisionConfigCreate = external_exports.strictObject({
-  repo_ref: RepoRef,
-  graph_config_path: GraphConfigPath.nullish(),
-  langgraph_config_path: GraphConfigPath.nullish(),
-  image_uri: notAllowed("image_uri", "github"),
-  source_tarball_path: notAllowed("source_tarball_path", "github")
-}).superRefine(configPathRule(true)).transform(mergeConfigPath);
-var ExternalDockerRevisionConfigCreate = external_exports.strictObject({
-  image_uri: ImageUri,
-  repo_ref: notAllowed("repo_ref", "external_docker"),
-  graph_config_path: notAllowed("graph_config_path", "external_docker"),
-  langgraph_config_path: notAllowed("langgraph_config_path", "external_docker"),
-  source_tarball_path: notAllowed("source_tarball_path", "external_docker")
-});
-var InternalSourceRevisionConfigCreate = external_exports.strictObject({
-  graph_config_path: GraphConfigPath.nullish(),
-  langgraph_config_path: GraphConfigPath.nullish(),
-  repo_ref: notAllowed("repo_ref", "internal_source"),
-  image_uri: notAllowed("image_uri", "internal_source"),
-  source_tarball_path: notAllowed(
-    "source_tarball_path",
-    "internal_source",
-    "cannot be given on create: upload the tarball with POST /v2/deployments/{id}/upload-url, then PATCH source_tarball_path"
-  )
-}).superRefine(configPathRule(false)).transform(mergeConfigPath);
-var InternalDockerRevisionConfigCreate = external_exports.strictObject({
-  image_uri: ImageUri.nullish(),
-  repo_ref: notAllowed("repo_ref", "internal_docker"),
-  graph_config_path: notAllowed("graph_config_path", "internal_docker"),
-  langgraph_config_path: notAllowed("langgraph_config_path", "internal_docker"),
-  source_tarball_path: notAllowed("source_tarball_path", "internal_docker")
-});
+var GithubRevisionConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    repo_ref: RepoRef,
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    image_uri: notAllowed("image_uri", "github"),
+    source_tarball_path: notAllowed("source_tarball_path", "github")
+  }).superRefine(configPathRule(true)).transform(mergeConfigPath)
+);
+var ExternalDockerRevisionConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    image_uri: ImageUri,
+    repo_ref: notAllowed("repo_ref", "external_docker"),
+    graph_config_path: notAllowed("graph_config_path", "external_docker"),
+    langgraph_config_path: notAllowed("langgraph_config_path", "external_docker"),
+    source_tarball_path: notAllowed("source_tarball_path", "external_docker")
+  })
+);
+var InternalSourceRevisionConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    repo_ref: notAllowed("repo_ref", "internal_source"),
+    image_uri: notAllowed("image_uri", "internal_source"),
+    source_tarball_path: notAllowed(
+      "source_tarball_path",
+      "internal_source",
+      "cannot be given on create: upload the tarball with POST /v2/deployments/{id}/upload-url, then PATCH source_tarball_path"
+    )
+  }).superRefine(configPathRule(false)).transform(mergeConfigPath)
+);
+var InternalDockerRevisionConfigCreate = lazySchema(
+  () => external_exports.strictObject({
+    image_uri: ImageUri.nullish(),
+    repo_ref: notAllowed("repo_ref", "internal_docker"),
+    graph_config_path: notAllowed("graph_config_path", "internal_docker"),
+    langgraph_config_path: notAllowed("langgraph_config_path", "internal_docker"),
+    source_tarball_path: notAllowed("source_tarball_path", "internal_docker")
+  })
+);
 function internalSourceConfigCreate(source) {
   const builds = source === "internal_source";
   return external_exports.strictObject({
@@ -49599,277 +49677,334 @@ function internalSourceConfigCreate(source) {
     listener_config: notAllowed("listener_config", source)
   });
 }
-var GithubDeploymentCreate = external_exports.strictObject({
-  name: ResourceName,
-  source: external_exports.literal("github"),
-  source_config: GithubSourceConfigCreate,
-  source_revision_config: GithubRevisionConfigCreate,
-  secrets: SecretList.nullish(),
-  image_version: external_exports.string().max(255).nullish()
-}).superRefine((body, ctx) => {
-  if (body.source_config.build_on_push === true && isTagRef(body.source_revision_config.repo_ref)) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["source_config", "build_on_push"],
-      message: "build_on_push cannot be true when repo_ref is a tag (refs/tags/...)"
-    });
-  }
-});
-var ExternalDockerDeploymentCreate = external_exports.strictObject({
-  name: ResourceName,
-  source: external_exports.literal("external_docker"),
-  source_config: ExternalDockerSourceConfigCreate,
-  source_revision_config: ExternalDockerRevisionConfigCreate,
-  secrets: SecretList.nullish(),
-  image_version: external_exports.string().max(255).nullish()
-});
-var InternalSourceDeploymentCreate = external_exports.strictObject({
-  name: ResourceName,
-  source: external_exports.literal("internal_source"),
-  source_config: internalSourceConfigCreate("internal_source").nullish(),
-  source_revision_config: InternalSourceRevisionConfigCreate.nullish(),
-  secrets: SecretList.nullish(),
-  image_version: external_exports.string().max(255).nullish()
-});
-var InternalDockerDeploymentCreate = external_exports.strictObject({
-  name: ResourceName,
-  source: external_exports.literal("internal_docker"),
-  source_config: internalSourceConfigCreate("internal_docker").nullish(),
-  source_revision_config: InternalDockerRevisionConfigCreate.nullish(),
-  secrets: SecretList.nullish(),
-  image_version: external_exports.string().max(255).nullish()
-});
-var DeploymentCreate = external_exports.discriminatedUnion("source", [
-  GithubDeploymentCreate,
-  ExternalDockerDeploymentCreate,
-  InternalSourceDeploymentCreate,
-  InternalDockerDeploymentCreate
-]);
-var SourceConfigPatch = external_exports.strictObject({
-  integration_id: Uuid.nullish(),
-  repo_url: RepoUrl.nullish(),
-  deployment_type: DeploymentType.nullish(),
-  build_on_push: external_exports.boolean().nullish(),
-  custom_url: CustomUrl.nullish(),
-  resource_spec: ResourceSpec.nullish(),
-  listener_id: Uuid.nullish(),
-  listener_config: ListenerConfig.nullish(),
-  install_command: Command2.nullish(),
-  build_command: Command2.nullish(),
-  preview: PreviewSettings.nullish()
-});
-var SourceRevisionConfigPatch = external_exports.strictObject({
-  repo_ref: RepoRef.nullish(),
-  graph_config_path: GraphConfigPath.nullish(),
-  langgraph_config_path: GraphConfigPath.nullish(),
-  image_uri: ImageUri.nullish(),
-  source_tarball_path: SourceTarballPath.nullish()
-}).superRefine(configPathRule(false)).transform(mergeConfigPath);
-var DeploymentPatch = external_exports.strictObject({
-  revision_source: Source.nullish(),
-  source_config: SourceConfigPatch.nullish(),
-  source_revision_config: SourceRevisionConfigPatch.nullish(),
-  secrets: SecretList.nullish()
-}).superRefine((body, ctx) => {
-  if (body.source_config?.build_on_push === true && isTagRef(body.source_revision_config?.repo_ref)) {
-    ctx.addIssue({
-      code: "custom",
-      path: ["source_config", "build_on_push"],
-      message: "build_on_push cannot be true when repo_ref is a tag (refs/tags/...)"
-    });
-  }
-});
-var RevisionCreate = external_exports.strictObject({
-  revision_source: Source.nullish(),
-  source_config: external_exports.strictObject({ resource_spec: ResourceSpec.nullish() }).nullish(),
-  source_revision_config: SourceRevisionConfigPatch.nullish(),
-  secrets: SecretList.nullish()
-});
-var BulkDeleteQuery = external_exports.object({
-  deployment_ids: external_exports.array(Uuid).min(1).max(100),
-  delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
-});
-var BulkDeleteResult = external_exports.object({
-  deleted: external_exports.array(Uuid),
-  failed: external_exports.array(external_exports.object({ id: external_exports.string(), detail: external_exports.string() }))
-});
-var UploadUrl = external_exports.object({ upload_url: external_exports.url(), object_path: external_exports.string() });
-var PushToken = external_exports.object({ token: external_exports.string(), registry_url: external_exports.string() });
-var SourceConfig = external_exports.object({
-  integration_id: Uuid.nullable(),
-  repo_url: external_exports.string().nullable(),
-  deployment_type: DeploymentType.nullable(),
-  build_on_push: external_exports.boolean().nullable(),
-  custom_url: external_exports.string().nullable(),
-  resource_spec: ResourceSpec.nullable(),
-  listener_id: Uuid.nullable(),
-  listener_config: ListenerConfig.nullable(),
-  install_command: external_exports.string().nullable(),
-  build_command: external_exports.string().nullable(),
-  /** `github` deployments with pull-request previews only (absent otherwise). */
-  preview: external_exports.object(PreviewSettingsFields).nullish()
-});
-var SourceRevisionConfig = external_exports.object({
-  repo_ref: external_exports.string().nullable(),
-  graph_config_path: external_exports.string().nullable(),
-  langgraph_config_path: external_exports.string().nullable().default(null),
-  image_uri: external_exports.string().nullable(),
-  source_tarball_path: external_exports.string().nullable().default(null),
-  repo_commit_sha: external_exports.string().nullable()
-});
-var Deployment = external_exports.object({
-  id: Uuid,
-  tenant_id: Uuid,
-  name: external_exports.string(),
-  source: Source,
-  source_config: SourceConfig,
-  source_revision_config: SourceRevisionConfig,
-  secrets: external_exports.array(Secret),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  status: DeploymentStatus,
-  latest_revision_id: Uuid.nullable(),
-  active_revision_id: Uuid.nullable(),
-  image_version: external_exports.string().nullable(),
-  /** A pull-request preview: the deployment it previews, and the pull request's number (absent otherwise). */
-  parent_deployment_id: Uuid.nullish(),
-  pull_request: external_exports.int().nullish()
-});
-var DeploymentListQuery = external_exports.object({
-  limit: external_exports.coerce.number().int().min(1).max(100).default(20),
-  offset: external_exports.coerce.number().int().min(0).default(0),
-  name_contains: external_exports.string().max(255).optional(),
-  status: DeploymentStatus.optional(),
-  deployment_type: DeploymentType.optional(),
-  image_version: external_exports.string().max(255).optional(),
-  deployment_ids: external_exports.string().transform((value) => value.split(",").filter((id) => id.length > 0)).pipe(external_exports.array(Uuid).max(100)).optional()
-});
-var DeploymentDeleteQuery = external_exports.object({
-  delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true"),
-  /** On a deployment already being deleted: remove it without waiting for its listener's agent (docs/listener-protocol.md). */
-  force: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
-});
+var GithubDeploymentCreate = lazySchema(
+  () => external_exports.strictObject({
+    name: ResourceName,
+    source: external_exports.literal("github"),
+    source_config: GithubSourceConfigCreate,
+    source_revision_config: GithubRevisionConfigCreate,
+    secrets: SecretList.nullish(),
+    image_version: external_exports.string().max(255).nullish()
+  }).superRefine((body, ctx) => {
+    if (body.source_config.build_on_push === true && isTagRef(body.source_revision_config.repo_ref)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["source_config", "build_on_push"],
+        message: "build_on_push cannot be true when repo_ref is a tag (refs/tags/...)"
+      });
+    }
+  })
+);
+var ExternalDockerDeploymentCreate = lazySchema(
+  () => external_exports.strictObject({
+    name: ResourceName,
+    source: external_exports.literal("external_docker"),
+    source_config: ExternalDockerSourceConfigCreate,
+    source_revision_config: ExternalDockerRevisionConfigCreate,
+    secrets: SecretList.nullish(),
+    image_version: external_exports.string().max(255).nullish()
+  })
+);
+var InternalSourceDeploymentCreate = lazySchema(
+  () => external_exports.strictObject({
+    name: ResourceName,
+    source: external_exports.literal("internal_source"),
+    source_config: internalSourceConfigCreate("internal_source").nullish(),
+    source_revision_config: InternalSourceRevisionConfigCreate.nullish(),
+    secrets: SecretList.nullish(),
+    image_version: external_exports.string().max(255).nullish()
+  })
+);
+var InternalDockerDeploymentCreate = lazySchema(
+  () => external_exports.strictObject({
+    name: ResourceName,
+    source: external_exports.literal("internal_docker"),
+    source_config: internalSourceConfigCreate("internal_docker").nullish(),
+    source_revision_config: InternalDockerRevisionConfigCreate.nullish(),
+    secrets: SecretList.nullish(),
+    image_version: external_exports.string().max(255).nullish()
+  })
+);
+var DeploymentCreate = lazySchema(
+  () => external_exports.discriminatedUnion("source", [GithubDeploymentCreate, ExternalDockerDeploymentCreate, InternalSourceDeploymentCreate, InternalDockerDeploymentCreate])
+);
+var SourceConfigPatch = lazySchema(
+  () => external_exports.strictObject({
+    integration_id: Uuid.nullish(),
+    repo_url: RepoUrl.nullish(),
+    deployment_type: DeploymentType.nullish(),
+    build_on_push: external_exports.boolean().nullish(),
+    custom_url: CustomUrl.nullish(),
+    resource_spec: ResourceSpec.nullish(),
+    listener_id: Uuid.nullish(),
+    listener_config: ListenerConfig.nullish(),
+    install_command: Command2.nullish(),
+    build_command: Command2.nullish(),
+    preview: PreviewSettings.nullish()
+  })
+);
+var SourceRevisionConfigPatch = lazySchema(
+  () => external_exports.strictObject({
+    repo_ref: RepoRef.nullish(),
+    graph_config_path: GraphConfigPath.nullish(),
+    langgraph_config_path: GraphConfigPath.nullish(),
+    image_uri: ImageUri.nullish(),
+    source_tarball_path: SourceTarballPath.nullish()
+  }).superRefine(configPathRule(false)).transform(mergeConfigPath)
+);
+var DeploymentPatch = lazySchema(
+  () => external_exports.strictObject({
+    revision_source: Source.nullish(),
+    source_config: SourceConfigPatch.nullish(),
+    source_revision_config: SourceRevisionConfigPatch.nullish(),
+    secrets: SecretList.nullish()
+  }).superRefine((body, ctx) => {
+    if (body.source_config?.build_on_push === true && isTagRef(body.source_revision_config?.repo_ref)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["source_config", "build_on_push"],
+        message: "build_on_push cannot be true when repo_ref is a tag (refs/tags/...)"
+      });
+    }
+  })
+);
+var RevisionCreate = lazySchema(
+  () => external_exports.strictObject({
+    revision_source: Source.nullish(),
+    source_config: external_exports.strictObject({ resource_spec: ResourceSpec.nullish() }).nullish(),
+    source_revision_config: SourceRevisionConfigPatch.nullish(),
+    secrets: SecretList.nullish()
+  })
+);
+var BulkDeleteQuery = lazySchema(
+  () => external_exports.object({
+    deployment_ids: external_exports.array(Uuid).min(1).max(100),
+    delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
+  })
+);
+var BulkDeleteResult = lazySchema(
+  () => external_exports.object({
+    deleted: external_exports.array(Uuid),
+    failed: external_exports.array(external_exports.object({ id: external_exports.string(), detail: external_exports.string() }))
+  })
+);
+var UploadUrl = lazySchema(() => external_exports.object({ upload_url: external_exports.url(), object_path: external_exports.string() }));
+var PushToken = lazySchema(() => external_exports.object({ token: external_exports.string(), registry_url: external_exports.string() }));
+var SourceConfig = lazySchema(
+  () => external_exports.object({
+    integration_id: Uuid.nullable(),
+    repo_url: external_exports.string().nullable(),
+    deployment_type: DeploymentType.nullable(),
+    build_on_push: external_exports.boolean().nullable(),
+    custom_url: external_exports.string().nullable(),
+    resource_spec: ResourceSpec.nullable(),
+    listener_id: Uuid.nullable(),
+    listener_config: ListenerConfig.nullable(),
+    install_command: external_exports.string().nullable(),
+    build_command: external_exports.string().nullable(),
+    /** `github` deployments with pull-request previews only (absent otherwise). */
+    preview: external_exports.object(PreviewSettingsFields()).nullish()
+  })
+);
+var SourceRevisionConfig = lazySchema(
+  () => external_exports.object({
+    repo_ref: external_exports.string().nullable(),
+    graph_config_path: external_exports.string().nullable(),
+    langgraph_config_path: external_exports.string().nullable().default(null),
+    image_uri: external_exports.string().nullable(),
+    source_tarball_path: external_exports.string().nullable().default(null),
+    repo_commit_sha: external_exports.string().nullable()
+  })
+);
+var Deployment = lazySchema(
+  () => external_exports.object({
+    id: Uuid,
+    tenant_id: Uuid,
+    name: external_exports.string(),
+    source: Source,
+    source_config: SourceConfig,
+    source_revision_config: SourceRevisionConfig,
+    secrets: external_exports.array(Secret),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    status: DeploymentStatus,
+    latest_revision_id: Uuid.nullable(),
+    active_revision_id: Uuid.nullable(),
+    image_version: external_exports.string().nullable(),
+    /** A pull-request preview: the deployment it previews, and the pull request's number (absent otherwise). */
+    parent_deployment_id: Uuid.nullish(),
+    pull_request: external_exports.int().nullish()
+  })
+);
+var DeploymentListQuery = lazySchema(
+  () => external_exports.object({
+    limit: external_exports.coerce.number().int().min(1).max(100).default(20),
+    offset: external_exports.coerce.number().int().min(0).default(0),
+    name_contains: external_exports.string().max(255).optional(),
+    status: DeploymentStatus.optional(),
+    deployment_type: DeploymentType.optional(),
+    image_version: external_exports.string().max(255).optional(),
+    deployment_ids: external_exports.string().transform((value) => value.split(",").filter((id) => id.length > 0)).pipe(external_exports.array(Uuid).max(100)).optional()
+  })
+);
+var DeploymentDeleteQuery = lazySchema(
+  () => external_exports.object({
+    delete_tracing_project: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true"),
+    /** On a deployment already being deleted: remove it without waiting for its listener's agent (docs/listener-protocol.md). */
+    force: external_exports.enum(["true", "false"]).default("false").transform((value) => value === "true")
+  })
+);
 
 // shared/schemas/github-trust.ts
-var GithubId = external_exports.number().int().positive().max(Number.MAX_SAFE_INTEGER);
-var FullRef = external_exports.string().max(255).regex(/^refs\/[^\s]+$/, { message: "ref must be a full git ref as the token carries it, e.g. refs/heads/main or refs/tags/v1.0.0" });
-var JobWorkflowRef = external_exports.string().max(1024).regex(/^[^\s/]+\/[^\s/]+\/\S+@\S+$/, {
-  message: "job_workflow_ref must be OWNER/REPO/PATH@REF, e.g. acme/agent/.github/workflows/deploy.yml@refs/heads/main"
-});
-var GithubTrustCreate = external_exports.strictObject({
-  repository_id: GithubId,
-  repository_owner_id: GithubId,
-  ref: FullRef.optional(),
-  environment: external_exports.string().min(1).max(255).optional(),
-  job_workflow_ref: JobWorkflowRef.optional(),
-  description: external_exports.string().max(500).optional()
-});
-var GithubTrust = external_exports.object({
-  id: Uuid,
-  workspace_id: Uuid,
-  repository_id: GithubId,
-  repository_owner_id: GithubId,
-  ref: external_exports.string().nullable(),
-  environment: external_exports.string().nullable(),
-  job_workflow_ref: external_exports.string().nullable(),
-  description: external_exports.string().nullable(),
-  created_at: Timestamp
-});
-var GithubTokenExchange = external_exports.strictObject({
-  token: external_exports.string().min(1).max(16 * 1024),
-  /** Needed only when more than one workspace trusts the token's repository. */
-  workspace_id: Uuid.optional()
-});
-var GithubTokenExchanged = external_exports.object({
-  api_key: external_exports.string(),
-  expires_at: Timestamp,
-  workspace_id: Uuid,
-  /** The minted key's id, to revoke it with `DELETE /v1/api-keys/{id}`. */
-  key_id: Uuid
-});
-var GithubMintClaims = external_exports.object({
-  trust_id: Uuid,
-  repository: external_exports.string(),
-  repository_id: external_exports.string(),
-  repository_owner: external_exports.string(),
-  repository_owner_id: external_exports.string(),
-  ref: external_exports.string().nullable(),
-  environment: external_exports.string().nullable(),
-  job_workflow_ref: external_exports.string().nullable(),
-  event_name: external_exports.string().nullable(),
-  workflow: external_exports.string().nullable(),
-  actor: external_exports.string().nullable(),
-  run_id: external_exports.string().nullable(),
-  run_attempt: external_exports.string().nullable(),
-  sha: external_exports.string().nullable(),
-  sub: external_exports.string(),
-  jti: external_exports.string()
-});
+var GithubId = lazySchema(() => external_exports.number().int().positive().max(Number.MAX_SAFE_INTEGER));
+var FullRef = lazySchema(
+  () => external_exports.string().max(255).regex(/^refs\/[^\s]+$/, { message: "ref must be a full git ref as the token carries it, e.g. refs/heads/main or refs/tags/v1.0.0" })
+);
+var JobWorkflowRef = lazySchema(
+  () => external_exports.string().max(1024).regex(/^[^\s/]+\/[^\s/]+\/\S+@\S+$/, {
+    message: "job_workflow_ref must be OWNER/REPO/PATH@REF, e.g. acme/agent/.github/workflows/deploy.yml@refs/heads/main"
+  })
+);
+var GithubTrustCreate = lazySchema(
+  () => external_exports.strictObject({
+    repository_id: GithubId,
+    repository_owner_id: GithubId,
+    ref: FullRef.optional(),
+    environment: external_exports.string().min(1).max(255).optional(),
+    job_workflow_ref: JobWorkflowRef.optional(),
+    description: external_exports.string().max(500).optional()
+  })
+);
+var GithubTrust = lazySchema(
+  () => external_exports.object({
+    id: Uuid,
+    workspace_id: Uuid,
+    repository_id: GithubId,
+    repository_owner_id: GithubId,
+    ref: external_exports.string().nullable(),
+    environment: external_exports.string().nullable(),
+    job_workflow_ref: external_exports.string().nullable(),
+    description: external_exports.string().nullable(),
+    created_at: Timestamp
+  })
+);
+var GithubTokenExchange = lazySchema(
+  () => external_exports.strictObject({
+    token: external_exports.string().min(1).max(16 * 1024),
+    /** Needed only when more than one workspace trusts the token's repository. */
+    workspace_id: Uuid.optional()
+  })
+);
+var GithubTokenExchanged = lazySchema(
+  () => external_exports.object({
+    api_key: external_exports.string(),
+    expires_at: Timestamp,
+    workspace_id: Uuid,
+    /** The minted key's id, to revoke it with `DELETE /v1/api-keys/{id}`. */
+    key_id: Uuid
+  })
+);
+var GithubMintClaims = lazySchema(
+  () => external_exports.object({
+    trust_id: Uuid,
+    repository: external_exports.string(),
+    repository_id: external_exports.string(),
+    repository_owner: external_exports.string(),
+    repository_owner_id: external_exports.string(),
+    ref: external_exports.string().nullable(),
+    environment: external_exports.string().nullable(),
+    job_workflow_ref: external_exports.string().nullable(),
+    event_name: external_exports.string().nullable(),
+    workflow: external_exports.string().nullable(),
+    actor: external_exports.string().nullable(),
+    run_id: external_exports.string().nullable(),
+    run_attempt: external_exports.string().nullable(),
+    sha: external_exports.string().nullable(),
+    sub: external_exports.string(),
+    jti: external_exports.string()
+  })
+);
 
 // shared/schemas/integration.ts
-var GithubIntegration = external_exports.object({
-  id: Uuid,
-  installation_id: external_exports.int(),
-  name: external_exports.string()
-});
-var GithubIntegrationCreate = external_exports.strictObject({
-  installation_id: external_exports.int().positive(),
-  name: external_exports.string().min(1).max(255)
-});
-var GithubRepository = external_exports.object({
-  host_integration_id: Uuid,
-  id: external_exports.int(),
-  name: external_exports.string(),
-  owner: external_exports.string(),
-  url: external_exports.string(),
-  default_branch: external_exports.string()
-});
+var GithubIntegration = lazySchema(
+  () => external_exports.object({
+    id: Uuid,
+    installation_id: external_exports.int(),
+    name: external_exports.string()
+  })
+);
+var GithubIntegrationCreate = lazySchema(
+  () => external_exports.strictObject({
+    installation_id: external_exports.int().positive(),
+    name: external_exports.string().min(1).max(255)
+  })
+);
+var GithubRepository = lazySchema(
+  () => external_exports.object({
+    host_integration_id: Uuid,
+    id: external_exports.int(),
+    name: external_exports.string(),
+    owner: external_exports.string(),
+    url: external_exports.string(),
+    default_branch: external_exports.string()
+  })
+);
 
 // shared/schemas/listener.ts
-var ComputeType = external_exports.enum(["k8s", "sandbox", "local"]);
-var Namespace = external_exports.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "A namespace must be a DNS label" });
-var SecretName = external_exports.string().max(253).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, { message: "A Secret name must be a DNS subdomain" });
-var ComputeConfig = external_exports.strictObject({
-  k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]),
-  /**
-   * k8s (contract §18): a Secret in each namespace holding `LANGGRAPH_CLOUD_LICENSE_KEY` or
-   * `LANGSMITH_API_KEY`, which the deployments' pods read; without it every deployment must carry one.
-   */
-  k8s_license_secret: SecretName.nullish(),
-  /** k8s (contract §18): a spec's own securityContext, host paths and privileged settings are allowed. */
-  k8s_allow_privileged: external_exports.boolean().nullish()
-});
-var Version = external_exports.string().max(255);
-var ListenerCreate = external_exports.strictObject({
-  version: Version.nullish(),
-  compute_type: ComputeType,
-  compute_id: external_exports.string().min(1).max(255),
-  compute_config: ComputeConfig.nullish()
-});
-var ListenerPatch = external_exports.strictObject({ version: Version.nullish(), compute_config: ComputeConfig.nullish() });
-var Listener = external_exports.object({
-  id: Uuid,
-  tenant_id: Uuid,
-  /** Defaults to null so this client still reads a server that predates the field. */
-  version: external_exports.string().nullable().default(null),
-  compute_type: ComputeType,
-  compute_id: external_exports.string(),
-  compute_config: external_exports.object({
-    k8s_namespaces: external_exports.array(external_exports.string()),
-    k8s_license_secret: external_exports.string().nullable().optional(),
-    k8s_allow_privileged: external_exports.boolean().optional()
-  }),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */
-  last_seen_at: Timestamp.nullable().optional(),
-  /** The version the agent last reported in its heartbeat. */
-  agent_version: external_exports.string().nullable().optional(),
-  agent_capacity: external_exports.int().nullable().optional()
-});
+var ComputeType = lazySchema(() => external_exports.enum(["k8s", "sandbox", "local"]));
+var Namespace = lazySchema(
+  () => external_exports.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { message: "A namespace must be a DNS label" })
+);
+var SecretName = lazySchema(
+  () => external_exports.string().max(253).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, { message: "A Secret name must be a DNS subdomain" })
+);
+var ComputeConfig = lazySchema(
+  () => external_exports.strictObject({
+    k8s_namespaces: external_exports.array(Namespace).max(1e3).default([]),
+    /**
+     * k8s (contract §18): a Secret in each namespace holding `LANGGRAPH_CLOUD_LICENSE_KEY` or
+     * `LANGSMITH_API_KEY`, which the deployments' pods read; without it every deployment must carry one.
+     */
+    k8s_license_secret: SecretName.nullish(),
+    /** k8s (contract §18): a spec's own securityContext, host paths and privileged settings are allowed. */
+    k8s_allow_privileged: external_exports.boolean().nullish()
+  })
+);
+var Version = lazySchema(() => external_exports.string().max(255));
+var ListenerCreate = lazySchema(
+  () => external_exports.strictObject({
+    version: Version.nullish(),
+    compute_type: ComputeType,
+    compute_id: external_exports.string().min(1).max(255),
+    compute_config: ComputeConfig.nullish()
+  })
+);
+var ListenerPatch = lazySchema(() => external_exports.strictObject({ version: Version.nullish(), compute_config: ComputeConfig.nullish() }));
+var Listener = lazySchema(
+  () => external_exports.object({
+    id: Uuid,
+    tenant_id: Uuid,
+    /** Defaults to null so this client still reads a server that predates the field. */
+    version: external_exports.string().nullable().default(null),
+    compute_type: ComputeType,
+    compute_id: external_exports.string(),
+    compute_config: external_exports.object({
+      k8s_namespaces: external_exports.array(external_exports.string()),
+      k8s_license_secret: external_exports.string().nullable().optional(),
+      k8s_allow_privileged: external_exports.boolean().optional()
+    }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    /** When an agent of this listener was last heard from (heartbeat or claim); null: never. */
+    last_seen_at: Timestamp.nullable().optional(),
+    /** The version the agent last reported in its heartbeat. */
+    agent_version: external_exports.string().nullable().optional(),
+    agent_capacity: external_exports.int().nullable().optional()
+  })
+);
 
 // shared/schemas/revision.ts
-var RevisionStatus = external_exports.enum([
+var REVISION_STATUSES = [
   "CREATING",
   "QUEUED",
   "AWAITING_BUILD",
@@ -49883,7 +50018,8 @@ var RevisionStatus = external_exports.enum([
   "SKIPPED",
   "INTERRUPTED",
   "UNKNOWN"
-]);
+];
+var RevisionStatus = lazySchema(() => external_exports.enum(REVISION_STATUSES));
 var TERMINAL_REVISION_STATUSES = /* @__PURE__ */ new Set([
   "DEPLOYED",
   "CREATE_FAILED",
@@ -49893,48 +50029,56 @@ var TERMINAL_REVISION_STATUSES = /* @__PURE__ */ new Set([
   "INTERRUPTED"
 ]);
 var FAILED_REVISION_STATUSES = new Set([...TERMINAL_REVISION_STATUSES].filter((status) => status !== "DEPLOYED"));
-var UNFINISHED_REVISION_STATUSES = RevisionStatus.options.filter((status) => !TERMINAL_REVISION_STATUSES.has(status));
+var UNFINISHED_REVISION_STATUSES = REVISION_STATUSES.filter((status) => !TERMINAL_REVISION_STATUSES.has(status));
 var IN_PROGRESS_REVISION_STATUSES = UNFINISHED_REVISION_STATUSES.filter((status) => status !== "QUEUED");
 function isTerminal(status) {
   return TERMINAL_REVISION_STATUSES.has(status);
 }
-var RevisionTrigger = external_exports.enum(["create", "patch", "push", "redeploy"]);
-var Revision = external_exports.object({
-  id: Uuid,
-  deployment_id: Uuid,
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  status: RevisionStatus,
-  status_message: external_exports.string().nullable(),
-  source: Source,
-  source_revision_config: SourceRevisionConfig,
-  trigger: RevisionTrigger
-});
-var RevisionListQuery = external_exports.object({
-  limit: external_exports.coerce.number().int().min(1).max(100).default(20),
-  offset: external_exports.coerce.number().int().min(0).default(0),
-  status: external_exports.string().transform((value) => value.split(",").filter((s) => s.length > 0)).pipe(external_exports.array(RevisionStatus)).optional()
-});
-var LogType = external_exports.enum(["build", "deploy"]);
-var LogLevel = external_exports.enum(["debug", "info", "warn", "error"]);
-var LogEntry = external_exports.object({ timestamp: Timestamp, level: LogLevel, message: external_exports.string() });
-var RevisionLogsQuery = external_exports.object({
-  type: LogType.default("build"),
-  limit: external_exports.coerce.number().int().min(1).max(1e3).default(50),
-  offset: external_exports.coerce.number().int().min(0).default(0)
-});
-var RevisionLogs = external_exports.object({ logs: external_exports.array(LogEntry), next_offset: external_exports.int().nullable() });
-var ProjectLogsRequest = external_exports.strictObject({
-  limit: external_exports.int().min(1).max(1e3).nullish(),
-  order: external_exports.enum(["asc", "desc"]).nullish(),
-  offset: external_exports.union([external_exports.int().min(0), external_exports.string().regex(/^\d{1,15}$/, { message: "offset must be a cursor from next_offset" })]).nullish(),
-  level: external_exports.string().transform((value) => value.toLowerCase()).pipe(external_exports.enum(["debug", "info", "warn", "warning", "error"])).nullish(),
-  query: external_exports.string().max(1e3).nullish(),
-  start_time: external_exports.iso.datetime({ offset: true }).nullish(),
-  end_time: external_exports.iso.datetime({ offset: true }).nullish()
-});
-var ProjectLogEntry = external_exports.object({ id: external_exports.string(), timestamp: Timestamp, level: LogLevel, message: external_exports.string() });
-var ProjectLogs = external_exports.object({ logs: external_exports.array(ProjectLogEntry), next_offset: external_exports.int().nullable() });
+var RevisionTrigger = lazySchema(() => external_exports.enum(["create", "patch", "push", "redeploy"]));
+var Revision = lazySchema(
+  () => external_exports.object({
+    id: Uuid,
+    deployment_id: Uuid,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    status: RevisionStatus,
+    status_message: external_exports.string().nullable(),
+    source: Source,
+    source_revision_config: SourceRevisionConfig,
+    trigger: RevisionTrigger
+  })
+);
+var RevisionListQuery = lazySchema(
+  () => external_exports.object({
+    limit: external_exports.coerce.number().int().min(1).max(100).default(20),
+    offset: external_exports.coerce.number().int().min(0).default(0),
+    status: external_exports.string().transform((value) => value.split(",").filter((s) => s.length > 0)).pipe(external_exports.array(RevisionStatus)).optional()
+  })
+);
+var LogType = lazySchema(() => external_exports.enum(["build", "deploy"]));
+var LogLevel = lazySchema(() => external_exports.enum(["debug", "info", "warn", "error"]));
+var LogEntry = lazySchema(() => external_exports.object({ timestamp: Timestamp, level: LogLevel, message: external_exports.string() }));
+var RevisionLogsQuery = lazySchema(
+  () => external_exports.object({
+    type: LogType.default("build"),
+    limit: external_exports.coerce.number().int().min(1).max(1e3).default(50),
+    offset: external_exports.coerce.number().int().min(0).default(0)
+  })
+);
+var RevisionLogs = lazySchema(() => external_exports.object({ logs: external_exports.array(LogEntry), next_offset: external_exports.int().nullable() }));
+var ProjectLogsRequest = lazySchema(
+  () => external_exports.strictObject({
+    limit: external_exports.int().min(1).max(1e3).nullish(),
+    order: external_exports.enum(["asc", "desc"]).nullish(),
+    offset: external_exports.union([external_exports.int().min(0), external_exports.string().regex(/^\d{1,15}$/, { message: "offset must be a cursor from next_offset" })]).nullish(),
+    level: external_exports.string().transform((value) => value.toLowerCase()).pipe(external_exports.enum(["debug", "info", "warn", "warning", "error"])).nullish(),
+    query: external_exports.string().max(1e3).nullish(),
+    start_time: external_exports.iso.datetime({ offset: true }).nullish(),
+    end_time: external_exports.iso.datetime({ offset: true }).nullish()
+  })
+);
+var ProjectLogEntry = lazySchema(() => external_exports.object({ id: external_exports.string(), timestamp: Timestamp, level: LogLevel, message: external_exports.string() }));
+var ProjectLogs = lazySchema(() => external_exports.object({ logs: external_exports.array(ProjectLogEntry), next_offset: external_exports.int().nullable() }));
 
 // shared/client.ts
 var ApiError = class extends Error {

@@ -18,7 +18,7 @@ export { raw };
 
 /** A timestamp as people read it, in UTC, with the exact value for machines and tooltips. */
 export function time(timestamp: string | null | undefined): Html {
-  if (!timestamp) return h`<span class="muted">—</span>`;
+  if (!timestamp) return h`<span class="muted">&mdash;</span>`;
   const shown = `${timestamp.slice(0, 10)} ${timestamp.slice(11, 19)} UTC`;
   return h`<time datetime="${timestamp}">${shown}</time>`;
 }
@@ -47,7 +47,7 @@ const STATUS_TONES: Record<string, string> = {
 
 /** A status as a badge; its text is the status itself, so colour is never the only sign. */
 export function status(value: string | null | undefined): Html {
-  if (!value) return h`<span class="muted">—</span>`;
+  if (!value) return h`<span class="muted">&mdash;</span>`;
   return h`<span class="badge badge-${STATUS_TONES[value] ?? 'busy'}">${value}</span>`;
 }
 
@@ -62,9 +62,9 @@ export function pager(basePath: string, params: Record<string, string | undefine
     return text ? `${basePath}?${text}` : basePath;
   };
   return h`<nav class="pager" aria-label="Pages">
-    ${offset > 0 ? h`<a href="${link(Math.max(0, offset - limit))}" rel="prev">← Previous</a>` : h`<span></span>`}
-    <span class="muted">${offset + 1}–${offset + limit}</span>
-    ${more ? h`<a href="${link(offset + limit)}" rel="next">Next →</a>` : h`<span></span>`}
+    ${offset > 0 ? h`<a href="${link(Math.max(0, offset - limit))}" rel="prev">&larr; Previous</a>` : h`<span></span>`}
+    <span class="muted">${offset + 1}&ndash;${offset + limit}</span>
+    ${more ? h`<a href="${link(offset + limit)}" rel="next">Next &rarr;</a>` : h`<span></span>`}
   </nav>`;
 }
 
@@ -75,7 +75,7 @@ export function postForm(action: string, csrf: string, body: Html, className = '
 
 /** A link to a repository's page on GitHub, or the URL as text when it is not a GitHub web URL. */
 export function githubRepoLink(repoUrl: string | null, githubWebUrl: string): Html {
-  if (!repoUrl) return h`<span class="muted">—</span>`;
+  if (!repoUrl) return h`<span class="muted">&mdash;</span>`;
   const web = githubWebPath(repoUrl, githubWebUrl);
   return web ? h`<a href="${web}">${web.slice(githubWebUrl.length + 1)}</a>` : h`<code>${repoUrl}</code>`;
 }

@@ -15,6 +15,7 @@ import {
   VerifyKeyRequest,
   VerifyKeyResponse,
 } from '../../shared/schemas/agent.ts';
+import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { Revision } from '../../shared/schemas/revision.ts';
 import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
 import type { AgentProtocol } from '../domain/agents/protocol.ts';
@@ -241,7 +242,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
 const REPORTED_TEXT = { nulCharacters: 'keep' } as const;
 
 /** The signed fetch URL's query (a work item carries the whole URL). */
-const SourceQuery = z.object({ expires: z.string(), signature: z.string() });
+const SourceQuery = lazySchema(() => z.object({ expires: z.string(), signature: z.string() }));
 
 /** Only `Authorization: Bearer`: an `X-Api-Key` header is never read on agent routes. */
 function bearerOf(headers: Headers): string | undefined {

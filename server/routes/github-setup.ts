@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { InstallationLinks } from '../github/installation-links.ts';
 import { confirmationPage, LINK_CONFIRM_PATH, messagePage, SETUP_PAGE_HEADERS } from '../github/setup-pages.ts';
@@ -9,8 +10,8 @@ import { page, route } from '../http/route.ts';
 /** Where the GitHub App's "Setup URL" points: GitHub sends the installer's browser here, with no API key. */
 export const GITHUB_SETUP_PATH = '/v1/integrations/github/setup';
 
-const InstallUrlRequest = z.strictObject({ name: z.string().min(1).max(255).optional() });
-const InstallUrl = z.object({ url: z.string(), state: z.string(), expires_at: z.string() });
+const InstallUrlRequest = lazySchema(() => z.strictObject({ name: z.string().min(1).max(255).optional() }));
+const InstallUrl = lazySchema(() => z.object({ url: z.string(), state: z.string(), expires_at: z.string() }));
 
 /** The setup-URL flow that proves who owns a GitHub App installation (contract §12). */
 export function githubSetupRoutes(ctx: RouteContext, links: InstallationLinks): void {

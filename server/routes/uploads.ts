@@ -1,10 +1,11 @@
 import { z } from 'zod';
+import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { UPLOAD_PATH_PREFIX } from '../domain/uploads.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
 import { pathId } from '../http/validation.ts';
 
-const UploadQuery = z.object({ expires: z.string(), signature: z.string() });
+const UploadQuery = lazySchema(() => z.object({ expires: z.string(), signature: z.string() }));
 
 /** The signed `PUT` of a source tarball: authorized by the URL's signature, not an API key. */
 export function uploadRoutes(ctx: RouteContext): void {

@@ -19,7 +19,7 @@ export function triggerLabel(revision: Revision, deployment: Deployment): string
 /** The commit of a revision, linked to GitHub when the repository is there. */
 export function commitLink(deployment: Deployment, revision: Revision, githubWebUrl: string): Html {
   const sha = revision.source_revision_config.repo_commit_sha;
-  if (!sha) return h`<span class="muted">—</span>`;
+  if (!sha) return h`<span class="muted">&mdash;</span>`;
   const web = deployment.source_config.repo_url ? githubWebPath(deployment.source_config.repo_url, githubWebUrl) : null;
   return web ? h`<a href="${web}/commit/${sha}"><code>${sha.slice(0, 7)}</code></a>` : h`<code>${sha.slice(0, 7)}</code>`;
 }
@@ -56,9 +56,9 @@ export function deploymentPage(input: {
   <dt>Status</dt><dd>${status(d.status)}</dd>
   <dt>ID</dt><dd><code>${d.id}</code></dd>
   <dt>Source</dt><dd>${d.source}</dd>
-  <dt>URL</dt><dd>${d.source_config.custom_url ? h`<a href="${d.source_config.custom_url}">${d.source_config.custom_url}</a>` : h`<span class="muted">—</span>`}</dd>
+  <dt>URL</dt><dd>${d.source_config.custom_url ? h`<a href="${d.source_config.custom_url}">${d.source_config.custom_url}</a>` : h`<span class="muted">&mdash;</span>`}</dd>
   <dt>Repository</dt><dd>${githubRepoLink(d.source_config.repo_url, githubWebUrl)}</dd>
-  <dt>Branch</dt><dd>${branch ? (web ? h`<a href="${web}/tree/${branch}">${branch}</a>` : h`<code>${branch}</code>`) : h`<span class="muted">—</span>`}</dd>
+  <dt>Branch</dt><dd>${branch ? (web ? h`<a href="${web}/tree/${branch}">${branch}</a>` : h`<code>${branch}</code>`) : h`<span class="muted">&mdash;</span>`}</dd>
   <dt>Build on push</dt><dd>${d.source_config.build_on_push === null ? '—' : d.source_config.build_on_push ? 'yes' : 'no'}</dd>
   <dt>Graph config</dt><dd>${d.source_revision_config.graph_config_path ?? '—'}</dd>
   <dt>Image</dt><dd>${d.source_revision_config.image_uri ?? d.image_version ?? '—'}</dd>

@@ -49,7 +49,7 @@ function deploymentRow({ deployment, active, latest }: DeploymentRow): Html {
   <td data-label="Source">${deployment.source}</td>
   <td data-label="Active revision">${active ? revisionCell(deployment.id, active) : h`<span class="muted">none</span>`}</td>
   <td data-label="Latest revision">${latest ? revisionCell(deployment.id, latest) : h`<span class="muted">none</span>`}</td>
-  <td data-label="URL">${url ? h`<a href="${url}">${url}</a>` : h`<span class="muted">—</span>`}</td>
+  <td data-label="URL">${url ? h`<a href="${url}">${url}</a>` : h`<span class="muted">&mdash;</span>`}</td>
   <td data-label="Last change">${time(deployment.updated_at)}</td>
 </tr>`;
 }

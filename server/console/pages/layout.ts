@@ -30,7 +30,7 @@ export function page(input: { title: string; section: Section; frame?: Frame; li
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${input.title} · Control plane</title>
+<title>${input.title} &middot; Control plane</title>
 <link rel="stylesheet" href="/console/assets/console.css">
 ${input.live ? h`<script src="/console/assets/console.js" defer></script>` : ''}
 </head>

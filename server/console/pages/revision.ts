@@ -61,8 +61,8 @@ ${
 ${
   log.from > 0 || log.next !== null
     ? h`<nav class="pager" aria-label="${title} pages">
-  ${log.from > 0 ? h`<a href="${at(0)}">← From the start</a>` : h`<span></span>`}
-  ${log.next !== null ? h`<a href="${at(log.next)}">Later lines →</a>` : h`<span></span>`}
+  ${log.from > 0 ? h`<a href="${at(0)}">&larr; From the start</a>` : h`<span></span>`}
+  ${log.next !== null ? h`<a href="${at(log.next)}">Later lines &rarr;</a>` : h`<span></span>`}
 </nav>`
     : ''
 }

@@ -1,34 +1,37 @@
 import { type CryptoKey, decodeProtectedHeader, errors, type JWSHeaderParameters, jwtVerify } from 'jose';
 import { z } from 'zod';
+import { lazySchema } from '../../../shared/schemas/lazy.ts';
 import { DomainError, Unauthorized } from '../errors.ts';
 
 /** Seconds of clock difference allowed on `exp`, `nbf` and `iat` (contract section 13). */
 export const CLOCK_SKEW_SECONDS = 60;
 
 /** GitHub sends ids as decimal strings; a number is read the same way. */
-const DecimalId = z.union([z.string().regex(/^\d{1,20}$/), z.number().int().nonnegative()]).transform(String);
-const Text = z.string().max(1024);
+const DecimalId = lazySchema(() => z.union([z.string().regex(/^\d{1,20}$/), z.number().int().nonnegative()]).transform(String));
+const Text = lazySchema(() => z.string().max(1024));
 
 /** The claims of a GitHub Actions ID token this server reads (the token has more). */
-export const GithubClaims = z.object({
-  sub: Text,
-  jti: z.string().min(1).max(256),
-  exp: z.number(),
-  iat: z.number(),
-  repository: Text,
-  repository_id: DecimalId,
-  repository_owner: Text,
-  repository_owner_id: DecimalId,
-  ref: Text.optional(),
-  environment: Text.optional(),
-  job_workflow_ref: Text.optional(),
-  event_name: Text.optional(),
-  workflow: Text.optional(),
-  actor: Text.optional(),
-  run_id: z.union([Text, z.number()]).transform(String).optional(),
-  run_attempt: z.union([Text, z.number()]).transform(String).optional(),
-  sha: Text.optional(),
-});
+export const GithubClaims = lazySchema(() =>
+  z.object({
+    sub: Text,
+    jti: z.string().min(1).max(256),
+    exp: z.number(),
+    iat: z.number(),
+    repository: Text,
+    repository_id: DecimalId,
+    repository_owner: Text,
+    repository_owner_id: DecimalId,
+    ref: Text.optional(),
+    environment: Text.optional(),
+    job_workflow_ref: Text.optional(),
+    event_name: Text.optional(),
+    workflow: Text.optional(),
+    actor: Text.optional(),
+    run_id: z.union([Text, z.number()]).transform(String).optional(),
+    run_attempt: z.union([Text, z.number()]).transform(String).optional(),
+    sha: Text.optional(),
+  }),
+);
 export type GithubClaims = z.infer<typeof GithubClaims>;
 
 export type VerifyOptions = {

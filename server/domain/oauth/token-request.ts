@@ -2,6 +2,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { z } from 'zod';
+import { lazySchema } from '../../../shared/schemas/lazy.ts';
 import type { TokenEndpointAuthMethod } from '../../../shared/schemas/oauth.ts';
 import { type OutboundPolicy, OutboundRefused } from './outbound.ts';
 
@@ -43,40 +44,44 @@ const MAX_EXPIRES_IN_S = 10 * 365 * 24 * 3600;
 export const PROVIDER_TEXT_EXCERPT = 200;
 
 /** Seconds as a JSON number or a string of digits (some providers send "3600"); null = not said. */
-const Seconds = z
-  .union([
-    z.number(),
-    z
-      .string()
-      .regex(/^\d{1,12}$/, { message: 'must be a number of seconds' })
-      .transform(Number),
-  ])
-  .pipe(
-    z
-      .number()
-      .finite()
-      .min(0, { message: 'must not be negative' })
-      .max(MAX_EXPIRES_IN_S, { message: `must be at most ${MAX_EXPIRES_IN_S} seconds` }),
-  )
-  .transform((value) => Math.floor(value));
+const Seconds = lazySchema(() =>
+  z
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^\d{1,12}$/, { message: 'must be a number of seconds' })
+        .transform(Number),
+    ])
+    .pipe(
+      z
+        .number()
+        .finite()
+        .min(0, { message: 'must not be negative' })
+        .max(MAX_EXPIRES_IN_S, { message: `must be at most ${MAX_EXPIRES_IN_S} seconds` }),
+    )
+    .transform((value) => Math.floor(value)),
+);
 
 /** RFC 6749 §5.1, checked so that no answer can make the callback fail or store nonsense. */
-const TokenResponse = z.object({
-  access_token: z
-    .string()
-    .min(1, { message: 'is empty' })
-    .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` }),
-  token_type: z.string().max(64).nullish(),
-  refresh_token: z
-    .string()
-    .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` })
-    .nullish(),
-  expires_in: Seconds.nullish(),
-  // A space-separated string (RFC 6749); some providers send a list.
-  scope: z.union([z.string().max(8192), z.array(z.string().max(256)).max(1000)]).nullish(),
-});
+const TokenResponse = lazySchema(() =>
+  z.object({
+    access_token: z
+      .string()
+      .min(1, { message: 'is empty' })
+      .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` }),
+    token_type: z.string().max(64).nullish(),
+    refresh_token: z
+      .string()
+      .max(MAX_TOKEN_CHARS, { message: `is longer than ${MAX_TOKEN_CHARS} characters` })
+      .nullish(),
+    expires_in: Seconds.nullish(),
+    // A space-separated string (RFC 6749); some providers send a list.
+    scope: z.union([z.string().max(8192), z.array(z.string().max(256)).max(1000)]).nullish(),
+  }),
+);
 
-const ErrorResponse = z.object({ error: z.string().min(1), error_description: z.string().nullish() });
+const ErrorResponse = lazySchema(() => z.object({ error: z.string().min(1), error_description: z.string().nullish() }));
 
 /** A provider's error code, if it looks like one (RFC 6749 §5.2 charset, short); else a neutral one. */
 export function providerErrorCode(error: string): string {
