@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMPILE_CACHE_IN_CHECKOUT, RESOLUTIONS_FILE, SandboxSetup } from '../../agent/sandbox-setup.ts';
+import { bwrapSetupOptions } from '../helpers/sandbox-options.ts';
 
 const PRELOAD = new URL('../../agent/server-preload.mjs', import.meta.url).pathname;
 
@@ -165,17 +166,7 @@ describe("the agent server's preload, across starts", () => {
 
   it("is told a file in the deployment's own compile cache, keyed by the stored packages it binds, and none without them", () => {
     const workDir = mkdtempSync(join(tmpdir(), 'cp-resolutions-env-'));
-    const setup = new SandboxSetup({
-      workDir,
-      sandbox: 'bwrap',
-      bwrapPath: '/usr/bin/bwrap',
-      sandboxUser: null,
-      egress: { mode: 'none', allow: [] },
-      pastaPath: null,
-      limits: null,
-      env: {},
-      passEnv: [],
-    });
+    const setup = new SandboxSetup(bwrapSetupOptions(workDir));
     const cwd = join(workDir, 'deployment', 'revision');
     const stored = join(workDir, 'deployment', 'packages', 'key-1', 'node_modules');
     mkdirSync(stored, { recursive: true });

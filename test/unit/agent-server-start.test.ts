@@ -3,15 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { GraphConfig } from '../../agent/graph-config.ts';
-import {
-  agentModules,
-  COMPILE_CACHE_IN_CHECKOUT,
-  SANDBOX_SERVER_PRELOAD,
-  type SandboxOptions,
-  SandboxSetup,
-  SERVER_PRELOAD,
-} from '../../agent/sandbox-setup.ts';
+import { agentModules, COMPILE_CACHE_IN_CHECKOUT, SANDBOX_SERVER_PRELOAD, SandboxSetup, SERVER_PRELOAD } from '../../agent/sandbox-setup.ts';
 import { productionServerCommand } from '../../agent/server-command.ts';
+import { bwrapSetupOptions } from '../helpers/sandbox-options.ts';
 
 const modules = agentModules();
 const API = '@langchain/langgraph-cli/node_modules/@langchain/langgraph-api';
@@ -59,18 +53,7 @@ describe.skipIf(!modules)('the agent server’s start', () => {
   });
 
   it('binds each deployment’s own compile cache at one place in its checkout, and the preload read-only', () => {
-    const options: SandboxOptions = {
-      workDir,
-      sandbox: 'bwrap',
-      bwrapPath: '/usr/bin/bwrap',
-      sandboxUser: null,
-      egress: { mode: 'none', allow: [] },
-      pastaPath: null,
-      limits: null,
-      env: {},
-      passEnv: [],
-    };
-    const setup = new SandboxSetup(options);
+    const setup = new SandboxSetup(bwrapSetupOptions(workDir));
     const serverSandbox = (deploymentId: string, revisionId: string) => {
       const cwd = join(workDir, deploymentId, revisionId);
       mkdirSync(cwd, { recursive: true });
