@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ValidationIssue } from '../../shared/schemas/common.ts';
+import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { PayloadTooLarge, UnsupportedMediaType, ValidationFailed } from '../domain/errors.ts';
 import { readLimited } from '../domain/read-limited.ts';
 import { auditFields } from '../lib/request-scope.ts';
@@ -9,6 +10,9 @@ import { nodeBody, readNodeBody, requestHeader } from './node-request.ts';
 export { readLimited };
 
 type Where = 'body' | 'query' | 'path' | 'header';
+
+/** The query of a signed URL (a source upload, a claimed revision's source): when it expires and its signature. */
+export const SignedUrlQuery = lazySchema(() => z.object({ expires: z.string(), signature: z.string() }));
 
 export const API_BODY_LIMIT = 1024 * 1024;
 /** JSON nested deeper than this is refused: no legitimate body needs it, and deep values cost stack later. */

@@ -15,7 +15,6 @@ import {
   VerifyKeyRequest,
   VerifyKeyResponse,
 } from '../../shared/schemas/agent.ts';
-import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { Revision } from '../../shared/schemas/revision.ts';
 import type { ListenerTokens } from '../domain/agents/listener-tokens.ts';
 import type { AgentProtocol } from '../domain/agents/protocol.ts';
@@ -24,7 +23,7 @@ import type { Auth } from '../domain/auth.ts';
 import { publicRevision } from '../domain/revisions.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId } from '../http/validation.ts';
+import { pathId, SignedUrlQuery } from '../http/validation.ts';
 import type { Store } from '../store/types.ts';
 
 /**
@@ -155,7 +154,7 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
       path: `${claimPath}/source`,
       summary:
         'Download the uploaded source tarball of the claimed internal_source revision, from the signed URL in the work item (listener token and signature)',
-      query: SourceQuery,
+      query: SignedUrlQuery,
       response: {
         status: 200,
         schema: z.string(),
@@ -240,9 +239,6 @@ export function agentRoutes(ctx: RouteContext, deps: { tokens: ListenerTokens; p
 
 /** Log lines and status messages quote build output: the protocol sanitises their text rather than refuse it. */
 const REPORTED_TEXT = { nulCharacters: 'keep' } as const;
-
-/** The signed fetch URL's query (a work item carries the whole URL). */
-const SourceQuery = lazySchema(() => z.object({ expires: z.string(), signature: z.string() }));
 
 /** Only `Authorization: Bearer`: an `X-Api-Key` header is never read on agent routes. */
 function bearerOf(headers: Headers): string | undefined {

@@ -1,11 +1,8 @@
 import { z } from 'zod';
-import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { UPLOAD_PATH_PREFIX } from '../domain/uploads.ts';
 import type { RouteContext } from '../http/env.ts';
 import { route } from '../http/route.ts';
-import { pathId } from '../http/validation.ts';
-
-const UploadQuery = lazySchema(() => z.object({ expires: z.string(), signature: z.string() }));
+import { pathId, SignedUrlQuery } from '../http/validation.ts';
 
 /** The signed `PUT` of a source tarball: authorized by the URL's signature, not an API key. */
 export function uploadRoutes(ctx: RouteContext): void {
@@ -17,7 +14,7 @@ export function uploadRoutes(ctx: RouteContext): void {
       path: `${UPLOAD_PATH_PREFIX}:upload_id`,
       summary: 'Upload a gzip source tarball to a signed URL from POST /v2/deployments/{id}/upload-url (no API key; the signature authorizes it)',
       tag: 'deployments',
-      query: UploadQuery,
+      query: SignedUrlQuery,
       auth: 'signed-url',
       bodyContentType: 'application/gzip',
       response: { status: 200, schema: z.object({ object_path: z.string(), size: z.int() }) },
