@@ -20,10 +20,13 @@
  * run) and its collections' pauses per request: the garbage of the whole server (Node's HTTP
  * objects included), which the machine's load does not move, where `bench/fast-lane-cpu.ts` counts
  * only the lane's.
+ * The experiments' flags (`--together`, `--carry`, `--also`, `--clean`, `--no-rows`) are described
+ * where they are read, below, and in docs/decisions/hot-paths-round-7.md.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import Database from 'better-sqlite3';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { type LoadRequest, runLoad } from './lib/load.ts';
@@ -38,12 +41,35 @@ const rounds = Number(arg('rounds') ?? 9);
 const seconds = Number(arg('seconds') ?? 2);
 const withGc = process.argv.includes('--gc');
 const gcArgs = withGc ? ['--trace-gc-nvp'] : [];
+/**
+ * `--carry=server,code`: the bare server once more per passenger (BASELINE_CARRY), to see what a
+ * larger process costs it; an entry `<name>:<Node option>[;…]` is the bare server run with those options.
+ */
+const carried = arg('carry')?.split(',') ?? [];
+/**
+ * `--together`: each round loads every server at once (32 connections each) instead of one after
+ * another, so the machine's other work weighs on all of them alike: on a shared machine whose load
+ * moves from second to second, their ratios then hold better (each still counts its own CPU).
+ */
+const together = process.argv.includes('--together');
+/**
+ * `--also=<name>:<Node option>[,<Node option>…]` (repeatable): this checkout's server once more, run
+ * with those options (e.g. `--also=semi2:--max-semi-space-size=2`), to weigh a setting.
+ */
+const variants = process.argv
+  .filter((a) => a.startsWith('--also='))
+  .map((a) => a.slice('--also='.length).split(':'))
+  .map(([name, options]) => [name!, options!.split(',')] as const);
+/** `--clean`: see `cleanServerOf`. */
+const clean = process.argv.includes('--clean');
+/** `--no-rows`: leave out the row-for-row bare server (it matters for POST only). */
+const withRows = !process.argv.includes('--no-rows');
 for (const root of other ? [ROOT, other] : [ROOT]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
 
 /** A bundled server of `root` with 50 deployments whose revisions its GETs read. */
-async function serverOf(name: string, root: string): Promise<Measured & { databasePath: string; tenantId: string }> {
+async function serverOf(name: string, root: string, nodeArgs: readonly string[] = []): Promise<Measured & { databasePath: string; tenantId: string }> {
   const databasePath = join(tempDir(), 'cp.db');
   const child = await startChild(
     join(root, 'server/dist/main.js'),
@@ -54,7 +80,7 @@ async function serverOf(name: string, root: string): Promise<Measured & { databa
       LOG_LEVEL: 'info',
       SANDBOX_STAGE_MS: '3600000',
     },
-    gcArgs,
+    [...gcArgs, ...nodeArgs],
   );
   const api = apiClient(child.url, API_KEY);
   const fx = await workspaceFixtures(api);
@@ -79,6 +105,25 @@ async function serverOf(name: string, root: string): Promise<Measured & { databa
       body: () => JSON.stringify(githubBody(`cpu-post-${crypto.randomUUID()}`, fx.integrationId)),
     },
   };
+}
+
+/**
+ * This checkout's server once more, on a copy of `self`'s database made now, given nothing but the
+ * fast lane's GETs (`--clean`; its POST rounds are skipped): no request of this process goes through
+ * Hono but the first, which caches the key. Does serving Hono's requests (the setup's, the POST
+ * rounds') make the same lane's GETs cost more afterwards?
+ */
+async function cleanServerOf(self: Measured & { databasePath: string }): Promise<Measured> {
+  const databasePath = join(tempDir(), 'cp-clean.db');
+  const source = new Database(self.databasePath, { readonly: true });
+  await source.backup(databasePath);
+  source.close();
+  const child = await startChild(
+    join(ROOT, 'server/dist/main.js'),
+    { DATABASE_URL: databasePath, BOOTSTRAP_API_KEY: API_KEY, ENCRYPTION_KEY, LOG_LEVEL: 'info', SANDBOX_STAGE_MS: '3600000' },
+    gcArgs,
+  );
+  return { name: 'clean', child, gets: self.gets, post: self.post };
 }
 
 /** Heap bytes allocated and collection pause (µs) per request of one run, from its `--trace-gc-nvp` lines. */
@@ -119,8 +164,10 @@ try {
   const self = await serverOf('this', ROOT);
   servers.push(self);
   if (other) servers.push(await serverOf('other', other));
+  if (clean) servers.push(await cleanServerOf(self));
+  for (const [name, options] of variants) servers.push(await serverOf(name, ROOT, options));
   if (withBare) {
-    for (const sameRows of [false, true]) {
+    for (const sameRows of withRows ? [false, true] : [false]) {
       const child = await startSqliteBaseline({
         serverDatabasePath: self.databasePath,
         tenantId: self.tenantId,
@@ -135,18 +182,39 @@ try {
       if (sameRows) console.log(await sameRowsPerCreate({ ...self, url: self.child.url }, { ...child, post: self.post }));
     }
   }
+  for (const passenger of carried) {
+    // `<name>:<Node option>[;<Node option>…]`: no passenger, the bare server run with those options.
+    const [name, options] = passenger.split(':') as [string, string | undefined];
+    const child = await startSqliteBaseline({
+      serverDatabasePath: self.databasePath,
+      tenantId: self.tenantId,
+      synchronous: 'FULL',
+      groupCommit: true,
+      name: `bare-${name}.db`,
+      nodeArgs: [...gcArgs, ...(options?.split(';') ?? [])],
+      carry: options === undefined ? passenger : undefined,
+    });
+    servers.push({ name: `bare+${name}`, child, gets: self.gets, post: self.post });
+    await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
+  }
   for (const s of servers) await runLoad(s.child.url, { connections: 32, seconds: 1, requests: s.gets });
   const figures = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };
   const garbage = { get: servers.map((): Garbage[] => []), post: servers.map((): Garbage[] => []) };
   const measure = async (path: 'get' | 'post', i: number) => {
+    if (path === 'post' && servers[i]!.name === 'clean') return figures.post[i]!.push(Number.NaN);
     const measured = await cpuPerRequest(servers[i]!.child, path === 'get' ? servers[i]!.gets : [servers[i]!.post]);
     figures[path][i]!.push(measured.cpu);
     if (measured.garbage) garbage[path][i]!.push(measured.garbage);
   };
   for (let round = 0; round < rounds; round += 1) {
     const order = servers.map((_, i) => (i + round) % servers.length);
-    for (const i of order) await measure('get', i);
-    for (const i of order) await measure('post', i);
+    if (together) {
+      await Promise.all(order.map((i) => measure('get', i)));
+      await Promise.all(order.map((i) => measure('post', i)));
+    } else {
+      for (const i of order) await measure('get', i);
+      for (const i of order) await measure('post', i);
+    }
     console.log(
       `round ${round + 1}: ${servers.map((s, i) => `${s.name} GET ${figures.get[i]!.at(-1)!.toFixed(0)} POST ${figures.post[i]!.at(-1)!.toFixed(0)}`).join('; ')} µs CPU/request`,
     );
@@ -162,8 +230,13 @@ try {
     console.log(`${label}: ${servers.map((s, i) => `${s.name} ${sorted(figures[path][i]!)[Math.floor(rounds / 2)]!.toFixed(0)} µs`).join(', ')} (medians)`);
     for (let i = 1; i < servers.length; i += 1)
       console.log(`  this ÷ ${servers[i]!.name}, per round: ${quartiles(figures[path][0]!.map((value, round) => value / figures[path][i]![round]!))}`);
+    const bare = servers.findIndex((s) => s.name === 'bare');
+    for (let i = 0; i < servers.length; i += 1)
+      if (servers[i]!.name.startsWith('bare+'))
+        console.log(`  ${servers[i]!.name} ÷ bare, per round: ${quartiles(figures[path][i]!.map((value, round) => value / figures[path][bare]![round]!))}`);
     if (withGc) {
-      const median = (values: number[]) => sorted(values)[Math.floor(values.length / 2)]!;
+      // A run with fewer than two collections (a large young generation) has no figure.
+      const median = (values: number[]) => (values.length === 0 ? Number.NaN : sorted(values)[Math.floor(values.length / 2)]!);
       console.log(
         `  heap bytes allocated per request (medians of the rounds; collection pauses µs per request): ${servers
           .map(

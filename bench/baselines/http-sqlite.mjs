@@ -23,12 +23,48 @@
 // outgoing events', the GitHub status outbox's) run on both. What it still does not do is the
 // server's own work beyond those rows: its reads (the key, the listener that decides the data
 // plane), the runner's lease check, the tracing project's adoption, validation.
+// Experiment only (bench/cpu-per-request.ts --carry=…; unset, the baseline is the plain one above):
+// BASELINE_CARRY=server also starts the whole control-plane server (its bundle, server/dist) in this
+// process on a database of its own, idle: its code, heap, timers and intervals beside the bare
+// server, which alone answers the benchmark's requests: does a larger process make the same bare
+// code cost more? BASELINE_CARRY=code imports the bundle's library chunks without starting
+// anything (code loaded, little heap, no timers).
 // Settings: BASELINE_REVISION_COLUMNS (the server's REVISION_RECORD_COLUMNS; * when unset), BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS.
 
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
 import { createConfigs, deploymentAnswerText, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
+
+await carry(process.env.BASELINE_CARRY);
+
+/** The experiment's passenger (see BASELINE_CARRY above); nothing when unset. */
+async function carry(what) {
+  if (!what) return;
+  const { mkdtempSync, readdirSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dist = new URL('../../server/dist/', import.meta.url);
+  if (what === 'code') {
+    // Every chunk but the server's own (main-*.js starts it when evaluated) and its entry.
+    for (const file of readdirSync(dist)
+      .filter((f) => f.endsWith('.js') && !f.startsWith('main'))
+      .sort())
+      await import(new URL(file, dist).href);
+    return;
+  }
+  if (what !== 'server') throw new Error(`BASELINE_CARRY: ${what}?`);
+  const env = process.env;
+  Object.assign(env, {
+    DATABASE_URL: join(mkdtempSync(join(tmpdir(), 'cp-carry-')), 'carried.db'),
+    ENCRYPTION_KEY: env.BASELINE_ENCRYPTION_KEY,
+    BOOTSTRAP_API_KEY: `carried-${randomUUID()}`,
+    // Quiet: its "listening" line must not be taken for this server's.
+    LOG_LEVEL: 'error',
+    SANDBOX_STAGE_MS: '3600000',
+  });
+  await import(new URL('main.js', dist).href);
+}
 
 const db = new Database(process.env.BASELINE_DB);
 db.pragma('journal_mode = WAL');

@@ -22,6 +22,8 @@ export async function startSqliteBaseline(options: {
   name: string;
   /** Node's own options (a profiler's). */
   nodeArgs?: readonly string[];
+  /** An experiment's passenger in the same process (BASELINE_CARRY in the baseline); none by default. */
+  carry?: string;
 }): Promise<Child & { databasePath: string }> {
   const copy = join(tempDir(), options.name);
   const source = new Database(options.serverDatabasePath, { readonly: true });
@@ -38,6 +40,7 @@ export async function startSqliteBaseline(options: {
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
       BASELINE_GROUP_COMMIT: options.groupCommit ? '1' : '0',
       BASELINE_SAME_ROWS: options.sameRows ? '1' : '0',
+      ...(options.carry ? { BASELINE_CARRY: options.carry } : {}),
     },
     options.nodeArgs,
   );
