@@ -13,7 +13,8 @@
  * control plane started idle in its process (BASELINE_CARRY). No setup request reaches a measured
  * server: the deployments are made by a server of their own, whose database is copied, so the
  * measured servers see only the fast lane's GETs (and one through Hono, which caches the key).
- * Needs valgrind (`apt-get install valgrind`); each server takes minutes.
+ * Needs valgrind (`apt-get install valgrind`); each server takes minutes. A warm-up under 2,000
+ * measures V8 still compiling (after 400: ~345,000 instructions a GET for both servers).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
