@@ -30,7 +30,7 @@ import Database from 'better-sqlite3';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { type LoadRequest, runLoad } from './lib/load.ts';
-import { type Child, cpuMs, ROOT, startChild, tempDir } from './lib/processes.ts';
+import { type Child, cpuMs, ROOT, removeTempDirs, startChild, tempDir } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
 import { sameBytes, sameRowsPerCreate, startSqliteBaseline } from './lib/sqlite-baseline.ts';
 
@@ -249,4 +249,6 @@ try {
   console.log(`this = ${ROOT}${other ? `, other = ${other}` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 } finally {
   for (const s of servers) await s.child.stop();
+  // The servers' databases and the baselines' copies (and a carried server's database beside them).
+  removeTempDirs();
 }

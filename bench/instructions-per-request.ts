@@ -24,7 +24,7 @@ import Database from 'better-sqlite3';
 import { REVISION_RECORD_COLUMNS } from '../server/store/queries/hot-paths.ts';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
-import { ROOT, tempDir } from './lib/processes.ts';
+import { ROOT, removeTempDirs, tempDir } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY, startControlPlane } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -180,4 +180,5 @@ try {
   console.log(`load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} (instruction counts do not depend on it)`);
 } finally {
   agent.destroy();
+  removeTempDirs();
 }

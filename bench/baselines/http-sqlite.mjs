@@ -41,9 +41,8 @@ await carry(process.env.BASELINE_CARRY);
 /** The experiment's passenger (see BASELINE_CARRY above); nothing when unset. */
 async function carry(what) {
   if (!what) return;
-  const { mkdtempSync, readdirSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  const { join } = await import('node:path');
+  const { readdirSync } = await import('node:fs');
+  const { dirname, join } = await import('node:path');
   const dist = new URL('../../server/dist/', import.meta.url);
   if (what === 'code') {
     // Every chunk but the server's own (main-*.js starts it when evaluated) and its entry.
@@ -56,7 +55,8 @@ async function carry(what) {
   if (what !== 'server') throw new Error(`BASELINE_CARRY: ${what}?`);
   const env = process.env;
   Object.assign(env, {
-    DATABASE_URL: join(mkdtempSync(join(tmpdir(), 'cp-carry-')), 'carried.db'),
+    // Beside the baseline's copy, in the benchmark's temporary folder (removed with it).
+    DATABASE_URL: join(dirname(env.BASELINE_DB), 'carried.db'),
     ENCRYPTION_KEY: env.BASELINE_ENCRYPTION_KEY,
     BOOTSTRAP_API_KEY: `carried-${randomUUID()}`,
     // Quiet: its "listening" line must not be taken for this server's.
