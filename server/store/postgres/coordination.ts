@@ -30,6 +30,12 @@ const DEFAULT_ACK_TIMEOUT_MS = 2_000;
 const COUNT_PROCESSES_MS = 5_000;
 /** The listening sessions of the control plane on this database: this process's and its peers'. */
 const LISTENING_SESSIONS = 'SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE $1';
+/**
+ * Those of them connected from this process's address: the processes that share its cores. Peers on
+ * other hosts have cores of their own and must not shrink this process's share (a Unix socket's
+ * sessions have no address, and match each other).
+ */
+const SAME_HOST_SESSIONS = `${LISTENING_SESSIONS} AND client_addr IS NOT DISTINCT FROM inet_client_addr()`;
 
 /** What travels in a notice: the sender (a random id per process), the topic, the key; `a` asks for acknowledgements. */
 type Notice = { p: string; t: string; k: string; a?: string; to?: string };
@@ -133,12 +139,12 @@ export class PgCoordination implements Coordination {
     return true;
   }
 
-  /** Tells the pool how many processes listen on the database now (itself among them); on an error it keeps the last count. */
+  /** Tells the pool how many processes on this host listen on the database now (itself among them); on an error it keeps the last count. */
   async #countProcesses(): Promise<void> {
     const client = this.#client;
     if (!client || this.#closed) return;
     try {
-      const { rows } = await client.query<{ name: string }>(LISTENING_SESSIONS, [`${APPLICATION_PREFIX}%`]);
+      const { rows } = await client.query<{ name: string }>(SAME_HOST_SESSIONS, [`${APPLICATION_PREFIX}%`]);
       this.#db.sharedBy(rows.length);
     } catch {
       // The connection's loss is handled by its own events; the next count comes with the next connection.
