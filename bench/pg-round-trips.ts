@@ -1,93 +1,202 @@
 /**
- * `node bench/pg-round-trips.ts [--root=<other checkout>] [--rounds=2] [--seconds=3]`: what one
- * request sends to PostgreSQL under load: round trips and statements per GET revision and per POST
- * deployment, counted in the server process (bench/lib/count-pg-round-trips.mjs on node-postgres's
- * `Client.query`), over a closed-loop run of 32 connections on the embedded PostgreSQL (fsync on).
- * The servers run from source (the counting hook needs the pg of node_modules); `--root`: another
- * checkout's server too, each round running both in turn (its node_modules must resolve to this
- * checkout's pg, e.g. a symbolic link). Counts, not timings: they hold on a loaded machine; the
- * background sweeps' statements are included (a few per hundred requests).
+ * `node bench/pg-round-trips.ts [--processes=1,3] [--root=<other checkout>] [--rounds=2] [--seconds=3] [--idle=3] [--warmup=0] [--ops=get,post]`:
+ * what one request costs a server on PostgreSQL under load, with one process and with several on
+ * one database: round trips and statements per GET revision and per POST deployment, the notices
+ * the processes' listening connections receive per request, and the servers' CPU per request
+ * (every process's threads, /proc schedstat), counted in the server processes
+ * (bench/lib/count-pg-round-trips.mjs on node-postgres's `Client`), over a closed-loop run of 32
+ * connections (split evenly over the processes, as the cluster scenario splits them) on the
+ * embedded PostgreSQL (fsync on). Before the load, `--idle` seconds at rest: each process's
+ * statements and CPU per second (the background loops). The servers run from source (the counting
+ * hook needs the pg of node_modules); `--root`: another checkout's server too, each round running
+ * every cluster in turn (its node_modules must resolve to this checkout's pg, e.g. a symbolic
+ * link). Counts first: they hold on a loaded machine; the background sweeps' statements are
+ * included (a few per hundred requests). The CPU figures move with the machine's load.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { apiClient } from '../test/helpers/api.ts';
 import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres } from '../test/helpers/postgres.ts';
 import { type LoadRequest, runLoad } from './lib/load.ts';
-import { type Child, ROOT, sleep, startChild, tempDir } from './lib/processes.ts';
+import { type Child, parentPid, ROOT, sleep, startChild, tempDir, threadsCpuMs, treeCpuMs } from './lib/processes.ts';
 import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const roots = [ROOT, ...(arg('root') === undefined ? [] : [resolve(arg('root')!)])];
+/** `--processes=1,3,3:DATABASE_POOL_SIZE=4`: the clusters, each a process count and settings of its own (`:NAME=value`…). */
+const topologies = (arg('processes') ?? '1').split(',').map((spec) => {
+  const [count, ...settings] = spec.split(':');
+  return { count: Number(count), env: Object.fromEntries(settings.map((s) => [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)])) };
+});
 const rounds = Number(arg('rounds') ?? 2);
 const seconds = Number(arg('seconds') ?? 3);
+const idleSeconds = Number(arg('idle') ?? 3);
+/** `--warmup=<s>`: before the rounds, each process alone gets every measure's whole load for this long (its JIT as warm as one process's). */
+const warmupSeconds = Number(arg('warmup') ?? 0);
+const connections = 32;
+/** `--cpu-prof=<dir>`: each process writes a CPU profile of each measure there (`<pid>-<n>.cpuprofile`, n counting its measures). */
+const profileDir = arg('cpu-prof') === undefined ? undefined : resolve(arg('cpu-prof')!);
+/**
+ * `--perf=<dir>`: `perf record -e cpu-clock` of the cluster's processes during each measure, written
+ * there (`<round>-<n>-<processes>-<op>.data`): where the CPU goes, kernel included (a sample is taken
+ * only while a process runs, where `--cpu-prof` samples wall time and charges a preempted process's
+ * wait to the function it was in). Servers started with `--perf-basic-prof` name their JIT frames.
+ */
+const perfDir = arg('perf') === undefined ? undefined : resolve(arg('perf')!);
+const ops = (arg('ops') ?? 'get,post').split(',') as Array<'get' | 'post'>;
 const hook = join(import.meta.dirname, 'lib/count-pg-round-trips.mjs');
 const headers = { 'x-api-key': API_KEY };
 
-type Server = { root: string; child: Child; countsFile: string; revisionPaths: string[]; integrationId: string };
+type Counts = { roundTrips: number; statements: number; responses: number; notices: number };
+type Server = { child: Child; countsFile: string };
+/** One root's servers on one database: one process, or several (started together, as an orchestrator starts them). */
+type Cluster = { name: string; servers: Server[]; revisionPaths: string[]; integrationId: string };
 
 const postgres = await startTestPostgres({ durable: true });
-const servers: Server[] = [];
+/** PostgreSQL's CPU (the postmaster and its backends, ended ones included): one cluster runs at a time. */
+const postmaster = await (async () => {
+  const admin = new pg.Client({ connectionString: postgres.adminUrl });
+  await admin.connect();
+  try {
+    return parentPid((await admin.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
+  } finally {
+    await admin.end();
+  }
+})();
+const clusters: Cluster[] = [];
 try {
   for (const root of roots) {
-    const countsFile = join(tempDir('cp-pg-round-trips-'), 'counts.json');
-    const child = await startChild(
-      join(root, 'server/main.ts'),
-      {
-        DATABASE_URL: await createTestDatabase(postgres.adminUrl),
-        BOOTSTRAP_API_KEY: API_KEY,
-        ENCRYPTION_KEY,
-        LOG_LEVEL: 'info',
-        SANDBOX_STAGE_MS: '3600000',
-        RECONCILE_INTERVAL_MS: '0',
-        PG_ROUND_TRIPS_FILE: countsFile,
-      },
-      ['--import', hook],
-    );
-    const server: Server = { root, child, countsFile, revisionPaths: [], integrationId: '' };
-    servers.push(server);
-    const api = apiClient(child.url, API_KEY);
-    server.integrationId = (await workspaceFixtures(api)).integrationId;
-    for (let i = 0; i < 50; i += 1) {
-      const created = await api.post('/v2/deployments', githubBody(`rt-warm-${i}`, server.integrationId));
-      server.revisionPaths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
+    for (const { count, env } of topologies) {
+      const databaseUrl = await createTestDatabase(postgres.adminUrl);
+      const servers = await Promise.all(
+        Array.from({ length: count }, async () => {
+          const countsFile = join(tempDir('cp-pg-round-trips-'), 'counts.json');
+          const child = await startChild(
+            join(root, 'server/main.ts'),
+            {
+              DATABASE_URL: databaseUrl,
+              BOOTSTRAP_API_KEY: API_KEY,
+              ENCRYPTION_KEY,
+              LOG_LEVEL: 'info',
+              SANDBOX_STAGE_MS: '3600000',
+              RECONCILE_INTERVAL_MS: '0',
+              PG_ROUND_TRIPS_FILE: countsFile,
+              ...env,
+              ...(profileDir ? { PG_CPU_PROFILE_DIR: profileDir } : {}),
+            },
+            ['--import', hook, ...(perfDir ? ['--perf-basic-prof', '--no-logfile-per-isolate', `--logfile=${join(perfDir, 'v8-%p.log')}`] : [])],
+          );
+          return { child, countsFile };
+        }),
+      );
+      const settings = Object.entries(env)
+        .map(([k, v]) => ` ${k}=${v}`)
+        .join('');
+      const cluster: Cluster = { name: `${root} ${count} process${count > 1 ? 'es' : ''}${settings}`, servers, revisionPaths: [], integrationId: '' };
+      clusters.push(cluster);
+      const api = apiClient(servers[0]!.child.url, API_KEY);
+      cluster.integrationId = (await workspaceFixtures(api)).integrationId;
+      for (let i = 0; i < 50; i += 1) {
+        const created = await api.post('/v2/deployments', githubBody(`rt-warm-${i}`, cluster.integrationId));
+        cluster.revisionPaths.push(`/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`);
+      }
     }
   }
-  /** The counts since the last call (the hook writes them on SIGUSR2). */
-  const counts = async (server: Server) => {
+  /** One server's counts since the last call (the hook writes them on SIGUSR2). */
+  const serverCounts = async (server: Server): Promise<Counts> => {
     rmSync(server.countsFile, { force: true });
     process.kill(server.child.pid, 'SIGUSR2');
     for (let tries = 0; tries < 50; tries += 1) {
       await sleep(100);
       try {
-        return JSON.parse(readFileSync(server.countsFile, 'utf8')) as { roundTrips: number; statements: number; responses: number };
+        return JSON.parse(readFileSync(server.countsFile, 'utf8')) as Counts;
       } catch {
         // Not written yet.
       }
     }
-    throw new Error(`no counts from ${server.root}`);
+    throw new Error(`no counts from ${server.child.url}`);
   };
+  const counts = (cluster: Cluster) => Promise.all(cluster.servers.map(serverCounts));
+  const cpu = (cluster: Cluster) => cluster.servers.map((s) => threadsCpuMs(s.child.pid));
+  /** The main threads' context switches so far: voluntary (it slept: one per wake-up of its event loop) and not (it was preempted). */
+  const switches = (cluster: Cluster) =>
+    cluster.servers.map((s) => {
+      const status = readFileSync(`/proc/${s.child.pid}/status`, 'utf8');
+      const field = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+      return [field('voluntary_ctxt_switches'), field('nonvoluntary_ctxt_switches')] as const;
+    });
+  const sum = (values: number[]) => values.reduce((n, v) => n + v, 0);
   let created = 0;
-  const requests = (server: Server, op: 'get' | 'post'): LoadRequest[] =>
+  const requests = (cluster: Cluster, op: 'get' | 'post'): LoadRequest[] =>
     op === 'get'
-      ? server.revisionPaths.map((path) => ({ method: 'GET', path, headers }))
-      : [{ method: 'POST', path: '/v2/deployments', headers, body: () => JSON.stringify(githubBody(`rt-${(created += 1)}`, server.integrationId)) }];
+      ? cluster.revisionPaths.map((path) => ({ method: 'GET', path, headers }))
+      : [{ method: 'POST', path: '/v2/deployments', headers, body: () => JSON.stringify(githubBody(`rt-${(created += 1)}`, cluster.integrationId)) }];
+  if (warmupSeconds > 0)
+    for (const cluster of clusters)
+      for (const server of cluster.servers)
+        for (const op of ops) await runLoad(server.child.url, { connections, seconds: warmupSeconds, requests: requests(cluster, op) });
   for (let round = 0; round < rounds; round += 1) {
-    for (const server of round % 2 === 0 ? servers : [...servers].reverse()) {
-      for (const op of ['get', 'post'] as const) {
-        await counts(server);
-        const run = await runLoad(server.child.url, { connections: 32, seconds, requests: requests(server, op) });
+    for (const cluster of round % 2 === 0 ? clusters : [...clusters].reverse()) {
+      // At rest: what the background loops send and spend, per process.
+      await counts(cluster);
+      const idleCpu = cpu(cluster);
+      await sleep(idleSeconds * 1000);
+      const idle = await counts(cluster);
+      const idleSpent = cpu(cluster).map((ms, i) => ms - idleCpu[i]!);
+      console.log(
+        `round ${round + 1} ${cluster.name} at rest: per process ${idle.map((c) => (c.statements / idleSeconds).toFixed(1)).join(' / ')} statements/s, ` +
+          `${idleSpent.map((ms) => (ms / idleSeconds).toFixed(1)).join(' / ')} ms CPU/s`,
+      );
+      for (const op of ops) {
+        await counts(cluster);
+        const before = cpu(cluster);
+        const postgresBefore = treeCpuMs(postmaster);
+        const switchesBefore = switches(cluster);
+        const n = cluster.servers.length;
+        const share = (i: number) => Math.floor(connections / n) + (i < connections % n ? 1 : 0);
+        const perf = perfDir
+          ? spawn(
+              'perf',
+              [
+                'record',
+                '-q',
+                '-e',
+                'cpu-clock',
+                '-F',
+                '999',
+                '-p',
+                cluster.servers.map((s) => s.child.pid).join(','),
+                '-o',
+                join(perfDir, `${round + 1}-${clusters.indexOf(cluster) + 1}-${n}-${op}.data`),
+              ],
+              { stdio: 'ignore' },
+            )
+          : undefined;
+        const runs = await Promise.all(
+          cluster.servers.map((server, i) => runLoad(server.child.url, { connections: share(i), seconds, requests: requests(cluster, op) })),
+        );
         // The requests still in flight when the load stopped end, and are counted with what they sent.
         await sleep(1000);
-        const { roundTrips, statements, responses } = await counts(server);
+        if (perf) await new Promise((done) => perf.once('exit', done).kill('SIGINT'));
+        const spent = cpu(cluster).map((ms, i) => ms - before[i]!);
+        const postgresSpent = treeCpuMs(postmaster) - postgresBefore;
+        const switched = switches(cluster).map(([v, n], i) => [v - switchesBefore[i]![0], n - switchesBefore[i]![1]] as const);
+        const each = await counts(cluster);
+        const responses = sum(each.map((c) => c.responses));
+        const per = (key: keyof Counts) => (sum(each.map((c) => c[key])) / responses).toFixed(2);
         console.log(
-          `round ${round + 1} ${server.root} ${op.toUpperCase()}: ${responses} responses (${run.failures} failed), ` +
-            `${(roundTrips / responses).toFixed(2)} round trips and ${(statements / responses).toFixed(2)} statements per request`,
+          `round ${round + 1} ${cluster.name} ${op.toUpperCase()}${profileDir ? ` (profiles: ${cluster.servers.map((s) => s.child.pid).join(', ')})` : ''}: ${responses} responses (${sum(runs.map((r) => r.failures))} failed), ` +
+            `${per('roundTrips')} round trips, ${per('statements')} statements and ${per('notices')} notices received per request; ` +
+            `CPU per request: ${(sum(spent) / responses).toFixed(3)} ms in the server (per process: ${spent.map((ms, i) => (ms / Math.max(1, each[i]!.responses)).toFixed(3)).join(' / ')}), ${(postgresSpent / responses).toFixed(3)} ms in PostgreSQL; ` +
+            `${(sum(switched.map(([v]) => v)) / responses).toFixed(2)} wake-ups and ${(sum(switched.map(([, n]) => n)) / responses).toFixed(2)} preemptions of the main threads per request`,
         );
       }
     }
   }
 } finally {
-  for (const server of servers) await server.child.stop();
+  for (const cluster of clusters) for (const server of cluster.servers) await server.child.stop();
   await postgres.stop();
 }

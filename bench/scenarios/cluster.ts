@@ -27,6 +27,19 @@ const quantile = (values: number[], q: number) => {
  */
 const ROUNDS = 9;
 const ROUND_SECONDS = 4;
+/**
+ * Each round's seconds of a measure are run as this many slices, the measures of one operation
+ * taking turns slice by slice (`BENCH_CLUSTER_SLICES`): the two sides of a ratio are then never
+ * more than a slice apart, four times a round, so a neighbour's burst of a few seconds falls on
+ * both sides instead of one (the GET ratio of one process ÷ the bare server spread ±12% with each
+ * measure's 4 s in one piece at load 20-30, session 46). Two, not more: a closed-loop slice loses
+ * the requests in flight when it stops (32 of them), which at 150 POSTs a second is a fifth of a
+ * 1 s slice, more for the slower side of a ratio (1 s slices put three processes' POST at 73% of
+ * one, 4 s pieces at 90%, load 19-35).
+ */
+const SLICES = 2;
+/** Requests each process serves alone before the rounds, at least (beside the warm-up's seconds). */
+const WARMUP_REQUESTS = { get: 8000, post: 1500 };
 
 /** One deployment target: the processes that serve it, and the revisions made on it to read. */
 type Target = {
@@ -236,17 +249,64 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       };
     };
 
+    /** The slices of one measure in a round as one run: requests, CPU and waits summed, req/s over their seconds. */
+    const joined = (parts: Run[]): Run => {
+      const requests = parts.reduce((n, p) => n + p.requests, 0);
+      const seconds = parts.reduce((n, p) => n + (p.rps > 0 ? p.requests / p.rps : 0), 0);
+      const per = (value: (p: Run) => number | undefined) =>
+        parts.some((p) => value(p) === undefined) ? undefined : parts.reduce((n, p) => n + value(p)! * p.requests, 0) / Math.max(1, requests);
+      const waits = parts.every((p) => p.waits)
+        ? parts.reduce<WaitSamples>(
+            (all, p) => {
+              for (const [type, n] of Object.entries(p.waits!.byType)) all.byType[type] = (all.byType[type] ?? 0) + n;
+              return { samples: all.samples + p.waits!.samples, busy: all.busy + p.waits!.busy, byType: all.byType };
+            },
+            { samples: 0, busy: 0, byType: {} },
+          )
+        : undefined;
+      return {
+        rps: seconds > 0 ? requests / seconds : 0,
+        p50: median(parts.map((p) => p.p50)),
+        p99: Math.max(...parts.map((p) => p.p99)),
+        max: Math.max(...parts.map((p) => p.max)),
+        requests,
+        failures: parts.reduce((n, p) => n + p.failures, 0),
+        serverCpuMs: per((p) => p.serverCpuMs)!,
+        postgresCpuMs: per((p) => p.postgresCpuMs),
+        waits,
+      };
+    };
+
     const measures: Measure[] = (['get', 'post'] as const).flatMap((op) => targets.map((target) => ({ target, op })));
     const name = (m: Measure) => `${m.op}:${m.target.key}`;
     // Every process gets the whole warm-up, all connections on it: its JIT and its pool as warm as the one process's.
-    log(`cluster: warm-up ${settings.warmupSeconds} s for each process of each measure`);
-    for (const m of measures) for (const url of m.target.urls) await load(m, settings.warmupSeconds, [url]);
+    // Counted in requests, not seconds: at load 20 a 3 s warm-up left each of three processes a third
+    // as warm as at load 2, and a process that is still compiling spends its compiler threads' CPU
+    // in the rounds (three processes unwarmed spent 0.61 ms a GET against one warmed process's 0.33;
+    // both warmed, 0.28-0.35 against 0.19-0.28: `node bench/pg-round-trips.ts --warmup`, session 47).
+    const warmup = settings.quick ? { get: 0, post: 0 } : WARMUP_REQUESTS;
+    log(`cluster: warm-up ${settings.warmupSeconds} s and at least ${warmup.get} GETs and ${warmup.post} POSTs for each process of each measure`);
+    for (const m of measures)
+      for (const url of m.target.urls) {
+        let served = (await load(m, settings.warmupSeconds, [url])).requests;
+        while (served < warmup[m.op]) served += (await load(m, 1, [url])).requests;
+      }
     // The embedded server is this run's own: autovacuum off for the rounds (vacuumed between them instead).
     if (!given) await admin.query('ALTER SYSTEM SET autovacuum = off').then(() => admin!.query('SELECT pg_reload_conf()'));
     const rounds = new Map<string, Run[]>(measures.map((m) => [name(m), []]));
     const roundCount = settings.quick ? settings.runs : Math.max(settings.runs, Number(env.BENCH_CLUSTER_ROUNDS ?? ROUNDS));
     const roundSeconds = settings.quick ? settings.seconds : Number(env.BENCH_CLUSTER_SECONDS ?? ROUND_SECONDS);
-    log(`cluster: ${roundCount} rounds of ${roundSeconds} s per measure`);
+    const slices = settings.quick ? 1 : Math.max(1, Number(env.BENCH_CLUSTER_SLICES ?? SLICES));
+    log(`cluster: ${roundCount} rounds of ${roundSeconds} s per measure, in ${slices} interleaved slices of ${roundSeconds / slices} s`);
+    /** One round of one operation's measures: each measure's seconds in `slices` turns, the order reversed each turn. */
+    const interleaved = async (group: Measure[]): Promise<Run[]> => {
+      const parts = group.map((): Run[] => []);
+      for (let slice = 0; slice < slices; slice += 1) {
+        const order = group.map((_, i) => i);
+        for (const i of slice % 2 === 0 ? order : order.reverse()) parts[i]!.push(await load(group[i]!, roundSeconds / slices));
+      }
+      return parts.map(joined);
+    };
     for (let round = 0; round < roundCount; round += 1) {
       // Each database vacuumed and analysed between rounds, where autovacuum would start one at a
       // moment of its own choosing, inside one measure's seconds (the rounds write thousands of rows).
@@ -258,7 +318,10 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       await admin.query('CHECKPOINT');
       // Results are stored by measure, so the order of a round only decides who follows whom.
       const order = round % 2 === 0 ? measures : [...measures].reverse();
-      for (const m of order) rounds.get(name(m))!.push(await load(m, roundSeconds));
+      for (const op of [...new Set(order.map((m) => m.op))]) {
+        const group = order.filter((m) => m.op === op);
+        (await interleaved(group)).forEach((run, i) => rounds.get(name(group[i]!))!.push(run));
+      }
       log(`  round ${round + 1}/${roundCount}: ${measures.map((m) => `${name(m)} ${Math.round(rounds.get(name(m))!.at(-1)!.rps)}`).join(', ')} req/s`);
     }
     const closed = (m: Measure): Run => {

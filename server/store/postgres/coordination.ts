@@ -22,6 +22,20 @@ const ACK_TOPIC = '_ack';
 /** Notices sent in one statement at most (each its own `pg_notify` call). */
 const NOTICES_PER_STATEMENT = 100;
 const DEFAULT_ACK_TIMEOUT_MS = 2_000;
+/**
+ * How often the processes listening on the database are counted (`PgDb.sharedBy`): processes
+ * started or stopped change how many reads each sends at a time within this. One look at
+ * pg_stat_activity on the listening connection.
+ */
+const COUNT_PROCESSES_MS = 5_000;
+/** The listening sessions of the control plane on this database: this process's and its peers'. */
+const LISTENING_SESSIONS = 'SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE $1';
+/**
+ * Those of them connected from this process's address: the processes that share its cores. Peers on
+ * other hosts have cores of their own and must not shrink this process's share (a Unix socket's
+ * sessions have no address, and match each other).
+ */
+const SAME_HOST_SESSIONS = `${LISTENING_SESSIONS} AND client_addr IS NOT DISTINCT FROM inet_client_addr()`;
 
 /** What travels in a notice: the sender (a random id per process), the topic, the key; `a` asks for acknowledgements. */
 type Notice = { p: string; t: string; k: string; a?: string; to?: string };
@@ -49,6 +63,7 @@ export class PgCoordination implements Coordination {
   readonly #acks = new Map<string, { waiting: Set<string>; done: (all: boolean) => void }>();
   #client: pg.Client | null = null;
   #reconnectTimer: NodeJS.Timeout | null = null;
+  #countTimer: NodeJS.Timeout | null = null;
   #backoff = RECONNECT_FIRST_MS;
   /** Set while notices may be missed (a connection lost or never made); the next connection fires a resync. */
   #deaf = false;
@@ -60,10 +75,15 @@ export class PgCoordination implements Coordination {
     this.#log = log;
   }
 
-  /** Opens the listening connection; when that fails, the process runs on and keeps trying in the background. */
-  static async open(url: string, db: PgDb, log: Logger): Promise<PgCoordination> {
+  /**
+   * Opens the listening connection; when that fails, the process runs on and keeps trying in the
+   * background. `countProcessesMs`: how often the processes on the database are counted.
+   */
+  static async open(url: string, db: PgDb, log: Logger, options: { countProcessesMs?: number } = {}): Promise<PgCoordination> {
     const coordination = new PgCoordination(url, db, log);
     if (!(await coordination.#connect())) coordination.#scheduleReconnect();
+    coordination.#countTimer = setInterval(() => void coordination.#countProcesses(), options.countProcessesMs ?? COUNT_PROCESSES_MS);
+    coordination.#countTimer.unref();
     return coordination;
   }
 
@@ -115,7 +135,20 @@ export class PgCoordination implements Coordination {
       this.#resync();
     }
     this.#deaf = false;
+    void this.#countProcesses();
     return true;
+  }
+
+  /** Tells the pool how many processes on this host listen on the database now (itself among them); on an error it keeps the last count. */
+  async #countProcesses(): Promise<void> {
+    const client = this.#client;
+    if (!client || this.#closed) return;
+    try {
+      const { rows } = await client.query<{ name: string }>(SAME_HOST_SESSIONS, [`${APPLICATION_PREFIX}%`]);
+      this.#db.sharedBy(rows.length);
+    } catch {
+      // The connection's loss is handled by its own events; the next count comes with the next connection.
+    }
   }
 
   #lost(client: pg.Client, error?: Error): void {
@@ -234,10 +267,7 @@ export class PgCoordination implements Coordination {
     }
     let peers: string[];
     try {
-      const { rows } = await this.#db.pool.query<{ name: string }>(
-        'SELECT application_name AS name FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE $1',
-        [`${APPLICATION_PREFIX}%`],
-      );
+      const { rows } = await this.#db.pool.query<{ name: string }>(LISTENING_SESSIONS, [`${APPLICATION_PREFIX}%`]);
       peers = rows.map((row) => row.name.slice(APPLICATION_PREFIX.length)).filter((id) => id !== this.processId);
     } catch (error) {
       this.#log.warn('coordination: could not list the other processes; sending without waiting for them', { topic, error: String(error) });
@@ -334,6 +364,8 @@ export class PgCoordination implements Coordination {
     this.#closed = true;
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = null;
+    if (this.#countTimer) clearInterval(this.#countTimer);
+    this.#countTimer = null;
     for (const pending of this.#acks.values()) pending.done(false);
     const client = this.#client;
     this.#client = null;

@@ -162,12 +162,15 @@ export class PgDb implements Db {
   readonly dialect = postgresDialect;
   readonly pool: pg.Pool;
   readonly #reads: ReadBatcher;
+  /** Lone reads in flight for the pool's size, or as given: fixed (`readsInFlight`) or shared by the processes (`sharedBy`). */
+  readonly #readsFor: (processes: number) => number;
 
   /**
    * `readsInFlight`: lone reads sent at a time before the next ones wait to leave together
-   * (`ReadBatcher`). By default one per core, and no more than half the pool, so that where the
-   * machine reports many cores the reads still group instead of queueing for a client of the pool,
-   * and transactions keep clients of their own.
+   * (`ReadBatcher`), fixed. By default one per core shared by the server processes on the database
+   * (`sharedBy`; one process until told), at least one, and no more than half the pool, so that
+   * where the machine reports many cores the reads still group instead of queueing for a client of
+   * the pool, and transactions keep clients of their own.
    */
   constructor(connectionString: string, options: { max?: number; readsInFlight?: number } = {}) {
     const max = options.max ?? 10;
@@ -175,13 +178,30 @@ export class PgDb implements Db {
     // An idle client's error (the server restarted, a network cut) must not crash the process;
     // the next query on a fresh client reports it.
     this.pool.on('error', () => {});
+    const given = options.readsInFlight;
+    this.#readsFor = given === undefined ? (processes) => Math.min(Math.floor(availableParallelism() / processes), Math.floor(max / 2)) : () => given;
     this.#reads = new ReadBatcher(
       {
         one: (statement) => onPooledClient(this.pool, statement.text, statement.values),
         many: (statements) => this.#readPipeline(statements),
       },
-      options.readsInFlight ?? Math.min(availableParallelism(), Math.max(1, Math.floor(max / 2))),
+      this.#readsFor(1),
     );
+  }
+
+  /** Lone reads sent at a time now (`ReadBatcher`). */
+  get readsInFlight(): number {
+    return this.#reads.inFlight;
+  }
+
+  /**
+   * `processes` server processes (this one included) now use the database: they share the cores,
+   * so each sends that share of the reads at a time. Three processes on two cores each sending two
+   * at a time formed groups a third the size and paid twice the CPU per GET in round trips
+   * (docs/decisions/postgresql-three-processes.md, session 47).
+   */
+  sharedBy(processes: number): void {
+    this.#reads.inFlight = this.#readsFor(Math.max(1, processes));
   }
 
   /** A statement outside the caller's transactions: a plain read may go with other reads (`ReadBatcher`). */

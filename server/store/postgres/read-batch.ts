@@ -47,13 +47,23 @@ const MOST_IN_ONE_BATCH = 64;
  */
 export class ReadBatcher {
   readonly #send: ReadSender;
-  readonly #inFlight: number;
+  #inFlight: number;
   #sending = 0;
   #waiting: Waiting[] = [];
 
   constructor(send: ReadSender, inFlight: number) {
     this.#send = send;
     this.#inFlight = Math.max(1, inFlight);
+  }
+
+  /** Sends at a time now; a lower limit takes effect as sends end, a higher one at once. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  set inFlight(limit: number) {
+    this.#inFlight = Math.max(1, limit);
+    while (this.#sending < this.#inFlight && this.#waiting.length > 0) this.#sendWaiting();
   }
 
   read(statement: PipelinedStatement): Promise<pg.QueryResult> {
@@ -69,7 +79,8 @@ export class ReadBatcher {
     const sent = batch.length === 1 ? this.#sendOne(batch[0]!) : this.#sendMany(batch);
     void sent.finally(() => {
       this.#sending -= 1;
-      if (this.#waiting.length > 0) this.#sendWaiting();
+      // Below the limit, which may have been lowered meanwhile.
+      if (this.#waiting.length > 0 && this.#sending < this.#inFlight) this.#sendWaiting();
     });
   }
 
