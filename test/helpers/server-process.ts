@@ -47,6 +47,14 @@ export type ServerOptions = {
 
 type Reuse = { databasePath: string; apiKey: string; databaseUrl?: string; encryptionKey?: string };
 
+/** Server processes started by this process, for the per-file CPU log (test/setup/cpu-log.ts). */
+export const SERVER_STARTS = Symbol.for('cp-test-server-starts');
+
+function countServerStart(): void {
+  const counts = globalThis as { [SERVER_STARTS]?: number };
+  counts[SERVER_STARTS] = (counts[SERVER_STARTS] ?? 0) + 1;
+}
+
 /** The script a server process runs: the run's bundle, or the sources when asked or when there is none. */
 function serverScript(options: ServerOptions): string {
   const bundle = process.env[SERVER_BUNDLE_ENV];
@@ -79,6 +87,7 @@ export async function startServerProcess(env: Record<string, string> = {}, optio
   // The helper's 60 s, not 20: at the start of a whole run (every worker transforming its files,
   // the embedded PostgreSQL's initdb, agent builds) on a loaded 2-core machine a server took over
   // 20 s to print its first line, and files failed before testing anything. Alone it starts in 1 s.
+  countServerStart();
   const child = await startListeningChild(serverScript(options), fullEnv);
   const server: ServerProcess = {
     url: child.url,
