@@ -47,8 +47,8 @@ export type ServerOptions = {
 
 type Reuse = { databasePath: string; apiKey: string; databaseUrl?: string; encryptionKey?: string };
 
-/** Server processes started by this process, for the per-file CPU log (test/setup/cpu-log.ts). */
-export const SERVER_STARTS = Symbol.for('cp-test-server-starts');
+/** Server processes started by this process, for the per-file CPU log (test/setup/cpu-log.ts, which reads the same key). */
+const SERVER_STARTS = Symbol.for('cp-test-server-starts');
 
 function countServerStart(): void {
   const counts = globalThis as { [SERVER_STARTS]?: number };
@@ -62,9 +62,10 @@ function serverScript(options: ServerOptions): string {
 }
 
 /**
- * Starts the real server (the run's bundle, or `node server/main.ts`: `ServerOptions`, with the same
- * Node that runs the tests) on a loopback port chosen by the OS, with its own SQLite file, or with its own PostgreSQL database
- * when the suite runs on PostgreSQL (`TEST_BACKEND=postgres`), and waits for it to listen.
+ * Starts the real server (the run's bundle, or `node server/main.ts`: `ServerOptions`, with the
+ * same Node that runs the tests) on a loopback port chosen by the OS, with its own SQLite file, or
+ * with its own PostgreSQL database when the suite runs on PostgreSQL (`TEST_BACKEND=postgres`), and
+ * waits for it to listen.
  */
 export async function startServerProcess(env: Record<string, string> = {}, options: ServerOptions = {}, reuse?: Reuse): Promise<ServerProcess> {
   const databasePath = reuse?.databasePath ?? join(mkdtempSync(join(tmpdir(), 'cp-test-')), 'control-plane.db');
