@@ -52,7 +52,8 @@ export default defineConfig({
     // Each worker runs its files one after the other in one process, not one new process a file: a
     // file's start (a fork, vitest's worker, the helpers' and server modules' import) was ~0.6 s of
     // CPU, as much as the work of most files (38 unit files: 46 → 23 s of CPU). No test file mocks
-    // modules, stubs globals or leaves fake timers; the projects keep separate workers (backends).
+    // modules, stubs globals or leaves fake timers; one that needs the modules' first evaluation
+    // resets them (lazy-schemas); the projects keep separate workers (backends).
     isolate: false,
     // Most files wait on child processes (servers, agents, builds, PostgreSQL), not the CPU: three
     // at a time on a 2-core machine, where vitest's default (cores - 1) ran them one by one (24 min).
