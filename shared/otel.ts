@@ -1,4 +1,5 @@
 import type { Attributes, Span, SpanKind, Tracer } from '@opentelemetry/api';
+import { commonJsExports } from './commonjs-exports.ts';
 
 /** W3C Trace Context's `traceparent`: version 00, a trace id, a parent span id, flags. */
 const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
@@ -43,10 +44,10 @@ export type OtlpTracing = {
 export async function startOtlpTracing(endpoint: string, serviceName: string, scope: string): Promise<OtlpTracing> {
   const [api, { W3CTraceContextPropagator }, sdk, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all([
     import('@opentelemetry/api'),
-    import('@opentelemetry/core'),
-    import('@opentelemetry/sdk-trace-base'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/resources'),
+    import('@opentelemetry/core').then(commonJsExports),
+    import('@opentelemetry/sdk-trace-base').then(commonJsExports),
+    import('@opentelemetry/exporter-trace-otlp-http').then(commonJsExports),
+    import('@opentelemetry/resources').then(commonJsExports),
   ]);
   const exporter = new OTLPTraceExporter({ url: `${endpoint.replace(/\/$/, '')}/v1/traces` });
   const provider = new sdk.BasicTracerProvider({

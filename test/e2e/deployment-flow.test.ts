@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Api, apiClient, eventually } from '../helpers/api.ts';
 import { dockerBody, githubBody, revisionReaches, uniqueName, workspaceFixtures } from '../helpers/fixtures.ts';
 import { type ServerProcess, startServerProcess } from '../helpers/server-process.ts';
+import { testAgent } from '../helpers/test-agent.ts';
 
 describe('the whole flow against a real server on a loopback port', () => {
   let server: ServerProcess;
@@ -164,17 +165,22 @@ describe('the whole flow against a real server on a loopback port', () => {
   });
 
   it('concurrent DELETEs start one teardown; the deployment is gone and its queued revisions never start', async () => {
-    const created = await api.post('/v2/deployments', githubBody(uniqueName('del'), fixtures.integrationId));
+    // On a local listener whose agent is this test: the teardown waits for the agent's report, so the
+    // three DELETEs all meet the deployment being deleted however late the machine lets the third
+    // one in (a sandbox teardown of one 50 ms stage was over before it, at load 25: a 404).
+    const agent = await testAgent(server.url, api);
+    const created = await api.post('/v2/deployments', dockerBody(uniqueName('del'), agent.listenerId));
     const id = created.body.id;
     const queued = (await api.patch(`/v2/deployments/${id}`, { secrets: [{ name: 'Q', value: '1' }] })).body.latest_revision_id;
     const answers = await Promise.all([1, 2, 3].map(() => api.delete(`/v2/deployments/${id}`)));
     expect(answers.map((a) => a.status)).toEqual([204, 204, 204]);
+    expect((await api.get(`/v2/deployments/${id}`)).body.status).toBe('AWAITING_DELETE');
+    // One teardown is offered, and no revision: the queued ones never start.
+    const teardown = await agent.claim(10);
+    expect(teardown).toMatchObject({ kind: 'teardown', deployment: { id } });
+    expect(await agent.claim(0)).toBeNull();
+    await agent.teardownDone(teardown!);
     await eventually(async () => ((await api.get(`/v2/deployments/${id}`)).status === 404 ? true : undefined));
-    const teardowns = server
-      .output()
-      .split('\n')
-      .filter((line) => line.includes('simulated teardown') && line.includes(id));
-    expect(teardowns).toHaveLength(1);
     expect(queued).not.toBe(created.body.latest_revision_id);
   });
 

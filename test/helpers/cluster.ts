@@ -4,7 +4,7 @@ import { testDatabaseUrl } from './backends.ts';
 import { type ServerProcess, startServerProcess } from './server-process.ts';
 
 /**
- * Three (or `size`) real server processes (`node server/main.ts`) on ONE PostgreSQL database, as
+ * Three (or `size`) real server processes (the run's bundle, test/helpers/server-process.ts) on ONE PostgreSQL database, as
  * a team runs replicas behind a load balancer (contract §10), with no balancer: the tests choose
  * the process of each request themselves. Several processes on one SQLite file are not supported,
  * so a cluster is always on the run's PostgreSQL (test/setup/postgres-global.ts), in a database of
@@ -73,7 +73,7 @@ export async function startCluster(env: Record<string, string> = {}, size = 3): 
   const started = await Promise.allSettled(
     Array.from({ length: size }, () =>
       // `databasePath` is unused on PostgreSQL; the reuse names the shared database, key and bootstrap key.
-      startServerProcess({ LOG_LEVEL: 'info', ...env }, { databasePath: '/nonexistent/unused.db', apiKey, databaseUrl, encryptionKey }),
+      startServerProcess({ LOG_LEVEL: 'info', ...env }, {}, { databasePath: '/nonexistent/unused.db', apiKey, databaseUrl, encryptionKey }),
     ),
   );
   const failed = started.find((s) => s.status === 'rejected');

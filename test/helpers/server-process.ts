@@ -31,14 +31,43 @@ export type ServerProcess = {
  */
 const COMPILE_CACHE = join(tmpdir(), 'cp-test-compile-cache');
 
+/**
+ * The server bundle of the test run (`<folder>/main.js`), set by test/setup/server-bundle-global.ts,
+ * which builds it from the working tree at the start of every run. Unset (a bench), the sources run.
+ */
+export const SERVER_BUNDLE_ENV = 'CP_TEST_SERVER_BUNDLE';
+
+export type ServerOptions = {
+  /**
+   * Run `server/main.ts` rather than the run's bundle. A test that needs the sources says why; the
+   * others run what `npm start` runs, started at half the CPU (0.35 s against 0.7 s, 68 files start servers).
+   */
+  sources?: boolean;
+};
+
 type Reuse = { databasePath: string; apiKey: string; databaseUrl?: string; encryptionKey?: string };
 
+/** Server processes started by this process, for the per-file CPU log (test/setup/cpu-log.ts, which reads the same key). */
+const SERVER_STARTS = Symbol.for('cp-test-server-starts');
+
+function countServerStart(): void {
+  const counts = globalThis as { [SERVER_STARTS]?: number };
+  counts[SERVER_STARTS] = (counts[SERVER_STARTS] ?? 0) + 1;
+}
+
+/** The script a server process runs: the run's bundle, or the sources when asked or when there is none. */
+function serverScript(options: ServerOptions): string {
+  const bundle = process.env[SERVER_BUNDLE_ENV];
+  return bundle && !options.sources ? bundle : 'server/main.ts';
+}
+
 /**
- * Starts the real server (`node server/main.ts`, the same Node that runs the tests) on a
- * loopback port chosen by the OS, with its own SQLite file, or with its own PostgreSQL database
- * when the suite runs on PostgreSQL (`TEST_BACKEND=postgres`), and waits for it to listen.
+ * Starts the real server (the run's bundle, or `node server/main.ts`: `ServerOptions`, with the
+ * same Node that runs the tests) on a loopback port chosen by the OS, with its own SQLite file, or
+ * with its own PostgreSQL database when the suite runs on PostgreSQL (`TEST_BACKEND=postgres`), and
+ * waits for it to listen.
  */
-export async function startServerProcess(env: Record<string, string> = {}, reuse?: Reuse): Promise<ServerProcess> {
+export async function startServerProcess(env: Record<string, string> = {}, options: ServerOptions = {}, reuse?: Reuse): Promise<ServerProcess> {
   const databasePath = reuse?.databasePath ?? join(mkdtempSync(join(tmpdir(), 'cp-test-')), 'control-plane.db');
   const apiKey = reuse?.apiKey ?? `test-key-${crypto.randomUUID()}`;
   // A test that names its DATABASE_URL gets it; otherwise the suite's backend decides.
@@ -59,7 +88,8 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
   // The helper's 60 s, not 20: at the start of a whole run (every worker transforming its files,
   // the embedded PostgreSQL's initdb, agent builds) on a loaded 2-core machine a server took over
   // 20 s to print its first line, and files failed before testing anything. Alone it starts in 1 s.
-  const child = await startListeningChild('server/main.ts', fullEnv);
+  countServerStart();
+  const child = await startListeningChild(serverScript(options), fullEnv);
   const server: ServerProcess = {
     url: child.url,
     port: child.port,
@@ -68,7 +98,7 @@ export async function startServerProcess(env: Record<string, string> = {}, reuse
     databaseUrl,
     output: child.output,
     kill: child.stop,
-    restart: (extraEnv = {}) => startServerProcess({ ...env, ...extraEnv }, { databasePath, apiKey, databaseUrl, encryptionKey }),
+    restart: (extraEnv = {}) => startServerProcess({ ...env, ...extraEnv }, options, { databasePath, apiKey, databaseUrl, encryptionKey }),
   };
   return server;
 }

@@ -4,10 +4,14 @@ import { afterAll, expect } from 'vitest';
 /**
  * With TEST_CPU_LOG=<file>, each test file appends one JSON line to it: its CPU (user and system,
  * the worker's own and its reaped child processes', servers, agents and builds) and wall time, in
- * ms. CPU holds on a loaded machine where wall time does not: it is how the slow files are found.
+ * ms, and the server processes it started. CPU holds on a loaded machine where wall time does not:
+ * it is how the slow files are found.
  * Read from /proc/self/stat (Linux), whose child times Node's resourceUsage does not give.
  */
 const LOG = process.env.TEST_CPU_LOG;
+/** The count test/helpers/server-process.ts keeps (the same key; not imported, so a file that starts no server loads none of it). */
+const SERVER_STARTS = Symbol.for('cp-test-server-starts');
+const serverStarts = () => (globalThis as { [SERVER_STARTS]?: number })[SERVER_STARTS] ?? 0;
 
 /** utime, stime, cutime, cstime of this process, in ms. */
 function times(): number[] {
@@ -20,6 +24,7 @@ function times(): number[] {
 
 if (LOG) {
   const start = times();
+  const startServers = serverStarts();
   const startWall = performance.now();
   afterAll(() => {
     const [user, system, childUser, childSystem] = times().map((ms, index) => ms - start[index]!);
@@ -33,6 +38,7 @@ if (LOG) {
       childUser,
       childSystem,
       wallMs: Math.round(performance.now() - startWall),
+      serverStarts: serverStarts() - startServers,
     };
     appendFileSync(LOG, `${JSON.stringify(line)}\n`);
   });

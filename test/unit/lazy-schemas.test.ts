@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { lazySchema, lazySchemasBuilt } from '../../shared/schemas/lazy.ts';
+import { lazySchema } from '../../shared/schemas/lazy.ts';
 import { testBackendKind, testDatabaseUrl } from '../helpers/backends.ts';
 
 /**
@@ -24,6 +24,10 @@ describe('schemas built on first use', () => {
     };
     try {
       // Imported here, after the count starts: everything the server's modules build at import is counted.
+      // Evaluated anew: the files before this one in its worker (isolate: false, vitest.config.ts) may
+      // have imported them, and the lazy schemas' count with them.
+      vi.resetModules();
+      const { lazySchemasBuilt } = await import('../../shared/schemas/lazy.ts');
       const { loadConfig } = await import('../../server/config.ts');
       const afterConfig = made;
       const { silentLogger } = await import('../../server/logger.ts');
