@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
+import { commonJsExports } from '../../shared/commonjs-exports.ts';
 
 /** What the sandbox found in an uploaded source tarball. */
 export type TarballSummary = {
@@ -27,8 +28,9 @@ export async function inspectTarball(source: Readable, graphConfigPath: string |
   const wanted = normalize(graphConfigPath ?? 'langgraph.json');
   const summary: TarballSummary = { files: 0, graphConfig: null };
   let unpacked = 0;
-  // Loaded here, not at start: tar-stream and its streams are needed only once a tarball is uploaded (docs/decisions/server-start.md).
-  const { extract } = await import('tar-stream');
+  // Loaded here, not at start: tar-stream and its streams are needed only once a tarball is uploaded
+  // (docs/decisions/server-start.md). A CommonJS package: in the bundle its chunk exports only `default`.
+  const { extract } = await import('tar-stream').then(commonJsExports);
   const tar = extract();
   tar.on('entry', (header, stream, next) => {
     if (header.type === 'file' || header.type === 'contiguous-file') summary.files += 1;
