@@ -1,4 +1,5 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
@@ -44,6 +45,136 @@ const promClientOtelOnUse: Plugin = {
 };
 
 /**
+ * An ESM `import` of one of Node's built-in modules reads every export of it, getters included, when
+ * the importing module is linked: `node:http`'s `WebSocket` getter loads undici (Node's fetch, some
+ * 50 ms of CPU and 15 MB resident at a start), `node:fs`'s `promises` loads Node's readline,
+ * `node:crypto`'s `webcrypto` its WebCrypto. `require` reads none of them. So each `import` of a
+ * built-in in the bundle becomes a CommonJS module of one line that requires it: esbuild then reads
+ * each named import as a property of that module where it is used, not at import.
+ */
+const builtinsThroughRequire: Plugin = {
+  name: 'builtins-through-require',
+  setup(build) {
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) =>
+      args.kind === 'import-statement' && isBuiltin(args.path) ? { path: args.path.replace(/^(node:)?/, 'node:'), namespace: 'builtin-require' } : undefined,
+    );
+    build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => {
+      const name = JSON.stringify(args.path);
+      if (!REQUIRED_ON_USE.has(args.path)) return { contents: `module.exports = require(${name});`, loader: 'js' };
+      // Each export a getter (and setter) of the module required at the first one read.
+      const exports = Object.getOwnPropertyNames(createRequire(import.meta.url)(args.path)).map(
+        (key) =>
+          `${JSON.stringify(key)}: { enumerable: true, get: () => load()[${JSON.stringify(key)}], set: (value) => { load()[${JSON.stringify(key)}] = value; } }`,
+      );
+      return {
+        contents: `let loaded; const load = () => (loaded ??= require(${name}));\nmodule.exports = Object.defineProperties({}, {\n${exports.join(',\n')}\n});`,
+        loader: 'js',
+      };
+    });
+  },
+};
+
+/**
+ * Built-ins required when one of their exports is first read rather than when the module that
+ * imports them is evaluated: `node:fs/promises` loads Node's readline, which nothing before the
+ * first answer uses (git's ls-remote reads files with it). Only modules
+ * whose exports are functions that need no `this` (no class as the default export, no methods of
+ * an object such as `process`): the default import is the stand-in object, not the module.
+ */
+const REQUIRED_ON_USE = new Set(['node:fs/promises']);
+
+/** Where the bundle's `Request` and `Response` come from (see `honoNodeServerOnUse`): esbuild's `inject`. */
+const LIGHTWEIGHT_CLASSES = 'lightweight-web-classes';
+
+/**
+ * @hono/node-server reads `global.Request` and `global.Response` when it is imported (to extend and
+ * chain to them) and again when its listener is made (to replace them with its lightweight classes),
+ * and imports `node:http2` (another 30 ms of CPU and 13 MB) for `instanceof` checks: each of these
+ * loads undici before the first answer, though a `GET /healthz` needs neither. Its module is
+ * rewritten here so that:
+ * - its classes are chained to undici's when one is first needed (a `Request` constructed, a
+ *   `Response`'s body, one of their statics), not at import;
+ * - the globals are left alone: the bundle's own `Request` and `Response` are its lightweight
+ *   classes instead (esbuild's `inject`), which is what replacing the globals gave the app's code;
+ * - `node:http2` is loaded only for a request that is not Node's `IncomingMessage`.
+ * Each replaced text must be found, or the build fails rather than quietly loading undici again.
+ */
+const honoNodeServerOnUse: Plugin = {
+  name: 'hono-node-server-on-use',
+  setup(build) {
+    build.onResolve({ filter: new RegExp(`^${LIGHTWEIGHT_CLASSES}$`) }, () => ({ path: LIGHTWEIGHT_CLASSES, namespace: LIGHTWEIGHT_CLASSES }));
+    build.onLoad({ filter: /.*/, namespace: LIGHTWEIGHT_CLASSES }, () => ({
+      contents: "export { LightweightRequest as Request, LightweightResponse as Response } from '@hono/node-server';",
+      resolveDir: ROOT,
+      loader: 'js',
+    }));
+    build.onLoad({ filter: /[\\/]@hono[\\/]node-server[\\/]dist[\\/]index\.mjs$/ }, (args) => {
+      let source = readFileSync(args.path, 'utf8');
+      const replace = (from: string, to: string) => {
+        if (!source.includes(from)) throw new Error(`${args.path}: no longer has ${JSON.stringify(from)}; update server/build.ts`);
+        source = source.replace(from, to);
+      };
+      replace(
+        'import { Http2ServerRequest as Http2ServerRequest2, constants as h2constants } from "http2";',
+        `import { IncomingMessage as NodeIncomingMessage } from "http";
+let http2Module;
+const http2 = () => (http2Module ??= require("node:http2"));
+var Http2ServerRequest2 = { [Symbol.hasInstance]: (value) => !(value instanceof NodeIncomingMessage) && value instanceof http2().Http2ServerRequest };
+var h2constants = { get NGHTTP2_NO_ERROR() { return http2().constants.NGHTTP2_NO_ERROR; } };`,
+      );
+      replace('import { Http2ServerRequest } from "http2";', 'var Http2ServerRequest = Http2ServerRequest2;');
+      replace(
+        'var GlobalRequest = global.Request;\nvar Request = class extends GlobalRequest {\n  constructor(input, options) {\n',
+        `var GlobalRequest;
+const undiciRequest = () => {
+  if (!GlobalRequest) {
+    GlobalRequest = globalThis.Request;
+    Object.setPrototypeOf(Request, GlobalRequest);
+    Object.setPrototypeOf(Request.prototype, GlobalRequest.prototype);
+  }
+  return GlobalRequest;
+};
+var Request = class extends Object {
+  constructor(input, options) {
+    undiciRequest();
+`,
+      );
+      replace('var GlobalResponse = global.Response;', 'var GlobalResponse;');
+      replace('this[responseCache] ||= new GlobalResponse(', 'this[responseCache] ||= new (undiciResponse())(');
+      replace(
+        'Object.setPrototypeOf(Response2, GlobalResponse);\nObject.setPrototypeOf(Response2.prototype, GlobalResponse.prototype);',
+        `const undiciResponse = () => {
+  if (!GlobalResponse) {
+    GlobalResponse = globalThis.Response;
+    Object.setPrototypeOf(Response2, GlobalResponse);
+    Object.setPrototypeOf(Response2.prototype, GlobalResponse.prototype);
+  }
+  return GlobalResponse;
+};
+Object.setPrototypeOf(Response2, { get json() { return undiciResponse().json; }, get redirect() { return undiciResponse().redirect; }, get error() { return undiciResponse().error; } });`,
+      );
+      replace(
+        `  if (options.overrideGlobalObjects !== false && global.Request !== Request) {
+    Object.defineProperty(global, "Request", {
+      value: Request
+    });
+    Object.defineProperty(global, "Response", {
+      value: Response2
+    });
+  }
+`,
+        '',
+      );
+      // A plain object of headers (Hono's answers without extra headers) is told apart before the
+      // `instanceof Headers` that would load undici to ask.
+      replace('  } else if (header instanceof Headers) {', '  } else if (Object.getPrototypeOf(header) !== Object.prototype && header instanceof Headers) {');
+      replace('export {\n  RequestError,', 'export {\n  Request as LightweightRequest,\n  Response2 as LightweightResponse,\n  RequestError,');
+      return { contents: source, loader: 'js' };
+    });
+  },
+};
+
+/**
  * Bundles the server's TypeScript and its packages into `server/dist/` (ESM): `main.js`, the entry
  * (server/bundle-entry.ts, which turns on Node's compile cache), and chunks beside it: the server
  * itself, and one per `import()` of what the first request does not need (PostgreSQL's driver,
@@ -76,7 +207,8 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
     minifyWhitespace: true,
     logLevel: 'warning',
     metafile: true,
-    plugins: [zodEnglishOnly, promClientOtelOnUse],
+    inject: [LIGHTWEIGHT_CLASSES],
+    plugins: [builtinsThroughRequire, honoNodeServerOnUse, zodEnglishOnly, promClientOtelOnUse],
   });
   // Chunks are named by their content: remove an earlier build's, which would pile up at every start
   // (the compile cache's folder stays: the same chunk finds its cached code again).

@@ -20,8 +20,8 @@ describe('the server bundle (npm start)', () => {
   let env: Record<string, string>;
   let server: ListeningChild | undefined;
 
-  const start = async () => {
-    server = await startListeningChild(join(outdir, 'main.js'), env, 30_000);
+  const start = async (nodeArgs: readonly string[] = []) => {
+    server = await startListeningChild(join(outdir, 'main.js'), env, 30_000, nodeArgs);
     return server;
   };
 
@@ -63,6 +63,37 @@ describe('the server bundle (npm start)', () => {
     expect(readdirSync(join(outdir, 'compile-cache'))).not.toEqual([]);
     const second = await start();
     expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+  });
+
+  it("loads neither undici (Node's fetch), node:http2 nor readline to start and answer /healthz and the API", async () => {
+    // Node's own modules loaded so far (process.moduleLoadList), written when the process gets SIGUSR2.
+    const report = `process.on('SIGUSR2', () => process.stderr.write('loaded: ' + JSON.stringify(process.moduleLoadList) + '\\n'))`;
+    const child = await start(['--import', `data:text/javascript,${encodeURIComponent(report)}`]);
+    const loadedNow = async (): Promise<string[]> => {
+      const reports = child.output().split('loaded: ').length;
+      process.kill(child.pid, 'SIGUSR2');
+      while (child.output().split('loaded: ').length === reports) await new Promise((resolve) => setTimeout(resolve, 20));
+      return JSON.parse(child.output().split('loaded: ').at(-1)!.split('\n')[0]!) as string[];
+    };
+    const heavy = (modules: string[]) => modules.filter((name) => /undici|http2|readline/.test(name));
+    const atStart = await loadedNow();
+    // The check itself sees what it should: Node's http server is loaded by then.
+    expect(atStart).toContain('NativeModule _http_server');
+    expect(heavy(atStart)).toEqual([]);
+    expect((await fetch(`${child.url}/healthz`)).status).toBe(200);
+    expect(heavy(await loadedNow())).toEqual([]);
+    const list = await fetch(`${child.url}/v2/deployments`, { headers: { 'x-api-key': apiKey } });
+    expect(list.status).toBe(200);
+    expect(heavy(await loadedNow())).toEqual([]);
+    // Nor a body read (from Node's stream, server/http/node-request.ts) and refused with the contract's error.
+    const bad = await fetch(`${child.url}/v2/deployments`, {
+      method: 'POST',
+      headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(await bad.json()).toEqual({ detail: [{ loc: ['body', 'source'], msg: 'Field required', type: 'missing' }] });
+    expect(heavy(await loadedNow())).toEqual([]);
+    await child.stop();
   });
 
   it('leaves what a start does not need out of the chunks it loads (docs/decisions/server-start.md)', () => {
