@@ -9,6 +9,27 @@ const ROOT = resolve(import.meta.dirname, '..');
 export const SERVER_BUNDLE = resolve(ROOT, 'server/dist/main.js');
 
 /**
+ * A plugin that rewrites one file of a package at bundle time, each text replaced once. A text no
+ * longer found fails the build (the package changed): better than quietly loading again what the
+ * rewrite defers.
+ */
+function rewrite(name: string, file: RegExp, replacements: ReadonlyArray<readonly [from: string, to: string]>): Plugin {
+  return {
+    name,
+    setup(build) {
+      build.onLoad({ filter: file }, (args) => {
+        let source = readFileSync(args.path, 'utf8');
+        for (const [from, to] of replacements) {
+          if (!source.includes(from)) throw new Error(`${args.path}: no longer has ${JSON.stringify(from)}; update server/build.ts (${name})`);
+          source = source.replace(from, () => to);
+        }
+        return { contents: source, loader: 'js' };
+      });
+    },
+  };
+}
+
+/**
  * zod's API re-exports every one of its locales (`z.locales`, some 300 KB of the bundle) though only
  * English, its default, is used here: the bundle gets that one alone. `z.locales.<other>` would be
  * undefined; nothing in the server asks for one.
@@ -30,19 +51,39 @@ const zodEnglishOnly: Plugin = {
  * that require made on first use instead. A prom-client whose file no longer has the line fails the
  * build rather than quietly loading it again.
  */
-const promClientOtelOnUse: Plugin = {
-  name: 'prom-client-otel-on-use',
-  setup(build) {
-    build.onLoad({ filter: /[\\/]prom-client[\\/]lib[\\/]metrics[\\/]processCpuTotal\.js$/ }, (args) => {
-      const eager = "const OtelApi = require('@opentelemetry/api');";
-      const source = readFileSync(args.path, 'utf8');
-      if (!source.includes(eager)) throw new Error(`${args.path}: the require of @opentelemetry/api this build defers is gone; update server/build.ts`);
-      const onUse =
-        "let otelApi; const OtelApi = { get trace() { return (otelApi ??= require('@opentelemetry/api')).trace; }, get context() { return (otelApi ??= require('@opentelemetry/api')).context; } };";
-      return { contents: source.replace(eager, onUse), loader: 'js' };
-    });
-  },
-};
+const promClientOtelOnUse = rewrite('prom-client-otel-on-use', /[\\/]prom-client[\\/]lib[\\/]metrics[\\/]processCpuTotal\.js$/, [
+  [
+    "const OtelApi = require('@opentelemetry/api');",
+    "let otelApi; const OtelApi = { get trace() { return (otelApi ??= require('@opentelemetry/api')).trace; }, get context() { return (otelApi ??= require('@opentelemetry/api')).context; } };",
+  ],
+]);
+
+/**
+ * Requires of pino and prom-client made on first use, for what the server never uses: pino's
+ * transports (thread-stream, and worker_threads, which pino reads `isMainThread` from only for an
+ * asynchronous destination; the server's is synchronous, server/logger.ts) and prom-client's
+ * Pushgateway (https, zlib).
+ */
+const pinoTransportsOnUse = rewrite('pino-transports-on-use', /[\\/]pino[\\/]lib[\\/]tools\.js$/, [
+  [
+    "const { isMainThread } = require('worker_threads')",
+    "let workerThreads\nconst isMainThread = () => (workerThreads ??= require('worker_threads')).isMainThread",
+  ],
+  ['if (!opts.sync && isMainThread) {', 'if (!opts.sync && isMainThread()) {'],
+  ["const transport = require('./transport')", "const transport = (options) => require('./transport')(options)"],
+]);
+const pinoExportsOnUse = rewrite('pino-exports-on-use', /[\\/]pino[\\/]pino\.js$/, [
+  [
+    "module.exports.transport = require('./lib/transport')",
+    "Object.defineProperty(module.exports, 'transport', { enumerable: true, get: () => require('./lib/transport') })",
+  ],
+]);
+const promClientPushgatewayOnUse = rewrite('prom-client-pushgateway-on-use', /[\\/]prom-client[\\/]index\.js$/, [
+  [
+    "exports.Pushgateway = require('./lib/pushgateway');",
+    "Object.defineProperty(exports, 'Pushgateway', { enumerable: true, get: () => require('./lib/pushgateway') });",
+  ],
+]);
 
 /**
  * An ESM `import` of one of Node's built-in modules reads every export of it, getters included, when
@@ -76,12 +117,13 @@ const builtinsThroughRequire: Plugin = {
 
 /**
  * Built-ins required when one of their exports is first read rather than when the module that
- * imports them is evaluated: `node:fs/promises` loads Node's readline, which nothing before the
- * first answer uses (git's ls-remote reads files with it). Only modules
+ * imports them is evaluated: `node:fs/promises` loads Node's readline, `node:https` all of `tls`,
+ * `node:zlib` its binding, and nothing before the first answer uses them (git's ls-remote, the
+ * OAuth token request, an upload's tarball). Only modules
  * whose exports are functions that need no `this` (no class as the default export, no methods of
  * an object such as `process`): the default import is the stand-in object, not the module.
  */
-const REQUIRED_ON_USE = new Set(['node:fs/promises']);
+const REQUIRED_ON_USE = new Set(['node:fs/promises', 'node:https', 'node:zlib']);
 
 /** Where the bundle's `Request` and `Response` come from (see `honoNodeServerOnUse`): esbuild's `inject`. */
 const LIGHTWEIGHT_CLASSES = 'lightweight-web-classes';
@@ -97,10 +139,10 @@ const LIGHTWEIGHT_CLASSES = 'lightweight-web-classes';
  * - the globals are left alone: the bundle's own `Request` and `Response` are its lightweight
  *   classes instead (esbuild's `inject`), which is what replacing the globals gave the app's code;
  * - `node:http2` is loaded only for a request that is not Node's `IncomingMessage`.
- * Each replaced text must be found, or the build fails rather than quietly loading undici again.
+ * The TypeScript sources (tests, `node server/main.ts`) run the package as it is.
  */
-const honoNodeServerOnUse: Plugin = {
-  name: 'hono-node-server-on-use',
+const honoNodeServerClasses: Plugin = {
+  name: 'hono-node-server-classes',
   setup(build) {
     build.onResolve({ filter: new RegExp(`^${LIGHTWEIGHT_CLASSES}$`) }, () => ({ path: LIGHTWEIGHT_CLASSES, namespace: LIGHTWEIGHT_CLASSES }));
     build.onLoad({ filter: /.*/, namespace: LIGHTWEIGHT_CLASSES }, () => ({
@@ -108,24 +150,21 @@ const honoNodeServerOnUse: Plugin = {
       resolveDir: ROOT,
       loader: 'js',
     }));
-    build.onLoad({ filter: /[\\/]@hono[\\/]node-server[\\/]dist[\\/]index\.mjs$/ }, (args) => {
-      let source = readFileSync(args.path, 'utf8');
-      const replace = (from: string, to: string) => {
-        if (!source.includes(from)) throw new Error(`${args.path}: no longer has ${JSON.stringify(from)}; update server/build.ts`);
-        source = source.replace(from, to);
-      };
-      replace(
-        'import { Http2ServerRequest as Http2ServerRequest2, constants as h2constants } from "http2";',
-        `import { IncomingMessage as NodeIncomingMessage } from "http";
+  },
+};
+const honoNodeServerOnUse = rewrite('hono-node-server-on-use', /[\\/]@hono[\\/]node-server[\\/]dist[\\/]index\.mjs$/, [
+  [
+    'import { Http2ServerRequest as Http2ServerRequest2, constants as h2constants } from "http2";',
+    `import { IncomingMessage as NodeIncomingMessage } from "http";
 let http2Module;
 const http2 = () => (http2Module ??= require("node:http2"));
 var Http2ServerRequest2 = { [Symbol.hasInstance]: (value) => !(value instanceof NodeIncomingMessage) && value instanceof http2().Http2ServerRequest };
 var h2constants = { get NGHTTP2_NO_ERROR() { return http2().constants.NGHTTP2_NO_ERROR; } };`,
-      );
-      replace('import { Http2ServerRequest } from "http2";', 'var Http2ServerRequest = Http2ServerRequest2;');
-      replace(
-        'var GlobalRequest = global.Request;\nvar Request = class extends GlobalRequest {\n  constructor(input, options) {\n',
-        `var GlobalRequest;
+  ],
+  ['import { Http2ServerRequest } from "http2";', 'var Http2ServerRequest = Http2ServerRequest2;'],
+  [
+    'var GlobalRequest = global.Request;\nvar Request = class extends GlobalRequest {\n  constructor(input, options) {\n',
+    `var GlobalRequest;
 const undiciRequest = () => {
   if (!GlobalRequest) {
     GlobalRequest = globalThis.Request;
@@ -138,12 +177,12 @@ var Request = class extends Object {
   constructor(input, options) {
     undiciRequest();
 `,
-      );
-      replace('var GlobalResponse = global.Response;', 'var GlobalResponse;');
-      replace('this[responseCache] ||= new GlobalResponse(', 'this[responseCache] ||= new (undiciResponse())(');
-      replace(
-        'Object.setPrototypeOf(Response2, GlobalResponse);\nObject.setPrototypeOf(Response2.prototype, GlobalResponse.prototype);',
-        `const undiciResponse = () => {
+  ],
+  ['var GlobalResponse = global.Response;', 'var GlobalResponse;'],
+  ['this[responseCache] ||= new GlobalResponse(', 'this[responseCache] ||= new (undiciResponse())('],
+  [
+    'Object.setPrototypeOf(Response2, GlobalResponse);\nObject.setPrototypeOf(Response2.prototype, GlobalResponse.prototype);',
+    `const undiciResponse = () => {
   if (!GlobalResponse) {
     GlobalResponse = globalThis.Response;
     Object.setPrototypeOf(Response2, GlobalResponse);
@@ -152,9 +191,9 @@ var Request = class extends Object {
   return GlobalResponse;
 };
 Object.setPrototypeOf(Response2, { get json() { return undiciResponse().json; }, get redirect() { return undiciResponse().redirect; }, get error() { return undiciResponse().error; } });`,
-      );
-      replace(
-        `  if (options.overrideGlobalObjects !== false && global.Request !== Request) {
+  ],
+  [
+    `  if (options.overrideGlobalObjects !== false && global.Request !== Request) {
     Object.defineProperty(global, "Request", {
       value: Request
     });
@@ -163,16 +202,13 @@ Object.setPrototypeOf(Response2, { get json() { return undiciResponse().json; },
     });
   }
 `,
-        '',
-      );
-      // A plain object of headers (Hono's answers without extra headers) is told apart before the
-      // `instanceof Headers` that would load undici to ask.
-      replace('  } else if (header instanceof Headers) {', '  } else if (Object.getPrototypeOf(header) !== Object.prototype && header instanceof Headers) {');
-      replace('export {\n  RequestError,', 'export {\n  Request as LightweightRequest,\n  Response2 as LightweightResponse,\n  RequestError,');
-      return { contents: source, loader: 'js' };
-    });
-  },
-};
+    '',
+  ],
+  // A plain object of headers (Hono's answers without extra headers) told apart before the
+  // `instanceof Headers` that would load undici to ask.
+  ['  } else if (header instanceof Headers) {', '  } else if (Object.getPrototypeOf(header) !== Object.prototype && header instanceof Headers) {'],
+  ['export {\n  RequestError,', 'export {\n  Request as LightweightRequest,\n  Response2 as LightweightResponse,\n  RequestError,'],
+]);
 
 /**
  * Bundles the server's TypeScript and its packages into `server/dist/` (ESM): `main.js`, the entry
@@ -208,7 +244,16 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
     logLevel: 'warning',
     metafile: true,
     inject: [LIGHTWEIGHT_CLASSES],
-    plugins: [builtinsThroughRequire, honoNodeServerOnUse, zodEnglishOnly, promClientOtelOnUse],
+    plugins: [
+      builtinsThroughRequire,
+      honoNodeServerClasses,
+      honoNodeServerOnUse,
+      zodEnglishOnly,
+      promClientOtelOnUse,
+      promClientPushgatewayOnUse,
+      pinoTransportsOnUse,
+      pinoExportsOnUse,
+    ],
   });
   // Chunks are named by their content: remove an earlier build's, which would pile up at every start
   // (the compile cache's folder stays: the same chunk finds its cached code again).

@@ -65,7 +65,7 @@ describe('the server bundle (npm start)', () => {
     expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
   });
 
-  it("loads neither undici (Node's fetch), node:http2 nor readline to start and answer /healthz and the API", async () => {
+  it("loads neither undici (Node's fetch), node:http2, readline, tls nor zlib to start and answer /healthz and the API", async () => {
     // Node's own modules loaded so far (process.moduleLoadList), written when the process gets SIGUSR2.
     const report = `process.on('SIGUSR2', () => process.stderr.write('loaded: ' + JSON.stringify(process.moduleLoadList) + '\\n'))`;
     const child = await start(['--import', `data:text/javascript,${encodeURIComponent(report)}`]);
@@ -75,7 +75,7 @@ describe('the server bundle (npm start)', () => {
       while (child.output().split('loaded: ').length === reports) await new Promise((resolve) => setTimeout(resolve, 20));
       return JSON.parse(child.output().split('loaded: ').at(-1)!.split('\n')[0]!) as string[];
     };
-    const heavy = (modules: string[]) => modules.filter((name) => /undici|http2|readline/.test(name));
+    const heavy = (modules: string[]) => modules.filter((name) => /undici|http2|readline|tls|zlib/.test(name));
     const atStart = await loadedNow();
     // The check itself sees what it should: Node's http server is loaded by then.
     expect(atStart).toContain('NativeModule _http_server');
