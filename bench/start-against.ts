@@ -5,7 +5,7 @@
  * checkout: spawn → the first answered `GET /healthz` on a new database and on an existing one (wall
  * time, and the process's CPU by then from its threads' schedstat), spawn → the first answered
  * `GET …/revisions/:id` on the existing one (the first real request after a start, whatever the
- * start leaves for later), and RSS 2 s after that. Printed: each checkout's medians with their
+ * start leaves for later: wall time and CPU by then), and RSS 2 s after that. Printed: each checkout's medians with their
  * lowest–highest, and the per-round ratios this ÷ other. Both bundles are built first
  * (`node server/build.ts` in each); each gets one unmeasured start, so both read their compile cache.
  * `npm run bench -- --only=startup` compares the server with the bare node:http server instead.
@@ -28,6 +28,7 @@ const FIGURES = [
   'existing: ms to /healthz',
   'existing: CPU ms',
   'existing: ms to first GET revision',
+  'existing: CPU ms to first GET revision',
   'idle RSS MB',
 ] as const;
 type Figures = Record<(typeof FIGURES)[number], number[]>;
@@ -81,7 +82,9 @@ for (let round = 0; round < rounds; round += 1) {
     of['existing: CPU ms'].push(existing.cpuMs);
     await server.stop();
     server = await start(root, databasePath);
-    of['existing: ms to first GET revision'].push((await firstAnswer(server, revisionPath, auth)).ms);
+    const firstGet = await firstAnswer(server, revisionPath, auth);
+    of['existing: ms to first GET revision'].push(firstGet.ms);
+    of['existing: CPU ms to first GET revision'].push(firstGet.cpuMs);
     await sleep(2000);
     of['idle RSS MB'].push(rssBytes(server.pid) / 2 ** 20);
     await server.stop();
