@@ -255,15 +255,24 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
       pinoExportsOnUse,
     ],
   });
-  // Chunks are named by their content: remove an earlier build's, which would pile up at every start
-  // (the compile cache's folder stays: the same chunk finds its cached code again).
+  // Chunks are named by their content: remove an earlier build's, which would pile up at every start.
   const written = new Set(Object.keys(metafile.outputs).map((path) => resolve(ROOT, path)));
+  let changed = false;
   for (const name of readdirSync(outdir)) {
     const path = join(outdir, name);
-    if (/\.js(\.map)?$/.test(name) && !written.has(path)) rmSync(path);
+    if (/\.js(\.map)?$/.test(name) && !written.has(path)) {
+      rmSync(path);
+      changed = true;
+    }
   }
-  // Made here, so that an image can hand it to the user the server runs as (docs/multi-process.md).
-  mkdirSync(join(outdir, 'compile-cache'), { recursive: true });
+  // The compile cache's entries are keyed by a chunk's path: an unchanged build keeps them all (the
+  // same chunk finds its code again), but a removed chunk's entry would stay forever (a megabyte per
+  // code change). So a build that changed the code empties the cache (its subfolders: one per Node
+  // version), and the next start writes it anew. The folder itself is made here and kept (with its
+  // owner), so that an image can hand it to the user the server runs as (docs/multi-process.md).
+  const compileCache = join(outdir, 'compile-cache');
+  mkdirSync(compileCache, { recursive: true });
+  if (changed) for (const name of readdirSync(compileCache)) rmSync(join(compileCache, name), { recursive: true, force: true });
 }
 
 if (import.meta.main) await bundleServer();
