@@ -5,9 +5,11 @@
  * checkout: spawn → the first answered `GET /healthz` on a new database and on an existing one (wall
  * time, and the process's CPU by then from its threads' schedstat), spawn → the first answered
  * `GET …/revisions/:id` on the existing one (the first real request after a start, whatever the
- * start leaves for later), and RSS 2 s after that. Printed: each checkout's medians with their
+ * start leaves for later: wall time and CPU by then), and RSS 2 s after that. Printed: each checkout's medians with their
  * lowest–highest, and the per-round ratios this ÷ other. Both bundles are built first
  * (`node server/build.ts` in each); each gets one unmeasured start, so both read their compile cache.
+ * `--cold`: every start gets an empty compile cache of its own instead (`NODE_COMPILE_CACHE`, which
+ * both bundles leave to the operator): what the first start after a build that changed the code costs.
  * `npm run bench -- --only=startup` compares the server with the bare node:http server instead.
  */
 import { execFileSync } from 'node:child_process';
@@ -17,7 +19,7 @@ import { type Child, ROOT, removeTempDirs, rssBytes, sleep, tempDir, threadsCpuM
 import { API_KEY, startControlPlane } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-if (arg('root') === undefined) throw new Error('usage: node bench/start-against.ts --root=<other checkout> [--rounds=7]');
+if (arg('root') === undefined) throw new Error('usage: node bench/start-against.ts --root=<other checkout> [--rounds=7] [--cold]');
 const roots = [ROOT, resolve(arg('root')!)];
 const rounds = Number(arg('rounds') ?? 7);
 for (const root of roots) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
@@ -28,12 +30,15 @@ const FIGURES = [
   'existing: ms to /healthz',
   'existing: CPU ms',
   'existing: ms to first GET revision',
+  'existing: CPU ms to first GET revision',
   'idle RSS MB',
 ] as const;
 type Figures = Record<(typeof FIGURES)[number], number[]>;
 const auth = { 'x-api-key': API_KEY, 'content-type': 'application/json' };
 
-const start = (root: string, databasePath: string) => startControlPlane({ synchronous: 'FULL' }, { databasePath, root });
+const cold = process.argv.includes('--cold');
+const start = (root: string, databasePath: string) =>
+  startControlPlane({ synchronous: 'FULL' }, { databasePath, root, env: cold ? { NODE_COMPILE_CACHE: tempDir() } : {} });
 
 /** Spawn → the answer to `path`, and the process's CPU by then. */
 async function firstAnswer(child: Child, path: string, headers: Record<string, string> = {}): Promise<{ ms: number; cpuMs: number }> {
@@ -81,7 +86,9 @@ for (let round = 0; round < rounds; round += 1) {
     of['existing: CPU ms'].push(existing.cpuMs);
     await server.stop();
     server = await start(root, databasePath);
-    of['existing: ms to first GET revision'].push((await firstAnswer(server, revisionPath, auth)).ms);
+    const firstGet = await firstAnswer(server, revisionPath, auth);
+    of['existing: ms to first GET revision'].push(firstGet.ms);
+    of['existing: CPU ms to first GET revision'].push(firstGet.cpuMs);
     await sleep(2000);
     of['idle RSS MB'].push(rssBytes(server.pid) / 2 ** 20);
     await server.stop();
@@ -98,7 +105,7 @@ for (const name of FIGURES) {
   console.log(`${name}: this ${spread(mine![name], 1)}, other ${spread(other![name], 1)}; this ÷ other per round ${spread(ratios, 3)}`);
 }
 console.log(
-  `this = ${roots[0]}, other = ${roots[1]}; ${rounds} rounds; load average ${loadAtStart} at start, ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} at end`,
+  `this = ${roots[0]}, other = ${roots[1]}; ${rounds} rounds, compile cache ${cold ? 'empty at every start' : 'warm'}; load average ${loadAtStart} at start, ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} at end`,
 );
 removeTempDirs();
 process.exit(0);

@@ -1,4 +1,5 @@
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { TrieRouter } from 'hono/router/trie-router';
 import { NotFound, ValidationFailed } from './domain/errors.ts';
 import type { Feature } from './features/feature.ts';
 import { auditTrail } from './http/audit-trail.ts';
@@ -32,7 +33,11 @@ export function createApp(
     observeRequests?: MiddlewareHandler<AppEnv>;
   },
 ) {
-  const app = new Hono<AppEnv>();
+  // Hono's default (SmartRouter) would, at the first request, build a RegExpRouter over every route,
+  // give up on one of this app's paths (it names /v1/integrations/github/:integration_id/repos) and
+  // use its TrieRouter for good: the TrieRouter from the start matches the same, without the failed
+  // build (docs/decisions/server-start.md).
+  const app = new Hono<AppEnv>({ router: new TrieRouter() });
   const docs = new OpenApiRegistry({ serverUrl: options.publicUrl });
   const ctx: RouteContext = { app, services, docs };
 

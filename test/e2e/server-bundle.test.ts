@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,10 +20,18 @@ describe('the server bundle (npm start)', () => {
   let env: Record<string, string>;
   let server: ListeningChild | undefined;
 
-  const start = async () => {
-    server = await startListeningChild(join(outdir, 'main.js'), env, 30_000);
+  const start = async (nodeArgs: readonly string[] = [], moreEnv: Record<string, string> = {}) => {
+    server = await startListeningChild(join(outdir, 'main.js'), { ...env, ...moreEnv }, 30_000, nodeArgs);
     return server;
   };
+  // What Node's compile cache did with the server's chunk, from Node's own debug lines
+  // (NODE_DEBUG_NATIVE=COMPILE_CACHE): 'accepted' (read from the cache), 'not initialized' (compiled,
+  // then written), or undefined (no cache at all).
+  const traceCache = { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' };
+  const serverChunk = () => /import\("\.\/([\w-]+\.js)"\)/.exec(readFileSync(join(outdir, 'main.js'), 'utf8'))![1]!;
+  const cacheOfServerChunk = (output: string) =>
+    new RegExp(`code cache for ESM file://\\S+/${serverChunk().replace('.', '\\.')} was (accepted|not initialized|rejected)`).exec(output)?.[1];
+  const cacheEntries = (folder: string) => readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile()).length;
 
   beforeAll(async () => {
     await bundleServer(outdir);
@@ -36,7 +44,7 @@ describe('the server bundle (npm start)', () => {
   });
 
   it('answers the API, its errors and the console, and a second start reads the compile cache', async () => {
-    const first = await start();
+    const first = await start([], traceCache);
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
     const headers = { 'x-api-key': apiKey, 'content-type': 'application/json' };
@@ -59,23 +67,89 @@ describe('the server bundle (npm start)', () => {
     expect((await css.text()).length).toBeGreaterThan(100);
     expect(first.output()).toContain(testBackendKind() === 'postgres' ? 'postgres' : 'control-plane.db');
     await first.stop();
-    // Node writes the compile cache when the process exits: a second start uses it.
-    expect(readdirSync(join(outdir, 'compile-cache'))).not.toEqual([]);
-    const second = await start();
+    // A new bundle: the first start compiles the server's chunk; Node writes the cache when the
+    // process exits, beside the bundle, and a second start reads the chunk's code from it.
+    expect(cacheOfServerChunk(first.output())).toBe('not initialized');
+    expect(cacheEntries(join(outdir, 'compile-cache'))).toBeGreaterThan(0);
+    const second = await start([], traceCache);
     expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+    expect(cacheOfServerChunk(second.output())).toBe('accepted');
+    await second.stop();
+  });
+
+  it("starts without the cache when its folder cannot be made, and leaves the operator's NODE_COMPILE_CACHE and NODE_DISABLE_COMPILE_CACHE alone", async () => {
+    const folder = join(outdir, 'compile-cache');
+    const operators = mkdtempSync(join(tmpdir(), 'cp-bundle-cache-'));
+    // A file where the folder should be: no user can make the folder there, root included.
+    rmSync(folder, { recursive: true });
+    writeFileSync(folder, '');
+    try {
+      const unwritable = await start([], traceCache);
+      expect((await fetch(`${unwritable.url}/healthz`)).status).toBe(200);
+      await unwritable.stop();
+      expect(unwritable.output()).toContain('Cannot create cache directory');
+      expect(cacheOfServerChunk(unwritable.output())).toBeUndefined();
+      // The operator's folder is used instead of the bundle's (which could not be made anyway). Stopped
+      // as soon as it says "listening": the stop is still a clean one, through Node's exit, which
+      // writes the cache (server/main.ts).
+      const chosen = await start([], { ...traceCache, NODE_COMPILE_CACHE: operators });
+      await chosen.stop();
+      expect(cacheOfServerChunk(chosen.output())).toBe('not initialized');
+      expect(cacheEntries(operators)).toBeGreaterThan(0);
+    } finally {
+      rmSync(folder);
+      mkdirSync(folder);
+      rmSync(operators, { recursive: true, force: true });
+    }
+    // Turned off: nothing read or written, though the bundle's folder can be written again.
+    const disabled = await start([], { ...traceCache, NODE_DISABLE_COMPILE_CACHE: '1' });
+    expect((await fetch(`${disabled.url}/healthz`)).status).toBe(200);
+    await disabled.stop();
+    expect(cacheOfServerChunk(disabled.output())).toBeUndefined();
+    expect(cacheEntries(folder)).toBe(0);
+  });
+
+  it("loads neither undici (Node's fetch), node:http2, readline, tls nor zlib to start and answer /healthz and the API", async () => {
+    // Node's own modules loaded so far (process.moduleLoadList), written when the process gets SIGUSR2.
+    const report = `process.on('SIGUSR2', () => process.stderr.write('loaded: ' + JSON.stringify(process.moduleLoadList) + '\\n'))`;
+    const child = await start(['--import', `data:text/javascript,${encodeURIComponent(report)}`]);
+    const loadedNow = async (): Promise<string[]> => {
+      const reports = child.output().split('loaded: ').length;
+      process.kill(child.pid, 'SIGUSR2');
+      while (child.output().split('loaded: ').length === reports) await new Promise((resolve) => setTimeout(resolve, 20));
+      return JSON.parse(child.output().split('loaded: ').at(-1)!.split('\n')[0]!) as string[];
+    };
+    const heavy = (modules: string[]) => modules.filter((name) => /undici|http2|readline|tls|zlib/.test(name));
+    const atStart = await loadedNow();
+    // The check itself sees what it should: Node's http server is loaded by then.
+    expect(atStart).toContain('NativeModule _http_server');
+    expect(heavy(atStart)).toEqual([]);
+    expect((await fetch(`${child.url}/healthz`)).status).toBe(200);
+    expect(heavy(await loadedNow())).toEqual([]);
+    const list = await fetch(`${child.url}/v2/deployments`, { headers: { 'x-api-key': apiKey } });
+    expect(list.status).toBe(200);
+    expect(heavy(await loadedNow())).toEqual([]);
+    // Nor a body read (from Node's stream, server/http/node-request.ts) and refused with the contract's error.
+    const bad = await fetch(`${child.url}/v2/deployments`, {
+      method: 'POST',
+      headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(await bad.json()).toEqual({ detail: [{ loc: ['body', 'source'], msg: 'Field required', type: 'missing' }] });
+    expect(heavy(await loadedNow())).toEqual([]);
+    await child.stop();
   });
 
   it('leaves what a start does not need out of the chunks it loads (docs/decisions/server-start.md)', () => {
     const text = (chunk: string) => readFileSync(join(outdir, chunk), 'utf8');
     // The entry imports the server's chunk; what that chunk imports statically is loaded at every start.
-    const serverChunk = /import\("\.\/([\w-]+\.js)"\)/.exec(text('main.js'))![1]!;
     const loaded = new Set<string>();
     const follow = (chunk: string) => {
       if (loaded.has(chunk)) return;
       loaded.add(chunk);
       for (const [, imported] of text(chunk).matchAll(/(?:from|import)\s*"\.\/([\w-]+\.js)"/g)) follow(imported!);
     };
-    follow(serverChunk);
+    follow(serverChunk());
     const atStart = [...loaded].map(text).join('\n');
     // Loaded on first use: PostgreSQL's driver, tar-stream (an upload's tarball), OpenTelemetry's SDK.
     for (const onFirstUse of ['node_modules/pg/', 'node_modules/tar-stream/', 'node_modules/@opentelemetry/sdk-trace-base/']) {
