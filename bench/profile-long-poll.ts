@@ -12,10 +12,21 @@
  * - garbage collections during each (count and pause), what each allocated (the used heap's growth,
  *   when no collection ran), and when the holders read the first and
  *   last answer, from the start of the interrupt (wall clock: noisy on a shared machine).
+ *
+ * Instruction counts, which hold on a loaded machine (no hardware counters here, so callgrind): each
+ * measured window is bracketed by `os.loadavg()` and `os.uptime()`, called nowhere else while the
+ * rounds run, so callgrind zeroes its counts before the first and dumps them before the second:
+ *   valgrind --tool=callgrind --smc-check=all-non-file --zero-before=uv_loadavg --dump-before=uv_uptime \
+ *     --callgrind-out-file=DIR/cg.%p node bench/profile-long-poll.ts 1000 --rounds=4 [--window=interrupt]
+ * gives one dump per round (`summary:` is the window's instructions), the server's and the bare
+ * server's alternating as the rounds do, the warm-up round first. `--window=interrupt` brackets
+ * the server's whole interrupt (its request through the app, the route, the transaction and the
+ * wake-up, to its answer) instead of the wake-up alone.
  */
 
 import { randomUUID } from 'node:crypto';
 import { createServer, type ServerOptions, type ServerResponse } from 'node:http';
+import { loadavg, uptime } from 'node:os';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
 import { type ServerType, serve } from '@hono/node-server';
@@ -26,6 +37,8 @@ import { holdNative, nativeLoadgen, nativeLoadgenMissing } from './lib/native.ts
 
 const waiters = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 1000);
 const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length) ?? 5);
+/** What callgrind's window (`loadavg` … `uptime`, above) brackets on the server's side. */
+const wholeInterrupt = process.argv.includes('--window=interrupt');
 if (!nativeLoadgen()) throw new Error(`this profile needs the C holder: ${nativeLoadgenMissing}`);
 const HOLDERS = 2;
 
@@ -74,7 +87,9 @@ watch.notify = (id: string, value?: unknown) => {
   const heap = getHeapStatistics().used_heap_size;
   const cpu = process.cpuUsage();
   const at = performance.now();
+  if (!wholeInterrupt) loadavg();
   notify(id, value);
+  if (!wholeInterrupt) uptime();
   const used = process.cpuUsage(cpu);
   wake = { cpuMs: (used.user + used.system) / 1000, wallMs: performance.now() - at, heapBytes: getHeapStatistics().used_heap_size - heap };
 };
@@ -118,7 +133,9 @@ async function runOurs(): Promise<void> {
   const cpu = process.cpuUsage();
   const startedAt = Date.now();
   const from = performance.now();
+  if (wholeInterrupt) loadavg();
   const interrupted = await t.api.post(`${path}/interrupt`);
+  if (wholeInterrupt) uptime();
   const used = cpuMs(cpu);
   const to = performance.now();
   const result = await answers;
@@ -144,7 +161,9 @@ async function runBare(): Promise<void> {
   const startedAt = Date.now();
   const from = performance.now();
   const heap = getHeapStatistics().used_heap_size;
+  loadavg();
   release(lastBody, lastEtag);
+  uptime();
   const used = cpuMs(cpu);
   const heapKb = (getHeapStatistics().used_heap_size - heap) / 1024;
   const to = performance.now();
@@ -168,7 +187,7 @@ for (let round = 0; round < rounds; round += 1) {
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const show = (label: string, f: Figures[], key: keyof Figures) =>
   `${label} ${median(f.map((x) => x[key])).toFixed(1)} (${f.map((x) => x[key].toFixed(1)).join(', ')})`;
-console.log(`${waiters} waiters, ${rounds} rounds alternated (medians, then per round); load average ${(await import('node:os')).loadavg()[0]!.toFixed(1)}`);
+console.log(`${waiters} waiters, ${rounds} rounds alternated (medians, then per round); load average ${loadavg()[0]!.toFixed(1)}`);
 console.log(`  server: ${show('interrupt CPU ms', ours, 'cpuMs')}; ${show('wake-up (notify) CPU ms', ours, 'wakeCpuMs')}`);
 console.log(`  bare:   ${show('answer loop CPU ms', floor, 'cpuMs')}`);
 // Without a collection in the window (the GCs line), the used heap's growth is what the loop allocated: a count, steady on a loaded machine.

@@ -160,8 +160,10 @@ export class Pipeline {
   /** After a stage change was written: tells waiters, and starts the next revision when this one ended. */
   async #ended(revision: RevisionRecord | null): Promise<RevisionRecord | null> {
     if (!revision) return null;
-    this.#deps.observer?.revisionChanged(revision);
+    // The waiters first (a thousand held long-polls are answered before `notify` returns): the
+    // metrics can count the change after them.
     this.#deps.watch.notify(revision.id, revision);
+    this.#deps.observer?.revisionChanged(revision);
     if (isTerminal(revision.status)) this.#running.ended(revision.id);
     // The stage change is stored; `advance` starts the next revision now or, when the storage
     // refuses, once it takes writes again.

@@ -2,8 +2,27 @@ import { Waiter } from '../lib/revision-watch.ts';
 import type { RevisionRecord } from '../store/types.ts';
 import { type Revisions, revisionEtag } from './revisions.ts';
 
-/** What a conditional GET of a revision answers: the revision, and whether the client's copy is out of date. */
-export type RevisionAnswer = { revision: RevisionRecord; changed: boolean };
+/** What a conditional GET of a revision answers: the revision, its ETag, and whether the client's copy is out of date. */
+export type RevisionAnswer = { revision: RevisionRecord; etag: string; changed: boolean };
+
+/** The record `etagOf` last made an ETag for, and that ETag. */
+let etagRecord: RevisionRecord | undefined;
+let etagText = '';
+
+/**
+ * The revision's ETag, made once per record: the waiters woken by one change are answered one
+ * after another with the same record, and share one string, compared with each If-None-Match and
+ * written in each answer, where each made its own twice (two concatenations, each flattened
+ * again by the comparison and by Node's header writing). One entry, not a map: a record is
+ * answered in one synchronous loop, and a plain GET's record costs one comparison here.
+ */
+function etagOf(revision: RevisionRecord): string {
+  if (revision !== etagRecord) {
+    etagRecord = revision;
+    etagText = revisionEtag(revision);
+  }
+  return etagText;
+}
 
 /**
  * A conditional GET of one revision that may wait for it to change, as one object that is also its
@@ -35,7 +54,8 @@ export abstract class RevisionWait extends Waiter {
 
   /** Answers `revision`: changed when its ETag is not the one the client holds. */
   answer(revision: RevisionRecord): void {
-    this.answered(null, { revision, changed: !this.isKnown(revisionEtag(revision)) });
+    const etag = etagOf(revision);
+    this.answered(null, { revision, etag, changed: !this.isKnown(etag) });
   }
 
   /** The read after registering failed: answers the error, unless the wait has answered already. */

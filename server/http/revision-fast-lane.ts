@@ -145,8 +145,10 @@ class HeldRevisionRequest extends RevisionWait {
     const res = this.#res;
     const lane = this.#lane;
     if (result) {
-      if (result.changed) answer(res, lane.idOf(req), result.revision, revisionBody(result.revision));
-      else notModified(res, lane.idOf(req), result.revision);
+      if (result.changed) {
+        const woken = wokenBody(result.revision);
+        answer(res, lane.idOf(req), result.revision, woken.body, result.etag, woken.length);
+      } else notModified(res, lane.idOf(req), result.revision, result.etag);
       lane.answered(this.#started, result.changed ? 200 : 304);
       return;
     }
@@ -157,6 +159,25 @@ class HeldRevisionRequest extends RevisionWait {
     if (this.#waited) withoutHeader(req, 'prefer');
     lane.fallback(req, res);
   }
+}
+
+/** The record `wokenBody` last answered, and its body with the body's length in bytes. */
+let wokenRecord: RevisionRecord | undefined;
+let woken = { body: '', length: 0 };
+
+/**
+ * A held request's body and its length, once per record: the waiters woken by one change are
+ * answered one after another with the same record (`RevisionWatch.notify`), and each measured the
+ * same body's bytes again (and looked it up in `revisionBody`'s map), where a bare server measures
+ * it once for all.
+ */
+function wokenBody(revision: RevisionRecord): { body: string; length: number } {
+  if (revision !== wokenRecord) {
+    const body = revisionBody(revision);
+    wokenRecord = revision;
+    woken = { body, length: Buffer.byteLength(body) };
+  }
+  return woken;
 }
 
 /** Removes a header before the request goes on to Hono (which reads `rawHeaders`). */
@@ -174,9 +195,15 @@ function withoutHeader(req: IncomingMessage, name: string): void {
  * serialized once per record (`revisionBody`: the thousand waiters woken by one change share one
  * string), for a plain GET serialized for it alone (`storedRevisionJson`), as the route does.
  */
-function answer(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord, body: string): void {
-  const etag = revisionEtag(revision);
-  const length = Buffer.byteLength(body);
+function answer(
+  res: ServerResponse,
+  requestId: string | undefined,
+  revision: RevisionRecord,
+  body: string,
+  // Given by a held request, shared by the waiters of one change.
+  etag = revisionEtag(revision),
+  length = Buffer.byteLength(body),
+): void {
   // Every header in one object made at once: a `setHeader` before `writeHead` makes Node pass
   // each of the others through `setHeader` too. The request id's header (REQUEST_ID_HEADER) is
   // written out: an object literal with a computed key is built by a slow runtime call (~5 µs an
@@ -194,8 +221,7 @@ function answer(res: ServerResponse, requestId: string | undefined, revision: Re
 }
 
 /** 304 as @hono/node-server writes the route's bodiless Response (headers through `Headers`: sorted, plus its default content type). */
-function notModified(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord): void {
-  const etag = revisionEtag(revision);
+function notModified(res: ServerResponse, requestId: string | undefined, revision: RevisionRecord, etag = revisionEtag(revision)): void {
   const headers: OutgoingHttpHeaders =
     requestId === undefined
       ? { 'cache-control': 'no-cache', etag, 'content-type': 'text/plain; charset=UTF-8' }

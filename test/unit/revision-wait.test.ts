@@ -9,6 +9,8 @@ import type { RevisionRecord } from '../../server/store/types.ts';
 // the second read, that read failing — cannot be caused on demand in a real store.
 
 const revision = (version: number) => ({ id: 'r', deployment_id: 'd', version }) as unknown as RevisionRecord;
+/** What a wait answers for `record`: the record, its own ETag, and whether it changed. */
+const answerOf = (record: RevisionRecord, changed: boolean): RevisionAnswer => ({ revision: record, etag: revisionEtag(record), changed });
 
 /** A held request as the fast lane's: knows one version, records its answers and when it listened for its client going away. */
 class RecordedWait extends RevisionWait {
@@ -65,10 +67,34 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     expect(watch.size).toBe(1);
     watch.notify('r', revision(2));
     await vi.advanceTimersByTimeAsync(0);
-    expect(answers).toEqual([{ error: null, answer: { revision: revision(2), changed: true } }]);
+    expect(answers).toEqual([{ error: null, answer: answerOf(revision(2), true) }]);
     watch.notify('r', revision(3));
     await vi.advanceTimersByTimeAsync(0);
     expect(answers).toHaveLength(1);
+  });
+
+  it("waiters woken one after another by different records answer each its own record's ETag (one ETag made per record, not per waiter)", async () => {
+    const { watch, answers, start } = setUp([revision(1), revision(1), revision(1), revision(1)]);
+    start();
+    await vi.advanceTimersByTimeAsync(0);
+    const second = setUp([revision(1), revision(1)]);
+    second.start();
+    await vi.advanceTimersByTimeAsync(0);
+    const two = revision(2);
+    watch.notify('r', two);
+    second.watch.notify('r', revision(3));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(answers).toEqual([{ error: null, answer: answerOf(two, true) }]);
+    expect(answers[0]!.answer!.etag).toBe('"r.2"');
+    expect(second.answers).toEqual([{ error: null, answer: answerOf(revision(3), true) }]);
+    expect(second.answers[0]!.answer!.etag).toBe('"r.3"');
+    // A record of the version the client holds is not a change, whichever record came before.
+    const third = setUp([revision(1), revision(1)]);
+    third.start();
+    await vi.advanceTimersByTimeAsync(0);
+    third.watch.notify('r', revision(1));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(third.answers).toEqual([{ error: null, answer: answerOf(revision(1), false) }]);
   });
 
   it('listens for its client going away while it waits, and stops once; a client gone reads again and answers unchanged', async () => {
@@ -79,7 +105,7 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     wait.cancel();
     await vi.advanceTimersByTimeAsync(0);
     expect(wait.goneEvents).toEqual(['watch', 'unwatch']);
-    expect(answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
+    expect(answers).toEqual([{ error: null, answer: answerOf(revision(1), false) }]);
     expect(watch.size).toBe(0);
     expect(vi.getTimerCount()).toBe(0);
   });
@@ -88,7 +114,7 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     const { watch, answers, start } = setUp([revision(1), revision(2)]);
     start();
     await vi.advanceTimersByTimeAsync(0);
-    expect(answers).toEqual([{ error: null, answer: { revision: revision(2), changed: true } }]);
+    expect(answers).toEqual([{ error: null, answer: answerOf(revision(2), true) }]);
     expect(watch.size).toBe(0);
     expect(vi.getTimerCount()).toBe(0);
   });
@@ -99,7 +125,7 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     await vi.advanceTimersByTimeAsync(999);
     expect(answers).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);
-    expect(answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
+    expect(answers).toEqual([{ error: null, answer: answerOf(revision(1), false) }]);
   });
 
   it('a failing second read ends the wait and answers the error once; a failing first read answers it at once', async () => {
@@ -119,7 +145,7 @@ describe("Revisions.hold (the fast lane's long-poll)", () => {
     const { wait, answers, start } = setUp([revision(1)]);
     start(0);
     await vi.advanceTimersByTimeAsync(0);
-    expect(answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
+    expect(answers).toEqual([{ error: null, answer: answerOf(revision(1), false) }]);
     expect(wait.goneEvents).toEqual([]);
   });
 });
@@ -159,7 +185,7 @@ describe('Revisions.hold: waiters woken together without the changed record', ()
     watch.notify('r');
     await vi.advanceTimersByTimeAsync(0);
     expect(state.reads).toHaveLength(7);
-    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(2), changed: true } }]);
+    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: answerOf(revision(2), true) }]);
     // A later wake-up reads again: the read is shared only by the waiters it was started for.
     const later = hold(2);
     await vi.advanceTimersByTimeAsync(0);
@@ -167,7 +193,7 @@ describe('Revisions.hold: waiters woken together without the changed record', ()
     watch.notify('r');
     await vi.advanceTimersByTimeAsync(0);
     expect(state.reads).toHaveLength(7 + 4 + 1);
-    for (const wait of later) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(3), changed: true } }]);
+    for (const wait of later) expect(wait.answers).toEqual([{ error: null, answer: answerOf(revision(3), true) }]);
   });
 
   it('read once when they reach their deadline together, and answer unchanged', async () => {
@@ -177,7 +203,7 @@ describe('Revisions.hold: waiters woken together without the changed record', ()
     expect(state.reads).toHaveLength(8);
     await vi.advanceTimersByTimeAsync(1000);
     expect(state.reads).toHaveLength(9);
-    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: { revision: revision(1), changed: false } }]);
+    for (const wait of waits) expect(wait.answers).toEqual([{ error: null, answer: answerOf(revision(1), false) }]);
   });
 
   it('of two tenants read each for its own tenant', async () => {
