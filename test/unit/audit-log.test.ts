@@ -31,6 +31,10 @@ describe('audit log (contract §17)', () => {
 
   it('records create, patch, redeploy, delete, key creation and revocation; no secret value; invisible to another workspace', async () => {
     const { listenerId } = await workspaceFixtures(t.api);
+    // The fixtures' own entries (the integration's create) are stamped up to this millisecond, and
+    // `since` includes its bound: start from the next one, or a fast machine lists the fixture too.
+    const fixturesDone = Date.now();
+    while (Date.now() <= fixturesDone) await new Promise((resolve) => setTimeout(resolve, 1));
     const start = new Date().toISOString();
     const created = await t.api.post('/v2/deployments', dockerBody(uniqueName(), listenerId, { secrets: [{ name: 'OPENAI_API_KEY', value: SECRET }] }));
     expect(created.status).toBe(201);
