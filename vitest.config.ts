@@ -60,7 +60,10 @@ export default defineConfig({
     // What three at once starved, a sandboxed `npm ci` downloading through pasta, is limited across
     // processes instead (test/helpers/install-slots.ts: two installs at a time, whatever the
     // workers); four, with other work on the machine, made the agents' restart tests miss their marks.
-    maxWorkers: Number(process.env.TEST_WORKERS ?? 2),
+    // Three by default since the idle machine's fresh-clone `.ci/run` took 8 min 53 s with three
+    // against 11 min 20 s with two, both passing (docs/decisions/test-suite-time.md); TEST_WORKERS=2
+    // on a machine busy with other work.
+    maxWorkers: Number(process.env.TEST_WORKERS ?? 3),
     sequence: { sequencer: SlowFirstSequencer },
     // One real PostgreSQL per project run (embedded, or TEST_DATABASE_URL); each test file makes its own database on it.
     // The server bundle the test servers run, built once a run from the working tree.
