@@ -15,8 +15,7 @@
  * Without valgrind it prints each wake-up's CPU time (noisy on a shared machine).
  */
 
-import { randomUUID } from 'node:crypto';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import { loadavg, uptime } from 'node:os';
 import { Revisions, revisionEtag } from '../server/domain/revisions.ts';
 import { revisionJson } from '../server/http/revision-answer.ts';
@@ -24,6 +23,7 @@ import { revisionFastPath } from '../server/http/revision-fast-lane.ts';
 import { RevisionWatch } from '../server/lib/revision-watch.ts';
 import { Metrics } from '../server/metrics.ts';
 import type { RevisionRecord } from '../server/store/types.ts';
+import { bareHoldingServer } from './lib/bare-holding-server.ts';
 import { holdNative, nativeLoadgen, nativeLoadgenMissing } from './lib/native.ts';
 
 const waiters = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 1000);
@@ -64,17 +64,7 @@ const server = createServer(lane);
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 
 // The bare server: held responses answered, on release, with the server's bytes.
-const held: ServerResponse[] = [];
-const bare = createServer((_req, res) => void held.push(res));
-await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve));
-function release(body: string, etag: string): void {
-  const length = Buffer.byteLength(body);
-  for (const res of held) {
-    res.writeHead(200, { 'x-request-id': randomUUID(), 'content-type': 'application/json', etag, 'cache-control': 'no-cache', 'Content-Length': length });
-    res.end(body);
-  }
-  held.length = 0;
-}
+const { server: bare, held, release } = await bareHoldingServer();
 
 const portOf = (s: typeof server) => (s.address() as { port: number }).port;
 const holdAll = async (url: string, etag: string) => {

@@ -24,8 +24,7 @@
  * wake-up, to its answer) instead of the wake-up alone.
  */
 
-import { randomUUID } from 'node:crypto';
-import { createServer, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer, type ServerOptions } from 'node:http';
 import { loadavg, uptime } from 'node:os';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics } from 'node:v8';
@@ -33,6 +32,7 @@ import { type ServerType, serve } from '@hono/node-server';
 import { type NodeListener, revisionFastPath } from '../server/http/revision-fast-lane.ts';
 import { dockerBody, uniqueName, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { inProcessApp } from '../test/helpers/in-process.ts';
+import { bareHoldingServer } from './lib/bare-holding-server.ts';
 import { holdNative, nativeLoadgen, nativeLoadgenMissing } from './lib/native.ts';
 
 const waiters = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 1000);
@@ -56,18 +56,7 @@ const server = await new Promise<ServerType>((resolve) => {
 const port = (server.address() as { port: number }).port;
 
 // The bare server: held responses answered, on release, with the server's bytes.
-const held: ServerResponse[] = [];
-const bare = createServer((_req, res) => void held.push(res));
-await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve));
-const barePort = (bare.address() as { port: number }).port;
-function release(body: string, etag: string): void {
-  const length = Buffer.byteLength(body);
-  for (const res of held) {
-    res.writeHead(200, { 'x-request-id': randomUUID(), 'content-type': 'application/json', etag, 'cache-control': 'no-cache', 'Content-Length': length });
-    res.end(body);
-  }
-  held.length = 0;
-}
+const { server: bare, held, release, port: barePort } = await bareHoldingServer();
 
 // Garbage collections, kept with their start (the observer's entries arrive after the fact): counted by the window they started in.
 const collections: { startTime: number; duration: number }[] = [];
