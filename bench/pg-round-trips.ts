@@ -22,7 +22,7 @@ import { githubBody, workspaceFixtures } from '../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres } from '../test/helpers/postgres.ts';
 import { type LoadRequest, runLoad } from './lib/load.ts';
 import { type Child, parentPid, ROOT, sleep, startChild, tempDir, threadsCpuMs, treeCpuMs } from './lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
+import { API_KEY, HELD_STILL_SERVER_ENV } from './lib/settings.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const roots = [ROOT, ...(arg('root') === undefined ? [] : [resolve(arg('root')!)])];
@@ -78,11 +78,7 @@ try {
             join(root, 'server/main.ts'),
             {
               DATABASE_URL: databaseUrl,
-              BOOTSTRAP_API_KEY: API_KEY,
-              ENCRYPTION_KEY,
-              LOG_LEVEL: 'info',
-              SANDBOX_STAGE_MS: '3600000',
-              RECONCILE_INTERVAL_MS: '0',
+              ...HELD_STILL_SERVER_ENV,
               PG_ROUND_TRIPS_FILE: countsFile,
               ...env,
               ...(profileDir ? { PG_CPU_PROFILE_DIR: profileDir } : {}),

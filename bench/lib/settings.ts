@@ -57,6 +57,19 @@ export const API_KEY = `bench-key-${randomBytes(12).toString('hex')}`;
 /** Fixed for the run, so rows seeded straight into the file decrypt under the server's key. */
 export const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 
+/**
+ * A PostgreSQL server process's settings for the API benches beside its DATABASE_URL: revisions
+ * hold still at BUILDING and no reconciler runs, so the figures measure the API, not the simulated
+ * pipeline.
+ */
+export const HELD_STILL_SERVER_ENV = {
+  BOOTSTRAP_API_KEY: API_KEY,
+  ENCRYPTION_KEY,
+  LOG_LEVEL: 'info',
+  SANDBOX_STAGE_MS: '3600000',
+  RECONCILE_INTERVAL_MS: '0',
+} as const;
+
 export type ControlPlane = Child & { databasePath: string };
 
 let bundled: Promise<void> | undefined;

@@ -7,7 +7,7 @@ import { githubBody, workspaceFixtures } from '../../test/helpers/fixtures.ts';
 import { createTestDatabase, startTestPostgres, type TestPostgres } from '../../test/helpers/postgres.ts';
 import { type LoadRequest, type LoadResult, runLoad } from '../lib/load.ts';
 import { type Child, cpuMs, parentPid, ROOT, startChild, treeCpuMs } from '../lib/processes.ts';
-import { API_KEY, ENCRYPTION_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { API_KEY, ENCRYPTION_KEY, HELD_STILL_SERVER_ENV, type Settings, startControlPlane } from '../lib/settings.ts';
 import { loadRow, type Row } from '../lib/table.ts';
 
 let uniqueCounter = 0;
@@ -115,12 +115,7 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
     const pgServer = async (databaseUrl: string, root = ROOT) => {
       const child = await startChild(join(root, 'server/dist/main.js'), {
         DATABASE_URL: databaseUrl,
-        BOOTSTRAP_API_KEY: API_KEY,
-        ENCRYPTION_KEY,
-        LOG_LEVEL: 'info',
-        // Revisions hold still at BUILDING: the figures measure the API, not the simulated pipeline.
-        SANDBOX_STAGE_MS: '3600000',
-        RECONCILE_INTERVAL_MS: '0',
+        ...HELD_STILL_SERVER_ENV,
       });
       children.push(child);
       return child;
