@@ -12,6 +12,10 @@
  * every cluster in turn (its node_modules must resolve to this checkout's pg, e.g. a symbolic
  * link). Counts first: they hold on a loaded machine; the background sweeps' statements are
  * included (a few per hundred requests). The CPU figures move with the machine's load.
+ * `--statements[=12]`: PostgreSQL itself counts too (`pg_stat_statements` and the WAL's statistics,
+ * reset before each measure): per request, each statement's calls, planning and execution time,
+ * buffers dirtied and WAL bytes (the most costly first), and the WAL records, bytes, writes and
+ * flushes of the whole server. What PostgreSQL spends its CPU per request on, statement by statement.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -48,14 +52,57 @@ const profileDir = arg('cpu-prof') === undefined ? undefined : resolve(arg('cpu-
 const perfDir = arg('perf') === undefined ? undefined : resolve(arg('perf')!);
 const ops = (arg('ops') ?? 'get,post').split(',') as Array<'get' | 'post'>;
 const hook = join(import.meta.dirname, 'lib/count-pg-round-trips.mjs');
+const statementsShown = arg('statements') === undefined ? (process.argv.includes('--statements') ? 12 : 0) : Number(arg('statements'));
 const headers = { 'x-api-key': API_KEY };
 
 type Counts = { roundTrips: number; statements: number; responses: number; notices: number };
 type Server = { child: Child; countsFile: string };
 /** One root's servers on one database: one process, or several (started together, as an orchestrator starts them). */
-type Cluster = { name: string; servers: Server[]; revisionPaths: string[]; integrationId: string };
+type Cluster = { name: string; database: string; servers: Server[]; revisionPaths: string[]; integrationId: string };
 
-const postgres = await startTestPostgres({ durable: true });
+const postgres = await startTestPostgres({
+  durable: true,
+  settings: statementsShown > 0 ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } : {},
+});
+/** `--statements`: an administrative session reading PostgreSQL's own statistics. */
+const stats = statementsShown > 0 ? new pg.Client({ connectionString: postgres.adminUrl }) : undefined;
+if (stats) {
+  await stats.connect();
+  await stats.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+}
+const resetStatistics = async () => {
+  await stats?.query("SELECT pg_stat_statements_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')");
+};
+/** What PostgreSQL counted for `cluster`'s database since the reset, per request (`--statements`). */
+const statisticsReport = async (cluster: Cluster, responses: number): Promise<string> => {
+  if (!stats) return '';
+  const per = (n: unknown) => (Number(n) / responses).toFixed(2);
+  const perMs = (n: unknown) => ((Number(n) / responses) * 1000).toFixed(0);
+  const statements = await stats.query(
+    `SELECT calls, total_plan_time, total_exec_time, rows, shared_blks_hit + shared_blks_read AS blocks, shared_blks_dirtied AS dirtied, wal_records, wal_bytes,
+        left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS text
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+      ORDER BY total_plan_time + total_exec_time DESC LIMIT $2`,
+    [cluster.database, statementsShown],
+  );
+  const all = await stats.query(
+    `SELECT sum(calls) AS calls, sum(total_plan_time) AS plan, sum(total_exec_time) AS exec FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)`,
+    [cluster.database],
+  );
+  const wal = (await stats.query('SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full FROM pg_stat_wal')).rows[0];
+  const io = (await stats.query("SELECT sum(writes) AS writes, sum(fsyncs) AS fsyncs FROM pg_stat_io WHERE object = 'wal'")).rows[0];
+  const a = all.rows[0];
+  return [
+    `  PostgreSQL per request: ${per(a.calls)} statements, ${perMs(a.plan)} µs planning, ${perMs(a.exec)} µs executing (wall time, preemption included); ` +
+      `WAL ${per(wal.wal_records)} records (${per(wal.wal_fpi)} full pages), ${per(wal.wal_bytes)} bytes, ${per(io.writes)} writes, ${per(io.fsyncs)} flushes`,
+    '  calls | plan µs | exec µs | rows | blocks | dirtied | WAL records | WAL bytes | statement (per request)',
+    ...statements.rows.map(
+      (r) =>
+        `  ${per(r.calls)} | ${perMs(r.total_plan_time)} | ${perMs(r.total_exec_time)} | ${per(r.rows)} | ${per(r.blocks)} | ${per(r.dirtied)} | ${per(r.wal_records)} | ${per(r.wal_bytes)} | ${r.text}`,
+    ),
+  ].join('\n');
+};
 /** PostgreSQL's CPU (the postmaster and its backends, ended ones included): one cluster runs at a time. */
 const postmaster = await (async () => {
   const admin = new pg.Client({ connectionString: postgres.adminUrl });
@@ -91,7 +138,13 @@ try {
       const settings = Object.entries(env)
         .map(([k, v]) => ` ${k}=${v}`)
         .join('');
-      const cluster: Cluster = { name: `${root} ${count} process${count > 1 ? 'es' : ''}${settings}`, servers, revisionPaths: [], integrationId: '' };
+      const cluster: Cluster = {
+        name: `${root} ${count} process${count > 1 ? 'es' : ''}${settings}`,
+        database: new URL(databaseUrl).pathname.slice(1),
+        servers,
+        revisionPaths: [],
+        integrationId: '',
+      };
       clusters.push(cluster);
       const api = apiClient(servers[0]!.child.url, API_KEY);
       cluster.integrationId = (await workspaceFixtures(api)).integrationId;
@@ -148,6 +201,7 @@ try {
       );
       for (const op of ops) {
         await counts(cluster);
+        await resetStatistics();
         const before = cpu(cluster);
         const postgresBefore = treeCpuMs(postmaster);
         const switchesBefore = switches(cluster);
@@ -189,10 +243,12 @@ try {
             `CPU per request: ${(sum(spent) / responses).toFixed(3)} ms in the server (per process: ${spent.map((ms, i) => (ms / Math.max(1, each[i]!.responses)).toFixed(3)).join(' / ')}), ${(postgresSpent / responses).toFixed(3)} ms in PostgreSQL; ` +
             `${(sum(switched.map(([v]) => v)) / responses).toFixed(2)} wake-ups and ${(sum(switched.map(([, n]) => n)) / responses).toFixed(2)} preemptions of the main threads per request`,
         );
+        if (stats) console.log(await statisticsReport(cluster, responses));
       }
     }
   }
 } finally {
   for (const cluster of clusters) for (const server of cluster.servers) await server.child.stop();
+  await stats?.end();
   await postgres.stop();
 }
