@@ -15,7 +15,7 @@
  * `--statements[=12]`: PostgreSQL itself counts too (`pg_stat_statements` and the WAL's statistics,
  * reset before each measure): per request, each statement's calls, planning and execution time,
  * buffers dirtied and WAL bytes (the most costly first), and the WAL records, bytes, writes and
- * flushes of the whole server. What PostgreSQL spends its CPU per request on, statement by statement.
+ * flushes of the whole server, and its records by type (`pg_walinspect`: index inserts, row locks…). What PostgreSQL spends its CPU per request on, statement by statement.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -69,9 +69,14 @@ const stats = statementsShown > 0 ? new pg.Client({ connectionString: postgres.a
 if (stats) {
   await stats.connect();
   await stats.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await stats.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
 }
+/** Where the WAL was when the statistics were last reset: the WAL written since, by record type (`pg_walinspect`). */
+let walStart = '';
 const resetStatistics = async () => {
-  await stats?.query("SELECT pg_stat_statements_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')");
+  if (!stats) return;
+  await stats.query("SELECT pg_stat_statements_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')");
+  walStart = (await stats.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn() AS lsn')).rows[0]!.lsn;
 };
 /** What PostgreSQL counted for `cluster`'s database since the reset, per request (`--statements`). */
 const statisticsReport = async (cluster: Cluster, responses: number): Promise<string> => {
@@ -92,10 +97,16 @@ const statisticsReport = async (cluster: Cluster, responses: number): Promise<st
   );
   const wal = (await stats.query('SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full FROM pg_stat_wal')).rows[0];
   const io = (await stats.query("SELECT sum(writes) AS writes, sum(fsyncs) AS fsyncs FROM pg_stat_io WHERE object = 'wal'")).rows[0];
+  const records = await stats.query(
+    `SELECT "resource_manager/record_type" AS type, count, record_size + fpi_size AS bytes
+      FROM pg_get_wal_stats($1, pg_current_wal_insert_lsn(), true) WHERE count > 0 ORDER BY count DESC LIMIT 12`,
+    [walStart],
+  );
   const a = all.rows[0];
   return [
     `  PostgreSQL per request: ${per(a.calls)} statements, ${perMs(a.plan)} µs planning, ${perMs(a.exec)} µs executing (wall time, preemption included); ` +
       `WAL ${per(wal.wal_records)} records (${per(wal.wal_fpi)} full pages), ${per(wal.wal_bytes)} bytes, ${per(io.writes)} writes, ${per(io.fsyncs)} flushes`,
+    `  WAL records per request, by type: ${records.rows.map((r) => `${r.type} ${per(r.count)} (${per(r.bytes)} B)`).join(', ')}`,
     '  calls | plan µs | exec µs | rows | blocks | dirtied | WAL records | WAL bytes | statement (per request)',
     ...statements.rows.map(
       (r) =>
