@@ -78,6 +78,36 @@ const resetStatistics = async () => {
   await stats.query("SELECT pg_stat_statements_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')");
   walStart = (await stats.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn() AS lsn')).rows[0]!.lsn;
 };
+/**
+ * `--statements`: what the cluster's busy backends wait on, by name (pg_stat_activity every 20 ms
+ * while the load runs): which LWLock (WAL insertion, WAL write, a buffer's content, multixacts…).
+ */
+const sampleWaits = (cluster: Cluster) => {
+  const seen = new Map<string, number>();
+  let samples = 0;
+  let sampling = stats !== undefined;
+  const done = (async () => {
+    while (sampling) {
+      const rows = await stats!.query<{ wait: string; n: number }>(
+        `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS wait, count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1`,
+        [cluster.database],
+      );
+      samples += 1;
+      for (const { wait, n } of rows.rows) seen.set(wait, (seen.get(wait) ?? 0) + n);
+      await sleep(20);
+    }
+  })();
+  return {
+    stop: async () => {
+      sampling = false;
+      await done;
+      const busy = [...seen.values()].reduce((n, v) => n + v, 0);
+      const shares = [...seen].sort((a, b) => b[1] - a[1]).slice(0, 8);
+      return `busy backends ${(busy / Math.max(1, samples)).toFixed(1)} on average (${samples} samples): ${shares.map(([w, n]) => `${w} ${Math.round((100 * n) / Math.max(1, busy))}%`).join(', ')}`;
+    },
+  };
+};
 /** What PostgreSQL counted for `cluster`'s database since the reset, per request (`--statements`). */
 const statisticsReport = async (cluster: Cluster, responses: number): Promise<string> => {
   if (!stats) return '';
@@ -236,9 +266,11 @@ try {
               { stdio: 'ignore' },
             )
           : undefined;
+        const waits = sampleWaits(cluster);
         const runs = await Promise.all(
           cluster.servers.map((server, i) => runLoad(server.child.url, { connections: share(i), seconds, requests: requests(cluster, op) })),
         );
+        const waited = await waits.stop();
         // The requests still in flight when the load stopped end, and are counted with what they sent.
         await sleep(1000);
         if (perf) await new Promise((done) => perf.once('exit', done).kill('SIGINT'));
@@ -254,7 +286,7 @@ try {
             `CPU per request: ${(sum(spent) / responses).toFixed(3)} ms in the server (per process: ${spent.map((ms, i) => (ms / Math.max(1, each[i]!.responses)).toFixed(3)).join(' / ')}), ${(postgresSpent / responses).toFixed(3)} ms in PostgreSQL; ` +
             `${(sum(switched.map(([v]) => v)) / responses).toFixed(2)} wake-ups and ${(sum(switched.map(([, n]) => n)) / responses).toFixed(2)} preemptions of the main threads per request`,
         );
-        if (stats) console.log(await statisticsReport(cluster, responses));
+        if (stats) console.log(`${await statisticsReport(cluster, responses)}\n  ${waited}`);
       }
     }
   }

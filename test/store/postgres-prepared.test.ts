@@ -88,4 +88,19 @@ describe('prepared statements on PostgreSQL', () => {
     expect(await db.row(hot.deploymentById, ['none'])).toBeUndefined();
     expect((await db.batch([star], { prepared: true }))[0]!.rows[0]).toEqual({ id: 1, name: 'one', added_later: null });
   });
+
+  it('a prepared statement the connection lost (deallocated behind its back, as a pooler in front would) is prepared again and answered', async () => {
+    const id = crypto.randomUUID();
+    expect(await db.row(hot.revisionById, [id])).toBeUndefined();
+    const star = { sql: 'SELECT name FROM items WHERE id = ?', params: [1] };
+    await db.batch([star], { prepared: true });
+    await db.run('DEALLOCATE ALL');
+    expect(await prepared()).toEqual([]);
+    const before = parses;
+    expect(await db.row(hot.revisionById, [id])).toBeUndefined();
+    expect((await db.batch([star], { prepared: true }))[0]!.rows).toEqual([{ name: 'one' }]);
+    // Each refused once (26000), then closed, prepared again and run.
+    expect(parses - before).toBe(2);
+    expect((await prepared()).length).toBe(2);
+  });
 });

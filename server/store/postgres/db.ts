@@ -22,19 +22,34 @@ export function numbered(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-/** `@name` placeholders as `$n` (one number per name, however often it is used) and their values in that order. */
+/** `@name` placeholders as `$n` (one number per name, however often it is used): the text, and the names in number order. */
+type NamedTemplate = { text: string; names: readonly string[] };
+const templates = new Map<string, NamedTemplate>();
+function namedTemplate(sql: string): NamedTemplate {
+  let template = templates.get(sql);
+  if (template === undefined) {
+    const names: string[] = [];
+    const text = sql.replace(/@(\w+)/g, (_, name: string) => {
+      if (!names.includes(name)) names.push(name);
+      return `$${names.indexOf(name) + 1}`;
+    });
+    template = { text, names };
+    // The stores' texts are a bounded set; the limit keeps a text built with values in it (none should be) from growing the map.
+    if (templates.size < 2000) templates.set(sql, template);
+  }
+  return template;
+}
+
+/**
+ * `@name` placeholders as `$n` and their values in that order; the text converted once per SQL
+ * text (a create's insert of a deployment names nineteen values: rewritten on every create, it was
+ * a regular expression's pass over its text each time).
+ */
 function namedToNumbered(sql: string, named: Readonly<Record<string, unknown>>): { text: string; values: unknown[] } {
-  const order = new Map<string, number>();
-  const values: unknown[] = [];
-  const text = sql.replace(/@(\w+)/g, (_, name: string) => {
-    let n = order.get(name);
-    if (n === undefined) {
-      if (!(name in named)) throw new Error(`Missing named parameter '${name}'`);
-      values.push(named[name]);
-      n = values.length;
-      order.set(name, n);
-    }
-    return `$${n}`;
+  const { text, names } = namedTemplate(sql);
+  const values = names.map((name) => {
+    if (!(name in named)) throw new Error(`Missing named parameter '${name}'`);
+    return named[name];
   });
   return { text, values };
 }
@@ -66,12 +81,14 @@ function named(statement: PipelinedStatement): PipelinedStatement {
 }
 
 /**
- * A prepared statement PostgreSQL will not run again as prepared: its result's columns changed
- * (another process's migration added one to a `SELECT *`). Nothing of it ran; the pipeline forgot
- * the name, so it is sent again and prepared anew.
+ * A prepared statement PostgreSQL no longer runs as prepared: its result's columns changed (another
+ * process's migration added one to a `SELECT *`: 0A000), or the connection no longer has it (26000:
+ * someone deallocated it, or a pooler in front of PostgreSQL moved us to another server connection).
+ * Nothing of it ran; the pipeline forgot the name, so it is sent again and prepared anew.
  */
-function stalePlan(error: unknown): boolean {
-  return (error as { code?: unknown }).code === '0A000' && /cached plan/.test(String((error as { message?: unknown }).message));
+function preparedStatementLost(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === '26000' || (code === '0A000' && /cached plan/.test(String((error as { message?: unknown }).message)));
 }
 
 /** The pool's type parsing: 64-bit integers (identities, counts, sizes) as numbers, as SQLite answers them. */
@@ -120,7 +137,7 @@ function connectionUnusable(error: unknown): boolean {
 
 /**
  * Runs `attempt` again when PostgreSQL aborted it to break a deadlock (40P01) or a serialization
- * conflict (40001), or refused a prepared statement's stale plan (`stalePlan`), a few times:
+ * conflict (40001), or lost a prepared statement (`preparedStatementLost`), a few times:
  * nothing of it was written.
  */
 async function retriedOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
@@ -129,7 +146,7 @@ async function retriedOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
       return await attempt();
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      if (tries >= 4 || (code !== '40P01' && code !== '40001' && !stalePlan(error))) throw error;
+      if (tries >= 4 || (code !== '40P01' && code !== '40001' && !preparedStatementLost(error))) throw error;
     }
   }
 }
@@ -243,9 +260,9 @@ export class PgDb implements Db {
     try {
       return await this.#reads.read(statement);
     } catch (error) {
-      if (!stalePlan(error)) throw postgresConnectionFailure(error);
+      if (!preparedStatementLost(error)) throw postgresConnectionFailure(error);
     }
-    // Once more, prepared anew (`stalePlan`).
+    // Once more, prepared anew (`preparedStatementLost`).
     try {
       return await this.#reads.read(statement);
     } catch (error) {

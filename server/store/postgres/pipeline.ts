@@ -147,9 +147,9 @@ export class StatementPipeline {
 
   /**
    * After a failure at `at`: the statements this pipeline prepared after it were skipped (never
-   * prepared), and the one that failed may be prepared or not, or prepared on a plan PostgreSQL no
-   * longer runs (a migration changed its result's columns: 0A000). Forgotten, so the next send on
-   * this connection closes and prepares them again.
+   * prepared), and the one that failed may be prepared or not, or lost (a migration changed its
+   * result's columns: 0A000; it was deallocated: 26000). Forgotten, so the next send on this
+   * connection closes and prepares them again.
    */
   #forgetUnsure(at: number): void {
     const connection = this.#connection;
