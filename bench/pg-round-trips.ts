@@ -12,6 +12,10 @@
  * every cluster in turn (its node_modules must resolve to this checkout's pg, e.g. a symbolic
  * link). Counts first: they hold on a loaded machine; the background sweeps' statements are
  * included (a few per hundred requests). The CPU figures move with the machine's load.
+ * `--statements[=12]`: PostgreSQL itself counts too (`pg_stat_statements` and the WAL's statistics,
+ * reset before each measure): per request, each statement's calls, planning and execution time,
+ * buffers dirtied and WAL bytes (the most costly first), and the WAL records, bytes, writes and
+ * flushes of the whole server, and its records by type (`pg_walinspect`: index inserts, row locks…). What PostgreSQL spends its CPU per request on, statement by statement.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -48,14 +52,98 @@ const profileDir = arg('cpu-prof') === undefined ? undefined : resolve(arg('cpu-
 const perfDir = arg('perf') === undefined ? undefined : resolve(arg('perf')!);
 const ops = (arg('ops') ?? 'get,post').split(',') as Array<'get' | 'post'>;
 const hook = join(import.meta.dirname, 'lib/count-pg-round-trips.mjs');
+const statementsShown = arg('statements') === undefined ? (process.argv.includes('--statements') ? 12 : 0) : Number(arg('statements'));
 const headers = { 'x-api-key': API_KEY };
 
 type Counts = { roundTrips: number; statements: number; responses: number; notices: number };
 type Server = { child: Child; countsFile: string };
 /** One root's servers on one database: one process, or several (started together, as an orchestrator starts them). */
-type Cluster = { name: string; servers: Server[]; revisionPaths: string[]; integrationId: string };
+type Cluster = { name: string; database: string; servers: Server[]; revisionPaths: string[]; integrationId: string };
 
-const postgres = await startTestPostgres({ durable: true });
+const postgres = await startTestPostgres({
+  durable: true,
+  settings: statementsShown > 0 ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } : {},
+});
+/** `--statements`: an administrative session reading PostgreSQL's own statistics. */
+const stats = statementsShown > 0 ? new pg.Client({ connectionString: postgres.adminUrl }) : undefined;
+if (stats) {
+  await stats.connect();
+  await stats.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await stats.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+}
+/** Where the WAL was when the statistics were last reset: the WAL written since, by record type (`pg_walinspect`). */
+let walStart = '';
+const resetStatistics = async () => {
+  if (!stats) return;
+  await stats.query("SELECT pg_stat_statements_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')");
+  walStart = (await stats.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn() AS lsn')).rows[0]!.lsn;
+};
+/**
+ * `--statements`: what the cluster's busy backends wait on, by name (pg_stat_activity every 20 ms
+ * while the load runs): which LWLock (WAL insertion, WAL write, a buffer's content, multixacts…).
+ */
+const sampleWaits = (cluster: Cluster) => {
+  const seen = new Map<string, number>();
+  let samples = 0;
+  let sampling = stats !== undefined;
+  const done = (async () => {
+    while (sampling) {
+      const rows = await stats!.query<{ wait: string; n: number }>(
+        `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') AS wait, count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1`,
+        [cluster.database],
+      );
+      samples += 1;
+      for (const { wait, n } of rows.rows) seen.set(wait, (seen.get(wait) ?? 0) + n);
+      await sleep(20);
+    }
+  })();
+  return {
+    stop: async () => {
+      sampling = false;
+      await done;
+      const busy = [...seen.values()].reduce((n, v) => n + v, 0);
+      const shares = [...seen].sort((a, b) => b[1] - a[1]).slice(0, 8);
+      return `busy backends ${(busy / Math.max(1, samples)).toFixed(1)} on average (${samples} samples): ${shares.map(([w, n]) => `${w} ${Math.round((100 * n) / Math.max(1, busy))}%`).join(', ')}`;
+    },
+  };
+};
+/** What PostgreSQL counted for `cluster`'s database since the reset, per request (`--statements`). */
+const statisticsReport = async (cluster: Cluster, responses: number): Promise<string> => {
+  if (!stats) return '';
+  const per = (n: unknown) => (Number(n) / responses).toFixed(2);
+  const perMs = (n: unknown) => ((Number(n) / responses) * 1000).toFixed(0);
+  const statements = await stats.query(
+    `SELECT calls, total_plan_time, total_exec_time, rows, shared_blks_hit + shared_blks_read AS blocks, shared_blks_dirtied AS dirtied, wal_records, wal_bytes,
+        left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS text
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+      ORDER BY total_plan_time + total_exec_time DESC LIMIT $2`,
+    [cluster.database, statementsShown],
+  );
+  const all = await stats.query(
+    `SELECT sum(calls) AS calls, sum(total_plan_time) AS plan, sum(total_exec_time) AS exec FROM pg_stat_statements
+      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)`,
+    [cluster.database],
+  );
+  const wal = (await stats.query('SELECT wal_records, wal_fpi, wal_bytes, wal_buffers_full FROM pg_stat_wal')).rows[0];
+  const io = (await stats.query("SELECT sum(writes) AS writes, sum(fsyncs) AS fsyncs FROM pg_stat_io WHERE object = 'wal'")).rows[0];
+  const records = await stats.query(
+    `SELECT "resource_manager/record_type" AS type, count, record_size + fpi_size AS bytes
+      FROM pg_get_wal_stats($1, pg_current_wal_insert_lsn(), true) WHERE count > 0 ORDER BY count DESC LIMIT 12`,
+    [walStart],
+  );
+  const a = all.rows[0];
+  return [
+    `  PostgreSQL per request: ${per(a.calls)} statements, ${perMs(a.plan)} µs planning, ${perMs(a.exec)} µs executing (wall time, preemption included); ` +
+      `WAL ${per(wal.wal_records)} records (${per(wal.wal_fpi)} full pages), ${per(wal.wal_bytes)} bytes, ${per(io.writes)} writes, ${per(io.fsyncs)} flushes`,
+    `  WAL records per request, by type: ${records.rows.map((r) => `${r.type} ${per(r.count)} (${per(r.bytes)} B)`).join(', ')}`,
+    '  calls | plan µs | exec µs | rows | blocks | dirtied | WAL records | WAL bytes | statement (per request)',
+    ...statements.rows.map(
+      (r) =>
+        `  ${per(r.calls)} | ${perMs(r.total_plan_time)} | ${perMs(r.total_exec_time)} | ${per(r.rows)} | ${per(r.blocks)} | ${per(r.dirtied)} | ${per(r.wal_records)} | ${per(r.wal_bytes)} | ${r.text}`,
+    ),
+  ].join('\n');
+};
 /** PostgreSQL's CPU (the postmaster and its backends, ended ones included): one cluster runs at a time. */
 const postmaster = await (async () => {
   const admin = new pg.Client({ connectionString: postgres.adminUrl });
@@ -91,7 +179,13 @@ try {
       const settings = Object.entries(env)
         .map(([k, v]) => ` ${k}=${v}`)
         .join('');
-      const cluster: Cluster = { name: `${root} ${count} process${count > 1 ? 'es' : ''}${settings}`, servers, revisionPaths: [], integrationId: '' };
+      const cluster: Cluster = {
+        name: `${root} ${count} process${count > 1 ? 'es' : ''}${settings}`,
+        database: new URL(databaseUrl).pathname.slice(1),
+        servers,
+        revisionPaths: [],
+        integrationId: '',
+      };
       clusters.push(cluster);
       const api = apiClient(servers[0]!.child.url, API_KEY);
       cluster.integrationId = (await workspaceFixtures(api)).integrationId;
@@ -148,6 +242,7 @@ try {
       );
       for (const op of ops) {
         await counts(cluster);
+        await resetStatistics();
         const before = cpu(cluster);
         const postgresBefore = treeCpuMs(postmaster);
         const switchesBefore = switches(cluster);
@@ -171,9 +266,11 @@ try {
               { stdio: 'ignore' },
             )
           : undefined;
+        const waits = sampleWaits(cluster);
         const runs = await Promise.all(
           cluster.servers.map((server, i) => runLoad(server.child.url, { connections: share(i), seconds, requests: requests(cluster, op) })),
         );
+        const waited = await waits.stop();
         // The requests still in flight when the load stopped end, and are counted with what they sent.
         await sleep(1000);
         if (perf) await new Promise((done) => perf.once('exit', done).kill('SIGINT'));
@@ -189,10 +286,12 @@ try {
             `CPU per request: ${(sum(spent) / responses).toFixed(3)} ms in the server (per process: ${spent.map((ms, i) => (ms / Math.max(1, each[i]!.responses)).toFixed(3)).join(' / ')}), ${(postgresSpent / responses).toFixed(3)} ms in PostgreSQL; ` +
             `${(sum(switched.map(([v]) => v)) / responses).toFixed(2)} wake-ups and ${(sum(switched.map(([, n]) => n)) / responses).toFixed(2)} preemptions of the main threads per request`,
         );
+        if (stats) console.log(`${await statisticsReport(cluster, responses)}\n  ${waited}`);
       }
     }
   }
 } finally {
   for (const cluster of clusters) for (const server of cluster.servers) await server.child.stop();
+  await stats?.end();
   await postgres.stop();
 }

@@ -1,6 +1,6 @@
 // Loaded with `node --import` into a server process by bench/pg-round-trips.ts: counts what the
 // process sends to PostgreSQL on node-postgres's clients (`Client.query`: one call is one round
-// trip; a `StatementPipeline` is one round trip of several statements, counted by its Parse
+// trip; a `StatementPipeline` is one round trip of several statements, counted by its Bind
 // messages), the notices its listening connection receives (`notification` events), and the HTTP
 // responses it ends, so that requests still in flight when the load generator stops count on both
 // sides. SIGUSR2 writes the counts since the last signal to `$PG_ROUND_TRIPS_FILE` and starts
@@ -33,15 +33,16 @@ pg.Client.prototype.query = function counted(config, values, callback) {
   if (config?.constructor?.name === 'StatementPipeline') {
     const submit = config.submit.bind(config);
     config.submit = (connection) => {
-      const parse = connection.parse;
-      connection.parse = (message) => {
+      // Bind, not Parse: a prepared statement is parsed once per connection, bound every time.
+      const bind = connection.bind;
+      connection.bind = (message) => {
         statements += 1;
-        return parse.call(connection, message);
+        return bind.call(connection, message);
       };
       try {
         submit(connection);
       } finally {
-        connection.parse = parse;
+        connection.bind = bind;
       }
     };
   } else {

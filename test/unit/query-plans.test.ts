@@ -115,6 +115,11 @@ describe('query plans of the hot statements', () => {
     // The silent-listener sweep and a heartbeat: from the listeners and the workspaces they are the
     // default of, never from every deployment naming no listener.
     expect(plan(LEASE_QUERIES.silentAgentListeners).join('; ')).toMatch(/^SEARCH listeners USING INDEX listeners_agents_by_last_seen/);
+    // Migration 25 made both partial (WHERE … IS NOT NULL): a seek by value still uses them.
+    expect(plan(HOT_QUERIES.deploymentsByRepo).join('; ')).toMatch(/USING INDEX deployments_by_repo \(repo_url_key=\?\)/);
+    expect(plan('SELECT 1 FROM deployments WHERE listener_id = ? LIMIT 1').join('; ')).toMatch(
+      /USING (COVERING )?INDEX deployments_by_listener \(listener_id=\?\)/,
+    );
     const served = plan(LEASE_QUERIES.servedInStatus).join('; ');
     expect(served).toMatch(/SEARCH deployments USING INDEX deployments_by_listener \(listener_id=\?\)/);
     expect(served).toMatch(

@@ -23,6 +23,7 @@ import auditEvents from './021_audit_events.ts';
 import eventSubscriptions from './022_event_subscriptions.ts';
 import githubCheckRuns from './023_github_check_runs.ts';
 import revisionTraceContext from './024_revision_trace_context.ts';
+import partialDeploymentIndexes from './025_partial_deployment_indexes.ts';
 
 export type Migration = { version: number; name: string; sql: (dialect: SchemaDialect) => string };
 
@@ -58,6 +59,7 @@ export const MIGRATIONS: readonly Migration[] = [
   { version: 22, name: 'event_subscriptions', sql: eventSubscriptions },
   { version: 23, name: 'github_check_runs', sql: githubCheckRuns },
   { version: 24, name: 'revision_trace_context', sql: revisionTraceContext },
+  { version: 25, name: 'partial_deployment_indexes', sql: partialDeploymentIndexes },
 ];
 
 /**

@@ -5,6 +5,7 @@ import { auditInsert, mayChangeRows } from '../audit.ts';
 import type { Db, Params, Row, Statement } from '../db.ts';
 import { postgresDialect } from '../dialect.ts';
 import { adoptedVersions, appliedRow, FORMER_POSTGRES_HISTORY_CHECK, pendingMigrations, SCHEMA_MIGRATIONS_TABLE } from '../migrate.ts';
+import { hotQueries } from '../queries/hot-paths.ts';
 import { postgresConnectionFailure } from '../storage-errors.ts';
 import { type PipelinedStatement, StatementPipeline } from './pipeline.ts';
 import { BatchFailure, ReadBatcher } from './read-batch.ts';
@@ -21,19 +22,34 @@ export function numbered(sql: string): string {
   return sql.replace(/\?/g, () => `$${++n}`);
 }
 
-/** `@name` placeholders as `$n` (one number per name, however often it is used) and their values in that order. */
+/** `@name` placeholders as `$n` (one number per name, however often it is used): the text, and the names in number order. */
+type NamedTemplate = { text: string; names: readonly string[] };
+const templates = new Map<string, NamedTemplate>();
+function namedTemplate(sql: string): NamedTemplate {
+  let template = templates.get(sql);
+  if (template === undefined) {
+    const names: string[] = [];
+    const text = sql.replace(/@(\w+)/g, (_, name: string) => {
+      if (!names.includes(name)) names.push(name);
+      return `$${names.indexOf(name) + 1}`;
+    });
+    template = { text, names };
+    // The stores' texts are a bounded set; the limit keeps a text built with values in it (none should be) from growing the map.
+    if (templates.size < 2000) templates.set(sql, template);
+  }
+  return template;
+}
+
+/**
+ * `@name` placeholders as `$n` and their values in that order; the text converted once per SQL
+ * text (a create's insert of a deployment names nineteen values: rewritten on every create, it was
+ * a regular expression's pass over its text each time).
+ */
 function namedToNumbered(sql: string, named: Readonly<Record<string, unknown>>): { text: string; values: unknown[] } {
-  const order = new Map<string, number>();
-  const values: unknown[] = [];
-  const text = sql.replace(/@(\w+)/g, (_, name: string) => {
-    let n = order.get(name);
-    if (n === undefined) {
-      if (!(name in named)) throw new Error(`Missing named parameter '${name}'`);
-      values.push(named[name]);
-      n = values.length;
-      order.set(name, n);
-    }
-    return `$${n}`;
+  const { text, names } = namedTemplate(sql);
+  const values = names.map((name) => {
+    if (!(name in named)) throw new Error(`Missing named parameter '${name}'`);
+    return named[name];
   });
   return { text, values };
 }
@@ -47,6 +63,32 @@ function toPg(sql: string, params: Params | undefined): { text: string; values: 
     return { text, values: (params as unknown[] | undefined) ?? [] };
   }
   return namedToNumbered(sql, params as Readonly<Record<string, unknown>>);
+}
+
+/**
+ * The statements sent as prepared statements (`PipelinedStatement.name`): the hot paths' reads
+ * (`hotQueries`: a revision's read, a create's integration read…) and the statements of a
+ * `batch(…, { prepared: true })` (a create's). A fixed set, so each connection holds a few dozen
+ * at most; the rest, dynamic text among them (lists' filters), are parsed and planned each time.
+ */
+const HOT_SQL: ReadonlySet<string> = new Set(Object.values(hotQueries(postgresDialect)));
+const statementNames = new Map<string, string>();
+/** `statement` with its prepared statement's name: one per text, the same on every connection. */
+function named(statement: PipelinedStatement): PipelinedStatement {
+  let name = statementNames.get(statement.text);
+  if (name === undefined) statementNames.set(statement.text, (name = `cp_${statementNames.size + 1}`));
+  return { ...statement, name };
+}
+
+/**
+ * A prepared statement PostgreSQL no longer runs as prepared: its result's columns changed (another
+ * process's migration added one to a `SELECT *`: 0A000), or the connection no longer has it (26000:
+ * someone deallocated it, or a pooler in front of PostgreSQL moved us to another server connection).
+ * Nothing of it ran; the pipeline forgot the name, so it is sent again and prepared anew.
+ */
+function preparedStatementLost(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === '26000' || (code === '0A000' && /cached plan/.test(String((error as { message?: unknown }).message)));
 }
 
 /** The pool's type parsing: 64-bit integers (identities, counts, sizes) as numbers, as SQLite answers them. */
@@ -93,14 +135,18 @@ function connectionUnusable(error: unknown): boolean {
   return typeof code !== 'string' || code.startsWith('08') || code.startsWith('57');
 }
 
-/** Runs `attempt` again when PostgreSQL aborted it to break a deadlock (40P01) or a serialization conflict (40001), a few times: nothing of it was written. */
+/**
+ * Runs `attempt` again when PostgreSQL aborted it to break a deadlock (40P01) or a serialization
+ * conflict (40001), or lost a prepared statement (`preparedStatementLost`), a few times:
+ * nothing of it was written.
+ */
 async function retriedOnConflict<T>(attempt: () => Promise<T>): Promise<T> {
   for (let tries = 1; ; tries++) {
     try {
       return await attempt();
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      if (tries >= 4 || (code !== '40P01' && code !== '40001')) throw error;
+      if (tries >= 4 || (code !== '40P01' && code !== '40001' && !preparedStatementLost(error))) throw error;
     }
   }
 }
@@ -182,7 +228,10 @@ export class PgDb implements Db {
     this.#readsFor = given === undefined ? (processes) => Math.min(Math.floor(availableParallelism() / processes), Math.floor(max / 2)) : () => given;
     this.#reads = new ReadBatcher(
       {
-        one: (statement) => onPooledClient(this.pool, statement.text, statement.values),
+        one: async (statement) =>
+          statement.name === undefined
+            ? onPooledClient(this.pool, statement.text, statement.values)
+            : (await this.#pipeline(new StatementPipeline([statement], types)))[0]!,
         many: (statements) => this.#readPipeline(statements),
       },
       this.#readsFor(1),
@@ -207,8 +256,15 @@ export class PgDb implements Db {
   /** A statement outside the caller's transactions: a plain read may go with other reads (`ReadBatcher`). */
   async #lone(sql: string, params: Params | undefined, on: Queryable): Promise<pg.QueryResult> {
     if (on !== this.pool || !mayGroup(sql)) return query(on, sql, params);
+    const statement = HOT_SQL.has(sql) ? named(toPg(sql, params)) : toPg(sql, params);
     try {
-      return await this.#reads.read(toPg(sql, params));
+      return await this.#reads.read(statement);
+    } catch (error) {
+      if (!preparedStatementLost(error)) throw postgresConnectionFailure(error);
+    }
+    // Once more, prepared anew (`preparedStatementLost`).
+    try {
+      return await this.#reads.read(statement);
     } catch (error) {
       throw postgresConnectionFailure(error);
     }
@@ -249,10 +305,12 @@ export class PgDb implements Db {
    * `tx` costs one per statement plus BEGIN and COMMIT; answers each statement's result. For writes
    * that change rows when they succeed (a create): the request's pending audit entry is sent last in
    * the same transaction. Statements that depend on what an earlier one answered need `tx`.
-   * Retried on a deadlock or serialization conflict as `tx` is.
+   * Retried on a deadlock or serialization conflict as `tx` is. `prepared`: the statements (and
+   * the audit entry's) are sent as prepared statements, for a batch of fixed texts run often (a
+   * create), never for dynamic text: each connection keeps every text it was sent this way.
    */
-  batch(statements: readonly Statement[]): Promise<pg.QueryResult[]> {
-    return retriedOnConflict(() => this.#batchOnce(statements));
+  batch(statements: readonly Statement[], options: { prepared?: boolean } = {}): Promise<pg.QueryResult[]> {
+    return retriedOnConflict(() => this.#batchOnce(statements, options.prepared === true));
   }
 
   /** A client of the pool; failing to get one is the store's connection failure. */
@@ -264,7 +322,7 @@ export class PgDb implements Db {
     }
   }
 
-  async #batchOnce(statements: readonly Statement[]): Promise<pg.QueryResult[]> {
+  async #batchOnce(statements: readonly Statement[], prepared: boolean): Promise<pg.QueryResult[]> {
     const pipelined = statements.map((statement) => toPg(statement.sql, statement.params));
     const audit = pendingAudit();
     const auditing = audit?.state === 'pending';
@@ -272,6 +330,7 @@ export class PgDb implements Db {
       const { sql, params } = auditInsert(audit.entry);
       pipelined.push(toPg(sql, params));
     }
+    if (prepared) pipelined.forEach((statement, i) => (pipelined[i] = named(statement)));
     try {
       if (auditing) audit.state = 'writing';
       const results = await this.#pipeline(new StatementPipeline(pipelined, types));

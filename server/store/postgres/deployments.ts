@@ -8,7 +8,8 @@ import type { PgDb } from './db.ts';
  * the audit entry and the commit in one round trip instead of eight. A create is the API's most
  * frequent write, and on PostgreSQL each round trip is a socket write that wakes a backend process
  * and a read that wakes ours; with several server processes on few cores those wake-ups were most
- * of the difference (docs/decisions/postgresql-pipelined-create.md).
+ * of the difference (docs/decisions/postgresql-pipelined-create.md). Its texts are fixed, so they
+ * go as prepared statements: parsed and planned once per connection, not once per create.
  */
 export class PgDeploymentStore extends SqlDeploymentStore {
   readonly #db: PgDb;
@@ -19,7 +20,7 @@ export class PgDeploymentStore extends SqlDeploymentStore {
   }
 
   protected override async writeCreate(statements: CreateStatements): Promise<boolean> {
-    const results = await this.#db.batch(statements);
+    const results = await this.#db.batch(statements, { prepared: true });
     const revision = statements.revision ? results[statements.indexOf(statements.revision)] : undefined;
     return (revision?.rows[0] as { runner_id: string | null } | undefined)?.runner_id != null;
   }
