@@ -103,6 +103,8 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
       [`GET ${path} HTTP/1.1`, `Authorization: Bearer ${t.apiKey}`],
       [`GET ${path} HTTP/1.1`, `X-Api-Key:   ${t.apiKey}  `],
       [`GET /v2/deployments/${deploymentId.toUpperCase()}/revisions/${revisionId.toUpperCase()} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`],
+      // One id in each case: the lower-case test fails, the any-case one passes.
+      [`GET /v2/deployments/${deploymentId}/revisions/${revisionId.toUpperCase()} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`],
       [`GET ${path} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`, 'Prefer: wait=1'],
     ]) {
       const { answer, answeredFast } = await both(lines);
@@ -149,6 +151,8 @@ describe('GET revision fast path: byte for byte what Hono answers', () => {
       ['an unknown revision', [`GET /v2/deployments/${deploymentId}/revisions/${crypto.randomUUID()} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 404],
       ['an unknown deployment', [`GET /v2/deployments/${crypto.randomUUID()}/revisions/${revisionId} HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 404],
       ['an id that is no UUID', [`GET /v2/deployments/${deploymentId}/revisions/not-a-uuid HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 422],
+      // 36 characters, dashes in place, one not hex: neither the lower-case nor the any-case test passes.
+      ['an id with a letter past f', [`GET /v2/deployments/${deploymentId}/revisions/${revisionId.slice(0, 35)}G HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 422],
       ['a query string', [`GET ${path}?x=1 HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 200],
       ['a trailing slash', [`GET ${path}/ HTTP/1.1`, `X-Api-Key: ${t.apiKey}`], 404],
       [

@@ -309,6 +309,15 @@ describe('request validation', () => {
     const prototypeKey = await t.api.call('POST', '/v2/deployments', '{"name":"x","source_config":{"resource_spec":{"labels":{"__proto__":"x"}}}}');
     expect(prototypeKey.status).toBe(422);
     expect(prototypeKey.body.detail[0]).toMatchObject({ loc: ['body', 'source_config', 'resource_spec', 'labels', '__proto__'], type: 'value_error' });
+    // 64 levels of nesting pass the shape walk (the schema refuses the body then), 65 do not.
+    const nested = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    const deepest = await t.api.call('POST', '/v2/deployments', nested(64));
+    expect(deepest.status).toBe(422);
+    expect(deepest.body.detail[0].type).not.toBe('json_invalid');
+    expect((await t.api.call('POST', '/v2/deployments', nested(65))).body.detail).toEqual([expect.objectContaining({ loc: ['body'], type: 'json_invalid' })]);
+    // A NUL in a string right inside an array, below an array of objects: the path ends with its index.
+    const nulInArray = await t.api.call('POST', '/v2/deployments', '{"name":"x","secrets":[{"name":"A","value":"v"}],"tags":[["ok","b\\u0000"]]}');
+    expect(nulInArray.body.detail[0]).toMatchObject({ loc: ['body', 'tags', 0, 1], type: 'string_pattern_mismatch' });
     const badId = await t.api.get('/v2/deployments/not-a-uuid');
     expect(badId.status).toBe(422);
     expect(badId.body.detail[0]).toMatchObject({ loc: ['path', 'deployment_id'], type: 'uuid_parsing' });
