@@ -78,10 +78,14 @@ function writeCache(): void {
     } catch {}
   }
 }
-// Made a second after the start (its first requests answered by then, on a start that is probed:
-// their functions are in the cache too), or at exit if the process stops before that.
-process.on('exit', writeCache);
 mapScriptStacks(scriptPath);
 const run = script.runInThisContext() as (require: NodeJS.Require, scriptUrl: string) => Promise<void>;
 await run(createRequire(scriptPath), new URL('server.js', import.meta.url).href);
-if (scriptBytes) setTimeout(writeCache, 1000).unref();
+// Made once the start has succeeded: a second after it (its first requests answered by then, on a
+// start that is probed: their functions are in the cache too), or at exit if the process stops
+// before that. Not for a start that failed (a configuration refused): its cache would hold little
+// more than the configuration's parsing, and the next starts would read it and never make another.
+if (scriptBytes) {
+  process.on('exit', writeCache);
+  setTimeout(writeCache, 1000).unref();
+}

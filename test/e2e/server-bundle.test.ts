@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -126,6 +127,25 @@ describe('the server bundle (npm start)', () => {
     const again = await start([], traceCache);
     await again.stop();
     expect(cacheUse(again.output())).toBe('accepted');
+  });
+
+  it('writes no cache for a start that failed, whose cache would hold little more than the configuration', async () => {
+    const folder = join(outdir, 'compile-cache');
+    for (const file of cacheFiles(folder)) rmSync(file);
+    const refused = spawnSync(process.execPath, [join(outdir, 'main.js')], {
+      env: { ...process.env, ...env, ...traceCache, PORT: 'not-a-port' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('Invalid configuration');
+    expect(cacheUse(refused.stderr)).toBe('none');
+    expect(cacheWrite(refused.stderr)).toBeUndefined();
+    expect(cacheFiles(folder)).toEqual([]);
+    // The next start that succeeds makes it.
+    const started = await start([], traceCache);
+    await started.stop();
+    expect(cacheWrite(started.output())).toBe('written');
   });
 
   it("starts without the cache when its folder cannot be made, and leaves the operator's NODE_COMPILE_CACHE and NODE_DISABLE_COMPILE_CACHE alone", async () => {
