@@ -9,7 +9,8 @@
  * lowest–highest, and the per-round ratios this ÷ other. Both bundles are built first
  * (`node server/build.ts` in each); each gets one unmeasured start, so both read their compile cache.
  * `--cold`: every start gets an empty compile cache of its own instead (`NODE_COMPILE_CACHE`, which
- * both bundles leave to the operator): what the first start after a build that changed the code costs.
+ * both bundles leave to the operator: Node's compile cache before the sixth round, the code cache of
+ * server/bundle-entry.ts after it): what the first start after a build that changed the code costs.
  * `npm run bench -- --only=startup` compares the server with the bare node:http server instead.
  */
 import { execFileSync } from 'node:child_process';

@@ -1,12 +1,28 @@
+import { hash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { build, type Plugin } from 'esbuild';
+import { codeCacheStem } from './code-cache.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
 /** Where `npm start` runs the server from (not committed: built at every start). */
 export const SERVER_BUNDLE = resolve(ROOT, 'server/dist/main.js');
+
+/**
+ * The server itself, beside the entry: one classic script (server/bundle-entry.ts runs it through
+ * `vm.Script`, whose code cache can be made after the start), so no `import`/`export` and no
+ * `import.meta`. It is one function of the entry's `require` and the script's own URL, async for
+ * main.ts's top-level `await`; strict, as the ESM it was bundled as.
+ */
+export const SERVER_SCRIPT = 'server';
+const SCRIPT_URL = '__scriptUrl';
+const SCRIPT_HEAD = `(async function (require, ${SCRIPT_URL}) {"use strict";`;
+const SCRIPT_TAIL = '})';
+
+/** The hash of the script's content that names its code cache (server/code-cache.ts), computed here rather than at every start. */
+const scriptHash = (script: Buffer) => hash('sha256', script).slice(0, 32);
 
 /**
  * A plugin that rewrites one file of a package at bundle time, each text replaced once. A text no
@@ -91,14 +107,23 @@ const promClientPushgatewayOnUse = rewrite('prom-client-pushgateway-on-use', /[\
  * 50 ms of CPU and 15 MB resident at a start), `node:fs`'s `promises` loads Node's readline,
  * `node:crypto`'s `webcrypto` its WebCrypto. `require` reads none of them. So each `import` of a
  * built-in in the bundle becomes a CommonJS module of one line that requires it: esbuild then reads
- * each named import as a property of that module where it is used, not at import.
+ * each named import as a property of that module where it is used, not at import. The same for an
+ * `import()` of a built-in (OpenTelemetry's exporter has two) and for better-sqlite3: the server's
+ * script is a classic script (`SERVER_SCRIPT`), which can hold neither `import` nor `import()`.
  */
 const builtinsThroughRequire: Plugin = {
   name: 'builtins-through-require',
   setup(build) {
-    build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) =>
-      args.kind === 'import-statement' && isBuiltin(args.path) ? { path: args.path.replace(/^(node:)?/, 'node:'), namespace: 'builtin-require' } : undefined,
-    );
+    build.onResolve({ filter: /^[a-z0-9_:/-]+$/ }, (args) => {
+      // The native addon stays in node_modules: imported through a one-line shim, as a built-in is,
+      // whose `require` of it is left for run time.
+      if (args.path === NATIVE_ADDON) {
+        return args.kind === 'require-call' ? { path: args.path, external: true } : { path: args.path, namespace: 'builtin-require' };
+      }
+      if (args.kind !== 'import-statement' && args.kind !== 'dynamic-import') return undefined;
+      if (isBuiltin(args.path)) return { path: args.path.replace(/^(node:)?/, 'node:'), namespace: 'builtin-require' };
+      return undefined;
+    });
     build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => {
       const name = JSON.stringify(args.path);
       if (!REQUIRED_ON_USE.has(args.path)) return { contents: `module.exports = require(${name});`, loader: 'js' };
@@ -123,6 +148,7 @@ const builtinsThroughRequire: Plugin = {
  * whose exports are functions that need no `this` (no class as the default export, no methods of
  * an object such as `process`): the default import is the stand-in object, not the module.
  */
+const NATIVE_ADDON = 'better-sqlite3';
 const REQUIRED_ON_USE = new Set(['node:fs/promises', 'node:https', 'node:zlib']);
 
 /** Where the bundle's `Request` and `Response` come from (see `honoNodeServerOnUse`): esbuild's `inject`. */
@@ -211,31 +237,34 @@ Object.setPrototypeOf(Response2, { get json() { return undiciResponse().json; },
 ]);
 
 /**
- * Bundles the server's TypeScript and its packages into `server/dist/` (ESM): `main.js`, the entry
- * (server/bundle-entry.ts, which turns on Node's compile cache), and chunks beside it: the server
- * itself, and one per `import()` of what the first request does not need (PostgreSQL's driver,
- * OpenTelemetry, the GitHub App's JWTs…), loaded when first used.
+ * Bundles the server's TypeScript and its packages into `server/dist/`: `server.js`, the whole
+ * server as one classic script (`SERVER_SCRIPT`), and `main.js`, its entry (server/bundle-entry.ts),
+ * which runs the script with a V8 code cache made after the start. What the first request does not
+ * need (PostgreSQL's driver, OpenTelemetry, tar-stream, the GitHub App's JWTs…) is in the script
+ * too, behind esbuild's wrappers of each `import()`: evaluated when first used, and compiled only
+ * then (a cached start reads the code of what the start ran, nothing else). It was split into ESM
+ * chunks until the sixth round (docs/decisions/server-start.md): a module's code cache cannot be
+ * made after it has run, a script's can.
  *
  * Why bundle the packages too: resolving and compiling some 400 files of node_modules was most of
- * the start (docs/decisions/server-start.md). Only what cannot be bundled stays in node_modules:
- * better-sqlite3 (a native addon, found by its path) and pg-native (an optional native driver pg
- * asks for only when told to). CommonJS packages `require` Node's built-ins, which ESM output has
- * no `require` for: the banner gives each chunk one. Running the sources directly makes Node load
- * its TypeScript stripper at start, which costs about 35 MB of resident memory for as long as the
- * server runs. `outdir` (server/dist/ by default) must be a folder directly in server/, for the same
- * reason as the chunk names below.
+ * the start. Only what cannot be bundled stays in node_modules: better-sqlite3 (a native addon, found
+ * by its path) and pg-native (an optional native driver pg asks for only when told to). CommonJS
+ * packages `require` Node's built-ins: the script is a function of the entry's `require`. Running
+ * the sources directly makes Node load its TypeScript stripper at start, which costs about 35 MB of
+ * resident memory for as long as the server runs. `outdir` (server/dist/ by default) must be a
+ * folder directly in server/: the console finds its files relative to the script
+ * (server/console/assets.ts).
  */
 export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<void> {
-  const { metafile } = await build({
+  const server = await build({
     absWorkingDir: ROOT,
-    entryPoints: { main: 'server/bundle-entry.ts' },
+    entryPoints: { [SERVER_SCRIPT]: 'server/main.ts' },
     outdir,
-    // Chunks stay in the entry's folder: server/console/assets.ts finds its files relative to its chunk.
-    chunkNames: '[name]-[hash]',
     bundle: true,
-    splitting: true,
-    external: ['better-sqlite3', 'pg-native'],
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    external: ['pg-native'],
+    banner: { js: SCRIPT_HEAD },
+    footer: { js: SCRIPT_TAIL },
+    define: { 'import.meta.url': SCRIPT_URL },
     platform: 'node',
     format: 'esm',
     target: 'node24',
@@ -255,24 +284,44 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
       pinoExportsOnUse,
     ],
   });
-  // Chunks are named by their content: remove an earlier build's, which would pile up at every start.
+  // ASCII only: the entry reads the script as Latin-1 (a byte a character, no UTF-8 decoding of two
+  // megabytes at every start), and V8 keeps it one byte a character for as long as the server runs.
+  // esbuild escapes what it can; a tagged template's text it cannot (the console writes HTML entities).
+  const scriptText = readFileSync(join(outdir, `${SERVER_SCRIPT}.js`), 'latin1');
+  const nonAscii = /[^\x00-\x7f].{0,40}/.exec(scriptText);
+  if (nonAscii) throw new Error(`server/build.ts: the server script is not ASCII: ${JSON.stringify(nonAscii[0])}`);
+  const entry = await build({
+    absWorkingDir: ROOT,
+    entryPoints: { main: 'server/bundle-entry.ts' },
+    outdir,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node24',
+    sourcemap: 'linked',
+    logLevel: 'warning',
+    metafile: true,
+    // The script's hash, which names its code cache (server/code-cache.ts): computed here, not at every start.
+    define: { SERVER_SCRIPT_HASH: JSON.stringify(scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`)))) },
+  });
+  const metafile = { outputs: { ...entry.metafile.outputs, ...server.metafile.outputs } };
+  // What an earlier build wrote and this one did not (the chunks of the split ESM bundle before the
+  // script), removed, as is every cache file but the current script's (server/code-cache.ts: named
+  // by the script's content, so an unchanged build keeps its cache, and a changed one's would
+  // otherwise pile up, a megabyte and a half per code change). The folder itself is made here and
+  // kept (with its owner), so that an image can hand it to the user the server runs as
+  // (docs/multi-process.md).
   const written = new Set(Object.keys(metafile.outputs).map((path) => resolve(ROOT, path)));
-  let changed = false;
   for (const name of readdirSync(outdir)) {
     const path = join(outdir, name);
-    if (/\.js(\.map)?$/.test(name) && !written.has(path)) {
-      rmSync(path);
-      changed = true;
-    }
+    if (/\.js(\.map)?$/.test(name) && !written.has(path)) rmSync(path);
   }
-  // The compile cache's entries are keyed by a chunk's path: an unchanged build keeps them all (the
-  // same chunk finds its code again), but a removed chunk's entry would stay forever (a megabyte per
-  // code change). So a build that changed the code empties the cache (its subfolders: one per Node
-  // version), and the next start writes it anew. The folder itself is made here and kept (with its
-  // owner), so that an image can hand it to the user the server runs as (docs/multi-process.md).
   const compileCache = join(outdir, 'compile-cache');
   mkdirSync(compileCache, { recursive: true });
-  if (changed) for (const name of readdirSync(compileCache)) rmSync(join(compileCache, name), { recursive: true, force: true });
+  const current = codeCacheStem(scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`))));
+  for (const name of readdirSync(compileCache)) {
+    if (!name.startsWith(`${current}-`)) rmSync(join(compileCache, name), { recursive: true, force: true });
+  }
 }
 
 if (import.meta.main) await bundleServer();

@@ -1,18 +1,21 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import vm from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleServer } from '../../server/build.ts';
 import { testBackendKind, testDatabaseUrl } from '../helpers/backends.ts';
 import { type ListeningChild, ROOT, startListeningChild } from '../helpers/listening-child.ts';
 
 /**
- * What `npm start` runs: the esbuild bundle of the server with its packages (server/build.ts), split
- * at each `import()`, started from its entry with Node's compile cache. The other suites run the
- * TypeScript sources; this one checks that the bundle serves the same (API, errors, the console and
- * its files found beside the chunks) on this suite's backend, PostgreSQL's driver and backend being
- * a chunk loaded only for a postgres:// DATABASE_URL, and that a second start finds its compiled code.
+ * What `npm start` runs: the esbuild bundle of the server with its packages (server/build.ts), one
+ * script run by its entry with a V8 code cache made after the start (server/bundle-entry.ts). The
+ * other suites mostly run the same bundle; this one checks that it serves the same as the sources
+ * (API, errors, the console and its files found from the script's folder) on this suite's backend,
+ * and what the code cache does: made by a first start, read by the second, never read for a changed
+ * script, made again when damaged, and never needed for the server to answer.
  */
 describe('the server bundle (npm start)', () => {
   const outdir = mkdtempSync(join(ROOT, 'server', '.dist-test-'));
@@ -24,14 +27,14 @@ describe('the server bundle (npm start)', () => {
     server = await startListeningChild(join(outdir, 'main.js'), { ...env, ...moreEnv }, 30_000, nodeArgs);
     return server;
   };
-  // What Node's compile cache did with the server's chunk, from Node's own debug lines
-  // (NODE_DEBUG_NATIVE=COMPILE_CACHE): 'accepted' (read from the cache), 'not initialized' (compiled,
-  // then written), or undefined (no cache at all).
-  const traceCache = { NODE_DEBUG_NATIVE: 'COMPILE_CACHE' };
-  const serverChunk = () => /import\("\.\/([\w-]+\.js)"\)/.exec(readFileSync(join(outdir, 'main.js'), 'utf8'))![1]!;
-  const cacheOfServerChunk = (output: string) =>
-    new RegExp(`code cache for ESM file://\\S+/${serverChunk().replace('.', '\\.')} was (accepted|not initialized|rejected)`).exec(output)?.[1];
-  const cacheEntries = (folder: string) => readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile()).length;
+  // What the entry did with the script's code cache, from its debug lines (NODE_DEBUG=code-cache):
+  // 'accepted' (V8 took the file's code), 'none' (no file: compiled), 'rejected' (V8 refused the
+  // file: compiled), or undefined (caching turned off); then whether it wrote a file.
+  const traceCache = { NODE_DEBUG: 'code-cache' };
+  const cacheUse = (output: string) => /CODE-CACHE \d+: \S+: (accepted|none|rejected)\n/.exec(output)?.[1];
+  const cacheWrite = (output: string) => /CODE-CACHE \d+: \S+: (written|not written)/.exec(output)?.[1];
+  const cacheFiles = (folder: string) => readdirSync(folder).map((name) => join(folder, name));
+  const script = () => join(outdir, 'server.js');
 
   beforeAll(async () => {
     await bundleServer(outdir);
@@ -43,7 +46,7 @@ describe('the server bundle (npm start)', () => {
     rmSync(outdir, { recursive: true, force: true });
   });
 
-  it('answers the API, its errors and the console, and a second start reads the compile cache', async () => {
+  it('answers the API, its errors and the console, and a second start reads the code cache the first made after starting', async () => {
     const first = await start([], traceCache);
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
     expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
@@ -67,14 +70,82 @@ describe('the server bundle (npm start)', () => {
     expect((await css.text()).length).toBeGreaterThan(100);
     expect(first.output()).toContain(testBackendKind() === 'postgres' ? 'postgres' : 'control-plane.db');
     await first.stop();
-    // A new bundle: the first start compiles the server's chunk; Node writes the cache when the
-    // process exits, beside the bundle, and a second start reads the chunk's code from it.
-    expect(cacheOfServerChunk(first.output())).toBe('not initialized');
-    expect(cacheEntries(join(outdir, 'compile-cache'))).toBeGreaterThan(0);
+    // A new bundle: the first start compiles the script and writes its cache (a second after the
+    // start, or at exit), beside the bundle; a second start runs the code it read from there.
+    expect(cacheUse(first.output())).toBe('none');
+    expect(cacheWrite(first.output())).toBe('written');
+    const [file, ...others] = cacheFiles(join(outdir, 'compile-cache'));
+    expect(others).toEqual([]);
+    expect(statSync(file!).mode & 0o777).toBe(0o600);
+    // Made after the start, the cache holds the functions the start ran, not only the top level
+    // (what a cache made right after compiling, as Node's compile cache makes it, would hold). The
+    // file: the script's length, the script, V8's data (server/code-cache.ts).
+    const source = readFileSync(script());
+    const topLevelOnly = new vm.Script(source.toString(), { filename: script() }).createCachedData().length;
+    expect(statSync(file!).size - 4 - source.length).toBeGreaterThan(2 * topLevelOnly);
     const second = await start([], traceCache);
     expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
-    expect(cacheOfServerChunk(second.output())).toBe('accepted');
     await second.stop();
+    expect(cacheUse(second.output())).toBe('accepted');
+    expect(cacheWrite(second.output())).toBeUndefined();
+  });
+
+  it('never runs a cache made for another script, and makes a damaged one again', async () => {
+    const [file] = cacheFiles(join(outdir, 'compile-cache'));
+    const original = readFileSync(script(), 'utf8');
+    // The same length (all V8 itself checks), one message changed, after the build (so under the
+    // same cache file's name): run from the old script's cache, the start would log the old message.
+    const message = 'no GitHub App configured';
+    const changed = original.replace(message, message.toUpperCase());
+    expect(changed.length).toBe(original.length);
+    expect(changed).not.toBe(original);
+    try {
+      writeFileSync(script(), changed);
+      const edited = await start([], traceCache);
+      expect((await fetch(`${edited.url}/healthz`)).status).toBe(200);
+      await edited.stop();
+      expect(cacheUse(edited.output())).toBe('none');
+      expect(edited.output()).toContain(message.toUpperCase());
+      expect(edited.output()).not.toContain(message);
+    } finally {
+      writeFileSync(script(), original);
+    }
+    // And back: the file now holds the edited script's code, which the original does not run.
+    const restored = await start([], traceCache);
+    await restored.stop();
+    expect(cacheUse(restored.output())).toBe('none');
+    expect(restored.output()).toContain(message);
+    // V8's part of the file cut short (a damaged file): V8 refuses it, the script is compiled and the
+    // file made again, which the next start reads.
+    const content = readFileSync(file!);
+    writeFileSync(file!, content.subarray(0, 4 + Buffer.byteLength(original) + 1000));
+    const damaged = await start([], traceCache);
+    expect((await fetch(`${damaged.url}/healthz`)).status).toBe(200);
+    await damaged.stop();
+    expect(cacheUse(damaged.output())).toBe('rejected');
+    expect(cacheWrite(damaged.output())).toBe('written');
+    const again = await start([], traceCache);
+    await again.stop();
+    expect(cacheUse(again.output())).toBe('accepted');
+  });
+
+  it('writes no cache for a start that failed, whose cache would hold little more than the configuration', async () => {
+    const folder = join(outdir, 'compile-cache');
+    for (const file of cacheFiles(folder)) rmSync(file);
+    const refused = spawnSync(process.execPath, [join(outdir, 'main.js')], {
+      env: { ...process.env, ...env, ...traceCache, PORT: 'not-a-port' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('Invalid configuration');
+    expect(cacheUse(refused.stderr)).toBe('none');
+    expect(cacheWrite(refused.stderr)).toBeUndefined();
+    expect(cacheFiles(folder)).toEqual([]);
+    // The next start that succeeds makes it.
+    const started = await start([], traceCache);
+    await started.stop();
+    expect(cacheWrite(started.output())).toBe('written');
   });
 
   it("starts without the cache when its folder cannot be made, and leaves the operator's NODE_COMPILE_CACHE and NODE_DISABLE_COMPILE_CACHE alone", async () => {
@@ -87,15 +158,17 @@ describe('the server bundle (npm start)', () => {
       const unwritable = await start([], traceCache);
       expect((await fetch(`${unwritable.url}/healthz`)).status).toBe(200);
       await unwritable.stop();
-      expect(unwritable.output()).toContain('Cannot create cache directory');
-      expect(cacheOfServerChunk(unwritable.output())).toBeUndefined();
+      expect(cacheUse(unwritable.output())).toBe('none');
+      expect(cacheWrite(unwritable.output())).toBe('not written');
       // The operator's folder is used instead of the bundle's (which could not be made anyway). Stopped
-      // as soon as it says "listening": the stop is still a clean one, through Node's exit, which
-      // writes the cache (server/main.ts).
+      // as soon as it says "listening": the stop is still a clean one, through Node's exit, where the
+      // cache is written (server/main.ts, server/bundle-entry.ts).
       const chosen = await start([], { ...traceCache, NODE_COMPILE_CACHE: operators });
       await chosen.stop();
-      expect(cacheOfServerChunk(chosen.output())).toBe('not initialized');
-      expect(cacheEntries(operators)).toBeGreaterThan(0);
+      expect(cacheUse(chosen.output())).toBe('none');
+      expect(cacheWrite(chosen.output())).toBe('written');
+      // (Node's own compile cache, which the variable turns on for the entry, has its folder there too.)
+      expect(cacheFiles(operators).filter((path) => path.endsWith('.v8'))).toHaveLength(1);
     } finally {
       rmSync(folder);
       mkdirSync(folder);
@@ -105,8 +178,9 @@ describe('the server bundle (npm start)', () => {
     const disabled = await start([], { ...traceCache, NODE_DISABLE_COMPILE_CACHE: '1' });
     expect((await fetch(`${disabled.url}/healthz`)).status).toBe(200);
     await disabled.stop();
-    expect(cacheOfServerChunk(disabled.output())).toBeUndefined();
-    expect(cacheEntries(folder)).toBe(0);
+    expect(cacheUse(disabled.output())).toBeUndefined();
+    expect(cacheWrite(disabled.output())).toBeUndefined();
+    expect(cacheFiles(folder)).toEqual([]);
   });
 
   it("loads neither undici (Node's fetch), node:http2, readline, tls nor zlib to start and answer /healthz and the API", async () => {
@@ -140,27 +214,17 @@ describe('the server bundle (npm start)', () => {
     await child.stop();
   });
 
-  it('leaves what a start does not need out of the chunks it loads (docs/decisions/server-start.md)', () => {
-    const text = (chunk: string) => readFileSync(join(outdir, chunk), 'utf8');
-    // The entry imports the server's chunk; what that chunk imports statically is loaded at every start.
-    const loaded = new Set<string>();
-    const follow = (chunk: string) => {
-      if (loaded.has(chunk)) return;
-      loaded.add(chunk);
-      for (const [, imported] of text(chunk).matchAll(/(?:from|import)\s*"\.\/([\w-]+\.js)"/g)) follow(imported!);
-    };
-    follow(serverChunk());
-    const atStart = [...loaded].map(text).join('\n');
-    // Loaded on first use: PostgreSQL's driver, tar-stream (an upload's tarball), OpenTelemetry's SDK.
-    for (const onFirstUse of ['node_modules/pg/', 'node_modules/tar-stream/', 'node_modules/@opentelemetry/sdk-trace-base/']) {
-      expect(atStart).not.toContain(onFirstUse);
-    }
+  it('keeps the script ASCII, with the rewrites that defer what a start does not need (docs/decisions/server-start.md)', () => {
+    const text = readFileSync(script(), 'utf8');
     // prom-client's process CPU metric asks for OpenTelemetry's API when it is read, not when it is loaded.
-    expect(atStart).toContain('node_modules/prom-client/lib/metrics/processCpuTotal.js');
-    expect(atStart).toMatch(/OtelApi=\{get trace\(\)/);
+    expect(text).toContain('node_modules/prom-client/lib/metrics/processCpuTotal.js');
+    expect(text).toMatch(/OtelApi=\{get trace\(\)/);
+    // No `import()` left (a classic script has no module loader behind it): esbuild inlined each one,
+    // Node's built-ins through `require`.
+    expect(text).not.toMatch(/\bimport\(/);
     // ASCII only: one character outside it (esbuild cannot escape one in a tagged template's text, such
-    // as the console's) makes V8 keep the whole chunk's source, for as long as the server runs, at two
+    // as the console's) makes V8 keep the whole script's source, for as long as the server runs, at two
     // bytes a character; the console writes HTML entities instead.
-    for (const chunk of loaded) expect(text(chunk).match(/[^\x00-\x7f].{0,40}/u)?.[0], chunk).toBeUndefined();
+    expect(text.match(/[^\x00-\x7f].{0,40}/u)?.[0]).toBeUndefined();
   });
 });
