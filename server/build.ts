@@ -318,9 +318,17 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
   }
   const compileCache = join(outdir, 'compile-cache');
   mkdirSync(compileCache, { recursive: true });
+  keepOnlyCurrentCodeCache(compileCache, outdir, () => true);
+}
+
+/**
+ * Removes from `cacheFolder` the entries `isOurs` names that are not the code cache of the script
+ * built in `outdir` (server/code-cache.ts names each file by its script's hash).
+ */
+export function keepOnlyCurrentCodeCache(cacheFolder: string, outdir: string, isOurs: (name: string) => boolean): void {
   const current = codeCacheStem(scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`))));
-  for (const name of readdirSync(compileCache)) {
-    if (!name.startsWith(`${current}-`)) rmSync(join(compileCache, name), { recursive: true, force: true });
+  for (const name of readdirSync(cacheFolder)) {
+    if (isOurs(name) && !name.startsWith(`${current}-`)) rmSync(join(cacheFolder, name), { recursive: true, force: true });
   }
 }
 

@@ -29,7 +29,7 @@ export type ServerProcess = {
  * Node keys each entry by the file's content and checks it when read: an edited source is compiled
  * anew, a damaged entry is compiled again, never run.
  */
-const COMPILE_CACHE = join(tmpdir(), 'cp-test-compile-cache');
+export const COMPILE_CACHE = join(tmpdir(), 'cp-test-compile-cache');
 
 /**
  * The server bundle of the test run (`<folder>/main.js`), set by test/setup/server-bundle-global.ts,

@@ -1,9 +1,9 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { bundleServer } from '../../server/build.ts';
+import { bundleServer, keepOnlyCurrentCodeCache } from '../../server/build.ts';
 import { ROOT } from '../helpers/listening-child.ts';
-import { SERVER_BUNDLE_ENV } from '../helpers/server-process.ts';
+import { COMPILE_CACHE, SERVER_BUNDLE_ENV } from '../helpers/server-process.ts';
 
 type Build = { outdir: string; users: number; built: Promise<void>; rebuilding: Promise<void> | null };
 const RUN = Symbol.for('cp-test-server-bundle');
@@ -24,7 +24,8 @@ export default async function setup(project: TestProject) {
   shared[RUN] ??= (() => {
     removeKilledRuns();
     const outdir = mkdtempSync(join(ROOT, 'server', `.dist-test-run-${process.pid}-`));
-    return { outdir, users: 0, built: bundleServer(outdir), rebuilding: null };
+    const built = bundleServer(outdir).then(() => removeOtherScriptsCodeCaches(outdir));
+    return { outdir, users: 0, built, rebuilding: null };
   })();
   const build = shared[RUN];
   build.users += 1;
@@ -60,4 +61,15 @@ function alive(pid: number): boolean {
     // EPERM: it is there, another user's.
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * The test servers share one cache folder (COMPILE_CACHE) across runs and checkouts: each changed
+ * bundle leaves a code cache of ~3.4 MB for its script there (server/code-cache.ts). Those of other
+ * scripts are removed at the start of a run (a run in another checkout that still needs its own
+ * only writes it again); Node's own entries, in folders of their own, are left to Node.
+ */
+function removeOtherScriptsCodeCaches(outdir: string): void {
+  if (!existsSync(COMPILE_CACHE)) return;
+  keepOnlyCurrentCodeCache(COMPILE_CACHE, outdir, (name) => /^server-[0-9a-f]+-.+\.v8(\.\d+)?$/.test(name));
 }
