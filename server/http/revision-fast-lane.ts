@@ -158,8 +158,8 @@ class HeldRevisionRequest extends RevisionWait {
         answer(res, lane.idOf(req), result.revision, woken.body, result.etag, woken.length);
       } else notModified(res, lane.idOf(req), result.revision, result.etag);
       // Woken with a thousand others, the count waits until every one of them is answered (`afterRelease`).
-      if (this.released) lane.answered(this.#started, result.changed ? 200 : 304);
-      else this.#uncounted = result.changed ? 200 : 304;
+      if (this.settling) this.#uncounted = result.changed ? 200 : 304;
+      else lane.answered(this.#started, result.changed ? 200 : 304);
       return;
     }
     // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the

@@ -61,9 +61,12 @@ export abstract class Waiter {
     this.watchGone();
   }
 
-  /** Whether the watch has let go of this waiter (off its lists, its client no longer listened for). */
-  get released(): boolean {
-    return this.#state === RELEASED;
+  /**
+   * Whether the waiter is being answered in `notify`'s first pass: settled, its bookkeeping
+   * (`release`) still to come. What it leaves for then waits for `afterRelease`.
+   */
+  get settling(): boolean {
+    return this.#state === SETTLED;
   }
 
   finish(changed: boolean, value?: unknown): void {

@@ -76,7 +76,7 @@ describe('RevisionWatch timeouts', () => {
         this.name = name;
       }
       protected override settled(changed: boolean, value: unknown): void {
-        events.push(`${this.name} answered ${changed} ${JSON.stringify(value)} released=${this.released}`);
+        events.push(`${this.name} answered ${changed} ${JSON.stringify(value)} settling=${this.settling}`);
         // A client going away as its answer is written (the response's 'close') changes nothing more.
         this.cancel();
       }
@@ -92,9 +92,9 @@ describe('RevisionWatch timeouts', () => {
     expect(watch.size).toBe(4);
     watch.notify('a', { version: 2 });
     expect(events).toEqual([
-      'w1 answered true {"version":2} released=false',
-      'w2 answered true {"version":2} released=false',
-      'w3 answered true {"version":2} released=false',
+      'w1 answered true {"version":2} settling=true',
+      'w2 answered true {"version":2} settling=true',
+      'w3 answered true {"version":2} settling=true',
       'w1 unwatched',
       'w1 released',
       'w2 unwatched',
@@ -102,7 +102,7 @@ describe('RevisionWatch timeouts', () => {
       'w3 unwatched',
       'w3 released',
     ]);
-    expect(waiters.every((waiter) => waiter.released && waiter.list === undefined)).toBe(true);
+    expect(waiters.every((waiter) => !waiter.settling && waiter.list === undefined)).toBe(true);
     expect(watch.size).toBe(1);
     // Released once: another notice, an announce or a cancel after the change does nothing.
     watch.notify('a', { version: 3 });
@@ -111,8 +111,8 @@ describe('RevisionWatch timeouts', () => {
     expect(events).toHaveLength(9);
     // A waiter ended alone (here by its deadline) is released before it is answered, as before.
     await vi.advanceTimersByTimeAsync(1000);
-    expect(events.slice(9)).toEqual(['b unwatched', 'b released', 'b answered false undefined released=true']);
-    expect(other.released).toBe(true);
+    expect(events.slice(9)).toEqual(['b unwatched', 'b released', 'b answered false undefined settling=false']);
+    expect(other.list).toBe(undefined);
     expect(watch.size).toBe(0);
     expect(vi.getTimerCount()).toBe(0);
   });
