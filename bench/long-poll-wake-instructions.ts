@@ -1,5 +1,5 @@
 /**
- * `node bench/long-poll-wake-instructions.ts [waiters] [--rounds=N]`: the long-poll's wake-up alone,
+ * `node bench/long-poll-wake-instructions.ts [waiters] [--rounds=N] [--window=answers]`: the long-poll's wake-up alone,
  * in a process small enough to run under callgrind on a loaded machine (the whole app under
  * valgrind, bench/profile-long-poll.ts, takes most of an hour there). The GET revision fast lane
  * (`revisionFastPath`, with the real `Revisions`, `RevisionWatch` and `Metrics`; a key check and a
@@ -12,10 +12,13 @@
  *   valgrind --tool=callgrind --smc-check=all-non-file --zero-before=uv_loadavg --dump-before=uv_uptime \
  *     --callgrind-out-file=DIR/cg.%p node --single-threaded bench/long-poll-wake-instructions.ts
  * writes one dump per wake-up (`summary:` is its instruction count), in the order this prints.
- * Without valgrind it prints each wake-up's CPU time (noisy on a shared machine).
+ * Without valgrind it prints each wake-up's CPU time (noisy on a shared machine). `--window=answers`
+ * ends each window at the last answer written (`end` of the last response) instead of when the
+ * wake-up returns, leaving out what either side does after its last answer (the server's
+ * bookkeeping pass, docs/decisions/long-poll-wake-up.md round 3): how long the last client waits.
  */
 
-import { createServer } from 'node:http';
+import { createServer, ServerResponse } from 'node:http';
 import { loadavg, uptime } from 'node:os';
 import { Revisions, revisionEtag } from '../server/domain/revisions.ts';
 import { revisionJson } from '../server/http/revision-answer.ts';
@@ -90,17 +93,52 @@ const cpuMs = (since: NodeJS.CpuUsage) => {
   return (used.user + used.system) / 1000;
 };
 
+/**
+ * With `--window=answers`, the window ends at the last answer written: every response's `end` (the
+ * server's and the bare one's alike) counts down the answers the window waits for, and the last
+ * one closes it (`uptime()`, the dump) and takes the CPU time. Otherwise it ends when the wake-up returns.
+ */
+const toLastAnswer = process.argv.includes('--window=answers');
+let answersLeft = 0;
+let windowCpu: NodeJS.CpuUsage = { user: 0, system: 0 };
+let cpuAtLastAnswer = 0;
+if (toLastAnswer) {
+  const end = ServerResponse.prototype.end as (this: ServerResponse, ...args: unknown[]) => ServerResponse;
+  ServerResponse.prototype.end = function (this: ServerResponse, ...args: unknown[]) {
+    const result = end.apply(this, args);
+    if (answersLeft > 0 && --answersLeft === 0) {
+      uptime();
+      cpuAtLastAnswer = cpuMs(windowCpu);
+    }
+    return result;
+  } as ServerResponse['end'];
+}
+/** Opens a measured window; `close` ends it (unless the last answer did) and answers its CPU time. */
+const measure = () => {
+  answersLeft = toLastAnswer ? waiters : 0;
+  windowCpu = process.cpuUsage();
+  loadavg();
+  return {
+    close: () => {
+      if (toLastAnswer) {
+        if (answersLeft !== 0) throw new Error(`${answersLeft} answers were not written in the window`);
+        return cpuAtLastAnswer;
+      }
+      uptime();
+      return cpuMs(windowCpu);
+    },
+  };
+};
+
 /** One wake-up of the lane's waiters; answers its CPU time. */
 async function ours(): Promise<number> {
   const answers = holdAll(`http://127.0.0.1:${portOf(server)}${PATH}`, revisionEtag(current));
   await until(() => watch.size >= waiters);
   const changed = record(current.version + 1, 'INTERRUPTED');
-  const cpu = process.cpuUsage();
-  loadavg();
+  const window = measure();
   current = changed;
   watch.notify(REVISION, changed);
-  uptime();
-  const used = cpuMs(cpu);
+  const used = window.close();
   const result = await answers;
   if (result.statuses.some((s) => s !== 200) || result.bodies.length !== 1 || result.bodies[0] !== revisionJson(changed))
     throw new Error('a waiter got another answer than the changed revision');
@@ -113,11 +151,9 @@ async function floor(): Promise<number> {
   const changed = record(current.version + 1, 'INTERRUPTED');
   const answers = holdAll(`http://127.0.0.1:${portOf(bare)}/wait`, revisionEtag(current));
   await until(() => held.length >= waiters);
-  const cpu = process.cpuUsage();
-  loadavg();
+  const window = measure();
   release(revisionJson(changed), revisionEtag(changed));
-  uptime();
-  const used = cpuMs(cpu);
+  const used = window.close();
   const result = await answers;
   if (result.bodies.length !== 1 || result.bodies[0] !== revisionJson(changed)) throw new Error('the bare server answered other bytes');
   return used;
@@ -136,7 +172,9 @@ for (let round = 0; round < rounds; round += 1) {
   }
 }
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-console.log(`${waiters} waiters, ${rounds} rounds; the dumps in order: ${order.join(', ')}`);
+console.log(
+  `${waiters} waiters, ${rounds} rounds, ${toLastAnswer ? 'each window to the last answer written' : 'each window the whole wake-up'}; the dumps in order: ${order.join(', ')}`,
+);
 console.log(
   `CPU ms per wake-up (noisy): server ${median(figures.server).toFixed(1)} (${figures.server.map((x) => x.toFixed(1)).join(', ')}); bare ${median(figures.bare).toFixed(1)} (${figures.bare.map((x) => x.toFixed(1)).join(', ')})`,
 );

@@ -33,18 +33,28 @@ function mainThreadCpuMs(pid: number): number {
 }
 
 /**
- * Samples the main-thread CPU of `pid` about every millisecond until `stop`: `upTo(time)` answers
- * what it used from the start to the first sample at or after `time` (a `Date.now()`-clock time,
- * as the holders stamp their answers), so the connections' closing, after the last answer, is
- * left out.
+ * Samples the main-thread CPU of `pid` about every millisecond until `stop`. `between(from, to)`
+ * answers what it used between two `Date.now()`-clock times (the change's stored `updated_at`, the
+ * holders' last read), each read off the two samples around it in proportion: on a loaded machine a
+ * sample comes tens of milliseconds late, and the first sample after the last answer then took in
+ * what the server does after its answers (docs/decisions/long-poll-wake-up.md, round 3). `closed()`
+ * answers what it used from the start to the last sample (the connections closed).
  */
 function cpuSampler(pid: number) {
-  const start = mainThreadCpuMs(pid);
-  const samples: Array<[at: number, cpuMs: number]> = [[Date.now(), start]];
+  const samples: Array<[at: number, cpuMs: number]> = [[Date.now(), mainThreadCpuMs(pid)]];
   const timer = setInterval(() => samples.push([Date.now(), mainThreadCpuMs(pid)]), 1);
+  const cpuAt = (time: number) => {
+    const after = samples.findIndex(([at]) => at >= time);
+    if (after === -1) return samples.at(-1)![1];
+    if (after === 0) return samples[0]![1];
+    const [fromAt, fromCpu] = samples[after - 1]!;
+    const [toAt, toCpu] = samples[after]!;
+    return fromCpu + ((toCpu - fromCpu) * (time - fromAt)) / (toAt - fromAt);
+  };
   return {
     stop: () => clearInterval(timer),
-    upTo: (time: number) => (samples.find(([at]) => at >= time) ?? samples.at(-1)!)[1] - start,
+    between: (from: number, to: number) => cpuAt(to) - cpuAt(from),
+    closed: () => samples.at(-1)![1] - samples[0]![1],
   };
 }
 
@@ -67,9 +77,10 @@ function cpuSampler(pid: number) {
  * same body, the same five headers, a request id each); it is timed the same way, from its
  * record's `updated_at`. Both are held by the same holder with the same request bytes; which of
  * the two goes first alternates by round. Beside the wall times, each server's main-thread CPU
- * time (/proc/<pid>/schedstat), which holds on a loaded machine: from the change's request to the
- * last answer (sampled about every millisecond), and to the holders' end (the 1,000 connections
- * closed).
+ * time (/proc/<pid>/schedstat), which holds on a loaded machine: over the same window as the last
+ * answer's, from the change's stored time to the holders' last read (sampled about every
+ * millisecond, read off in proportion between samples), and from the change's request to the
+ * holders' end (the 1,000 connections closed; the server's route before its change included).
  */
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   // The C generator's holder reads the answers where it builds (bench/lib/native.ts); the Node one otherwise.
@@ -115,8 +126,8 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
     const bareRss: number[] = [];
     /**
      * Per round, from each server's change (its record's `updated_at`) to its first and its last
-     * answer read, and its main thread's CPU from the change's request to the last answer (`cpu`)
-     * and to the holders' end, the connections closed (`cpuClosed`).
+     * answer read, its main thread's CPU over the same window (`cpu`), and from the change's
+     * request to the holders' end, the connections closed (`cpuClosed`).
      */
     const ours: { first: number; last: number; cpu: number; cpuClosed: number }[] = [];
     const floor: { first: number; last: number; cpu: number; cpuClosed: number }[] = [];
@@ -150,7 +161,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         );
       }
       const changedAt = Date.parse((JSON.parse(results.bodies[0]!) as { updated_at: string }).updated_at);
-      return { first: results.firstAt - changedAt, last: results.lastAt - changedAt, lastAt: results.lastAt, body: results.bodies[0]! };
+      return { first: results.firstAt - changedAt, last: results.lastAt - changedAt, changedAt, lastAt: results.lastAt, body: results.bodies[0]! };
     };
     for (let round = 0; round < rounds; round += 1) {
       const { path, id } = revisions[round]!;
@@ -167,7 +178,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         await released.text();
         const times = fromChange(await held.answers, 'bare node:http');
         cpu.stop();
-        floor.push({ first: times.first, last: times.last, cpu: cpu.upTo(times.lastAt), cpuClosed: cpu.upTo(Number.POSITIVE_INFINITY) });
+        floor.push({ first: times.first, last: times.last, cpu: cpu.between(times.changedAt, times.lastAt), cpuClosed: cpu.closed() });
         return times.body;
       };
       const runOurs = async () => {
@@ -181,7 +192,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         if (interrupted.status !== 200) throw new Error(`interrupt: ${interrupted.status} ${JSON.stringify(interrupted.body)}`);
         const times = fromChange(await held.answers, 'server');
         cpu.stop();
-        ours.push({ first: times.first, last: times.last, cpu: cpu.upTo(times.lastAt), cpuClosed: cpu.upTo(Number.POSITIVE_INFINITY) });
+        ours.push({ first: times.first, last: times.last, cpu: cpu.between(times.changedAt, times.lastAt), cpuClosed: cpu.closed() });
         return times.body;
       };
       let oursBody: string;
@@ -203,7 +214,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         `  round ${round + 1} (${round % 2 === 0 ? 'server first' : 'bare first'}): +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB live (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
           `RSS +${(extraRss.at(-1)! / 2 ** 20).toFixed(1)} MB (bare +${(bareRss.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
           `from the change: first answer ${o.first.toFixed(1)} ms (bare ${b.first.toFixed(1)}), last ${o.last.toFixed(1)} ms (bare ${b.last.toFixed(1)}); ` +
-          `main-thread CPU to the last answer ${o.cpu.toFixed(1)} ms (bare ${b.cpu.toFixed(1)}), with the connections closed ${o.cpuClosed.toFixed(1)} (bare ${b.cpuClosed.toFixed(1)}); the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms`,
+          `main-thread CPU from the change to the last answer ${o.cpu.toFixed(1)} ms (bare ${b.cpu.toFixed(1)}), from the request to the connections closed ${o.cpuClosed.toFixed(1)} (bare ${b.cpuClosed.toFixed(1)}); the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms`,
       );
     }
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -234,7 +245,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         note:
           `p50 = median over ${rounds} rounds, max = worst round; "bare +" = median of per-round differences; both from their record's stored updated_at, the bare server doing the same change and answers (bench/baselines/http-fixed.mjs BASELINE_WAKE_DB); ` +
           `per round, last: ${list(ours.map((o) => o.last))} against bare ${list(floor.map((b) => b.last))}; first: ${list(ours.map((o) => o.first))} against ${list(floor.map((b) => b.first))}; ` +
-          `main-thread CPU from the change's request to the last answer: ${list(ours.map((o) => o.cpu))} ms against ${list(floor.map((b) => b.cpu))}`,
+          `main-thread CPU from the change to the last answer: ${list(ours.map((o) => o.cpu))} ms against ${list(floor.map((b) => b.cpu))} (median of per-round differences ${median(ours.map((o, i) => o.cpu - floor[i]!.cpu)).toFixed(1)} ms)`,
       },
     ];
   } finally {

@@ -123,6 +123,8 @@ class HeldRevisionRequest extends RevisionWait {
   readonly #started: number;
   /** Whether the wait started: then Hono, answering a failure, must not wait again. */
   #waited = false;
+  /** The status answered while the watch still held this request (`notify`'s first pass), to count once released. */
+  #uncounted = 0;
 
   constructor(
     lane: Lane,
@@ -157,6 +159,12 @@ class HeldRevisionRequest extends RevisionWait {
     this.#res.off('close', this.cancel);
   }
 
+  protected override afterRelease(): void {
+    if (this.#uncounted === 0) return;
+    this.#lane.answered(this.#started, this.#uncounted);
+    this.#uncounted = 0;
+  }
+
   answered(_error: unknown, result?: RevisionAnswer): void {
     const req = this.#req;
     const res = this.#res;
@@ -166,7 +174,9 @@ class HeldRevisionRequest extends RevisionWait {
         const woken = wokenBody(result.revision);
         answer(res, lane.idOf(req), result.revision, woken.body, result.etag, woken.length);
       } else notModified(res, lane.idOf(req), result.revision, result.etag);
-      lane.answered(this.#started, result.changed ? 200 : 304);
+      // Woken with a thousand others, the count waits until every one of them is answered (`afterRelease`).
+      if (this.settling) this.#uncounted = result.changed ? 200 : 304;
+      else lane.answered(this.#started, result.changed ? 200 : 304);
       return;
     }
     // Hono makes the error answer (an unknown revision: 404 before any wait). A failure after the

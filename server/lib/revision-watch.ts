@@ -16,6 +16,11 @@ export function signalGone(signal: AbortSignal): Gone {
 /** Called once when a wait ends: whether the record changed, and what the change was announced with. */
 export type Settled = (changed: boolean, value: unknown) => void;
 
+/** A waiter's states, in order (`Waiter.#state`). */
+const WAITING = 0;
+const SETTLED = 1;
+const RELEASED = 2;
+
 /**
  * One held request: a single object, which is also its own entry in the list of waiters with the
  * same timeout (`Deadlines`), so a waiter has no timer, timer callback or extra closure of its own:
@@ -26,7 +31,8 @@ export type Settled = (changed: boolean, value: unknown) => void;
 export abstract class Waiter {
   /** What the change was announced with (the changed record), so waiters need not read it again. */
   #announced: unknown;
-  #done = false;
+  /** WAITING, then SETTLED (answered, the bookkeeping to do: `notify`'s first pass), then RELEASED. */
+  #state = WAITING;
 
   readonly revisionId: string;
   /** The watch's bookkeeping when the wait ends (set by the watch when it takes the waiter). */
@@ -55,15 +61,45 @@ export abstract class Waiter {
     this.watchGone();
   }
 
+  /**
+   * Whether the waiter is being answered in `notify`'s first pass: settled, its bookkeeping
+   * (`release`) still to come. What it leaves for then waits for `afterRelease`.
+   */
+  get settling(): boolean {
+    return this.#state === SETTLED;
+  }
+
   finish(changed: boolean, value?: unknown): void {
-    if (this.#done) return;
-    this.#done = true;
+    if (this.#state !== WAITING) return;
     if (changed) this.#announced = value;
+    this.release();
+    this.settled(changed, this.#announced);
+  }
+
+  /**
+   * `notify`'s first pass: settles the waiter as changed, with `value`, and leaves the bookkeeping
+   * (`release`) for after: every waiter of a change is answered before any is taken off its lists,
+   * so the last answer does not wait for the bookkeeping of all the others.
+   */
+  wake(value: unknown): void {
+    if (this.#state !== WAITING) return;
+    this.#state = SETTLED;
+    this.#announced = value;
+    this.settled(true, value);
+  }
+
+  /** Takes the waiter off its lists and stops listening for its client; then `afterRelease`. Once. */
+  release(): void {
+    if (this.#state === RELEASED) return;
+    this.#state = RELEASED;
     this.list?.remove(this);
     this.unwatchGone();
     this.onDone?.(this);
-    this.settled(changed, this.#announced);
+    this.afterRelease();
   }
+
+  /** Called once the waiter is released: what the subclass left for after the answers (its count). */
+  protected afterRelease(): void {}
 
   /** Ends the wait unchanged (the client went away, or the caller no longer waits). A property, so `gone` can take it as it is. */
   readonly cancel = (): void => this.finish(false);
@@ -227,13 +263,19 @@ export class RevisionWatch {
     if (set.size === 0) this.#waiters.delete(waiter.revisionId);
   };
 
-  /** Wakes every waiter of `revisionId`, handing them `value` (the changed record) when given. */
+  /**
+   * Wakes every waiter of `revisionId`, handing them `value` (the changed record) when given. In two
+   * passes: every waiter answered first (`wake`), then each taken off its lists (`release`), so the
+   * bookkeeping of a thousand waiters (their deadline list, their client's 'close' listener, their
+   * count) comes after the last answer rather than between the answers.
+   */
   notify(revisionId: string, value?: unknown): void {
     const waiters = this.#waiters.get(revisionId);
     if (!waiters) return;
-    // The set is emptied by the waiters themselves as they finish: take them all first.
+    // The set is no longer the map's: a waiter released below finds nothing to remove (`#removed`).
     this.#waiters.delete(revisionId);
-    for (const waiter of [...waiters]) waiter.finish(true, value);
+    for (const waiter of waiters) waiter.wake(value);
+    for (const waiter of waiters) waiter.release();
   }
 
   /** How many requests are waiting (for tests and benchmarks). */

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RevisionWatch } from '../../server/lib/revision-watch.ts';
+import { RevisionWatch, Waiter } from '../../server/lib/revision-watch.ts';
 
 /** The watch's timeouts on a movable clock: one timer per list of waiters with the same timeout. */
 describe('RevisionWatch timeouts', () => {
@@ -63,6 +63,58 @@ describe('RevisionWatch timeouts', () => {
     const again = watch.wait('a', 1000);
     await vi.advanceTimersByTimeAsync(1000);
     expect(await settled(again.changed)).toBe(false);
+  });
+
+  it('a change answers all its waiters before it takes any off its lists, and each is settled and released once', async () => {
+    const watch = new RevisionWatch();
+    const events: string[] = [];
+    /** Records its answer, its client's listener removed and its release, in order. */
+    class Recording extends Waiter {
+      readonly name: string;
+      constructor(name: string, revisionId = 'a') {
+        super(revisionId);
+        this.name = name;
+      }
+      protected override settled(changed: boolean, value: unknown): void {
+        events.push(`${this.name} answered ${changed} ${JSON.stringify(value)} settling=${this.settling}`);
+        // A client going away as its answer is written (the response's 'close') changes nothing more.
+        this.cancel();
+      }
+      protected override unwatchGone(): void {
+        events.push(`${this.name} unwatched`);
+      }
+      protected override afterRelease(): void {
+        events.push(`${this.name} released`);
+      }
+    }
+    const waiters = ['w1', 'w2', 'w3'].map((name) => watch.hold(new Recording(name), 1000));
+    const other = watch.hold(new Recording('b', 'b'), 1000);
+    expect(watch.size).toBe(4);
+    watch.notify('a', { version: 2 });
+    expect(events).toEqual([
+      'w1 answered true {"version":2} settling=true',
+      'w2 answered true {"version":2} settling=true',
+      'w3 answered true {"version":2} settling=true',
+      'w1 unwatched',
+      'w1 released',
+      'w2 unwatched',
+      'w2 released',
+      'w3 unwatched',
+      'w3 released',
+    ]);
+    expect(waiters.every((waiter) => !waiter.settling && waiter.list === undefined)).toBe(true);
+    expect(watch.size).toBe(1);
+    // Released once: another notice, an announce or a cancel after the change does nothing.
+    watch.notify('a', { version: 3 });
+    waiters[0]!.announce({ version: 4 });
+    waiters[1]!.cancel();
+    expect(events).toHaveLength(9);
+    // A waiter ended alone (here by its deadline) is released before it is answered, as before.
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(events.slice(9)).toEqual(['b unwatched', 'b released', 'b answered false undefined settling=false']);
+    expect(other.list).toBe(undefined);
+    expect(watch.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('a client that goes away ends its wait and unregisters', async () => {
