@@ -51,30 +51,19 @@ export function requestHeader(c: Context, name: string): string | undefined {
   return nodeHeader(incoming, name);
 }
 
-/** Node's parsed request headers (lower-cased names). */
-type NodeHeaders = Record<string, string | string[] | undefined>;
-
 /** A header of Node's request, as `Headers.get` would answer it (see `requestHeader`). */
-export function nodeHeader(incoming: { headers: NodeHeaders; rawHeaders: string[] }, name: string): string | undefined {
+export function nodeHeader(incoming: { headers: Record<string, string | string[] | undefined>; rawHeaders: string[] }, name: string): string | undefined {
   const value = incoming.headers[name];
-  if (value === undefined || !FIRST_ONLY.has(name)) return joinedHeader(value);
+  if (value === undefined || !FIRST_ONLY.has(name)) {
+    // Node joins other repeated headers with ", " as `Headers.get` does (set-cookie is never read here).
+    return typeof value === 'string' || value === undefined ? value : value.join(', ');
+  }
   const raw = incoming.rawHeaders;
   let joined: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.length === name.length && raw[i]!.toLowerCase() === name) joined = joined === undefined ? raw[i + 1]! : `${joined}, ${raw[i + 1]!}`;
   }
   return joined;
-}
-
-/**
- * A value of Node's `headers` object for a header of which Node keeps every copy (not in
- * `FIRST_ONLY`), as `Headers.get` answers it: Node joins repeated headers with ", " as `Headers.get`
- * does (set-cookie, an array, is never read here). For a caller that reads the header itself,
- * `headers['x-api-key']`: a property read with a constant name, where `nodeHeader`'s read with the
- * name it is given is V8's megamorphic keyed load (docs/decisions/hot-paths-round-8.md).
- */
-export function joinedHeader(value: string | string[] | undefined): string | undefined {
-  return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
 /** The TCP peer's address; undefined for in-process requests (`app.request()`), which have no socket. */
@@ -127,11 +116,8 @@ export function clientGone(c: Context): Gone {
  */
 export function apiKeyFrom<R>(request: R, header: (request: R, name: string) => string | undefined): string | undefined {
   const key = header(request, 'x-api-key');
-  return key ? key.trim() : bearerToken(header(request, 'authorization'));
-}
-
-/** The token of an `Authorization: Bearer <token>` header. */
-export function bearerToken(authorization: string | undefined): string | undefined {
+  if (key) return key.trim();
+  const authorization = header(request, 'authorization');
   const bearer = authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
   return bearer?.[1];
 }

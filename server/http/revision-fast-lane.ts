@@ -1,33 +1,25 @@
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { type RevisionAnswer, RevisionWait } from '../domain/revision-wait.ts';
 import { revisionEtag } from '../domain/revisions.ts';
 import type { Services } from '../services.ts';
 import type { RevisionRecord } from '../store/types.ts';
-import { bearerToken, joinedHeader, nodeHeader, REQUEST_ID_HEADER } from './node-request.ts';
+import { apiKeyFrom, nodeHeader, REQUEST_ID_HEADER } from './node-request.ts';
 import { requestIdFor } from './request-id.ts';
 import { matchesCurrent, preferredWaitMs, revisionBody, storedRevisionJson } from './revision-answer.ts';
 
 /** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** The revision route's path with two UUIDs of the hex digits `hex` allows. */
-const revisionPath = (hex: string) => {
-  const uuid = `${hex}{8}-${hex}{4}-${hex}{4}-${hex}{4}-${hex}{12}`;
-  return new RegExp(`^/v2/deployments/${uuid}/revisions/${uuid}$`);
-};
+const HEX = '[0-9a-fA-F]';
+const UUID = `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`;
 /** The route this lane answers, as its metrics label (the template, as Hono registers it). */
 const REVISION_ROUTE = '/v2/deployments/:deployment_id/revisions/:revision_id';
-/**
- * Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. Ids
- * in lower case (as the Action and most clients send them) pass the first test, and nothing else
- * is looked at; upper-case hex only when it fails. One test per request where there were two (the
- * path's, then a search for upper-case hex through it): ~950 instructions of a GET under callgrind.
- */
-const LOWER_CASE_PATH = revisionPath('[0-9a-f]');
-const ANY_CASE_PATH = revisionPath('[0-9a-fA-F]');
+/** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
+const REVISION_PATH = new RegExp(`^/v2/deployments/${UUID}/revisions/${UUID}$`);
 /** Where the two ids stand in such a path (tested, not matched: a match array and its strings per request). */
 const DEPLOYMENT_ID_AT = '/v2/deployments/'.length;
 const REVISION_ID_AT = DEPLOYMENT_ID_AT + 36 + '/revisions/'.length;
+const UPPER_HEX = /[A-F]/;
 
 /**
  * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
@@ -59,32 +51,23 @@ export function revisionFastPath(
     ? (started: number, status: number) => metrics.httpAnswered('GET', REVISION_ROUTE, status, (performance.now() - started) / 1000)
     : () => {};
   const idOf = observed ? (req: IncomingMessage) => requestIdFor(nodeHeader(req, REQUEST_ID_HEADER)) : () => undefined;
-  // `idOf` for the plain GET, whose headers object is at hand (see below).
-  const idIn = observed ? (headers: IncomingHttpHeaders) => requestIdFor(joinedHeader(headers['x-request-id'])) : () => undefined;
   const lane: Lane = { fallback, answered, idOf };
   return (req, res) => {
     const url = req.url ?? '';
-    if (req.method !== 'GET') return fallback(req, res);
-    const upper = !LOWER_CASE_PATH.test(url);
-    if (upper && !ANY_CASE_PATH.test(url)) return fallback(req, res);
-    // The headers object read once (`req.headers` is a getter, a call each time), and the headers
-    // Node keeps every copy of read with constant names, not through `nodeHeader` (a megamorphic
-    // keyed load): ~1,000 instructions of a GET under callgrind (hot-paths-round-8.md).
+    if (req.method !== 'GET' || !REVISION_PATH.test(url)) return fallback(req, res);
     const headers = req.headers;
     // A body (never read for a GET) or another workspace: Hono's.
-    if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0' || headers['x-tenant-id'] !== undefined)
-      return fallback(req, res);
-    // `apiKeyFrom`'s reading (X-Api-Key trimmed, else the bearer token), X-Api-Key read here.
-    const key = joinedHeader(headers['x-api-key']);
-    const principal = auth.cachedPrincipal(key ? key.trim() : bearerToken(nodeHeader(req, 'authorization')), undefined, req.socket.remoteAddress);
+    if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') return fallback(req, res);
+    const principal = auth.cachedPrincipal(apiKeyFrom(req, nodeHeader), nodeHeader(req, 'x-tenant-id'), req.socket.remoteAddress);
     if (!principal) return fallback(req, res);
     const started = performance.now();
     // Ids are compared lower-case, as the route's schema makes them; most clients send them so.
+    const upper = UPPER_HEX.test(url);
     const deploymentId = upper ? url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36).toLowerCase() : url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36);
     const revisionId = upper ? url.slice(REVISION_ID_AT).toLowerCase() : url.slice(REVISION_ID_AT);
     // The route's own logic (routes/revisions.ts) and answer (revision-answer.ts), down to the
     // domain calls; only the writing to Node's response differs.
-    const known = joinedHeader(headers['if-none-match']);
+    const known = nodeHeader(req, 'if-none-match');
     if (known) {
       // The request's state is its own waiter: a held request holds no closure or promise chain.
       revisions.hold(
@@ -96,7 +79,7 @@ export function revisionFastPath(
     revisions.read(principal.workspaceId, deploymentId, revisionId, (error, revision) => {
       // Hono makes the error answer (the store fails there too, or answers by then), and the 404.
       if (error || !revision) return fallback(req, res);
-      answer(res, idIn(headers), revision, storedRevisionJson(revision));
+      answer(res, idOf(req), revision, storedRevisionJson(revision));
       answered(started, 200);
     });
   };
