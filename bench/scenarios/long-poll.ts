@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { sqliteDialect } from '../../server/store/dialect.ts';
 import { hotQueries, REVISION_RECORD_COLUMNS } from '../../server/store/queries/hot-paths.ts';
@@ -11,7 +12,7 @@ import { holdInChild } from '../lib/hold-child.ts';
 import { INSPECT, inspectorUrl, liveHeap } from '../lib/live-heap.ts';
 import { holdNative, nativeLoadgen, nativeLoadgenMissing } from '../lib/native.ts';
 import { rssBytes, sleep, startChild, tempDir } from '../lib/processes.ts';
-import { API_KEY, type Settings, startControlPlane } from '../lib/settings.ts';
+import { API_KEY, type ControlPlane, type Settings, startControlPlane } from '../lib/settings.ts';
 import { type Row, verdict } from '../lib/table.ts';
 
 /**
@@ -26,6 +27,12 @@ export const LONG_POLL_TARGETS = { memoryRatio: 1.3, lastAnsweredOverBareMs: 5 }
  * 1,000 answers at once took longer than the target whatever the server did (the bare floor).
  */
 const CLIENT_PROCESSES = 2;
+
+/**
+ * Rounds of each side: a round is a few seconds (1,000 connections held twice, 1.5 s settling each),
+ * and at five the median of per-round differences moved by ±10 ms from run to run, twice the row.
+ */
+const ROUNDS = 11;
 
 /** CPU time the main thread of `pid` has run, in milliseconds (`/proc/<pid>/schedstat`, nanoseconds): holds on a loaded machine. */
 function mainThreadCpuMs(pid: number): number {
@@ -81,6 +88,13 @@ function cpuSampler(pid: number) {
  * answer's, from the change's stored time to the holders' last read (sampled about every
  * millisecond, read off in proportion between samples), and from the change's request to the
  * holders' end (the 1,000 connections closed; the server's route before its change included).
+ *
+ * `BENCH_LONGPOLL_BEFORE=<another checkout>` (its server/dist already built, e.g. the tree before a
+ * change): that checkout's server runs beside this one's, held and interrupted the same way, its
+ * rounds interleaved with this tree's and the bare server's (the order rotates by round), so both
+ * trees are compared to the same bare rounds on the same machine at the same time; its row is
+ * printed beside this tree's, for information (the verdict is this tree's). The notes give the
+ * spread of the per-round differences (least … most) and the load average at the start and the end.
  */
 export async function longPoll(settings: Settings, log: (line: string) => void): Promise<Row[]> {
   // The C generator's holder reads the answers where it builds (bench/lib/native.ts); the Node one otherwise.
@@ -88,20 +102,31 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
   log(
     `long-poll: ${settings.waiters} waiters on one revision, held by ${nativeLoadgen() ? 'the C generator (bench/native/loadgen.c)' : `Node clients: ${nativeLoadgenMissing}`}`,
   );
+  const loadAtStart = loadavg()[0]!;
+  const beforeRoot = process.env.BENCH_LONGPOLL_BEFORE ? resolve(process.env.BENCH_LONGPOLL_BEFORE) : undefined;
   const server = await startControlPlane(settings, { env: INSPECT });
+  const before = beforeRoot ? await startControlPlane(settings, { env: INSPECT, root: beforeRoot }) : undefined;
   let bare: Awaited<ReturnType<typeof startChild>> | undefined;
   try {
-    const api = apiClient(server.url, API_KEY);
-    const fx = await workspaceFixtures(api);
-    const rounds = settings.quick ? 1 : 5;
-    // Every round's revision first, each held at BUILDING (the sandbox's stages last an hour): the
-    // bare server changes the same rows in its copy of the database.
-    const revisions: { path: string; id: string }[] = [];
-    for (let round = 0; round < rounds; round += 1) {
-      const created = await api.post('/v2/deployments', githubBody(`poll-${round}-${Date.now().toString(36)}`, fx.integrationId));
-      await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['BUILDING']);
-      revisions.push({ path: `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`, id: created.body.latest_revision_id });
-    }
+    const rounds = settings.quick ? 1 : ROUNDS;
+    /**
+     * Every round's revision first, each held at BUILDING (the sandbox's stages last an hour): the
+     * bare server changes the same rows (this tree's) in its copy of the database.
+     */
+    const revisionsOf = async (plane: ControlPlane) => {
+      const api = apiClient(plane.url, API_KEY);
+      const fx = await workspaceFixtures(api);
+      const revisions: { path: string; id: string }[] = [];
+      for (let round = 0; round < rounds; round += 1) {
+        const created = await api.post('/v2/deployments', githubBody(`poll-${round}-${Date.now().toString(36)}`, fx.integrationId));
+        await revisionReaches(api, created.body.id, created.body.latest_revision_id, ['BUILDING']);
+        revisions.push({ path: `/v2/deployments/${created.body.id}/revisions/${created.body.latest_revision_id}`, id: created.body.latest_revision_id });
+      }
+      return { plane, api, revisions };
+    };
+    const mine = await revisionsOf(server);
+    const theirs = before ? await revisionsOf(before) : undefined;
+    const { api, revisions } = mine;
     await sleep(300);
     const copy = join(tempDir(), 'long-poll-bare.db');
     const source = new Database(server.databasePath, { readonly: true });
@@ -120,6 +145,7 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       [server.pid, inspectorUrl(server.output())],
       [bare.pid, inspectorUrl(bare.output())],
     ]);
+    if (before) inspectors.set(before.pid, inspectorUrl(before.output()));
     const extraBytes: number[] = [];
     const bareBytes: number[] = [];
     const extraRss: number[] = [];
@@ -129,8 +155,12 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
      * answer read, its main thread's CPU over the same window (`cpu`), and from the change's
      * request to the holders' end, the connections closed (`cpuClosed`).
      */
-    const ours: { first: number; last: number; cpu: number; cpuClosed: number }[] = [];
-    const floor: { first: number; last: number; cpu: number; cpuClosed: number }[] = [];
+    type Times = { first: number; last: number; cpu: number; cpuClosed: number };
+    const ours: Times[] = [];
+    const floor: Times[] = [];
+    /** The tree before's server (`BENCH_LONGPOLL_BEFORE`): its times, and its extra live memory. */
+    const theirsTimes: Times[] = [];
+    const theirsBytes: number[] = [];
     const interruptMs: number[] = [];
     /**
      * Holds `settings.waiters` requests on `url` from CLIENT_PROCESSES processes of their own;
@@ -163,11 +193,41 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
       const changedAt = Date.parse((JSON.parse(results.bodies[0]!) as { updated_at: string }).updated_at);
       return { first: results.firstAt - changedAt, last: results.lastAt - changedAt, changedAt, lastAt: results.lastAt, body: results.bodies[0]! };
     };
+    /**
+     * The held requests' headers for the revision at `path`: the same request bytes to every server
+     * (keep-alive, as the Action's fetch holds its connection; each waiter has its own socket).
+     */
+    const heldHeaders = async (client: typeof api, path: string) => {
+      const etag = (await client.get(path)).headers.get('etag')!;
+      return { 'x-api-key': API_KEY, 'if-none-match': etag, prefer: 'wait=60' };
+    };
+    /** Holds every waiter on one of the servers' revision of `round`, interrupts it through its API, and times the answers. */
+    const runServer = async (
+      side: NonNullable<typeof theirs>,
+      round: number,
+      times: Times[],
+      bytes: number[],
+      rss: number[] | undefined,
+      given?: Record<string, string>,
+    ) => {
+      const { path } = side.revisions[round]!;
+      const headers = given ?? (await heldHeaders(side.api, path));
+      const held = await holdAll(side.plane.pid, new URL(side.plane.url + path), headers);
+      bytes.push(held.extra);
+      rss?.push(held.rss);
+      const cpu = cpuSampler(side.plane.pid);
+      const sent = performance.now();
+      const interrupted = await side.api.post(`${path}/interrupt`);
+      if (side === mine) interruptMs.push(performance.now() - sent);
+      if (interrupted.status !== 200) throw new Error(`interrupt: ${interrupted.status} ${JSON.stringify(interrupted.body)}`);
+      const result = fromChange(await held.answers, side === mine ? 'server' : 'the tree before');
+      cpu.stop();
+      times.push({ first: result.first, last: result.last, cpu: cpu.between(result.changedAt, result.lastAt), cpuClosed: cpu.closed() });
+      return result.body;
+    };
     for (let round = 0; round < rounds; round += 1) {
       const { path, id } = revisions[round]!;
-      const etag = (await api.get(path)).headers.get('etag')!;
-      // The same request bytes to both: keep-alive, as the Action's fetch holds its connection; each waiter has its own socket.
-      const headers = { 'x-api-key': API_KEY, 'if-none-match': etag, prefer: 'wait=60' };
+      const headers = await heldHeaders(api, path);
       const runBare = async () => {
         const held = await holdAll(bare!.pid, new URL(`${bare!.url}/wait`), headers);
         bareBytes.push(held.extra);
@@ -181,40 +241,31 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         floor.push({ first: times.first, last: times.last, cpu: cpu.between(times.changedAt, times.lastAt), cpuClosed: cpu.closed() });
         return times.body;
       };
-      const runOurs = async () => {
-        const held = await holdAll(server.pid, new URL(server.url + path), headers);
-        extraBytes.push(held.extra);
-        extraRss.push(held.rss);
-        const cpu = cpuSampler(server.pid);
-        const sent = performance.now();
-        const interrupted = await api.post(`${path}/interrupt`);
-        interruptMs.push(performance.now() - sent);
-        if (interrupted.status !== 200) throw new Error(`interrupt: ${interrupted.status} ${JSON.stringify(interrupted.body)}`);
-        const times = fromChange(await held.answers, 'server');
-        cpu.stop();
-        ours.push({ first: times.first, last: times.last, cpu: cpu.between(times.changedAt, times.lastAt), cpuClosed: cpu.closed() });
-        return times.body;
-      };
-      let oursBody: string;
-      let bareBody: string;
-      if (round % 2 === 0) {
-        oursBody = await runOurs();
-        bareBody = await runBare();
-      } else {
-        bareBody = await runBare();
-        oursBody = await runOurs();
-      }
-      // The same revision changed the same way: the same bytes but for the two timestamps' digits.
-      if (Buffer.byteLength(oursBody) !== Buffer.byteLength(bareBody) || oursBody.replace(/\d/g, '0') !== bareBody.replace(/\d/g, '0')) {
-        throw new Error(`the bare server answered other bytes than the server:\nserver: ${oursBody}\nbare:   ${bareBody}`);
+      // Which goes first rotates by round (the order's effect is the machine's, not the servers').
+      const sides: Array<{ name: string; run: () => Promise<string> }> = [
+        { name: 'server', run: () => runServer(mine, round, ours, extraBytes, extraRss, headers) },
+        { name: 'bare', run: runBare },
+      ];
+      if (theirs) sides.push({ name: 'before', run: () => runServer(theirs, round, theirsTimes, theirsBytes, undefined) });
+      const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
+      const bodies = new Map<string, string>();
+      for (const side of order) bodies.set(side.name, await side.run());
+      const bareBody = bodies.get('bare')!;
+      // The same revision changed the same way: the same bytes but for the two timestamps' digits (and the ids, for the tree before's).
+      for (const [name, body] of bodies) {
+        const shape = (text: string) => (name === 'before' ? text.replace(/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}/g, 'id') : text).replace(/\d/g, '0');
+        if (Buffer.byteLength(body) !== Buffer.byteLength(bareBody) || shape(body) !== shape(bareBody)) {
+          throw new Error(`the bare server answered other bytes than the ${name} server:\n${name}: ${body}\nbare:   ${bareBody}`);
+        }
       }
       const o = ours.at(-1)!;
       const b = floor.at(-1)!;
+      const t = theirs ? theirsTimes.at(-1)! : undefined;
       log(
-        `  round ${round + 1} (${round % 2 === 0 ? 'server first' : 'bare first'}): +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB live (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
+        `  round ${round + 1} (${order.map((side) => side.name).join(', ')}; load ${loadavg()[0]!.toFixed(1)}): +${(extraBytes.at(-1)! / 2 ** 20).toFixed(1)} MB live (bare node:http +${(bareBytes.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
           `RSS +${(extraRss.at(-1)! / 2 ** 20).toFixed(1)} MB (bare +${(bareRss.at(-1)! / 2 ** 20).toFixed(1)} MB); ` +
-          `from the change: first answer ${o.first.toFixed(1)} ms (bare ${b.first.toFixed(1)}), last ${o.last.toFixed(1)} ms (bare ${b.last.toFixed(1)}); ` +
-          `main-thread CPU from the change to the last answer ${o.cpu.toFixed(1)} ms (bare ${b.cpu.toFixed(1)}), from the request to the connections closed ${o.cpuClosed.toFixed(1)} (bare ${b.cpuClosed.toFixed(1)}); the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms`,
+          `from the change: first answer ${o.first.toFixed(1)} ms (bare ${b.first.toFixed(1)}), last ${o.last.toFixed(1)} ms (bare ${b.last.toFixed(1)}${t ? `, before ${t.last.toFixed(1)}` : ''}); ` +
+          `main-thread CPU from the change to the last answer ${o.cpu.toFixed(1)} ms (bare ${b.cpu.toFixed(1)}${t ? `, before ${t.cpu.toFixed(1)}` : ''}), from the request to the connections closed ${o.cpuClosed.toFixed(1)} (bare ${b.cpuClosed.toFixed(1)}${t ? `, before ${t.cpuClosed.toFixed(1)}` : ''}); the interrupt's own round trip ${interruptMs.at(-1)!.toFixed(1)} ms`,
       );
     }
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -225,6 +276,37 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
     const overBare = median(ours.map((o, i) => o.last - floor[i]!.last));
     const kib = (bytes: number) => (bytes / settings.waiters / 1024).toFixed(1);
     const list = (values: number[]) => values.map((ms) => ms.toFixed(1)).join(', ');
+    /** The median of per-round differences from the bare server's, with their spread (least … most). */
+    const againstBare = (values: number[], bare: number[]) => {
+      const differences = values.map((value, i) => value - bare[i]!);
+      return `${median(differences).toFixed(1)} ms (${Math.min(...differences).toFixed(1)} … ${Math.max(...differences).toFixed(1)})`;
+    };
+    const load = `load ${loadAtStart.toFixed(1)} at the start, ${loadavg()[0]!.toFixed(1)} at the end`;
+    const beforeRow: Row[] = theirs
+      ? [
+          {
+            scenario: `long-poll: change → last of ${settings.waiters} answered, the tree before (${beforeRoot}), for information`,
+            p50: median(theirsTimes.map((t) => t.last)),
+            max: Math.max(...theirsTimes.map((t) => t.last)),
+            ratio: `bare + ${median(theirsTimes.map((t, i) => t.last - floor[i]!.last)).toFixed(1)} ms`,
+            note:
+              `the same rounds' bare server, interleaved; last answer less the bare server's ${againstBare(
+                theirsTimes.map((t) => t.last),
+                floor.map((b) => b.last),
+              )}; this tree's less the tree before's ${againstBare(
+                ours.map((o) => o.last),
+                theirsTimes.map((t) => t.last),
+              )}; per round, last: ${list(theirsTimes.map((t) => t.last))}; ` +
+              `main-thread CPU from the change to the last answer: ${list(theirsTimes.map((t) => t.cpu))} ms, less the bare server's ${againstBare(
+                theirsTimes.map((t) => t.cpu),
+                floor.map((b) => b.cpu),
+              )}; this tree's less the tree before's ${againstBare(
+                ours.map((o) => o.cpu),
+                theirsTimes.map((t) => t.cpu),
+              )}; extra live memory ${(median(theirsBytes) / 2 ** 20).toFixed(1)} MB; ${load}`,
+          },
+        ]
+      : [];
     return [
       {
         scenario: `long-poll: ${settings.waiters} waiters, extra live memory`,
@@ -245,11 +327,20 @@ export async function longPoll(settings: Settings, log: (line: string) => void):
         note:
           `p50 = median over ${rounds} rounds, max = worst round; "bare +" = median of per-round differences; both from their record's stored updated_at, the bare server doing the same change and answers (bench/baselines/http-fixed.mjs BASELINE_WAKE_DB); ` +
           `per round, last: ${list(ours.map((o) => o.last))} against bare ${list(floor.map((b) => b.last))}; first: ${list(ours.map((o) => o.first))} against ${list(floor.map((b) => b.first))}; ` +
-          `main-thread CPU from the change to the last answer: ${list(ours.map((o) => o.cpu))} ms against ${list(floor.map((b) => b.cpu))} (median of per-round differences ${median(ours.map((o, i) => o.cpu - floor[i]!.cpu)).toFixed(1)} ms)`,
+          `main-thread CPU from the change to the last answer: ${list(ours.map((o) => o.cpu))} ms against ${list(floor.map((b) => b.cpu))}; ` +
+          `per-round differences (median, least … most): last answer ${againstBare(
+            ours.map((o) => o.last),
+            floor.map((b) => b.last),
+          )}, main-thread CPU ${againstBare(
+            ours.map((o) => o.cpu),
+            floor.map((b) => b.cpu),
+          )}; ${load}`,
       },
+      ...beforeRow,
     ];
   } finally {
     await bare?.stop();
+    await before?.stop();
     await server.stop();
   }
 }
