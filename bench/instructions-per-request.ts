@@ -86,7 +86,9 @@ const control = (pid: number, ...command: string[]) =>
 
 /** `script` of `root` under callgrind, once it has printed its "listening" line. */
 async function underCallgrind(name: string, root: string, script: string, env: Record<string, string>) {
-  const nodeArgs = perfMap ? ['--perf-basic-prof'] : [];
+  // `--perf-basic-prof` also has V8 write a log of its own, into the working directory (a checkout,
+  // the other one's too) unless told where: the temporary folder.
+  const nodeArgs = perfMap ? ['--perf-basic-prof', `--logfile=${join(dir, `${name}.v8.log`)}`] : [];
   const child = spawn('valgrind', ['--tool=callgrind', `--callgrind-out-file=${join(dir, `${name}.out`)}`, process.execPath, ...nodeArgs, join(root, script)], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', ...valgrindEnv, ...env },

@@ -118,7 +118,21 @@ export class Metrics {
 }
 
 /** One method and route's answers: how many by status, and their durations as a histogram's buckets. */
-type RouteAnswers = { method: string; route: string; byStatus: Map<number, number>; buckets: number[]; count: number; sum: number };
+type RouteAnswers = {
+  method: string;
+  route: string;
+  byStatus: Map<number, StatusCount>;
+  /** The last status counted and its count (the same one answer after answer: the lane's 200s). */
+  last: StatusCount;
+  buckets: number[];
+  count: number;
+  sum: number;
+};
+/** One status's answers: a cell, so counting one more is one look-up (or none), not a get and a set. */
+type StatusCount = { status: number; n: number };
+
+/** A route's `last` before its first answer: NaN equals no status, so it is never counted. */
+const NO_STATUS: StatusCount = Object.freeze({ status: Number.NaN, n: 0 }) as StatusCount;
 
 /**
  * The HTTP answers, counted in plain numbers (maps keyed by route template, method and status) and
@@ -137,7 +151,14 @@ class HttpAnswers {
 
   add(method: string, route: string, status: number, seconds: number): void {
     const answers = this.#answersOf(method, route);
-    answers.byStatus.set(status, (answers.byStatus.get(status) ?? 0) + 1);
+    let counted = answers.last;
+    if (counted.status !== status) {
+      const known = answers.byStatus.get(status);
+      counted = known ?? { status, n: 0 };
+      if (!known) answers.byStatus.set(status, counted);
+      answers.last = counted;
+    }
+    counted.n += 1;
     answers.count += 1;
     answers.sum += seconds;
     // Non-cumulative here; made cumulative when scraped. Past the last bound only `+Inf` (the count) has it.
@@ -162,7 +183,8 @@ class HttpAnswers {
     let byMethod = this.#byRoute.get(route);
     if (!byMethod) this.#byRoute.set(route, (byMethod = new Map()));
     let answers = byMethod.get(method);
-    if (!answers) byMethod.set(method, (answers = { method, route, byStatus: new Map(), buckets: this.#bounds.map(() => 0), count: 0, sum: 0 }));
+    if (!answers)
+      byMethod.set(method, (answers = { method, route, byStatus: new Map(), last: NO_STATUS, buckets: this.#bounds.map(() => 0), count: 0, sum: 0 }));
     this.#last = answers;
     return answers;
   }
@@ -180,7 +202,7 @@ class HttpAnswers {
   requests(name: string, help: string): PromMetric {
     const values = () =>
       [...this.#all()].flatMap((a) =>
-        [...a.byStatus].map(([status, value]) => ({ labels: { method: a.method, route: a.route, status: String(status) }, value })),
+        [...a.byStatus.values()].map(({ status, n }) => ({ labels: { method: a.method, route: a.route, status: String(status) }, value: n })),
       );
     return promMetric(name, help, 'counter', values, () => this.#reset());
   }

@@ -112,4 +112,17 @@ describe.each(BACKENDS)('readRevision: %s', (kind) => {
     const adapter = (backend.core as unknown as SqliteStore).adapter;
     expect(() => adapter.rowNow("UPDATE revisions SET status_message = 'x' WHERE id = ? RETURNING id", [revisionId])).toThrow(/reads only/);
   });
+
+  it.runIf(kind === 'sqlite')('refuses a writing statement every time, and reads a read-only one again after it is known', () => {
+    const adapter = (backend.core as unknown as SqliteStore).adapter;
+    const write = "UPDATE revisions SET status_message = 'y' WHERE id = ? RETURNING id";
+    // Known read-only statements are remembered (`rowNow`'s cache); a writing one never joins them.
+    for (let i = 0; i < 3; i += 1) expect(() => adapter.rowNow(write, [revisionId])).toThrow(/reads only/);
+    const read = 'SELECT id, status_message FROM revisions WHERE id = ?';
+    const first = adapter.rowNow<{ id: string; status_message: string | null }>(read, [revisionId]);
+    const second = adapter.rowNow<{ id: string; status_message: string | null }>(read, [revisionId]);
+    expect(first).toEqual(second);
+    expect(first).toMatchObject({ id: revisionId });
+    expect(adapter.raw.prepare('SELECT count(*) AS n FROM revisions WHERE id = ? AND status_message = ?').get(revisionId, 'y')).toEqual({ n: 0 });
+  });
 });

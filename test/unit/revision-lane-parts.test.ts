@@ -89,4 +89,15 @@ describe('Metrics.httpAnswered', () => {
     expect(await counted(metrics)).toEqual(['acp_http_requests_total{method="GET",route="/a",status="200"} 1']);
     expect((await metrics.text()).body).toContain('acp_http_request_duration_seconds_bucket{le="0.001",method="GET",route="/a"} 1');
   });
+
+  it('counts each status of one route apart when statuses alternate (the last one is kept at hand)', async () => {
+    const metrics = new Metrics({ githubOutboxPending: async () => 0, agentHeartbeats: async () => [], workPending: async () => [] });
+    for (const status of [200, 200, 304, 200, 304, 304, 404, 200]) metrics.httpAnswered('GET', '/a', status, 0.001);
+    expect(await counted(metrics)).toEqual([
+      'acp_http_requests_total{method="GET",route="/a",status="200"} 4',
+      'acp_http_requests_total{method="GET",route="/a",status="304"} 3',
+      'acp_http_requests_total{method="GET",route="/a",status="404"} 1',
+    ]);
+    expect((await metrics.text()).body).toContain('acp_http_request_duration_seconds_count{method="GET",route="/a"} 8');
+  });
 });

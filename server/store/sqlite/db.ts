@@ -17,6 +17,11 @@ export class SqliteDb implements Db {
   readonly dialect = sqliteDialect;
   readonly raw: Database.Database;
   readonly #statements = new Map<string, Database.Statement>();
+  /**
+   * The statements `rowNow` has found read-only, by SQL text: SQLite's answer does not change for a
+   * prepared statement, and `readonly` is a native getter (a call into better-sqlite3 per read).
+   */
+  readonly #reads = new Map<string, Database.Statement>();
   /** Settles when the open transaction ends; null while none is open. */
   #open: Promise<void> | null = null;
   readonly #inTx: Db;
@@ -66,8 +71,12 @@ export class SqliteDb implements Db {
    */
   rowNow<T = Row>(sql: string, params?: Params): T | undefined | typeof NOT_NOW {
     if (this.#open) return NOT_NOW;
-    const statement = this.statement(sql);
-    if (!statement.readonly) throw new Error('rowNow reads only: a statement that writes goes through row');
+    let statement = this.#reads.get(sql);
+    if (statement === undefined) {
+      statement = this.statement(sql);
+      if (!statement.readonly) throw new Error('rowNow reads only: a statement that writes goes through row');
+      this.#reads.set(sql, statement);
+    }
     return statement.get(...bind(params)) as T | undefined;
   }
 
