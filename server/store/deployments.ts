@@ -12,12 +12,15 @@ import { SqlStore } from './sql-store.ts';
 import { tracingProjectStatements } from './tracing-projects.ts';
 import type { CreatedDeployment, DeploymentChange, DeploymentRecord, NewDeployment, Page, RevisionRecord } from './types.ts';
 
+/**
+ * Positional (`?`, the values an array in this order): better-sqlite3 binds an object's values by
+ * looking each name up through N-API, ~1,000 instructions a value more than an array spread into
+ * the call (docs/decisions/hot-paths-round-9-create.md).
+ */
 const INSERT_DEPLOYMENT = `INSERT INTO deployments (id, tenant_id, name, source, source_config, source_revision_config, secrets, status,
     latest_revision_id, active_revision_id, image_version, deployment_type, integration_id, listener_id,
     repo_url_key, repo_ref, build_on_push, created_at, updated_at)
-  VALUES (@id, @tenant_id, @name, @source, @source_config, @source_revision_config, @secrets, @status,
-    @latest_revision_id, NULL, @image_version, @deployment_type, @integration_id, @listener_id,
-    @repo_url_key, @repo_ref, @build_on_push, @created_at, @updated_at)`;
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** A deployment's JSON and query columns, as `deploymentColumns` derives them. */
 type DeploymentColumns = {
@@ -39,21 +42,26 @@ export function createStatements(hot: HotQueries, box: SecretBox, input: NewDepl
   const statements: CreateStatements = [
     {
       sql: INSERT_DEPLOYMENT,
-      params: {
-        id: d.id,
-        tenant_id: d.tenant_id,
-        name: d.name,
-        source: d.source,
-        ...cols,
-        status: d.status,
-        latest_revision_id: revision?.id ?? null,
-        image_version: d.image_version,
-        integration_id: d.source_config.integration_id,
-        listener_id: d.source_config.listener_id,
-        repo_url_key: d.source_config.repo_url ? normalizeRepoUrl(d.source_config.repo_url) : null,
-        created_at: d.created_at,
-        updated_at: d.updated_at,
-      },
+      params: [
+        d.id,
+        d.tenant_id,
+        d.name,
+        d.source,
+        cols.source_config,
+        cols.source_revision_config,
+        cols.secrets,
+        d.status,
+        revision?.id ?? null,
+        d.image_version,
+        cols.deployment_type,
+        d.source_config.integration_id,
+        d.source_config.listener_id,
+        d.source_config.repo_url ? normalizeRepoUrl(d.source_config.repo_url) : null,
+        cols.repo_ref,
+        cols.build_on_push,
+        d.created_at,
+        d.updated_at,
+      ],
     },
   ];
   if (revision) {

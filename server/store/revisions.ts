@@ -45,24 +45,26 @@ export function revisionStatements(hot: HotQueries, box: SecretBox, input: Revis
   return [
     {
       sql: hot.insertRevision,
-      params: {
-        id: revision.id,
-        deployment_id: input.deploymentId,
-        tenant_id: input.tenantId,
-        status: revision.status ?? 'QUEUED',
-        status_message: revision.status_message ?? null,
-        source: input.source,
-        source_revision_config: JSON.stringify(revision.source_revision_config),
-        commit_sha: revision.source_revision_config.repo_commit_sha ?? null,
-        secrets: input.sealedSecrets ?? box.encryptJson(revision.secrets),
-        resource_spec: revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
-        trigger: revision.trigger,
+      // In `hot.insertRevision`'s order (positional: see INSERT_DEPLOYMENT in deployments.ts).
+      params: [
+        revision.id,
+        input.deploymentId,
+        input.tenantId,
+        revision.status ?? 'QUEUED',
+        revision.status_message ?? null,
+        input.source,
+        JSON.stringify(revision.source_revision_config),
+        revision.source_revision_config.repo_commit_sha ?? null,
+        input.sealedSecrets ?? box.encryptJson(revision.secrets),
+        revision.resource_spec ? JSON.stringify(revision.resource_spec) : null,
+        revision.trigger,
         // The trace context of the work that makes it (a request, a delivery): see `RequestScope.traceparent`.
-        traceparent: revision.traceparent ?? currentTraceparent() ?? null,
+        revision.traceparent ?? currentTraceparent() ?? null,
         now,
-        runner: runner?.owner ?? null,
-        runner_now: runner?.now ?? null,
-      },
+        now,
+        runner?.owner ?? null,
+        runner?.now ?? null,
+      ],
     },
     ...(revision.logs ?? []).map((log) => ({ sql: INSERT_LOG, params: [revision.id, log.type, log.level, log.message, now] })),
   ];

@@ -93,19 +93,19 @@ export type SqliteStore = Store & {
 
 /**
  * Deployments on SQLite, with the one write SQLite needs its own path for: creates that arrive
- * together share one commit (`GroupCommit`), each in a synchronous transaction built once, since
+ * together share one commit (`GroupCommit`), each a synchronous function run in its group's transaction, since
  * with `synchronous=FULL` every commit waits for the disk while holding the event loop. The rows a
  * create writes are the shared `createStatements`; only how they are committed differs.
  */
 class SqliteDeploymentStore extends SqlDeploymentStore {
   readonly #creates: GroupCommit;
-  /** Made once: `db.transaction(fn)` builds its wrapper functions anew on every call (~2% of a POST). */
-  readonly #createTransaction: (input: NewDeployment, audit: AuditEntry | undefined) => boolean;
+  /** A create's writes, run in the transaction its group gives them (`GroupCommit`); may run twice. */
+  readonly #createWrites: (input: NewDeployment, audit: AuditEntry | undefined) => boolean;
 
   constructor(sql: SqliteDb, box: SecretBox, rules?: StoreRules) {
     super(sql, box, rules);
     this.#creates = new GroupCommit(sql.raw);
-    this.#createTransaction = sql.raw.transaction((input: NewDeployment, audit: AuditEntry | undefined) => {
+    this.#createWrites = (input: NewDeployment, audit: AuditEntry | undefined) => {
       const statements = createStatements(this.hot, this.box, input);
       let held = false;
       for (const statement of statements) {
@@ -116,7 +116,7 @@ class SqliteDeploymentStore extends SqlDeploymentStore {
       }
       if (audit) sql.writeAudit(audit);
       return held;
-    });
+    };
   }
 
   override async createDeployment(input: NewDeployment): Promise<CreatedDeployment> {
@@ -128,7 +128,7 @@ class SqliteDeploymentStore extends SqlDeploymentStore {
     if (audit) audit.state = 'writing';
     try {
       await this.#creates.run(() => {
-        revisionHeld = this.#createTransaction(taken, audit?.entry);
+        revisionHeld = this.#createWrites(taken, audit?.entry);
       });
       if (audit) audit.state = 'written';
     } catch (error) {

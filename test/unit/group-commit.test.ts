@@ -41,17 +41,19 @@ describe('group commit', () => {
    * on (a nested one is a savepoint of its outer one): the store makes some of its transaction
    * functions once, when it opens, so the count is set up before the store is opened.
    */
-  function countTransactions(): { count: () => number; stop: () => void } {
+  function countTransactions(): { count: () => number; savepoints: () => number; stop: () => void } {
     let outer = 0;
+    let nested = 0;
     const original = Database.prototype.transaction;
     Database.prototype.transaction = function (this: Database.Database, fn: (...args: never[]) => unknown) {
       const tx = original.call(this, fn);
       return Object.assign((...args: never[]) => {
         if (!this.inTransaction) outer += 1;
+        else nested += 1;
         return tx(...args);
       }, tx);
     } as typeof original;
-    return { count: () => outer, stop: () => void (Database.prototype.transaction = original) };
+    return { count: () => outer, savepoints: () => nested, stop: () => void (Database.prototype.transaction = original) };
   }
 
   function create(store: SqliteStore, tenantId: string, name: string) {
@@ -78,15 +80,36 @@ describe('group commit', () => {
     });
   }
 
-  it('20 creates asked for together commit in one transaction; the one whose name is taken fails alone', async () => {
+  it('20 creates asked for together commit in one transaction, with no savepoint per create', async () => {
     const transactions = countTransactions();
     const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
     try {
       const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
       const before = transactions.count();
+      const savepointsBefore = transactions.savepoints();
+      const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => create(store, ws, `together-${i}`)));
+      expect(outcomes.map((o) => o.status)).toEqual(Array(20).fill('fulfilled'));
+      expect(transactions.count() - before).toBe(1);
+      expect(transactions.savepoints() - savepointsBefore).toBe(0);
+      expect((store.db.prepare('SELECT COUNT(*) AS n FROM revisions').get() as { n: number }).n).toBe(20);
+    } finally {
+      transactions.stop();
+      store.close();
+    }
+  });
+
+  it('20 creates asked for together, one whose name is taken: it fails alone (the group redone a savepoint per create), the 19 others commit whole', async () => {
+    const transactions = countTransactions();
+    const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
+    try {
+      const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+      const before = transactions.count();
+      const savepointsBefore = transactions.savepoints();
       const names = Array.from({ length: 20 }, (_, i) => (i === 7 ? 'group-3' : `group-${i}`));
       const outcomes = await Promise.allSettled(names.map((name) => create(store, ws, name)));
-      expect(transactions.count() - before).toBe(1);
+      // The first pass, rolled back at the refused create, and the pass one savepoint per create that commits.
+      expect(transactions.count() - before).toBe(2);
+      expect(transactions.savepoints() - savepointsBefore).toBe(20);
       const failed = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ i, reason: o.reason as unknown }] : []));
       // The later of the two creates named group-3 (index 7) is the one refused, with the API's 409.
       expect(failed.map((f) => f.i)).toEqual([7]);
@@ -98,10 +121,36 @@ describe('group commit', () => {
       // Asked for one after the other, each is its own transaction, as without grouping.
       await create(store, ws, 'alone-1');
       await create(store, ws, 'alone-2');
-      expect(transactions.count() - before).toBe(3);
+      expect(transactions.count() - before).toBe(4);
     } finally {
       transactions.stop();
       store.close();
+    }
+  });
+
+  it('a write that fails after its first statement: none of its statements is stored, every other write of the group is, whatever its place', async () => {
+    const db = new Database(tempFile());
+    try {
+      db.exec('CREATE TABLE t (name TEXT PRIMARY KEY)');
+      const group = new GroupCommit(db);
+      const insert = db.prepare('INSERT INTO t VALUES (?)');
+      // Two rows each; the third write's second row is the first write's: refused after its first row went in.
+      const pair = (a: string, b: string) => () => {
+        insert.run(a);
+        insert.run(b);
+      };
+      const outcomes = await Promise.allSettled([
+        group.run(pair('a1', 'a2')),
+        group.run(pair('b1', 'b2')),
+        group.run(pair('c1', 'a1')),
+        group.run(pair('d1', 'd2')),
+      ]);
+      expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect((outcomes[2] as PromiseRejectedResult).reason).toMatchObject({ code: 'SQLITE_CONSTRAINT_PRIMARYKEY' });
+      expect(db.prepare('SELECT name FROM t ORDER BY name').all()).toEqual(['a1', 'a2', 'b1', 'b2', 'd1', 'd2'].map((name) => ({ name })));
+      expect(db.inTransaction).toBe(false);
+    } finally {
+      db.close();
     }
   });
 
@@ -110,7 +159,7 @@ describe('group commit', () => {
     try {
       db.exec('CREATE TABLE t (name TEXT PRIMARY KEY)');
       const group = new GroupCommit(db);
-      const insert = (name: string) => db.transaction(() => db.prepare('INSERT INTO t VALUES (?)').run(name));
+      const insert = (name: string) => () => void db.prepare('INSERT INTO t VALUES (?)').run(name);
       // Simulated: what SQLite does on some I/O errors and a full disk mid-transaction, it rolls
       // the whole transaction back, here done by hand before the error is thrown.
       const abandon = () => {

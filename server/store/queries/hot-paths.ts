@@ -25,13 +25,14 @@ export function hotQueries(d: Dialect) {
     revision: `SELECT ${REVISION_RECORD_COLUMNS} FROM revisions WHERE id = ? AND deployment_id = ? AND tenant_id = ?`,
     revisionById: 'SELECT * FROM revisions WHERE id = ?',
     /**
-     * Every new revision. A started one a create stores names its process (@runner) when that
-     * process's lease is live at @runner_now, in the same write (see `NewDeployment.runner`); the
-     * RETURNING tells which. Without @runner the lookup finds nothing and the revision names no one.
+     * Every new revision. A started one a create stores names its process (the last two values: the
+     * process, the time) when that process's lease is live then, in the same write (see
+     * `NewDeployment.runner`); the RETURNING tells which. Without a process the lookup finds nothing
+     * and the revision names no one. Positional: see INSERT_DEPLOYMENT in deployments.ts.
      */
     insertRevision: `INSERT INTO revisions (id, deployment_id, tenant_id, status, status_message, source, source_revision_config, commit_sha, secrets, resource_spec, trigger, traceparent, created_at, updated_at, runner_id)
-    VALUES (@id, @deployment_id, @tenant_id, @status, @status_message, @source, @source_revision_config, @commit_sha, @secrets, @resource_spec, @trigger, @traceparent, @now, @now,
-      (SELECT process_id FROM process_leases WHERE process_id = @runner AND lease_expires_at >= @runner_now${d.forKeyShare}))
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+      (SELECT process_id FROM process_leases WHERE process_id = ? AND lease_expires_at >= ?${d.forKeyShare}))
     RETURNING runner_id`,
     /** A create's data-plane choice: the deployment's listener, else the workspace's default, in one read. */
     servingComputeType:
