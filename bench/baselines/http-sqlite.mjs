@@ -14,8 +14,10 @@
 //   project), secrets sealed with AES-256-GCM as the server stores them.
 // No API key check, no validation beyond JSON: that is the framework cost being measured.
 // With BASELINE_GROUP_COMMIT=1 the creates asked for in one turn of the event loop share one
-// transaction, each in a savepoint, answered once it commits: what the server's SQLite store does
-// (server/store/group-commit.ts), so the POST comparison stays like for like.
+// transaction, answered once it commits, with no savepoint per create unless one of them fails
+// (then the group is rolled back and run again, each create in a savepoint of its own): what the
+// server's SQLite store does (server/store/group-commit.ts, since hot-paths-round-9-create.md), so
+// the POST comparison stays like for like.
 // With BASELINE_SAME_ROWS=1 a create writes every row the server's create writes, row for row
 // (docs/decisions/hot-paths-round-5-create.md): its revision already past the sandbox's first step
 // (BUILDING, naming its runner) with that step's log line, and the request's audit entry, in the
@@ -71,6 +73,10 @@ db.pragma('journal_mode = WAL');
 db.pragma(`synchronous = ${process.env.BASELINE_SYNCHRONOUS ?? 'FULL'}`);
 db.pragma('busy_timeout = 5000');
 db.pragma('foreign_keys = ON');
+// The server's own (server/store/sqlite.ts): a 16 MB page cache, and temporary journals in memory
+// (without it a savepoint's or a statement's journal spills to a temporary file: hot-paths-round-9-create.md).
+db.pragma('cache_size = -16000');
+db.pragma('temp_store = MEMORY');
 const tenantId = process.env.BASELINE_TENANT_ID;
 const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
 
@@ -94,13 +100,15 @@ const sameRows = process.env.BASELINE_SAME_ROWS === '1';
 // plain baseline stays plain JavaScript (no TypeScript stripper in its memory or start).
 const auditFieldPaths = sameRows ? (await import('../../server/lib/request-scope.ts')).auditFieldPaths : null;
 const rowForRow = sameRows ? rowForRowStatements() : null;
-const createNow = db.transaction((row) => {
+/** A create's rows, in whatever transaction is open (the group's), or in `createNow`'s own. */
+const createRows = (row) => {
   insertDeployment.run(row);
   if (rowForRow) rowForRow.revisionAndLog(row);
   else insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
   insertTracingProject.run(randomUUID(), row.tenant_id, row.name, row.id, row.now);
   rowForRow?.audit(row);
-});
+};
+const createNow = db.transaction(createRows);
 
 /**
  * The rows the server's create writes beyond the three: its revision as the sandbox's first step
@@ -138,15 +146,38 @@ function rowForRowStatements() {
 
 /** Creates waiting for the next grouped commit: [row, done(error)]. */
 let pending = [];
-const commitGroup = db.transaction((group) => {
+/** Thrown to roll the group's transaction back when one create fails: the group is then run one savepoint per create. */
+class RedoOneByOne extends Error {}
+/** The group in one transaction with nothing per create (the usual case: no create fails). */
+const commitTogether = db.transaction((group) => {
+  for (const entry of group) {
+    try {
+      createRows(entry.row);
+    } catch (error) {
+      if (!db.inTransaction) throw error;
+      throw new RedoOneByOne();
+    }
+  }
+});
+/** The group again, each create in a savepoint of its own (`createNow` nested), each keeping its own outcome. */
+const commitOneByOne = db.transaction((group) => {
   for (const entry of group) {
     try {
       createNow(entry.row);
     } catch (error) {
+      if (!db.inTransaction) throw error;
       entry.error = error;
     }
   }
 });
+const commitGroup = (group) => {
+  try {
+    commitTogether(group);
+  } catch (error) {
+    if (!(error instanceof RedoOneByOne)) throw error;
+    commitOneByOne(group);
+  }
+};
 /** Calls `done(error)` once the row is committed (or refused). */
 function create(row, done) {
   if (process.env.BASELINE_GROUP_COMMIT !== '1') {
