@@ -79,6 +79,15 @@ const promClientOtelOnUse = rewrite('prom-client-otel-on-use', /[\\/]prom-client
  * transports (thread-stream, and worker_threads, which pino reads `isMainThread` from only for an
  * asynchronous destination; the server's is synchronous, server/logger.ts) and prom-client's
  * Pushgateway (https, zlib).
+ *
+ * And pino's callers: every `pino()` (two at a start: server/logger.ts's silent logger and the
+ * server's) took `util.getCallSites()`, the script name of each frame on the stack, which pino reads
+ * only to resolve a transport's relative target. Each frame's location makes V8 find its line: for
+ * the bundle's 2 MB script that is a scan of the whole script for its line ends, ~15 M
+ * instructions of a start (callgrind, docs/decisions/server-start.md, seventh round). The callers
+ * are now taken only for a transport, when normalizing its options: one more frame of pino's own on
+ * the stack (`slice(2)` then leaves pino's frame first), whose script is the bundle, as every
+ * caller's is in the bundle.
  */
 const pinoTransportsOnUse = rewrite('pino-transports-on-use', /[\\/]pino[\\/]lib[\\/]tools\.js$/, [
   [
@@ -87,8 +96,10 @@ const pinoTransportsOnUse = rewrite('pino-transports-on-use', /[\\/]pino[\\/]lib
   ],
   ['if (!opts.sync && isMainThread) {', 'if (!opts.sync && isMainThread()) {'],
   ["const transport = require('./transport')", "const transport = (options) => require('./transport')(options)"],
+  ['stream = transport({ caller, ...opts.transport', "stream = transport({ caller: caller ?? require('./caller')(), ...opts.transport"],
 ]);
 const pinoExportsOnUse = rewrite('pino-exports-on-use', /[\\/]pino[\\/]pino\.js$/, [
+  ['normalize(instance, caller(), ...args)', 'normalize(instance, undefined, ...args)'],
   [
     "module.exports.transport = require('./lib/transport')",
     "Object.defineProperty(module.exports, 'transport', { enumerable: true, get: () => require('./lib/transport') })",
