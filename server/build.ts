@@ -137,7 +137,16 @@ const builtinsThroughRequire: Plugin = {
     });
     build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => {
       const name = JSON.stringify(args.path);
-      if (!REQUIRED_ON_USE.has(args.path)) return { contents: `module.exports = require(${name});`, loader: 'js' };
+      // An object that inherits the module's exports rather than the module itself: esbuild's
+      // `__toESM` gives each importing file an object of its own with a getter for every own
+      // property of what the shim exports, some 90 `defineProperty`s for `node:crypto` (imported by
+      // 20 files), 100 for `node:fs`; about a twentieth of a start's instructions beyond the bare
+      // server (docs/decisions/server-start.md, seventh round). With none of its own, it copies
+      // nothing: every named import is read through the prototype, where it was a getter's call.
+      // A module that is a function (better-sqlite3's `Database`, `node:events`…) is exported as is.
+      if (!REQUIRED_ON_USE.has(args.path)) {
+        return { contents: `const m = require(${name});\nmodule.exports = typeof m === 'function' ? m : Object.create(m);`, loader: 'js' };
+      }
       // Each export a getter (and setter) of the module required at the first one read.
       const exports = Object.getOwnPropertyNames(createRequire(import.meta.url)(args.path)).map(
         (key) =>

@@ -228,6 +228,9 @@ describe('the server bundle (npm start)', () => {
     expect(text).toMatch(/OtelApi=\{get trace\(\)/);
     // pino takes its callers' script names only for a transport, not at every `pino()`.
     expect(text).toMatch(/normalize\d*\(instance,void 0,\.\.\.args\)/);
+    // A built-in's shim exports an object inheriting the module (esbuild's `__toESM` then copies none of
+    // its exports into a getter each, for every file that imports it).
+    expect(text).toContain('var m=__require("node:crypto");module.exports=typeof m==="function"?m:Object.create(m)');
     // No `import()` left (a classic script has no module loader behind it): esbuild inlined each one,
     // Node's built-ins through `require`.
     expect(text).not.toMatch(/\bimport\(/);
