@@ -79,6 +79,15 @@ const promClientOtelOnUse = rewrite('prom-client-otel-on-use', /[\\/]prom-client
  * transports (thread-stream, and worker_threads, which pino reads `isMainThread` from only for an
  * asynchronous destination; the server's is synchronous, server/logger.ts) and prom-client's
  * Pushgateway (https, zlib).
+ *
+ * And pino's callers: every `pino()` (two at a start: server/logger.ts's silent logger and the
+ * server's) took `util.getCallSites()`, the script name of each frame on the stack, which pino reads
+ * only to resolve a transport's relative target. Each frame's location makes V8 find its line: for
+ * the bundle's 2 MB script that is a scan of the whole script for its line ends, ~15 M
+ * instructions of a start (callgrind, docs/decisions/server-start.md, seventh round). The callers
+ * are now taken only for a transport, when normalizing its options: one more frame of pino's own on
+ * the stack (`slice(2)` then leaves pino's frame first), whose script is the bundle, as every
+ * caller's is in the bundle.
  */
 const pinoTransportsOnUse = rewrite('pino-transports-on-use', /[\\/]pino[\\/]lib[\\/]tools\.js$/, [
   [
@@ -87,8 +96,10 @@ const pinoTransportsOnUse = rewrite('pino-transports-on-use', /[\\/]pino[\\/]lib
   ],
   ['if (!opts.sync && isMainThread) {', 'if (!opts.sync && isMainThread()) {'],
   ["const transport = require('./transport')", "const transport = (options) => require('./transport')(options)"],
+  ['stream = transport({ caller, ...opts.transport', "stream = transport({ caller: caller ?? require('./caller')(), ...opts.transport"],
 ]);
 const pinoExportsOnUse = rewrite('pino-exports-on-use', /[\\/]pino[\\/]pino\.js$/, [
+  ['normalize(instance, caller(), ...args)', 'normalize(instance, undefined, ...args)'],
   [
     "module.exports.transport = require('./lib/transport')",
     "Object.defineProperty(module.exports, 'transport', { enumerable: true, get: () => require('./lib/transport') })",
@@ -126,7 +137,16 @@ const builtinsThroughRequire: Plugin = {
     });
     build.onLoad({ filter: /.*/, namespace: 'builtin-require' }, (args) => {
       const name = JSON.stringify(args.path);
-      if (!REQUIRED_ON_USE.has(args.path)) return { contents: `module.exports = require(${name});`, loader: 'js' };
+      // An object that inherits the module's exports rather than the module itself: esbuild's
+      // `__toESM` gives each importing file an object of its own with a getter for every own
+      // property of what the shim exports, some 90 `defineProperty`s for `node:crypto` (imported by
+      // 20 files), 100 for `node:fs`; about a twentieth of a start's instructions beyond the bare
+      // server (docs/decisions/server-start.md, seventh round). With none of its own, it copies
+      // nothing: every named import is read through the prototype, where it was a getter's call.
+      // A module that is a function (better-sqlite3's `Database`, `node:events`…) is exported as is.
+      if (!REQUIRED_ON_USE.has(args.path)) {
+        return { contents: `const m = require(${name});\nmodule.exports = typeof m === 'function' ? m : Object.create(m);`, loader: 'js' };
+      }
       // Each export a getter (and setter) of the module required at the first one read.
       const exports = Object.getOwnPropertyNames(createRequire(import.meta.url)(args.path)).map(
         (key) =>

@@ -1,5 +1,5 @@
 import type { Script } from 'node:vm';
-import { cacheFileContent, codeCacheFile, v8DataFor } from './code-cache.ts';
+import { cacheFileContent, codeCacheFile, v8DataIn } from './code-cache.ts';
 import { mapScriptStacks } from './script-stack.ts';
 
 // Built-ins through `process.getBuiltinModule`: an ESM `import` of `node:fs` reads every export, and
@@ -40,9 +40,14 @@ const script = compile(scriptBytes);
 function compile(bytes: Buffer): Script {
   let cachedData: Buffer | undefined;
   if (cacheFile) {
+    let fd: number | undefined;
     try {
-      cachedData = v8DataFor(bytes, readFileSync(cacheFile));
-    } catch {}
+      fd = openSync(cacheFile, 'r');
+      cachedData = v8DataIn(fd, bytes);
+    } catch {
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
   }
   // Decoded as Latin-1, a copy byte for byte: the build refuses a script that is not ASCII (server/build.ts).
   const compiled = new vm.Script(bytes.toString('latin1'), { filename: scriptPath, cachedData });

@@ -1,6 +1,7 @@
 // Node's built-ins through `process.getBuiltinModule`, not `import`: this module is in the bundle's
 // entry, which esbuild does not give the rewrite that keeps an ESM import of `node:fs` from loading
 // readline (server/build.ts, builtinsThroughRequire).
+const { fstatSync, readSync } = process.getBuiltinModule('node:fs');
 const { join } = process.getBuiltinModule('node:path');
 
 /**
@@ -32,9 +33,36 @@ export function cacheFileContent(script: Buffer, v8Data: Buffer): Buffer {
   return Buffer.concat([length, script, v8Data]);
 }
 
-/** V8's data in a cache file, if the file was made for this very script (else undefined). */
-export function v8DataFor(script: Buffer, file: Buffer): Buffer | undefined {
-  if (file.length < 4 || file.readUInt32LE(0) !== script.length) return undefined;
+/** How much of a cache file's copy of the script is read at a time, to be compared with the script. */
+const COMPARED_AT_ONCE = 256 * 1024;
+
+/**
+ * V8's data in the cache file open as `fd`, if the file was made for this very script (else
+ * undefined). The file's copy of the script is read a part at a time into one buffer and compared
+ * with the script; only V8's data is read whole. Reading the whole file (3.5 MB) made a start touch
+ * 2 MB of fresh memory more, ~500 page faults, for a copy that is only compared
+ * (docs/decisions/server-start.md, seventh round).
+ */
+export function v8DataIn(fd: number, script: Buffer): Buffer | undefined {
   const end = 4 + script.length;
-  return file.length > end && script.equals(file.subarray(4, end)) ? file.subarray(end) : undefined;
+  const size = fstatSync(fd).size;
+  if (size <= end) return undefined;
+  const part = Buffer.allocUnsafe(Math.max(4, Math.min(COMPARED_AT_ONCE, script.length)));
+  if (!readAt(fd, part, 4, 0) || part.readUInt32LE(0) !== script.length) return undefined;
+  for (let at = 0; at < script.length; at += part.length) {
+    const length = Math.min(part.length, script.length - at);
+    if (!readAt(fd, part, length, 4 + at) || !part.subarray(0, length).equals(script.subarray(at, at + length))) return undefined;
+  }
+  const v8Data = Buffer.allocUnsafe(size - end);
+  return readAt(fd, v8Data, v8Data.length, end) ? v8Data : undefined;
+}
+
+/** Reads `length` bytes of `fd` at `position` into the start of `into`; false if the file ends first. */
+function readAt(fd: number, into: Buffer, length: number, position: number): boolean {
+  for (let done = 0; done < length; ) {
+    const read = readSync(fd, into, done, length - done, position + done);
+    if (read === 0) return false;
+    done += read;
+  }
+  return true;
 }
