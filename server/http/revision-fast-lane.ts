@@ -10,23 +10,16 @@ import { matchesCurrent, preferredWaitMs, revisionBody, storedRevisionJson } fro
 /** A Node request handler; the fallback is the Hono app's (@hono/node-server's listener). */
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** The revision route's path with two UUIDs of the hex digits `hex` allows: no query, no trailing slash, no escapes. */
-function revisionPath(hex: string): RegExp {
-  const uuid = `${hex}{8}-${hex}{4}-${hex}{4}-${hex}{4}-${hex}{12}`;
-  return new RegExp(`^/v2/deployments/${uuid}/revisions/${uuid}$`);
-}
+const HEX = '[0-9a-fA-F]';
+const UUID = `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`;
 /** The route this lane answers, as its metrics label (the template, as Hono registers it). */
 const REVISION_ROUTE = '/v2/deployments/:deployment_id/revisions/:revision_id';
-/**
- * Ids in lower case (as the Action and most clients send them) pass the first test and nothing
- * more is looked at; the any-case test only when it fails. Where there were two scans of every
- * path (the any-case test, then a search for upper-case hex): hot-paths-round-9.md.
- */
-const LOWER_CASE_PATH = revisionPath('[0-9a-f]');
-const ANY_CASE_PATH = revisionPath('[0-9a-fA-F]');
+/** Exactly the revision route's path with two UUIDs: no query, no trailing slash, no escapes. */
+const REVISION_PATH = new RegExp(`^/v2/deployments/${UUID}/revisions/${UUID}$`);
 /** Where the two ids stand in such a path (tested, not matched: a match array and its strings per request). */
 const DEPLOYMENT_ID_AT = '/v2/deployments/'.length;
 const REVISION_ID_AT = DEPLOYMENT_ID_AT + 36 + '/revisions/'.length;
+const UPPER_HEX = /[A-F]/;
 
 /**
  * The plain `GET /v2/deployments/{id}/revisions/{rid}` (the Action polls it on every deploy) and
@@ -61,9 +54,7 @@ export function revisionFastPath(
   const lane: Lane = { fallback, answered, idOf };
   return (req, res) => {
     const url = req.url ?? '';
-    if (req.method !== 'GET') return fallback(req, res);
-    const upper = !LOWER_CASE_PATH.test(url);
-    if (upper && !ANY_CASE_PATH.test(url)) return fallback(req, res);
+    if (req.method !== 'GET' || !REVISION_PATH.test(url)) return fallback(req, res);
     const headers = req.headers;
     // A body (never read for a GET) or another workspace: Hono's.
     if (headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0') return fallback(req, res);
@@ -71,6 +62,7 @@ export function revisionFastPath(
     if (!principal) return fallback(req, res);
     const started = performance.now();
     // Ids are compared lower-case, as the route's schema makes them; most clients send them so.
+    const upper = UPPER_HEX.test(url);
     const deploymentId = upper ? url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36).toLowerCase() : url.slice(DEPLOYMENT_ID_AT, DEPLOYMENT_ID_AT + 36);
     const revisionId = upper ? url.slice(REVISION_ID_AT).toLowerCase() : url.slice(REVISION_ID_AT);
     // The route's own logic (routes/revisions.ts) and answer (revision-answer.ts), down to the
