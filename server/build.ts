@@ -24,6 +24,9 @@ const SCRIPT_TAIL = '})';
 /** The hash of the script's content that names its code cache (server/code-cache.ts), computed here rather than at every start. */
 const scriptHash = (script: Buffer) => hash('sha256', script).slice(0, 32);
 
+/** The hash of the server script built in `outdir`. */
+export const builtScriptHash = (outdir: string) => scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`)));
+
 /**
  * A plugin that rewrites one file of a package at bundle time, each text replaced once. A text no
  * longer found fails the build (the package changed): better than quietly loading again what the
@@ -307,9 +310,10 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
   // ASCII only: the entry reads the script as Latin-1 (a byte a character, no UTF-8 decoding of two
   // megabytes at every start), and V8 keeps it one byte a character for as long as the server runs.
   // esbuild escapes what it can; a tagged template's text it cannot (the console writes HTML entities).
-  const scriptText = readFileSync(join(outdir, `${SERVER_SCRIPT}.js`), 'latin1');
-  const nonAscii = /[^\x00-\x7f].{0,40}/.exec(scriptText);
+  const script = readFileSync(join(outdir, `${SERVER_SCRIPT}.js`));
+  const nonAscii = /[^\x00-\x7f].{0,40}/.exec(script.toString('latin1'));
   if (nonAscii) throw new Error(`server/build.ts: the server script is not ASCII: ${JSON.stringify(nonAscii[0])}`);
+  const hashOfScript = scriptHash(script);
   const entry = await build({
     absWorkingDir: ROOT,
     entryPoints: { main: 'server/bundle-entry.ts' },
@@ -322,7 +326,7 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
     logLevel: 'warning',
     metafile: true,
     // The script's hash, which names its code cache (server/code-cache.ts): computed here, not at every start.
-    define: { SERVER_SCRIPT_HASH: JSON.stringify(scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`)))) },
+    define: { SERVER_SCRIPT_HASH: JSON.stringify(hashOfScript) },
   });
   const metafile = { outputs: { ...entry.metafile.outputs, ...server.metafile.outputs } };
   // What an earlier build wrote and this one did not (the chunks of the split ESM bundle before the
@@ -338,15 +342,15 @@ export async function bundleServer(outdir = dirname(SERVER_BUNDLE)): Promise<voi
   }
   const compileCache = join(outdir, 'compile-cache');
   mkdirSync(compileCache, { recursive: true });
-  keepOnlyCurrentCodeCache(compileCache, outdir, () => true);
+  keepOnlyCurrentCodeCache(compileCache, hashOfScript, () => true);
 }
 
 /**
  * Removes from `cacheFolder` the entries `isOurs` names that are not the code cache of the script
- * built in `outdir` (server/code-cache.ts names each file by its script's hash).
+ * whose hash is `currentHash` (server/code-cache.ts names each file by its script's hash).
  */
-export function keepOnlyCurrentCodeCache(cacheFolder: string, outdir: string, isOurs: (name: string) => boolean): void {
-  const current = codeCacheStem(scriptHash(readFileSync(join(outdir, `${SERVER_SCRIPT}.js`))));
+export function keepOnlyCurrentCodeCache(cacheFolder: string, currentHash: string, isOurs: (name: string) => boolean): void {
+  const current = codeCacheStem(currentHash);
   for (const name of readdirSync(cacheFolder)) {
     if (isOurs(name) && !name.startsWith(`${current}-`)) rmSync(join(cacheFolder, name), { recursive: true, force: true });
   }

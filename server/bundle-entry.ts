@@ -29,7 +29,8 @@ declare const SERVER_SCRIPT_HASH: string;
 // by another V8 or with other flags, or damaged (its checksum): the script is then compiled and the
 // file written anew. NODE_DEBUG=code-cache says what happened.
 const trace = debuglog('code-cache');
-const scriptPath = fileURLToPath(new URL('server.js', import.meta.url));
+const scriptUrl = new URL('server.js', import.meta.url);
+const scriptPath = fileURLToPath(scriptUrl);
 const cacheFile = codeCacheFile(SERVER_SCRIPT_HASH, dirname(scriptPath), process.env);
 // The script's bytes are kept only until the cache is written (the file holds a copy of exactly
 // what was compiled), and V8's data only until it is compiled: 2 and 1.5 MB that a started server
@@ -85,7 +86,7 @@ function writeCache(): void {
 }
 mapScriptStacks(scriptPath);
 const run = script.runInThisContext() as (require: NodeJS.Require, scriptUrl: string) => Promise<void>;
-await run(createRequire(scriptPath), new URL('server.js', import.meta.url).href);
+await run(createRequire(scriptPath), scriptUrl.href);
 // Made once the start has succeeded: a second after it (its first requests answered by then, on a
 // start that is probed: their functions are in the cache too), or at exit if the process stops
 // before that. Not for a start that failed (a configuration refused): its cache would hold little

@@ -26,6 +26,11 @@ export function codeCacheStem(scriptHash: string): string {
   return `server-${scriptHash}`;
 }
 
+/** Whether `name` is a file `codeCacheFile` names (a folder shared with other caches holds others too), or one being written (`.<pid>`). */
+export function isCodeCacheFile(name: string): boolean {
+  return /^server-[0-9a-f]+-.+\.v8(\.\d+)?$/.test(name);
+}
+
 /** The cache file's content: the script's length (4 bytes), the script, V8's data. */
 export function cacheFileContent(script: Buffer, v8Data: Buffer): Buffer {
   const length = Buffer.alloc(4);

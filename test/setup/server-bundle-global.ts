@@ -1,7 +1,8 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { bundleServer, keepOnlyCurrentCodeCache } from '../../server/build.ts';
+import { builtScriptHash, bundleServer, keepOnlyCurrentCodeCache } from '../../server/build.ts';
+import { isCodeCacheFile } from '../../server/code-cache.ts';
 import { ROOT } from '../helpers/listening-child.ts';
 import { COMPILE_CACHE, SERVER_BUNDLE_ENV } from '../helpers/server-process.ts';
 
@@ -71,5 +72,5 @@ function alive(pid: number): boolean {
  */
 function removeOtherScriptsCodeCaches(outdir: string): void {
   if (!existsSync(COMPILE_CACHE)) return;
-  keepOnlyCurrentCodeCache(COMPILE_CACHE, outdir, (name) => /^server-[0-9a-f]+-.+\.v8(\.\d+)?$/.test(name));
+  keepOnlyCurrentCodeCache(COMPILE_CACHE, builtScriptHash(outdir), isCodeCacheFile);
 }

@@ -56,6 +56,10 @@ describe('group commit', () => {
     return { count: () => outer, savepoints: () => nested, stop: () => void (Database.prototype.transaction = original) };
   }
 
+  /** The real store on a file of its own, with `synchronous=FULL` as the server opens it. */
+  const openStore = () => openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
+  const workspaceOf = async (store: SqliteStore) => (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+
   function create(store: SqliteStore, tenantId: string, name: string) {
     const deploymentId = crypto.randomUUID();
     const revisionId = crypto.randomUUID();
@@ -82,9 +86,9 @@ describe('group commit', () => {
 
   it('20 creates asked for together commit in one transaction, with no savepoint per create', async () => {
     const transactions = countTransactions();
-    const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
+    const store = openStore();
     try {
-      const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+      const ws = await workspaceOf(store);
       const before = transactions.count();
       const savepointsBefore = transactions.savepoints();
       const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => create(store, ws, `together-${i}`)));
@@ -100,9 +104,9 @@ describe('group commit', () => {
 
   it('20 creates asked for together, one whose name is taken: it fails alone (the group redone a savepoint per create), the 19 others commit whole', async () => {
     const transactions = countTransactions();
-    const store = openSqliteStore({ path: tempFile(), secretBox: new SecretBox(randomBytes(32)), synchronous: 'FULL', rules: DOMAIN_STORE_RULES });
+    const store = openStore();
     try {
-      const ws = (await store.bootstrap({ keyHash: null, keyId: crypto.randomUUID(), now: NOW })).workspaceId;
+      const ws = await workspaceOf(store);
       const before = transactions.count();
       const savepointsBefore = transactions.savepoints();
       const names = Array.from({ length: 20 }, (_, i) => (i === 7 ? 'group-3' : `group-${i}`));

@@ -257,16 +257,13 @@ export class PgDb implements Db {
   async #lone(sql: string, params: Params | undefined, on: Queryable): Promise<pg.QueryResult> {
     if (on !== this.pool || !mayGroup(sql)) return query(on, sql, params);
     const statement = HOT_SQL.has(sql) ? named(toPg(sql, params)) : toPg(sql, params);
-    try {
-      return await this.#reads.read(statement);
-    } catch (error) {
-      if (!preparedStatementLost(error)) throw postgresConnectionFailure(error);
-    }
-    // Once more, prepared anew (`preparedStatementLost`).
-    try {
-      return await this.#reads.read(statement);
-    } catch (error) {
-      throw postgresConnectionFailure(error);
+    // A second try only for a prepared statement PostgreSQL lost: it is prepared anew (`preparedStatementLost`).
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.#reads.read(statement);
+      } catch (error) {
+        if (tries >= 2 || !preparedStatementLost(error)) throw postgresConnectionFailure(error);
+      }
     }
   }
 
@@ -330,10 +327,9 @@ export class PgDb implements Db {
       const { sql, params } = auditInsert(audit.entry);
       pipelined.push(toPg(sql, params));
     }
-    if (prepared) pipelined.forEach((statement, i) => (pipelined[i] = named(statement)));
     try {
       if (auditing) audit.state = 'writing';
-      const results = await this.#pipeline(new StatementPipeline(pipelined, types));
+      const results = await this.#pipeline(new StatementPipeline(prepared ? pipelined.map(named) : pipelined, types));
       if (auditing) audit.state = 'written';
       return results.slice(0, statements.length);
     } catch (error) {

@@ -13,15 +13,18 @@ import { sqliteDialect } from '../dialect.ts';
  * outside it wait for it to end instead of running inside it (and being committed or rolled back
  * with work that is not theirs).
  */
+/** A prepared statement, and whether SQLite says it only reads (`Statement.readonly`). */
+type Prepared = { statement: Database.Statement; reads: boolean };
+
 export class SqliteDb implements Db {
   readonly dialect = sqliteDialect;
   readonly raw: Database.Database;
-  readonly #statements = new Map<string, Database.Statement>();
   /**
-   * The statements `rowNow` has found read-only, by SQL text: SQLite's answer does not change for a
-   * prepared statement, and `readonly` is a native getter (a call into better-sqlite3 per read).
+   * Each SQL text's prepared statement, and whether it only reads: SQLite's answer does not change
+   * for a prepared statement, and `readonly` is a native getter (a call into better-sqlite3), asked
+   * once here rather than on every read.
    */
-  readonly #reads = new Map<string, Database.Statement>();
+  readonly #statements = new Map<string, Prepared>();
   /** Settles when the open transaction ends; null while none is open. */
   #open: Promise<void> | null = null;
   readonly #inTx: Db;
@@ -40,24 +43,29 @@ export class SqliteDb implements Db {
 
   /** The prepared statement for `sql`, prepared on first use. */
   statement(sql: string): Database.Statement {
-    let statement = this.#statements.get(sql);
-    if (!statement) {
-      statement = this.raw.prepare(sql);
-      this.#statements.set(sql, statement);
+    return this.#prepared(sql).statement;
+  }
+
+  #prepared(sql: string): Prepared {
+    let prepared = this.#statements.get(sql);
+    if (!prepared) {
+      const statement = this.raw.prepare(sql);
+      prepared = { statement, reads: statement.readonly };
+      this.#statements.set(sql, prepared);
     }
-    return statement;
+    return prepared;
   }
 
   row<T = Row>(sql: string, params?: Params): Promise<T | undefined> {
     if (this.#open) return this.#open.then(() => this.row<T>(sql, params));
     // Inline rather than through the transaction's handle: this is every request's read.
     try {
-      const statement = this.statement(sql);
+      const { statement, reads } = this.#prepared(sql);
       // A request with an audit entry to write: a statement on its own is a transaction of its own,
       // so the entry is written with it if it changes anything (an UPDATE … RETURNING). SQLite says
       // whether a prepared statement writes (`readonly`): a read asks neither the request scope
       // nor the SQL's text.
-      if (!statement.readonly && pendingAudit()) return this.tx((tx) => tx.row<T>(sql, params));
+      if (!reads && pendingAudit()) return this.tx((tx) => tx.row<T>(sql, params));
       return Promise.resolve(statement.get(...bind(params)) as T | undefined);
     } catch (error) {
       return Promise.reject(error);
@@ -71,12 +79,8 @@ export class SqliteDb implements Db {
    */
   rowNow<T = Row>(sql: string, params?: Params): T | undefined | typeof NOT_NOW {
     if (this.#open) return NOT_NOW;
-    let statement = this.#reads.get(sql);
-    if (statement === undefined) {
-      statement = this.statement(sql);
-      if (!statement.readonly) throw new Error('rowNow reads only: a statement that writes goes through row');
-      this.#reads.set(sql, statement);
-    }
+    const { statement, reads } = this.#prepared(sql);
+    if (!reads) throw new Error('rowNow reads only: a statement that writes goes through row');
     return statement.get(...bind(params)) as T | undefined;
   }
 
@@ -88,7 +92,7 @@ export class SqliteDb implements Db {
   /** Whether `sql` may change rows, as SQLite judges its prepared statement; a statement that does not prepare is left to fail where it runs. */
   #writes(sql: string): boolean {
     try {
-      return !this.statement(sql).readonly;
+      return !this.#prepared(sql).reads;
     } catch {
       return mayChangeRows(sql);
     }
