@@ -1,17 +1,19 @@
 /**
- * `node bench/cpu-per-request.ts [--root=<other checkout>] [--bare] [--gc] [--rounds=9] [--seconds=2]`: the
+ * `node bench/cpu-per-request.ts [--root=<other checkout>[,<another>…]] [--bare] [--gc] [--rounds=9] [--seconds=2]`: the
  * server's own CPU time per request (utime + stime from /proc/<pid>/stat over a closed-loop run of
  * 32 connections) on GET revision and POST deployment. Every server is started once; then each
  * round runs GET revision on each of them in turn, then POST deployment, the order rotating from
  * round to round, so a ratio compares runs taken seconds apart. `--root`: this checkout's bundled
- * server against another's (both bundles are built first, `node server/build.ts` in each).
+ * server against another's (both bundles are built first, `node server/build.ts` in each); several,
+ * comma-separated, are each measured beside it (`other`, `other2`, …).
  * `--bare`: the bare same-SQL server too (bench/baselines/http-sqlite.mjs, creates committed in
  * groups as the server's) on a copy of this checkout's server database, answering the same requests,
  * twice: as before (`bare`: the create's three rows) and row for row (`bare-rows`: every row the
  * server's create writes, checked table by table before anything is measured; see
  * docs/decisions/hot-paths-round-5-create.md).
  * Printed: each server's median µs per request, and the median of the per-round ratios to this
- * checkout's with their quartiles. CPU per request is far less sensitive than req/s to other work
+ * checkout's with their quartiles; then the same for the runs' req/s (the closed loop's throughput,
+ * what `npm run bench` judges by), this checkout's ÷ each other's. CPU per request is far less sensitive than req/s to other work
  * on a shared machine (not immune: a loaded machine's caches and frequency inflate it), so it
  * shows what a change saved where req/s ratios are noise; where the server is CPU-bound, req/s ÷
  * bare is about bare CPU ÷ server CPU.
@@ -35,7 +37,10 @@ import { API_KEY, ENCRYPTION_KEY } from './lib/settings.ts';
 import { sameBytes, sameRowsPerCreate, startSqliteBaseline } from './lib/sqlite-baseline.ts';
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-const other = arg('root') === undefined ? undefined : resolve(arg('root')!);
+const others =
+  arg('root')
+    ?.split(',')
+    .map((root) => resolve(root)) ?? [];
 const withBare = process.argv.includes('--bare');
 const rounds = Number(arg('rounds') ?? 9);
 const seconds = Number(arg('seconds') ?? 2);
@@ -64,7 +69,7 @@ const variants = process.argv
 const clean = process.argv.includes('--clean');
 /** `--no-rows`: leave out the row-for-row bare server (it matters for POST only). */
 const withRows = !process.argv.includes('--no-rows');
-for (const root of other ? [ROOT, other] : [ROOT]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
+for (const root of [ROOT, ...others]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
 
@@ -148,22 +153,23 @@ function garbageOf(text: string, requests: number, ms: number): Garbage | undefi
   return { bytes: between / ((requests * span) / ms), pauseUs: (collections.reduce((sum, c) => sum + c.pause, 0) * 1000) / requests };
 }
 
-/** CPU µs per request of one closed-loop run, and with `--gc` its garbage. */
-async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<{ cpu: number; garbage?: Garbage }> {
+/** CPU µs per request of one closed-loop run, its req/s, and with `--gc` its garbage. */
+async function cpuPerRequest(child: Child, requests: LoadRequest[]): Promise<{ cpu: number; rate: number; garbage?: Garbage }> {
   const before = cpuMs(child.pid);
   const outputBefore = child.output().length;
   const run = await runLoad(child.url, { connections: 32, seconds, requests });
   if (run.failures > 0) throw new Error(`${run.failures} failures`);
   const cpu = ((cpuMs(child.pid) - before) * 1000) / run.requests;
-  if (!withGc) return { cpu };
-  return { cpu, garbage: garbageOf(child.output().slice(outputBefore), run.requests, seconds * 1000) };
+  const rate = run.requests / seconds;
+  if (!withGc) return { cpu, rate };
+  return { cpu, rate, garbage: garbageOf(child.output().slice(outputBefore), run.requests, seconds * 1000) };
 }
 
 const servers: Measured[] = [];
 try {
   const self = await serverOf('this', ROOT);
   servers.push(self);
-  if (other) servers.push(await serverOf('other', other));
+  for (const [i, root] of others.entries()) servers.push(await serverOf(i === 0 ? 'other' : `other${i + 1}`, root));
   if (clean) servers.push(await cleanServerOf(self));
   for (const [name, options] of variants) servers.push(await serverOf(name, ROOT, options));
   if (withBare) {
@@ -199,11 +205,17 @@ try {
   }
   for (const s of servers) await runLoad(s.child.url, { connections: 32, seconds: 1, requests: s.gets });
   const figures = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };
+  const rates = { get: servers.map((): number[] => []), post: servers.map((): number[] => []) };
   const garbage = { get: servers.map((): Garbage[] => []), post: servers.map((): Garbage[] => []) };
   const measure = async (path: 'get' | 'post', i: number) => {
-    if (path === 'post' && servers[i]!.name === 'clean') return figures.post[i]!.push(Number.NaN);
+    if (path === 'post' && servers[i]!.name === 'clean') {
+      figures.post[i]!.push(Number.NaN);
+      rates.post[i]!.push(Number.NaN);
+      return;
+    }
     const measured = await cpuPerRequest(servers[i]!.child, path === 'get' ? servers[i]!.gets : [servers[i]!.post]);
     figures[path][i]!.push(measured.cpu);
+    rates[path][i]!.push(measured.rate);
     if (measured.garbage) garbage[path][i]!.push(measured.garbage);
   };
   for (let round = 0; round < rounds; round += 1) {
@@ -230,6 +242,9 @@ try {
     console.log(`${label}: ${servers.map((s, i) => `${s.name} ${sorted(figures[path][i]!)[Math.floor(rounds / 2)]!.toFixed(0)} µs`).join(', ')} (medians)`);
     for (let i = 1; i < servers.length; i += 1)
       console.log(`  this ÷ ${servers[i]!.name}, per round: ${quartiles(figures[path][0]!.map((value, round) => value / figures[path][i]![round]!))}`);
+    console.log(`  req/s: ${servers.map((s, i) => `${s.name} ${sorted(rates[path][i]!)[Math.floor(rounds / 2)]!.toFixed(0)}`).join(', ')} (medians)`);
+    for (let i = 1; i < servers.length; i += 1)
+      console.log(`    this ÷ ${servers[i]!.name}, per round: ${quartiles(rates[path][0]!.map((value, round) => value / rates[path][i]![round]!))}`);
     const bare = servers.findIndex((s) => s.name === 'bare');
     for (let i = 0; i < servers.length; i += 1)
       if (servers[i]!.name.startsWith('bare+'))
@@ -246,7 +261,9 @@ try {
       );
     }
   }
-  console.log(`this = ${ROOT}${other ? `, other = ${other}` : ''}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  console.log(
+    `this = ${ROOT}${others.map((root, i) => `, ${i === 0 ? 'other' : `other${i + 1}`} = ${root}`).join('')}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+  );
 } finally {
   for (const s of servers) await s.child.stop();
   // The servers' databases and the baselines' copies (and a carried server's database beside them).
