@@ -13,6 +13,7 @@ import {
 import { MASKED_SECRET_VALUE, type Secret } from '../../shared/schemas/secret.ts';
 import type { Clock } from '../lib/clock.ts';
 import { auditSubject } from '../lib/request-scope.ts';
+import { timeOrderedId } from '../lib/time-ordered-id.ts';
 import { createdRevisionWork } from '../store/rows.ts';
 import type { DeploymentChange, DeploymentRecord, ListenerRecord, NewRevision, Page, RevisionRecord, Store } from '../store/types.ts';
 import { BadRequest, NotFound } from './errors.ts';
@@ -76,7 +77,7 @@ export class Deployments {
   async create(tenantId: string, body: DeploymentCreate, options: { previewOf?: PreviewOf; commitSha?: string } = {}): Promise<DeploymentRecord> {
     const { store, clock, pipeline } = this.#deps;
     const now = clock.now();
-    const id = crypto.randomUUID();
+    const id = timeOrderedId();
     auditSubject(id);
     // 8 random hex digits: the start of a v4 UUID is random, and randomUUID draws from a pooled
     // buffer where randomBytes(4) makes a system call per create.
@@ -91,7 +92,7 @@ export class Deployments {
       commitSha: options.commitSha,
     });
     const { sourceConfig, revisionConfig: config } = planned;
-    const revisionId = planned.firstRevision ? crypto.randomUUID() : null;
+    const revisionId = planned.firstRevision ? timeOrderedId() : null;
     const secrets = body.secrets ?? [];
     const deployment = {
       id,
@@ -131,7 +132,7 @@ export class Deployments {
     const created = await store.createDeployment({
       deployment,
       revision,
-      tracingProject: { id: crypto.randomUUID(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
+      tracingProject: { id: timeOrderedId(), name: body.name, tenant_id: tenantId, deployment_id: id, created_at: now },
       runner: plan?.runner,
     });
     if (revision && plan) await pipeline.startedOnCreate(plan, createdRevisionWork(deployment, revision), created.deployment, created.revisionHeld);
@@ -233,7 +234,7 @@ export class Deployments {
           source_revision_config: earlier.source_revision_config,
           secrets: earlier.secrets,
           revision: {
-            id: crypto.randomUUID(),
+            id: timeOrderedId(),
             trigger: 'redeploy',
             source_revision_config: earlier.source_revision_config,
             secrets: earlier.secrets,
@@ -360,7 +361,7 @@ export function planPatch(current: DeploymentRecord, body: DeploymentPatch | Rev
     source_revision_config: newRevisionConfig,
     secrets: nextSecrets,
     revision: {
-      id: crypto.randomUUID(),
+      id: timeOrderedId(),
       trigger: 'patch',
       source_revision_config: newRevisionConfig,
       secrets: nextSecrets,

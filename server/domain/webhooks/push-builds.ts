@@ -1,5 +1,6 @@
 import type { Clock } from '../../lib/clock.ts';
 import { requestScope } from '../../lib/request-scope.ts';
+import { timeOrderedId } from '../../lib/time-ordered-id.ts';
 import type { Logger } from '../../logger.ts';
 import type { PushRevisionResult, Store } from '../../store/types.ts';
 import type { Pipeline } from '../pipeline.ts';
@@ -21,7 +22,7 @@ export class PushBuilds {
     const { store, pipeline, clock, log } = this.#deps;
     // Made by a GitHub delivery (the worker's scope names it): audited as its, in the revision's transaction.
     const actor = requestScope()?.actor;
-    const result = await store.createPushRevision({ deploymentId, revisionId: crypto.randomUUID(), commitSha, now: clock.now(), headSeen, actor });
+    const result = await store.createPushRevision({ deploymentId, revisionId: timeOrderedId(), commitSha, now: clock.now(), headSeen, actor });
     if (result.outcome === 'created') {
       log.info('push: revision created', { deployment_id: deploymentId, revision_id: result.revision.id, commit: commitSha, via });
       await pipeline.advance(deploymentId);
