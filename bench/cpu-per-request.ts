@@ -17,6 +17,7 @@
  * on a shared machine (not immune: a loaded machine's caches and frequency inflate it), so it
  * shows what a change saved where req/s ratios are noise; where the server is CPU-bound, req/s ÷
  * bare is about bare CPU ÷ server CPU.
+ * `--random-ids`: see `withRandomIds`.
  * `--gc`: every server runs with `--trace-gc-nvp`, and each run also gives the heap bytes the
  * server allocated per request (the sum of the young-generation collections' `allocated=` over the
  * run) and its collections' pauses per request: the garbage of the whole server (Node's HTTP
@@ -69,6 +70,12 @@ const variants = process.argv
 const clean = process.argv.includes('--clean');
 /** `--no-rows`: leave out the row-for-row bare server (it matters for POST only). */
 const withRows = !process.argv.includes('--no-rows');
+/**
+ * `--random-ids`: with `--bare`, the row-for-row bare server once more with random ids for a
+ * create's rows (`bare-rows-random`), as the server's were before they were time-ordered: the bare
+ * servers otherwise write the server's time-ordered ids (docs/decisions/time-ordered-ids.md).
+ */
+const withRandomIds = process.argv.includes('--random-ids');
 for (const root of [ROOT, ...others]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
@@ -173,17 +180,25 @@ try {
   if (clean) servers.push(await cleanServerOf(self));
   for (const [name, options] of variants) servers.push(await serverOf(name, ROOT, options));
   if (withBare) {
-    for (const sameRows of withRows ? [false, true] : [false]) {
+    const kinds = [
+      // The GET floor too: random ids keep it plain JavaScript (bench/lib/sqlite-baseline.ts); its
+      // POST (three rows) is the secondary figure, row for row the one that decides.
+      { name: 'bare', sameRows: false, ids: 'random' as const },
+      ...(withRows ? [{ name: 'bare-rows', sameRows: true, ids: 'time-ordered' as const }] : []),
+      ...(withRandomIds ? [{ name: 'bare-rows-random', sameRows: true, ids: 'random' as const }] : []),
+    ];
+    for (const { name, sameRows, ids } of kinds) {
       const child = await startSqliteBaseline({
         serverDatabasePath: self.databasePath,
         tenantId: self.tenantId,
         synchronous: 'FULL',
         groupCommit: true,
         sameRows,
-        name: sameRows ? 'bare-rows.db' : 'bare.db',
+        ids,
+        name: `${name}.db`,
         nodeArgs: gcArgs,
       });
-      servers.push({ name: sameRows ? 'bare-rows' : 'bare', child, gets: self.gets, post: self.post });
+      servers.push({ name, child, gets: self.gets, post: self.post });
       await sameBytes(self.child.url, child.url, self.gets[0]!.path, { 'x-api-key': API_KEY });
       if (sameRows) console.log(await sameRowsPerCreate({ ...self, url: self.child.url }, { ...child, post: self.post }));
     }

@@ -202,6 +202,9 @@ const bareEnv = async (name: string, carry?: string) => ({
   BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
   BASELINE_GROUP_COMMIT: '1',
   BASELINE_SAME_ROWS: post ? '1' : '0',
+  // The server's ids for a create's rows (as bench/lib/sqlite-baseline.ts's grouped baselines); the
+  // GET floor keeps random ids, which keep it plain JavaScript.
+  BASELINE_IDS: post ? 'time-ordered' : 'random',
   ...(carry ? { BASELINE_CARRY: carry } : {}),
 });
 

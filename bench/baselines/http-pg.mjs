@@ -17,7 +17,10 @@
 //   `StatementPipeline`, the transaction shape of the server's create (`PgDb.batch`).
 // No API key check, no validation beyond JSON, secrets sealed as the server does (AES-256-GCM).
 // Settings: BASELINE_DATABASE_URL, BASELINE_TENANT_ID, BASELINE_ENCRYPTION_KEY (base64, 32 bytes),
-// BASELINE_POOL_SIZE (10, the server's default), BASELINE_PIPELINE.
+// BASELINE_POOL_SIZE (10, the server's default), BASELINE_PIPELINE, BASELINE_IDS (random | time-ordered:
+// the deployment's, revision's and tracing project's ids made as the server makes them,
+// server/lib/time-ordered-id.ts, so that the same keys go into the same indexes; the cluster scenario
+// asks for it).
 
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -31,6 +34,8 @@ const types = { getTypeParser: (oid, format) => (oid === 20 && format !== 'binar
 const pool = new pg.Pool({ connectionString: process.env.BASELINE_DATABASE_URL, max: Number(process.env.BASELINE_POOL_SIZE ?? 10), types });
 pool.on('error', () => {});
 const pipelined = process.env.BASELINE_PIPELINE === '1' ? (await import('../../server/store/postgres/pipeline.ts')).StatementPipeline : null;
+/** The ids of a create's three rows: the server's time-ordered ones when asked for (BASELINE_IDS). */
+const newRowId = process.env.BASELINE_IDS === 'time-ordered' ? (await import('../../server/lib/time-ordered-id.ts')).timeOrderedId : randomUUID;
 
 // The server's own column list (REVISION_RECORD_COLUMNS), given by the benchmark; * when unset.
 const READ_REVISION = `SELECT ${process.env.BASELINE_REVISION_COLUMNS ?? '*'} FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`;
@@ -90,7 +95,7 @@ function createWrites(row) {
     ],
     // The runner the server's create named (its process lease, locked FOR KEY SHARE as the server's create locks it).
     [INSERT_REVISION, [row.revision_id, row.id, tenantId, revision.status, 'github', row.revision_config, row.secrets, row.now, revision.runner_id]],
-    [ADOPT_OR_INSERT_TRACING_PROJECT, [randomUUID(), tenantId, row.name, row.id, row.now]],
+    [ADOPT_OR_INSERT_TRACING_PROJECT, [newRowId(), tenantId, row.name, row.id, row.now]],
     [INSERT_LOG, [row.revision_id, log.type, log.level, log.message, row.now]],
     [
       INSERT_AUDIT,
@@ -164,8 +169,8 @@ async function createDeployment(res, body) {
   const now = new Date().toISOString();
   const { sourceConfig, revisionConfig, repoUrlKey } = createConfigs(input);
   const row = {
-    id: randomUUID(),
-    revision_id: randomUUID(),
+    id: newRowId(),
+    revision_id: newRowId(),
     name: input.name,
     source_config: JSON.stringify(sourceConfig),
     source_revision_config: JSON.stringify(revisionConfig),

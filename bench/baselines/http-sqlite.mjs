@@ -25,13 +25,17 @@
 // outgoing events', the GitHub status outbox's) run on both. What it still does not do is the
 // server's own work beyond those rows: its reads (the key, the listener that decides the data
 // plane), the runner's lease check, the tracing project's adoption, validation.
+// With BASELINE_IDS=time-ordered a create's deployment, revision and tracing project get the
+// server's time-ordered ids (server/lib/time-ordered-id.ts: consecutive creates' index entries on the
+// same last pages) instead of random ones; bench/lib/sqlite-baseline.ts asks for it, so the create
+// comparisons write the same keys (docs/decisions/time-ordered-ids.md). Loaded only then, as above.
 // Experiment only (bench/cpu-per-request.ts --carry=…; unset, the baseline is the plain one above):
 // BASELINE_CARRY=server also starts the whole control-plane server (its bundle, server/dist) in this
 // process on a database of its own, idle: its code, heap, timers and intervals beside the bare
 // server, which alone answers the benchmark's requests: does a larger process make the same bare
 // code cost more? BASELINE_CARRY=code imports the bundle's library chunks without starting
 // anything (code loaded, little heap, no timers).
-// Settings: BASELINE_REVISION_COLUMNS (the server's REVISION_RECORD_COLUMNS; * when unset), BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS.
+// Settings: BASELINE_REVISION_COLUMNS (the server's REVISION_RECORD_COLUMNS; * when unset), BASELINE_DB, BASELINE_TENANT_ID, BASELINE_SYNCHRONOUS (FULL), BASELINE_ENCRYPTION_KEY (base64, 32 bytes), BASELINE_GROUP_COMMIT, BASELINE_SAME_ROWS, BASELINE_IDS (random | time-ordered).
 
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -100,12 +104,14 @@ const sameRows = process.env.BASELINE_SAME_ROWS === '1';
 // plain baseline stays plain JavaScript (no TypeScript stripper in its memory or start).
 const auditFieldPaths = sameRows ? (await import('../../server/lib/request-scope.ts')).auditFieldPaths : null;
 const rowForRow = sameRows ? rowForRowStatements() : null;
+/** The ids of a create's three rows: the server's time-ordered ones when asked for (see BASELINE_IDS above). */
+const newRowId = process.env.BASELINE_IDS === 'time-ordered' ? (await import('../../server/lib/time-ordered-id.ts')).timeOrderedId : randomUUID;
 /** A create's rows, in whatever transaction is open (the group's), or in `createNow`'s own. */
 const createRows = (row) => {
   insertDeployment.run(row);
   if (rowForRow) rowForRow.revisionAndLog(row);
   else insertRevision.run({ ...row, id: row.latest_revision_id, deployment_id: row.id, status: 'AWAITING_BUILD' });
-  insertTracingProject.run(randomUUID(), row.tenant_id, row.name, row.id, row.now);
+  insertTracingProject.run(newRowId(), row.tenant_id, row.name, row.id, row.now);
   rowForRow?.audit(row);
 };
 const createNow = db.transaction(createRows);
@@ -230,7 +236,7 @@ const server = createServer((req, res) => {
       const { sourceConfig, revisionConfig, repoUrlKey } = createConfigs(input);
       const secrets = seal(input.secrets ?? []);
       const row = {
-        id: randomUUID(),
+        id: newRowId(),
         tenant_id: tenantId,
         name: input.name,
         source: 'github',
@@ -238,7 +244,7 @@ const server = createServer((req, res) => {
         source_revision_config: JSON.stringify(revisionConfig),
         secrets,
         status: 'AWAITING_DATABASE',
-        latest_revision_id: randomUUID(),
+        latest_revision_id: newRowId(),
         deployment_type: sourceConfig.deployment_type,
         integration_id: integration.id,
         repo_url_key: repoUrlKey,

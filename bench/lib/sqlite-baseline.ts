@@ -11,7 +11,13 @@ import { ENCRYPTION_KEY } from './settings.ts';
  * same rows through the same statements and writes the same three rows per create. `groupCommit`:
  * its creates asked for in one turn share one transaction, as the server's SQLite store commits them.
  * `sameRows`: it writes every row the server's create writes, row for row (the revision past the
- * sandbox's first step, its log line, the audit entry); see `sameRowsPerCreate`.
+ * sandbox's first step, its log line, the audit entry); see `sameRowsPerCreate`. `ids`: the ids of a
+ * create's rows, `time-ordered` as the server's (docs/decisions/time-ordered-ids.md: a group's index
+ * entries on the same last pages) or `random` as the server's were before. By default the grouped
+ * baselines take the server's; the plain one (one commit per create, and the GET floor) keeps random
+ * ids: one create per commit writes a page per index whatever its ids, and it stays plain JavaScript
+ * (the time-ordered ids are the server's TypeScript module, which would load Node's type stripper
+ * into the GET floor's process).
  */
 export async function startSqliteBaseline(options: {
   serverDatabasePath: string;
@@ -19,6 +25,7 @@ export async function startSqliteBaseline(options: {
   synchronous: string;
   groupCommit: boolean;
   sameRows?: boolean;
+  ids?: 'time-ordered' | 'random';
   name: string;
   /** Node's own options (a profiler's). */
   nodeArgs?: readonly string[];
@@ -40,6 +47,7 @@ export async function startSqliteBaseline(options: {
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
       BASELINE_GROUP_COMMIT: options.groupCommit ? '1' : '0',
       BASELINE_SAME_ROWS: options.sameRows ? '1' : '0',
+      BASELINE_IDS: options.ids ?? (options.groupCommit ? 'time-ordered' : 'random'),
       ...(options.carry ? { BASELINE_CARRY: options.carry } : {}),
     },
     options.nodeArgs,

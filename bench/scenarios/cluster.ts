@@ -156,6 +156,8 @@ export async function clusterThroughput(settings: Settings, log: (line: string) 
       BASELINE_ENCRYPTION_KEY: ENCRYPTION_KEY,
       // The create's transaction in the server's shape (one pipeline); BENCH_BARE_PG_PIPELINE=0: BEGIN, each statement, COMMIT.
       BASELINE_PIPELINE: env.BENCH_BARE_PG_PIPELINE === '0' ? '0' : '1',
+      // A create's rows with the server's time-ordered ids (docs/decisions/time-ordered-ids.md).
+      BASELINE_IDS: 'time-ordered',
     });
     children.push(bare);
     const pg3Target = await prepare('pg3', 'PostgreSQL, 3 processes', pg3);
