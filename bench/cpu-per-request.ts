@@ -41,7 +41,7 @@ const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`
 const others =
   arg('root')
     ?.split(',')
-    .map((root) => resolve(root)) ?? [];
+    .map((root, i) => ({ name: i === 0 ? 'other' : `other${i + 1}`, root: resolve(root) })) ?? [];
 const withBare = process.argv.includes('--bare');
 const rounds = Number(arg('rounds') ?? 9);
 const seconds = Number(arg('seconds') ?? 2);
@@ -76,7 +76,8 @@ const withRows = !process.argv.includes('--no-rows');
  * servers otherwise write the server's time-ordered ids (docs/decisions/time-ordered-ids.md).
  */
 const withRandomIds = process.argv.includes('--random-ids');
-for (const root of [ROOT, ...others]) execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
+for (const root of [ROOT, ...others.map((other) => other.root)])
+  execFileSync(process.execPath, [join(root, 'server/build.ts')], { cwd: root, stdio: 'inherit' });
 
 type Measured = { name: string; child: Child; gets: LoadRequest[]; post: LoadRequest };
 
@@ -176,7 +177,7 @@ const servers: Measured[] = [];
 try {
   const self = await serverOf('this', ROOT);
   servers.push(self);
-  for (const [i, root] of others.entries()) servers.push(await serverOf(i === 0 ? 'other' : `other${i + 1}`, root));
+  for (const { name, root } of others) servers.push(await serverOf(name, root));
   if (clean) servers.push(await cleanServerOf(self));
   for (const [name, options] of variants) servers.push(await serverOf(name, ROOT, options));
   if (withBare) {
@@ -277,7 +278,7 @@ try {
     }
   }
   console.log(
-    `this = ${ROOT}${others.map((root, i) => `, ${i === 0 ? 'other' : `other${i + 1}`} = ${root}`).join('')}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+    `this = ${ROOT}${others.map(({ name, root }) => `, ${name} = ${root}`).join('')}; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
   );
 } finally {
   for (const s of servers) await s.child.stop();

@@ -4,7 +4,14 @@
  * same values: the answers' field order, the create's configs, the SecretBox format. Whatever
  * differs between them (the SQL, the driver) stays in each.
  */
-import { createCipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, randomBytes, randomUUID } from 'node:crypto';
+
+/**
+ * The ids of a create's deployment, revision and tracing project: with BASELINE_IDS=time-ordered the
+ * server's own (server/lib/time-ordered-id.ts, loaded only then, so a baseline that does not ask
+ * stays plain JavaScript), random otherwise (docs/decisions/time-ordered-ids.md).
+ */
+export const newRowId = process.env.BASELINE_IDS === 'time-ordered' ? (await import('../../server/lib/time-ordered-id.ts')).timeOrderedId : randomUUID;
 
 export const REVISION_PATH = /^\/v2\/deployments\/([0-9a-f-]{36})\/revisions\/([0-9a-f-]{36})$/;
 

@@ -25,7 +25,7 @@
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import pg from 'pg';
-import { createConfigs, deploymentAnswerText, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
+import { createConfigs, deploymentAnswerText, newRowId, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
 
 const tenantId = process.env.BASELINE_TENANT_ID;
 const key = createSecretKey(Buffer.from(process.env.BASELINE_ENCRYPTION_KEY ?? randomBytes(32).toString('base64'), 'base64'));
@@ -34,8 +34,6 @@ const types = { getTypeParser: (oid, format) => (oid === 20 && format !== 'binar
 const pool = new pg.Pool({ connectionString: process.env.BASELINE_DATABASE_URL, max: Number(process.env.BASELINE_POOL_SIZE ?? 10), types });
 pool.on('error', () => {});
 const pipelined = process.env.BASELINE_PIPELINE === '1' ? (await import('../../server/store/postgres/pipeline.ts')).StatementPipeline : null;
-/** The ids of a create's three rows: the server's time-ordered ones when asked for (BASELINE_IDS). */
-const newRowId = process.env.BASELINE_IDS === 'time-ordered' ? (await import('../../server/lib/time-ordered-id.ts')).timeOrderedId : randomUUID;
 
 // The server's own column list (REVISION_RECORD_COLUMNS), given by the benchmark; * when unset.
 const READ_REVISION = `SELECT ${process.env.BASELINE_REVISION_COLUMNS ?? '*'} FROM revisions WHERE id = $1 AND deployment_id = $2 AND tenant_id = $3`;

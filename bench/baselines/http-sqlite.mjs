@@ -27,8 +27,8 @@
 // plane), the runner's lease check, the tracing project's adoption, validation.
 // With BASELINE_IDS=time-ordered a create's deployment, revision and tracing project get the
 // server's time-ordered ids (server/lib/time-ordered-id.ts: consecutive creates' index entries on the
-// same last pages) instead of random ones; bench/lib/sqlite-baseline.ts asks for it, so the create
-// comparisons write the same keys (docs/decisions/time-ordered-ids.md). Loaded only then, as above.
+// same last pages) instead of random ones (api-shapes.mjs, newRowId); bench/lib/sqlite-baseline.ts
+// asks for it, so the create comparisons write the same keys (docs/decisions/time-ordered-ids.md).
 // Experiment only (bench/cpu-per-request.ts --carry=…; unset, the baseline is the plain one above):
 // BASELINE_CARRY=server also starts the whole control-plane server (its bundle, server/dist) in this
 // process on a database of its own, idle: its code, heap, timers and intervals beside the bare
@@ -40,7 +40,7 @@
 import { createSecretKey, randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import Database from 'better-sqlite3';
-import { createConfigs, deploymentAnswerText, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
+import { createConfigs, deploymentAnswerText, newRowId, REVISION_PATH, revisionAnswerText, sealer, send } from './api-shapes.mjs';
 
 await carry(process.env.BASELINE_CARRY);
 
@@ -104,8 +104,6 @@ const sameRows = process.env.BASELINE_SAME_ROWS === '1';
 // plain baseline stays plain JavaScript (no TypeScript stripper in its memory or start).
 const auditFieldPaths = sameRows ? (await import('../../server/lib/request-scope.ts')).auditFieldPaths : null;
 const rowForRow = sameRows ? rowForRowStatements() : null;
-/** The ids of a create's three rows: the server's time-ordered ones when asked for (see BASELINE_IDS above). */
-const newRowId = process.env.BASELINE_IDS === 'time-ordered' ? (await import('../../server/lib/time-ordered-id.ts')).timeOrderedId : randomUUID;
 /** A create's rows, in whatever transaction is open (the group's), or in `createNow`'s own. */
 const createRows = (row) => {
   insertDeployment.run(row);
